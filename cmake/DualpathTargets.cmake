@@ -1,0 +1,61 @@
+# Helpers so every project target gets the same warnings and sanitizer flags, and third-party
+# targets get none of them.
+
+set(DUALPATH_WARNINGS -Wall -Wextra -Werror -Wno-missing-field-initializers)
+if(CMAKE_CXX_COMPILER_ID MATCHES "Clang")
+  list(APPEND DUALPATH_WARNINGS -Wthread-safety)
+endif()
+
+set(DUALPATH_SAN_FLAGS "")
+if(DUALPATH_SANITIZE STREQUAL "address,undefined")
+  set(DUALPATH_SAN_FLAGS -fsanitize=address,undefined -fno-omit-frame-pointer
+                         -fno-sanitize-recover=undefined)
+elseif(DUALPATH_SANITIZE STREQUAL "thread")
+  set(DUALPATH_SAN_FLAGS -fsanitize=thread -fno-omit-frame-pointer)
+endif()
+if(DUALPATH_SAN_FLAGS)
+  add_compile_options(${DUALPATH_SAN_FLAGS})
+  add_link_options(${DUALPATH_SAN_FLAGS})
+endif()
+
+# dualpath_library(NAME SOURCES ... [PUBLIC_DEPS ...] [PRIVATE_DEPS ...])
+# Declares library target dualpath_<NAME> with public headers under include/.
+function(dualpath_library name)
+  cmake_parse_arguments(ARG "" "" "SOURCES;PUBLIC_DEPS;PRIVATE_DEPS" ${ARGN})
+  add_library(dualpath_${name} STATIC ${ARG_SOURCES})
+  target_include_directories(dualpath_${name} PUBLIC ${PROJECT_SOURCE_DIR}/include
+                                              PRIVATE ${PROJECT_SOURCE_DIR}/src)
+  target_compile_options(dualpath_${name} PRIVATE ${DUALPATH_WARNINGS})
+  target_link_libraries(dualpath_${name} PUBLIC ${ARG_PUBLIC_DEPS} PRIVATE ${ARG_PRIVATE_DEPS})
+endfunction()
+
+# dualpath_test(NAME SOURCES ... DEPS ... [LABELS ...])
+# A GoogleTest binary registered with CTest (one CTest entry per test case).
+function(dualpath_test name)
+  cmake_parse_arguments(ARG "" "TIMEOUT" "SOURCES;DEPS;LABELS" ${ARGN})
+  if(NOT DUALPATH_BUILD_TESTS)
+    return()
+  endif()
+  add_executable(${name} ${ARG_SOURCES})
+  target_include_directories(${name} PRIVATE ${PROJECT_SOURCE_DIR}/src)
+  target_compile_options(${name} PRIVATE ${DUALPATH_WARNINGS})
+  target_link_libraries(${name} PRIVATE ${ARG_DEPS} GTest::gtest GTest::gmock GTest::gtest_main)
+  if(NOT ARG_TIMEOUT)
+    set(ARG_TIMEOUT 300)
+  endif()
+  gtest_discover_tests(${name} DISCOVERY_TIMEOUT 60
+    PROPERTIES LABELS "unit;${ARG_LABELS}" TIMEOUT ${ARG_TIMEOUT}
+    ENVIRONMENT "DUALPATH_SOURCE_DIR=${PROJECT_SOURCE_DIR};DUALPATH_BINARY_DIR=${PROJECT_BINARY_DIR}")
+endfunction()
+
+# dualpath_bench(NAME SOURCES ... DEPS ...): a Google Benchmark binary (not run by CTest).
+function(dualpath_bench name)
+  cmake_parse_arguments(ARG "" "" "SOURCES;DEPS" ${ARGN})
+  if(NOT DUALPATH_BUILD_BENCH)
+    return()
+  endif()
+  add_executable(${name} ${ARG_SOURCES})
+  target_include_directories(${name} PRIVATE ${PROJECT_SOURCE_DIR}/src)
+  target_compile_options(${name} PRIVATE ${DUALPATH_WARNINGS})
+  target_link_libraries(${name} PRIVATE ${ARG_DEPS} benchmark::benchmark)
+endfunction()
