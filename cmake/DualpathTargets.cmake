@@ -30,7 +30,7 @@ function(dualpath_library name)
 endfunction()
 
 # dualpath_test(NAME SOURCES ... DEPS ... [LABELS ...])
-# A GoogleTest binary registered with CTest (one CTest entry per test case).
+# A GoogleTest binary registered with CTest. LABELS tsan marks tests that the tsan preset runs.
 function(dualpath_test name)
   cmake_parse_arguments(ARG "" "TIMEOUT" "SOURCES;DEPS;LABELS" ${ARGN})
   if(NOT DUALPATH_BUILD_TESTS)
@@ -43,8 +43,13 @@ function(dualpath_test name)
   if(NOT ARG_TIMEOUT)
     set(ARG_TIMEOUT 300)
   endif()
-  gtest_discover_tests(${name} DISCOVERY_TIMEOUT 60
-    PROPERTIES LABELS "unit;${ARG_LABELS}" TIMEOUT ${ARG_TIMEOUT}
+  # One CTest entry per test binary (not per test case): gtest_discover_tests flattens list-valued
+  # properties such as LABELS and ENVIRONMENT, and a binary per component keeps CTest's parallel
+  # scheduling coarse enough for a 2-core machine.
+  add_test(NAME ${name} COMMAND ${name} --gtest_color=no)
+  set_tests_properties(${name} PROPERTIES
+    LABELS "unit;${ARG_LABELS}"
+    TIMEOUT ${ARG_TIMEOUT}
     ENVIRONMENT "DUALPATH_SOURCE_DIR=${PROJECT_SOURCE_DIR};DUALPATH_BINARY_DIR=${PROJECT_BINARY_DIR}")
 endfunction()
 
