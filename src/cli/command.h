@@ -37,6 +37,11 @@ int ReportError(std::string_view what, const Status& status);
 // True when the status's code means the user gave bad input.
 bool IsBadInput(const Status& status);
 
+// Returns parent's subcommand `name`, adding it (with `description`) if no other command file has
+// yet. Groups shared by several components (`bench`) are reached through this, so registration
+// order does not matter: `GetOrAddGroup(root, "bench", "...")->add_subcommand("storage", ...)`.
+CLI::App* GetOrAddGroup(CLI::App& parent, const std::string& name, const std::string& description);
+
 }  // namespace dualpath::cli
 
 #define DUALPATH_CLI_COMMAND(fn) \

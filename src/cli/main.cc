@@ -37,6 +37,15 @@ int ReportError(std::string_view what, const Status& status) {
   return IsBadInput(status) ? kExitBadInput : kExitFailure;
 }
 
+CLI::App* GetOrAddGroup(CLI::App& parent, const std::string& name, const std::string& description) {
+  if (CLI::App* existing = parent.get_subcommand_no_throw(name)) {
+    return existing;
+  }
+  CLI::App* group = parent.add_subcommand(name, description);
+  group->require_subcommand(1);
+  return group;
+}
+
 }  // namespace dualpath::cli
 
 int main(int argc, char** argv) {
