@@ -38,8 +38,11 @@ int ReportError(std::string_view what, const Status& status) {
 }
 
 CLI::App* GetOrAddGroup(CLI::App& parent, const std::string& name, const std::string& description) {
-  if (CLI::App* existing = parent.get_subcommand_no_throw(name)) {
-    return existing;
+  // CLI11 2.3 (Debian 12) has no get_subcommand_no_throw; search the subcommand list instead.
+  for (CLI::App* sub : parent.get_subcommands([](CLI::App*) { return true; })) {
+    if (sub->get_name() == name) {
+      return sub;
+    }
   }
   CLI::App* group = parent.add_subcommand(name, description);
   group->require_subcommand(1);
