@@ -1,0 +1,5 @@
+#include <gtest/gtest.h>
+
+namespace dualpath::sched {
+namespace {}  // namespace
+}  // namespace dualpath::sched
