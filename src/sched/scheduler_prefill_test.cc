@@ -173,6 +173,26 @@ TEST_F(PrefillTest, DualPathReadsOnTheDecodeSideWhenItsQueueIsShorter) {
   EXPECT_EQ(sched_->stats().read_tokens_decode, 900);
 }
 
+TEST_F(PrefillTest, NodeReadQueueUpdateSteersTheReadSide) {
+  // The DE node's queue was long when its group fetched; telemetry says it drained since.
+  de_reports_ = {Report(4, 0, 0, 9000, 1'000'000), Report(5, 0, 0, 9000, 1'000'000)};
+  ASSERT_TRUE(sched_->Submit(Req(1, 1000, 900)).ok());
+  ASSERT_TRUE(sched_->Submit(Req(2, 1000, 900)).ok());
+  FetchResult out;
+  ASSERT_TRUE(sched_->FetchForGroup(kDeGroup, de_reports_, &out).ok());
+  out.Clear();
+  std::vector<EngineReport> pe = {Report(0, 0, 0, 500), Report(1, 0, 0, 500), Report(2, 0, 0, 500),
+                                  Report(3, 0, 0, 500)};
+  ASSERT_TRUE(sched_->ApplyReports(pe).ok());
+  ASSERT_TRUE(sched_->ApplyNodeReadQueue(NodeId(2), 100).ok());
+  ASSERT_TRUE(sched_->FetchForGroup(kPeGroup, {}, &out).ok());
+  ASSERT_EQ(out.prefill.size(), 2u);
+  EXPECT_EQ(out.prefill[0].side, ReadSide::kDecode);   // 100 < 500
+  EXPECT_EQ(out.prefill[1].side, ReadSide::kPrefill);  // DE node now at 1000 > 500
+  EXPECT_EQ(sched_->ApplyNodeReadQueue(NodeId(9), 0).code(), Code::kInvalidArgument);
+  EXPECT_EQ(sched_->ApplyNodeReadQueue(NodeId(0), -1).code(), Code::kInvalidArgument);
+}
+
 TEST_F(PrefillTest, BasicNeverReadsOnTheDecodeSide) {
   Reset(Config(SchedConfig::Basic()));
   auto out = Run(
