@@ -54,6 +54,26 @@ TEST(ClusterTest, UniformBadSpecNamesField) {
   }
 }
 
+TEST(ClusterTest, ParsePd) {
+  auto a = ParsePd("2P4D");
+  ASSERT_TRUE(a.ok());
+  EXPECT_EQ(a->prefill_nodes, 2);
+  EXPECT_EQ(a->decode_nodes, 4);
+  EXPECT_EQ(a->gpus_per_node, 8);
+  auto b = ParsePd("48p96d");
+  ASSERT_TRUE(b.ok());
+  EXPECT_EQ(b->prefill_nodes, 48);
+  EXPECT_EQ(b->decode_nodes, 96);
+  for (const char* bad :
+       {"", "0P2D", "2P0D", "2X4D", "2P", "P4D", "2P4", "2P4DX", "-1P2D", "2P 4D", "9999999P1D"}) {
+    auto r = ParsePd(bad);
+    ASSERT_FALSE(r.ok()) << bad;
+    EXPECT_EQ(r.status().code(), Code::kSchedBadConfig);
+    EXPECT_NE(r.status().message().find(std::string("'") + bad + "'"), std::string::npos)
+        << r.status().ToString();
+  }
+}
+
 ClusterDesc Small() {
   auto c = MakeUniformCluster({.prefill_nodes = 1, .decode_nodes = 1, .gpus_per_node = 2});
   return c.value();
