@@ -1,0 +1,75 @@
+#include "kv/cbor.h"
+
+#include <gtest/gtest.h>
+
+namespace dualpath::kv::cbor {
+namespace {
+
+std::string Hex(const std::string& s) {
+  static constexpr char kDigits[] = "0123456789abcdef";
+  std::string out;
+  for (unsigned char c : s) {
+    out += kDigits[c >> 4];
+    out += kDigits[c & 0xF];
+  }
+  return out;
+}
+
+std::string Unsigned(uint64_t v) {
+  std::string s;
+  AppendUnsigned(v, &s);
+  return Hex(s);
+}
+
+// RFC 8949 Appendix A examples: the shortest head at every width boundary.
+TEST(CborTest, UnsignedWidths) {
+  EXPECT_EQ(Unsigned(0), "00");
+  EXPECT_EQ(Unsigned(23), "17");
+  EXPECT_EQ(Unsigned(24), "1818");
+  EXPECT_EQ(Unsigned(255), "18ff");
+  EXPECT_EQ(Unsigned(256), "190100");
+  EXPECT_EQ(Unsigned(65535), "19ffff");
+  EXPECT_EQ(Unsigned(65536), "1a00010000");
+  EXPECT_EQ(Unsigned(1000000), "1a000f4240");
+  EXPECT_EQ(Unsigned(4294967295ULL), "1affffffff");
+  EXPECT_EQ(Unsigned(4294967296ULL), "1b0000000100000000");
+  EXPECT_EQ(Unsigned(1000000000000ULL), "1b000000e8d4a51000");
+  EXPECT_EQ(Unsigned(18446744073709551615ULL), "1bffffffffffffffff");
+}
+
+TEST(CborTest, StringsArraysNull) {
+  std::string s;
+  AppendText("IETF", &s);
+  EXPECT_EQ(Hex(s), "6449455446");
+  s.clear();
+  AppendBytes(std::string("\x01\x02\x03\x04", 4), &s);
+  EXPECT_EQ(Hex(s), "4401020304");
+  s.clear();
+  AppendArrayHead(3, &s);
+  AppendUnsigned(1, &s);
+  AppendUnsigned(2, &s);
+  AppendUnsigned(3, &s);
+  EXPECT_EQ(Hex(s), "83010203");
+  s.clear();
+  AppendArrayHead(25, &s);
+  EXPECT_EQ(Hex(s), "9819");
+  s.clear();
+  AppendNull(&s);
+  EXPECT_EQ(Hex(s), "f6");
+  s.clear();
+  AppendBytes(std::string(32, '\0'), &s);
+  EXPECT_EQ(Hex(s).substr(0, 4), "5820");
+}
+
+TEST(CborTest, WriteHeadReturnsLength) {
+  uint8_t buf[kMaxHeadBytes];
+  EXPECT_EQ(WriteHead(Major::kUnsigned, 23, buf), 1u);
+  EXPECT_EQ(WriteHead(Major::kArray, 255, buf), 2u);
+  EXPECT_EQ(buf[0], 0x98);
+  EXPECT_EQ(WriteHead(Major::kTextString, 65535, buf), 3u);
+  EXPECT_EQ(WriteHead(Major::kByteString, 65536, buf), 5u);
+  EXPECT_EQ(WriteHead(Major::kUnsigned, 1ULL << 40, buf), 9u);
+}
+
+}  // namespace
+}  // namespace dualpath::kv::cbor
