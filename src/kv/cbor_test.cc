@@ -2,6 +2,9 @@
 
 #include <gtest/gtest.h>
 
+#include <cstring>
+#include <vector>
+
 namespace dualpath::kv::cbor {
 namespace {
 
@@ -69,6 +72,25 @@ TEST(CborTest, WriteHeadReturnsLength) {
   EXPECT_EQ(WriteHead(Major::kTextString, 65535, buf), 3u);
   EXPECT_EQ(WriteHead(Major::kByteString, 65536, buf), 5u);
   EXPECT_EQ(WriteHead(Major::kUnsigned, 1ULL << 40, buf), 9u);
+}
+
+// The branchless token encoder must agree with WriteHead at every boundary and on random values.
+TEST(CborTest, BranchlessUint32MatchesWriteHead) {
+  std::vector<uint32_t> values = {0,        1,        23,         24,        25,    255,
+                                  256,      257,      65535,      65536,     65537, 16777215,
+                                  16777216, 1u << 31, 0x7FFFFFFF, 0xFFFFFFFF};
+  uint64_t x = 42;
+  for (int i = 0; i < 10000; ++i) {
+    x = x * 6364136223846793005ULL + 1442695040888963407ULL;
+    values.push_back(static_cast<uint32_t>(x >> (32 + (i % 32))));  // all magnitudes
+  }
+  for (uint32_t v : values) {
+    uint8_t want[kMaxHeadBytes] = {};
+    uint8_t got[16] = {};
+    const size_t n = WriteHead(Major::kUnsigned, v, want);
+    ASSERT_EQ(WriteUint32Branchless(v, got), n) << v;
+    ASSERT_EQ(0, std::memcmp(want, got, n)) << v;
+  }
 }
 
 }  // namespace
