@@ -14,6 +14,7 @@
 
 #include "dualpath/common/check.h"
 #include "kv/cbor.h"
+#include "kv/cbor_encode.h"
 
 namespace dualpath::kv {
 namespace {
@@ -56,24 +57,22 @@ BlockHash Sha256CborBlock(const BlockHash& parent, std::span<const TokenId> toke
 
   Sha256Stream sha;
   // Encode in chunks that always fit the staging buffer (5 bytes per token worst case, plus the
-  // 8-byte slack WriteUint32Branchless stores), so the inner loop has no bounds check.
+  // slack the vector encoder stores past its output), so the encoder needs no bounds checks.
   size_t i = 0;
   while (i < tokens.size()) {
-    const size_t room = (kStageBytes - n - sizeof(uint64_t)) / 5;
-    const size_t end = std::min(tokens.size(), i + room);
-    uint32_t max_id = 0;
-    for (; i < end; ++i) {
-      max_id |= tokens[i];
-      n += cbor::WriteUint32Branchless(tokens[i], buf + n);
-    }
-    DUALPATH_CHECK(max_id <= kMaxTokenId, "token id > 2^31-1 (validate input with ValidateTokens)");
+    const size_t room = (kStageBytes - n - cbor::kEncodeSlack) / 5;
+    const size_t count = std::min(tokens.size() - i, room);
+    uint32_t or_all = 0;
+    n += cbor::EncodeUint32s(tokens.data() + i, count, buf + n, &or_all);
+    DUALPATH_CHECK(or_all <= kMaxTokenId, "token id > 2^31-1 (validate input with ValidateTokens)");
+    i += count;
     if (i < tokens.size()) {
       sha.Update(buf, n);
       n = 0;
     }
   }
   if (extra_keys.empty()) {
-    buf[n++] = cbor::kNull;  // room: the chunking above leaves >= 8 bytes free
+    buf[n++] = cbor::kNull;  // room: the chunking above leaves >= kEncodeSlack bytes free
     sha.Update(buf, n);
   } else {
     // Cold path (LoRA / cache salt): build the tail as a string.
