@@ -185,9 +185,11 @@ void BlockHasher::HashBlocks(std::span<const TokenId> tokens, std::vector<BlockH
 
 void BlockHasher::HashBlocks(const BlockHash& parent, std::span<const TokenId> tokens,
                              std::vector<BlockHash>* out) const {
+  // Copy the parent first: callers continue a chain with HashBlocks(out->back(), ..., out), and
+  // reserve() below may move *out.
+  BlockHash prev = parent;
   const size_t full = tokens.size() / block_size_;
   out->reserve(out->size() + full);
-  BlockHash prev = parent;
   for (size_t b = 0; b < full; ++b) {
     prev = HashBlock(prev, tokens.subspan(b * block_size_, block_size_));
     out->push_back(prev);
