@@ -83,7 +83,7 @@ int main(int argc, char** argv) {
     return app.exit(e);
   } catch (const CLI::ParseError& e) {
     // Usage errors: one line naming what was wrong, exit status 2.
-    std::cerr << "dualpath: " << e.what() << "\nRun with --help for usage.\n";
+    std::cerr << "dualpath: " << e.what() << " (see --help)\n";
     return cli::kExitBadInput;
   } catch (const std::exception& e) {
     // Start-up and configuration errors that escaped as exceptions.
