@@ -20,6 +20,7 @@
 #include "dualpath/testbed/cluster.h"
 #include "dualpath/testbed/link_stats.h"
 #include "dualpath/testbed/netperf.h"
+#include "dualpath/testbed/read_rate.h"
 #include "dualpath/testbed/testbed.h"
 
 namespace dualpath::cli {
@@ -322,6 +323,44 @@ void RegisterNetperf(CLI::App* cluster, int* exit_code) {
   });
 }
 
+void RegisterRead(CLI::App* cluster, int* exit_code) {
+  struct ReadArgs {
+    std::string file;
+    std::string link = std::string(testbed::kStorageIf);
+    size_t block = 4 * 1024 * 1024;
+    int streams = 4;
+  };
+  auto ra = std::make_shared<ReadArgs>();
+  CLI::App* read = cluster->add_subcommand(
+      "read",
+      "Read a file with O_DIRECT and report the rate seen on a link's rx counter (run it in a "
+      "node: cluster exec NODE -- dualpath cluster read FILE)");
+  read->add_option("file", ra->file, "File to read")->required();
+  read->add_option("--link", ra->link, "Interface whose rx_bytes to sample (default stor0)");
+  read->add_option("--block-size", ra->block, "Bytes per read, multiple of 4096 (default 4 MiB)");
+  read->add_option("--streams", ra->streams,
+                   "Concurrent readers over contiguous parts of the file (default 4)")
+      ->check(CLI::Range(1, 64));
+  read->callback([=] {
+    Status s = [&]() -> Status {
+      testbed::ReadRateOptions o{
+          .path = ra->file,
+          .block_bytes = ra->block,
+          .rx_counter = fmt::format("/sys/class/net/{}/statistics/rx_bytes", ra->link),
+          .streams = ra->streams};
+      ASSIGN_OR_RETURN(testbed::ReadRateResult r, testbed::MeasureRead(o, SteadyClock::Default()));
+      // key=value, one line: read by scripts (tests/testbed, scripts/testbed/bench.sh).
+      std::cout << fmt::format(
+          "file_bytes={} seconds={:.4f} link_bytes={} file_mbps={:.1f} link_mbps={:.1f} "
+          "steady_link_mbps={:.1f} steady_seconds={:.4f}\n",
+          r.file_bytes, ToSeconds(r.elapsed), r.link_bytes, r.file_bps / 1e6, r.link_bps / 1e6,
+          r.steady_link_bps / 1e6, ToSeconds(r.steady_window));
+      return Status::Ok();
+    }();
+    *exit_code = s.ok() ? kExitOk : ReportError("cluster read", s);
+  });
+}
+
 void Register(CLI::App& root, int* exit_code) {
   CLI::App* cluster = root.add_subcommand(
       "cluster", "Emulated multi-node cluster: namespaces, shaped links, GlusterFS (testbed)");
@@ -329,6 +368,7 @@ void Register(CLI::App& root, int* exit_code) {
   RegisterUpDown(cluster, exit_code);
   RegisterInspect(cluster, exit_code);
   RegisterNetperf(cluster, exit_code);
+  RegisterRead(cluster, exit_code);
 }
 
 DUALPATH_CLI_COMMAND(Register);
