@@ -38,6 +38,16 @@ run_daemon() { # TAG COMMAND...
 }
 now_ms() { date +%s%3N; }
 
+# Fault point for tests: DUALPATH_TESTBED_CRASH_AT=<name> kills `up` (the dualpath process that
+# runs this script, and the script) right there, as a crash would, so that `down` can be tested
+# on a half-built cluster.
+crash_point() {
+  if [[ ${DUALPATH_TESTBED_CRASH_AT:-} == "$1" ]]; then
+    echo "testbed: crashing at $1 (DUALPATH_TESTBED_CRASH_AT)" >&2
+    kill -KILL "$PPID" "$$"
+  fi
+}
+
 # wait_for SECONDS DESCRIPTION COMMAND...: poll a readiness condition (bounded).
 wait_for() {
   local limit_ms=$(($1 * 1000)) what=$2
@@ -138,6 +148,7 @@ cmd_up() {
   done
   local t_net
   t_net=$(now_ms)
+  crash_point network
 
   # glusterd in the storage netns and a private mount namespace whose /var/lib/glusterd and
   # /run/gluster are the testbed's own directories: nothing outside STATE is written.
@@ -188,6 +199,7 @@ EOF
   run gcli volume start dpvol
   local t_vol
   t_vol=$(now_ms)
+  crash_point glusterd
 
   # FUSE clients: each runs in its node's network namespace (so its traffic crosses that node's
   # storage link) but in the root mount namespace (so the mount is visible to everyone).
@@ -208,6 +220,7 @@ EOF
     wait_for 20 "the FUSE mount of $node" is_mounted "$STATE/mnt/$node"
     wait_for 20 "the FUSE mount of $node to answer" stat -f "$STATE/mnt/$node"
   done
+  crash_point mounts
   local t_end
   t_end=$(now_ms)
   echo "timing_ms network=$((t_net - t0)) glusterfs=$((t_vol - t_net)) mounts=$((t_end - t_vol)) total=$((t_end - t0))"

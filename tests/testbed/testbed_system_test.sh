@@ -233,6 +233,22 @@ for pd in $PDS; do
   check_clean "after second down ($pd)"
 done
 
+# `down` after a crashed `up` (acceptance 2): the fault point kills `up` and its script at each
+# stage; nothing cleans up until `down`, which must leave nothing behind.
+state_dir="${DUALPATH_TESTBED_ROOT:-/var/tmp/dualpath-testbed}/$NAME"
+for stage in network glusterd mounts; do
+  # (a subshell, so that bash's "Killed" job notice goes to /dev/null too)
+  rc=$( (DUALPATH_TESTBED_CRASH_AT=$stage "$bin" cluster up --name "$NAME" --pd 1P1D \
+    >/dev/null 2>&1) 2>/dev/null; echo $?)
+  [[ $rc == 137 ]] || fail "up with a crash at $stage exited $rc, want 137 (killed)"
+  ip netns list | grep -q "^dp-$NAME\." || fail "crash at $stage: no namespaces to clean up?"
+  "$bin" cluster up --name "$NAME" --pd 1P1D >"$tmp/up3.out" 2>&1 &&
+    fail "up over the remains of a crashed up succeeded"
+  "$bin" cluster down --name "$NAME" || fail "down after a crash at $stage exited $?"
+  check_clean "down after a crash at $stage"
+  echo "  crash of up at $stage: down cleaned up"
+done
+
 if ((failures)); then
   echo "testbed_system_test: $failures failure(s)"
   exit 1
