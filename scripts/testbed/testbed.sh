@@ -107,6 +107,11 @@ cmd_up() {
   local t0
   t0=$(now_ms)
 
+  local tool
+  for tool in ip tc nsenter unshare glusterd gluster glusterfs; do
+    command -v "$tool" >/dev/null ||
+      die "$tool not found: install iproute2 util-linux glusterfs-server glusterfs-client (scripts/setup.sh)"
+  done
   [[ -e $STATE ]] && die "state directory $STATE already exists"
   mkdir -p "$STATE"/{pids,log,brick,mnt,glusterd/lib,glusterd/run} || die "cannot create $STATE"
   : >"$STATE/created"
