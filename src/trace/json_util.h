@@ -1,0 +1,30 @@
+// Helpers shared by the JSON trace readers: typed field access that turns every problem into a
+// kTraceMalformed Status naming the file, line and field.
+//
+// Thread safety: stateless functions.
+#pragma once
+
+#include <cstdint>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <string_view>
+
+#include "dualpath/common/status.h"
+
+namespace dualpath::trace::internal {
+
+// "path:line: what" (line 0 means "the whole file", and is left out).
+Status Malformed(std::string_view path, uint64_t line, std::string_view what);
+
+// The field `key` of object `obj`, as a non-negative integer (a JSON unsigned integer, or a
+// non-negative integral double such as 12.0).
+Result<uint64_t> GetCount(const nlohmann::json& obj, std::string_view key, std::string_view path,
+                          uint64_t line);
+// The field `key` as a finite non-negative number.
+Result<double> GetSeconds(const nlohmann::json& obj, std::string_view key, std::string_view path,
+                          uint64_t line);
+// The field `key` as an array of non-negative integers.
+Result<std::vector<uint64_t>> GetIds(const nlohmann::json& obj, std::string_view key,
+                                     std::string_view path, uint64_t line);
+
+}  // namespace dualpath::trace::internal
