@@ -6,11 +6,16 @@ namespace dualpath::trace::internal {
 
 using nlohmann::json;
 
-Status Malformed(std::string_view path, uint64_t line, std::string_view what) {
-  std::string msg(path);
+std::string Where(std::string_view path, uint64_t line) {
+  std::string out(path);
   if (line > 0) {
-    msg += ":" + std::to_string(line);
+    out += ":" + std::to_string(line);
   }
+  return out;
+}
+
+Status Malformed(std::string_view where, std::string_view what) {
+  std::string msg(where);
   msg += ": ";
   msg += what;
   return Status(Code::kTraceMalformed, std::move(msg));
@@ -62,43 +67,39 @@ std::string Describe(const json& v) {
 
 }  // namespace
 
-Result<uint64_t> GetCount(const json& obj, std::string_view key, std::string_view path,
-                          uint64_t line) {
+Result<uint64_t> GetCount(const json& obj, std::string_view key, std::string_view where) {
   const json* v = Find(obj, key);
   if (v == nullptr) {
-    return Malformed(path, line, "missing field \"" + std::string(key) + "\"");
+    return Malformed(where, "missing field \"" + std::string(key) + "\"");
   }
   uint64_t out = 0;
   if (!AsCount(*v, out)) {
-    return Malformed(
-        path, line,
-        "field \"" + std::string(key) + "\" must be a non-negative integer, got " + Describe(*v));
+    return Malformed(where, "field \"" + std::string(key) +
+                                "\" must be a non-negative integer, got " + Describe(*v));
   }
   return out;
 }
 
-Result<double> GetSeconds(const json& obj, std::string_view key, std::string_view path,
-                          uint64_t line) {
+Result<double> GetSeconds(const json& obj, std::string_view key, std::string_view where) {
   const json* v = Find(obj, key);
   if (v == nullptr) {
-    return Malformed(path, line, "missing field \"" + std::string(key) + "\"");
+    return Malformed(where, "missing field \"" + std::string(key) + "\"");
   }
   if (!v->is_number() || !std::isfinite(v->get<double>()) || v->get<double>() < 0) {
-    return Malformed(
-        path, line,
-        "field \"" + std::string(key) + "\" must be a non-negative number, got " + Describe(*v));
+    return Malformed(where, "field \"" + std::string(key) +
+                                "\" must be a non-negative number, got " + Describe(*v));
   }
   return v->get<double>();
 }
 
-Result<std::vector<uint64_t>> GetIds(const json& obj, std::string_view key, std::string_view path,
-                                     uint64_t line) {
+Result<std::vector<uint64_t>> GetIds(const json& obj, std::string_view key,
+                                     std::string_view where) {
   const json* v = Find(obj, key);
   if (v == nullptr) {
-    return Malformed(path, line, "missing field \"" + std::string(key) + "\"");
+    return Malformed(where, "missing field \"" + std::string(key) + "\"");
   }
   if (!v->is_array()) {
-    return Malformed(path, line,
+    return Malformed(where,
                      "field \"" + std::string(key) + "\" must be an array, got " + Describe(*v));
   }
   std::vector<uint64_t> ids;
@@ -106,9 +107,8 @@ Result<std::vector<uint64_t>> GetIds(const json& obj, std::string_view key, std:
   for (size_t i = 0; i < v->size(); ++i) {
     uint64_t id = 0;
     if (!AsCount((*v)[i], id)) {
-      return Malformed(path, line,
-                       "field \"" + std::string(key) + "\"[" + std::to_string(i) +
-                           "] must be a non-negative integer, got " + Describe((*v)[i]));
+      return Malformed(where, "field \"" + std::string(key) + "\"[" + std::to_string(i) +
+                                  "] must be a non-negative integer, got " + Describe((*v)[i]));
     }
     ids.push_back(id);
   }

@@ -15,6 +15,7 @@ constexpr uint32_t kMooncakeBlockSize = 512;
 
 Result<Workload> ReadMooncakeJsonl(const std::string& path) {
   using internal::Malformed;
+  using internal::Where;
   std::ifstream in(path);
   if (!in) {
     return ErrnoStatus("open mooncake trace " + path, errno);
@@ -30,27 +31,27 @@ Result<Workload> ReadMooncakeJsonl(const std::string& path) {
     }
     const nlohmann::json obj = nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false);
     if (obj.is_discarded()) {
-      return Malformed(path, line_no, "not valid JSON");
+      return Malformed(Where(path, line_no), "not valid JSON");
     }
     if (!obj.is_object()) {
-      return Malformed(path, line_no, "expected a JSON object");
+      return Malformed(Where(path, line_no), "expected a JSON object");
     }
     ASSIGN_OR_RETURN(const double timestamp_ms,
-                     internal::GetSeconds(obj, "timestamp", path, line_no));
-    ASSIGN_OR_RETURN(const uint64_t input, internal::GetCount(obj, "input_length", path, line_no));
+                     internal::GetSeconds(obj, "timestamp", Where(path, line_no)));
+    ASSIGN_OR_RETURN(const uint64_t input,
+                     internal::GetCount(obj, "input_length", Where(path, line_no)));
     ASSIGN_OR_RETURN(const uint64_t output,
-                     internal::GetCount(obj, "output_length", path, line_no));
+                     internal::GetCount(obj, "output_length", Where(path, line_no)));
     ASSIGN_OR_RETURN(std::vector<uint64_t> hash_ids,
-                     internal::GetIds(obj, "hash_ids", path, line_no));
+                     internal::GetIds(obj, "hash_ids", Where(path, line_no)));
     if (input == 0) {
-      return Malformed(path, line_no, "input_length must be positive");
+      return Malformed(Where(path, line_no), "input_length must be positive");
     }
     const uint64_t want_blocks = (input + kMooncakeBlockSize - 1) / kMooncakeBlockSize;
     if (hash_ids.size() != want_blocks) {
-      return Malformed(
-          path, line_no,
-          "hash_ids has " + std::to_string(hash_ids.size()) +
-              " entries, want ceil(input_length/512) = " + std::to_string(want_blocks));
+      return Malformed(Where(path, line_no), "hash_ids has " + std::to_string(hash_ids.size()) +
+                                                 " entries, want ceil(input_length/512) = " +
+                                                 std::to_string(want_blocks));
     }
     Session s;
     s.id = w.sessions.size();
@@ -67,7 +68,7 @@ Result<Workload> ReadMooncakeJsonl(const std::string& path) {
     return ErrnoStatus("read mooncake trace " + path, errno);
   }
   if (w.sessions.empty()) {
-    return Malformed(path, 0, "no requests");
+    return Malformed(path, "no requests");
   }
   return w;
 }
