@@ -98,6 +98,7 @@ void PrintHuman(const trace::Workload& w, const trace::WorkloadStats& s) {
                                    Fixed(s.prompt_per_request, 0) + ")");
   row("ideal hit ratio", Fixed(100.0 * s.ideal_hit_ratio, 2) + "% of prompt tokens, " +
                              Fixed(100.0 * s.ideal_block_hit_ratio, 2) + "% of blocks");
+  row("hit ratio/session", Fixed(100.0 * s.session_hit_ratio_mean, 2) + "% (mean over sessions)");
 }
 
 void PrintJson(const trace::Workload& w, const trace::WorkloadStats& s) {
@@ -116,6 +117,7 @@ void PrintJson(const trace::Workload& w, const trace::WorkloadStats& s) {
   j["prompt_tokens"] = s.prompt_tokens;
   j["hit_tokens"] = s.hit_tokens;
   j["ideal_hit_ratio"] = s.ideal_hit_ratio;
+  j["session_hit_ratio_mean"] = s.session_hit_ratio_mean;
   j["prompt_blocks"] = s.prompt_blocks;
   j["hit_blocks"] = s.hit_blocks;
   j["ideal_block_hit_ratio"] = s.ideal_block_hit_ratio;

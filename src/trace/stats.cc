@@ -20,7 +20,7 @@ uint64_t CeilDiv(uint64_t a, uint64_t b) { return (a + b - 1) / b; }
 // Ideal hits of hash-id sessions: an infinite cache that holds every block any earlier request's
 // prompt carried. Walks requests in (approximate) time order, since a block can only hit after
 // some request produced it.
-void CountHashHits(const Workload& w, WorkloadStats& st) {
+void CountHashHits(const Workload& w, WorkloadStats& st, std::vector<uint64_t>& session_hits) {
   std::vector<RequestRef> requests;
   for (size_t si = 0; si < w.sessions.size(); ++si) {
     const Session& s = w.sessions[si];
@@ -44,7 +44,9 @@ void CountHashHits(const Workload& w, WorkloadStats& st) {
       ++k;
     }
     const uint64_t prompt = PromptTokens(s, r.turn);
-    st.hit_tokens += std::min(k * s.block_size, prompt);
+    const uint64_t hit = std::min(k * s.block_size, prompt);
+    st.hit_tokens += hit;
+    session_hits[r.session] += hit;
     st.hit_blocks += k;
     seen.insert(turn.hash_ids.begin(), turn.hash_ids.end());
   }
@@ -60,10 +62,16 @@ WorkloadStats ComputeStats(const Workload& w, uint32_t block_size) {
   uint64_t append_sum = 0;
   uint64_t gen_sum = 0;
   bool any_hash_ids = false;
-  for (const Session& s : w.sessions) {
+  // Per-session hit and prompt tokens, for the per-session mean hit ratio.
+  std::vector<uint64_t> session_hits(w.sessions.size(), 0);
+  std::vector<uint64_t> session_prompts(w.sessions.size(), 0);
+  uint64_t nonempty = 0;
+  for (size_t si = 0; si < w.sessions.size(); ++si) {
+    const Session& s = w.sessions[si];
     if (s.turns.empty()) {
       continue;
     }
+    ++nonempty;
     const std::vector<uint64_t> contexts = Contexts(s);
     const bool has_hash_ids = std::any_of(s.turns.begin(), s.turns.end(),
                                           [](const Turn& t) { return !t.hash_ids.empty(); });
@@ -84,6 +92,7 @@ WorkloadStats ComputeStats(const Workload& w, uint32_t block_size) {
         st.prompt_blocks += CeilDiv(prompt, block_size);
         st.hit_blocks += contexts[i] / block_size;
         st.hit_tokens += contexts[i] / block_size * block_size;
+        session_hits[si] += contexts[i] / block_size * block_size;
       }
     }
     const double n = static_cast<double>(s.turns.size());
@@ -95,12 +104,21 @@ WorkloadStats ComputeStats(const Workload& w, uint32_t block_size) {
     append_sum += s_append;
     gen_sum += s_gen;
     st.prompt_tokens += s_prompt;
+    session_prompts[si] = s_prompt;
   }
   if (any_hash_ids) {
-    CountHashHits(w, st);
+    CountHashHits(w, st, session_hits);
   }
-  if (st.sessions > 0) {
-    const double n = static_cast<double>(st.sessions);
+  if (nonempty > 0) {
+    // Sessions without turns (never produced by the readers) do not dilute the means.
+    const double n = static_cast<double>(nonempty);
+    for (size_t si = 0; si < w.sessions.size(); ++si) {
+      if (session_prompts[si] > 0) {
+        st.session_hit_ratio_mean +=
+            static_cast<double>(session_hits[si]) / static_cast<double>(session_prompts[si]);
+      }
+    }
+    st.session_hit_ratio_mean /= n;
     st.turns_per_session = static_cast<double>(st.turns) / n;
     st.append_mean /= n;
     st.gen_mean /= n;
