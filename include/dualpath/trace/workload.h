@@ -129,10 +129,15 @@ struct WorkloadStats {
   double ideal_block_hit_ratio = 0;  // hit_blocks / prompt_blocks (the Mooncake README's figure)
   uint32_t block_size = 0;           // the block size the hits were counted in
 };
-// Ideal hit ratio: an infinite prefix cache. Sessions with hash ids hit the longest prefix of
-// their hash ids already seen in any session (requests ordered by arrival_s, closed-loop sessions
-// by start_s plus cumulative think time), counted in the session's own block_size; sessions
-// without hash ids hit HitTokens(s, i, block_size). block_size > 0.
+// Ideal (infinite prefix cache) hit tokens of every turn: result[s][i] for w.sessions[s].turns[i].
+// Sessions with hash ids hit the longest prefix of their hash ids already seen in any session
+// (requests ordered by arrival_s, closed-loop sessions by start_s plus cumulative think time),
+// counted in the session's own block_size and capped at the prompt; sessions without hash ids hit
+// HitTokens(s, i, block_size). Use this, not HitTokens, for traces whose hits cross sessions
+// (Mooncake). block_size > 0.
+std::vector<std::vector<uint64_t>> IdealHitTokens(const Workload& w, uint32_t block_size);
+
+// Ideal hit ratio: hits as IdealHitTokens. block_size > 0.
 WorkloadStats ComputeStats(const Workload& w, uint32_t block_size);
 
 }  // namespace dualpath::trace
