@@ -5,7 +5,7 @@
 //  - the first turn appends the task prompt (system prompt, repository description, bug report):
 //    lognormal(first_median, 0.3). It is why Table 2's mean prompt ("Context") exceeds half the
 //    final context ("Total"): every later prompt carries it;
-//  - the trajectory draws a latent size z ~ N(0, 1): its later appends are
+//  - the trajectory draws a latent size z ~ N(0, 1) clamped to [-2, 2]: its later appends are
 //    lognormal(append_median * e^(traj_sigma z), turn_sigma) and its generations
 //    lognormal(gen_median * e^(traj_sigma z / 2), turn_sigma). Trajectories that read big tool
 //    outputs keep doing so, which is why Table 2's per-turn means times Turns exceed Total: the
@@ -36,7 +36,8 @@ struct ModelParams {
 };
 
 // The fitted rows for 32K, 48K and 64K; between rows, parameters are interpolated linearly;
-// outside [32K, 64K] the nearest row's shape is used with the requested MaxLen.
+// above 64K the 64K row is used with the requested MaxLen; below 32K the 32K row with the first
+// (task) prompt scaled by MaxLen / 32K.
 ModelParams ParamsFor(uint32_t max_len_k);
 
 // Trajectories from explicit parameters (spec.max_len_k sets MaxLen; params.max_len_k is

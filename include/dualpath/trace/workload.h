@@ -80,7 +80,9 @@ std::vector<uint64_t> Contexts(const Session& s);
 // --- Synthetic DualPath trajectories (Table 2) -------------------------------------------------
 
 struct SyntheticSpec {
-  uint32_t max_len_k = 64;  // MaxLen in K tokens (1K = 1024): 32, 48 and 64 are the paper's
+  // MaxLen in K tokens (1K = 1024). 32, 48 and 64 are fitted to Table 2; other values interpolate
+  // between / extrapolate from those rows (docs/trace.md).
+  uint32_t max_len_k = 64;
   uint32_t sessions = 500;
   uint64_t seed = 1;
   uint32_t block_size = 64;  // recorded in Session::block_size
