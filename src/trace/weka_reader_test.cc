@@ -125,6 +125,11 @@ TEST(WekaReaderTest, MalformedInputNamesFileAndLocation) {
       "hash_ids has 1 entries for in=640 tokens, want 10 blocks of 64");
   ExpectMalformed(R"({"block_size": 64, "requests": [{"t": 0, "type": "subagent"}]})",
                   "subagent without \"requests\"");
+  std::string deep = R"({"t": 0, "in": 64, "out": 1, "hash_ids": [1]})";
+  for (int i = 0; i < 20; ++i) {
+    deep = R"({"t": 0, "type": "subagent", "requests": [)" + deep + "]}";
+  }
+  ExpectMalformed(R"({"block_size": 64, "requests": [)" + deep + "]}", "nested deeper than 16");
 }
 
 TEST(WekaReaderTest, MissingInputsAreNotFound) {

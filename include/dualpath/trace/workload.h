@@ -51,8 +51,9 @@ struct Session {
   std::vector<Turn> turns;
   uint32_t block_size = 64;  // tokens per hash id (0 if the trace has no hash ids)
   // Sub-agents (WEKA Claude Code): the session that spawned this one, and the index of the
-  // parent's turn whose response launched it; the parent's next turn waits for the sub-agent in
-  // the recording, but replay may treat it as an independent session starting at start_s.
+  // parent's turn whose response launched it (0 also when it started before the parent's first
+  // turn); the parent's next turn waits for the sub-agent in the recording (its think time
+  // includes the wait), so replay may treat it as an independent session starting at start_s.
   uint64_t parent_id = kNoParent;
   uint32_t parent_turn = 0;
 };
