@@ -8,8 +8,9 @@
 //   context(i+1)= min(keep(i+1), prompt(i) + gen(i))  (keep = all, except recorded compactions)
 //   the model generates exactly gen(i) tokens.
 // Hits (HitTokens) are the full blocks of the previous context, i.e. the cache of this session
-// only (DualPath A.4: hits occur within a trajectory). Traces that carry hash ids (Mooncake) may
-// also hit blocks of other sessions; ComputeStats handles both.
+// only (DualPath A.4: hits occur within a trajectory). Traces that carry hash ids (Mooncake, WEKA
+// sub-agents) may also hit blocks of other sessions; IdealHitTokens and ComputeStats handle both.
+// Token ids for a turn: dualpath/trace/tokens.h. File formats: docs/formats/trace.md.
 //
 // Thread safety: all functions are pure (no global state); a const Workload may be read from any
 // number of threads.
@@ -34,8 +35,8 @@ struct Turn {
   double think_time_s = 0;     // delay after the previous turn's completion (closed loop)
   double arrival_s = -1;       // absolute arrival time for open-loop traces (Mooncake), else -1
   // Optional prompt block ids (traces that carry them): block k covers prompt tokens
-  // [k * block_size, (k + 1) * block_size). Equal ids mean equal token blocks. Ids are unique
-  // across the whole Workload (readers namespace per-file ids).
+  // [k * block_size, (k + 1) * block_size). Equal ids mean equal token blocks. The ids of a
+  // Workload form one namespace (ReadWekaDir separates files whose ids are per-file).
   std::vector<uint64_t> hash_ids;
   // How many tokens of the previous context this prompt keeps. kKeepAll except where a recorded
   // trace's context shrank (a Claude Code compaction): then the prompt is the first keep_tokens
@@ -49,7 +50,8 @@ struct Session {
   uint64_t id = 0;     // unique within the Workload
   double start_s = 0;  // when the first turn may be sent (closed loop: plus its think time)
   std::vector<Turn> turns;
-  uint32_t block_size = 64;  // tokens per hash id (0 if the trace has no hash ids)
+  // Tokens per hash id (Mooncake 512, WEKA 64); synthetic sessions record SyntheticSpec's.
+  uint32_t block_size = 64;
   // Sub-agents (WEKA Claude Code): the session that spawned this one, and the index of the
   // parent's turn whose response launched it (0 also when it started before the parent's first
   // turn); the parent's next turn waits for the sub-agent in the recording (its think time
