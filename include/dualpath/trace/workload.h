@@ -103,8 +103,12 @@ Result<Workload> ReadMooncakeJsonl(const std::string& path);
 // One trace_NNNN.json Claude Code session; nested sub-agents become extra sessions with parent_id
 // set, sharing the parent's hash-id namespace.
 Result<Workload> ReadWekaSession(const std::string& path);
-// Every trace_*.json in dir, in file-name order.
+// Every *.json file in dir (trace_NNNN.json), in file-name order.
 Result<Workload> ReadWekaDir(const std::string& dir);
+// Any of the above by path: a directory → ReadWekaDir, "*.jsonl" → Mooncake, "*.json" → WEKA
+// session. format "mooncake" or "weka" overrides the guess; "auto" guesses. Errors: kNotFound for
+// a missing path, kInvalidArgument for an unknown format or extension.
+Result<Workload> ReadTrace(const std::string& path, const std::string& format = "auto");
 
 // --- Statistics ---------------------------------------------------------------------------------
 
