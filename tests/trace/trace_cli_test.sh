@@ -35,6 +35,12 @@ cmp -s "$tmp/s1.json" "$tmp/s2.json" || fail "synthetic: same seed, different ou
 cmp -s "$tmp/s1.json" "$tmp/s3.json" && fail "synthetic: different seeds, same output"
 [[ $(json_field "$tmp/s1.json" sessions) == 40 ]] || fail "synthetic: sessions != 40"
 
+# Figure 9 sweep: x4 appends keep every trajectory within MaxLen and cut the turn count.
+"$bin" trace stats --synthetic 64K --sessions 40 --seed 3 --scale-append 4 --json >"$tmp/x4.json" ||
+  fail "--scale-append exited $?"
+python3 -c 'import json,sys; a,b=(json.load(open(p)) for p in sys.argv[1:]); sys.exit(0 if b["turns_per_session"] < a["turns_per_session"] and b["total_mean"] <= 65536 else 1)' \
+  "$tmp/s1.json" "$tmp/x4.json" || fail "--scale-append 4 did not shorten trajectories"
+
 # Bad input: exit 2 and exactly one line on stderr that names the problem.
 expect_bad() {
   local want=$1
@@ -59,6 +65,8 @@ expect_bad 'want a MaxLen such as' trace stats --synthetic 64Q
 expect_bad 'outside \[8, 1024\]' trace stats --synthetic 4K
 expect_bad 'exactly one of' trace stats
 expect_bad 'exactly one of' trace stats --synthetic 64K "$tmp/bad.jsonl"
+expect_bad 'need --synthetic' trace stats "$data/weka-claude-code" --scale-gen 2
+expect_bad 'outside (0, 1000\]' trace stats --synthetic 64K --scale-append 0
 mkdir "$tmp/empty"
 expect_bad 'no \*.json session files' trace stats "$tmp/empty"
 

@@ -93,6 +93,15 @@ struct SyntheticSpec {
 // Deterministic for a spec. Errors (kInvalidArgument): max_len_k outside [8, 1024], sessions 0.
 Result<Workload> GenerateSynthetic(const SyntheticSpec& spec);
 
+// DualPath §7 (Figure 9): multiply every turn's append by append_factor and generation by
+// gen_factor (rounded, at least 1 token), then truncate each trajectory at max_len_tokens: turns
+// from the first one whose prompt + generation would exceed it are dropped (a first turn that
+// alone exceeds it is clipped, so no session becomes empty). Errors (kInvalidArgument): factors
+// not in (0, 1000], max_len_tokens < 2, or sessions with hash ids or compactions (their ids
+// would no longer describe the prompts).
+Result<Workload> ScaleTurns(const Workload& w, double append_factor, double gen_factor,
+                            uint64_t max_len_tokens);
+
 // --- Readers ------------------------------------------------------------------------------------
 // Malformed input gives Code::kTraceMalformed with "file:line: what was wrong"; a missing file
 // gives kNotFound.
