@@ -22,6 +22,7 @@ struct StatsOptions {
   uint32_t block_size = 64;
   double scale_append = 1.0;
   double scale_gen = 1.0;
+  bool infer_sessions = false;
   bool json = false;
 };
 
@@ -57,7 +58,11 @@ Result<trace::Workload> LoadWorkload(const StatsOptions& o) {
   if (o.scale_append != 1.0 || o.scale_gen != 1.0) {
     return Status(Code::kInvalidArgument, "--scale-append/--scale-gen need --synthetic");
   }
-  return trace::ReadTrace(o.input, o.format);
+  ASSIGN_OR_RETURN(trace::Workload w, trace::ReadTrace(o.input, o.format));
+  if (o.infer_sessions) {
+    return trace::InferMooncakeSessions(w);
+  }
+  return w;
 }
 
 std::string Fixed(double v, int digits) {
@@ -133,6 +138,8 @@ void Register(CLI::App& root, int* exit_code) {
                     "Synthetic: multiply appends, then truncate at MaxLen (paper Figure 9)");
   stats->add_option("--scale-gen", opts->scale_gen,
                     "Synthetic: multiply generations, then truncate at MaxLen (paper Figure 9)");
+  stats->add_flag("--infer-sessions", opts->infer_sessions,
+                  "Mooncake: group requests into conversations by their hash-id chains");
   stats->add_flag("--json", opts->json, "Print JSON instead of a table");
   stats->callback([opts, exit_code] {
     Result<trace::Workload> w = LoadWorkload(*opts);

@@ -21,6 +21,12 @@ grep -q 'ideal hit ratio' "$tmp/out" || fail "mooncake: no ideal hit ratio line"
   fail "mooncake --json exited $?"
 [[ $(json_field "$tmp/m.json" requests) == 200 ]] || fail "mooncake --json: requests != 200"
 
+# Conversations inferred from hash chains: 193 sessions in the first 200 requests.
+"$bin" trace stats "$data/mooncake/conversation_trace_head200.jsonl" --infer-sessions --json \
+  >"$tmp/mi.json" || fail "--infer-sessions exited $?"
+[[ $(json_field "$tmp/mi.json" sessions) == 193 ]] || fail "--infer-sessions: sessions != 193"
+[[ $(json_field "$tmp/mi.json" requests) == 200 ]] || fail "--infer-sessions: requests != 200"
+
 # WEKA directory: 3 single-agent sessions + 1 with 3 sub-agents = 7 sessions; hits are high.
 "$bin" trace stats "$data/weka-claude-code" --json >"$tmp/w.json" || fail "weka dir exited $?"
 [[ $(json_field "$tmp/w.json" sessions) == 7 ]] || fail "weka dir: sessions != 7"
@@ -67,6 +73,7 @@ expect_bad 'exactly one of' trace stats
 expect_bad 'exactly one of' trace stats --synthetic 64K "$tmp/bad.jsonl"
 expect_bad 'need --synthetic' trace stats "$data/weka-claude-code" --scale-gen 2
 expect_bad 'outside (0, 1000\]' trace stats --synthetic 64K --scale-append 0
+expect_bad 'not a one-turn Mooncake request' trace stats "$data/weka-claude-code" --infer-sessions
 mkdir "$tmp/empty"
 expect_bad 'no \*.json session files' trace stats "$tmp/empty"
 

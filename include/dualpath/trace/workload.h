@@ -109,6 +109,17 @@ Result<Workload> ScaleTurns(const Workload& w, double append_factor, double gen_
 // One request per line; each request is its own one-turn session arriving at timestamp/1000 s
 // (open loop); hash_ids give cross-request hits.
 Result<Workload> ReadMooncakeJsonl(const std::string& path);
+// Groups the one-turn sessions of ReadMooncakeJsonl into conversations: a request continues the
+// conversation whose latest prompt's full blocks (at least kMinChainBlocks of them, so that a
+// shared system prompt alone links nothing) are a prefix of its hash ids; Mooncake's ids are
+// prefix-chained, so the last full block's id identifies the whole prefix. Turns keep their
+// recorded arrival_s (open loop) and reproduce the recorded prompt lengths: a turn extends the
+// whole previous context when its prompt is at least previous prompt + output, else it keeps the
+// matched full blocks (keep_tokens). Errors (kInvalidArgument): a session that is not a one-turn
+// request with hash ids and arrival_s.
+inline constexpr uint32_t kMinChainBlocks = 2;
+Result<Workload> InferMooncakeSessions(const Workload& requests);
+
 // One trace_NNNN.json Claude Code session; nested sub-agents become extra sessions with parent_id
 // set, sharing the parent's hash-id namespace.
 Result<Workload> ReadWekaSession(const std::string& path);
