@@ -116,7 +116,7 @@ void PrintJson(const trace::Workload& w, const trace::WorkloadStats& s) {
 }
 
 void Register(CLI::App& root, int* exit_code) {
-  CLI::App* trace = root.add_subcommand("trace", "Workload traces: readers and generators");
+  CLI::App* trace = GetOrAddGroup(root, "trace", "Workload traces: readers and generators");
   trace->require_subcommand(1);
   auto opts = std::make_shared<StatsOptions>();
   CLI::App* stats = trace->add_subcommand(
