@@ -1,0 +1,191 @@
+// Named root objects (TraCT's object store: put/get/destroy) and pool statistics.
+#include <fmt/format.h>
+
+#include <cstring>
+
+#include "pool/pool_impl.h"
+
+namespace dualpath::pool {
+
+using namespace internal;  // NOLINT(google-build-using-namespace): the region structs
+
+namespace {
+
+Status CheckName(std::string_view name) {
+  if (name.empty() || name.size() >= kRootNameBytes) {
+    return InvalidArgument(
+        fmt::format("pool: root name '{}' must have 1..{} characters", name, kRootNameBytes - 1));
+  }
+  if (name.find('\0') != std::string_view::npos) {
+    return InvalidArgument("pool: root name contains a NUL byte");
+  }
+  return Status::Ok();
+}
+
+bool NameIs(const RootEntry* r, std::string_view name) {
+  return std::strncmp(r->name, std::string(name).c_str(), kRootNameBytes) == 0;
+}
+
+}  // namespace
+
+Result<std::span<std::byte>> PoolImpl::CreateRoot(std::string_view name, uint64_t size) {
+  RETURN_IF_ERROR(CheckName(name));
+  if (size == 0 || size > num_chunks_ * chunk_bytes_) {
+    return InvalidArgument(
+        fmt::format("pool: root size {} must be in [1, {}]", size, num_chunks_ * chunk_bytes_));
+  }
+  Locked l(this);
+  std::optional<uint32_t> free_slot;
+  for (uint32_t i = 0; i < geometry_.max_roots; ++i) {
+    RootEntry* r = Root(i);
+    sync_.Fresh(r);
+    if (Ld(r->state) == kReady && NameIs(r, name)) {
+      return Status(Code::kAlreadyExists, fmt::format("pool: root '{}' exists", name));
+    }
+    if (Ld(r->state) != kReady && !free_slot) free_slot = i;
+  }
+  if (!free_slot) {
+    return Status(Code::kResourceExhausted,
+                  fmt::format("pool: all {} root slots in use", geometry_.max_roots));
+  }
+  // Roots take whole chunk runs (they are few and long-lived) and are owned by no process: they
+  // survive every crash until destroyed.
+  Result<uint64_t> off = AllocateRunLocked((size + chunk_bytes_ - 1) / chunk_bytes_);
+  if (!off.ok()) {
+    // Make room by evicting unpinned blocks, as a block allocation would.
+    for (;;) {
+      if (!EvictOneLocked()) return off.status();
+      off = AllocateRunLocked((size + chunk_bytes_ - 1) / chunk_bytes_);
+      if (off.ok()) break;
+    }
+  }
+  std::memset(base_ + *off, 0, size);
+  sync_.Publish(base_ + *off, size);
+  RootEntry* r = Root(*free_slot);
+  std::memset(r->name, 0, kRootNameBytes);
+  std::memcpy(r->name, name.data(), name.size());
+  St(r->data_off, *off);
+  St(r->length, size);
+  sync_.Publish(r);
+  St(r->state, uint64_t{kReady});  // commit point
+  sync_.Publish(r);
+  return std::span<std::byte>(reinterpret_cast<std::byte*>(base_ + *off), size);
+}
+
+Result<std::span<std::byte>> PoolImpl::GetRoot(std::string_view name) {
+  RETURN_IF_ERROR(CheckName(name));
+  Locked l(this);
+  for (uint32_t i = 0; i < geometry_.max_roots; ++i) {
+    RootEntry* r = Root(i);
+    sync_.Fresh(r);
+    if (Ld(r->state) == kReady && NameIs(r, name)) {
+      return std::span<std::byte>(reinterpret_cast<std::byte*>(base_ + Ld(r->data_off)),
+                                  Ld(r->length));
+    }
+  }
+  return NotFound(fmt::format("pool: no root '{}'", name));
+}
+
+Status PoolImpl::DestroyRoot(std::string_view name) {
+  RETURN_IF_ERROR(CheckName(name));
+  Locked l(this);
+  for (uint32_t i = 0; i < geometry_.max_roots; ++i) {
+    RootEntry* r = Root(i);
+    sync_.Fresh(r);
+    if (Ld(r->state) == kReady && NameIs(r, name)) {
+      St(r->state, uint64_t{kEmpty});  // unpublish, then free (crash-safe order)
+      sync_.Publish(r);
+      FreeLocked(Ld(r->data_off), Ld(r->length));
+      return Status::Ok();
+    }
+  }
+  return NotFound(fmt::format("pool: no root '{}'", name));
+}
+
+PoolStats PoolImpl::Stats() {
+  PoolStats s;
+  Locked l(this);
+  RegionHeader* h = H();
+  sync_.Fresh(h, sizeof(*h));
+  s.model = geometry_.model;
+  s.region_bytes = geometry_.region_bytes;
+  s.chunk_bytes = chunk_bytes_;
+  s.num_chunks = num_chunks_;
+  s.free_chunks = FreeChunksLocked();
+  s.index_capacity = index_cap_;
+  for (uint64_t i = 0; i < index_cap_; ++i) {
+    const IndexEntry* e = Entry(i);
+    sync_.Fresh(e);
+    const uint64_t st = TagState(Ld(e->tag));
+    if (st == kReady) ++s.ready_entries;
+    if (st == kWriting) ++s.writing_entries;
+    if (st == kReady || st == kWriting) {
+      const uint64_t len = Ld(e->length);
+      s.used_bytes += len > chunk_bytes_ ? (len + chunk_bytes_ - 1) / chunk_bytes_ * chunk_bytes_
+                                         : uint64_t{1} << SlotShift(len);
+    }
+    if (Ld(e->pins) > 0) {
+      ++s.pinned_entries;
+      s.total_pins += Ld(e->pins);
+    }
+  }
+  for (uint32_t i = 0; i < geometry_.max_roots; ++i) {
+    const RootEntry* r = Root(i);
+    sync_.Fresh(r);
+    if (Ld(r->state) == kReady) {
+      ++s.roots;
+      s.used_bytes += (Ld(r->length) + chunk_bytes_ - 1) / chunk_bytes_ * chunk_bytes_;
+    }
+  }
+  for (uint32_t i = 0; i < geometry_.max_procs; ++i) {
+    sync_.Fresh(Proc(i));
+    if (Ld(Proc(i)->state) == kProcLive) ++s.live_procs;
+  }
+  s.evictions = Ld(h->evictions);
+  s.sweeps = Ld(h->sweeps);
+  s.reclaimed_procs = Ld(h->reclaimed_procs);
+  return s;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Pool: the public face.
+
+Pool::Pool(std::unique_ptr<PoolImpl> impl) : impl_(std::move(impl)) {}
+Pool::~Pool() = default;
+
+Result<std::unique_ptr<Pool>> Pool::Open(const std::string& path, OpenOptions options) {
+  ASSIGN_OR_RETURN(std::unique_ptr<PoolImpl> impl, PoolImpl::Open(path, std::move(options)));
+  return std::unique_ptr<Pool>(new Pool(std::move(impl)));
+}
+Result<WriteHandle> Pool::Reserve(const BlockHash& hash, uint64_t size, uint64_t user_tag) {
+  return impl_->Reserve(hash, size, user_tag);
+}
+Status Pool::Publish(WriteHandle& handle) { return impl_->Publish(handle, false); }
+Status Pool::Abort(WriteHandle& handle) { return impl_->Abort(handle); }
+Status Pool::Put(const BlockHash& hash, std::span<const std::byte> payload, uint64_t user_tag) {
+  return impl_->Put(hash, payload, user_tag);
+}
+bool Pool::Contains(const BlockHash& hash) const { return impl_->Contains(hash); }
+size_t Pool::LongestPrefix(std::span<const BlockHash> chain) const {
+  return impl_->LongestPrefix(chain);
+}
+Result<PinnedBlock> Pool::Pin(const BlockHash& hash) { return impl_->Pin(hash); }
+Status Pool::Unpin(PinnedBlock& block) { return impl_->Unpin(block); }
+Result<uint64_t> Pool::Get(const BlockHash& hash, std::span<std::byte> out, uint64_t* user_tag) {
+  return impl_->Get(hash, out, user_tag);
+}
+Status Pool::Delete(const BlockHash& hash) { return impl_->Delete(hash); }
+Result<size_t> Pool::Evict(size_t n) { return impl_->Evict(n); }
+Result<std::span<std::byte>> Pool::CreateRoot(std::string_view name, uint64_t size) {
+  return impl_->CreateRoot(name, size);
+}
+Result<std::span<std::byte>> Pool::GetRoot(std::string_view name) { return impl_->GetRoot(name); }
+Status Pool::DestroyRoot(std::string_view name) { return impl_->DestroyRoot(name); }
+Status Pool::Tick() { return impl_->Tick(); }
+Status Pool::Recover() { return impl_->Recover(); }
+PoolStats Pool::Stats() { return impl_->Stats(); }
+const Geometry& Pool::geometry() const { return impl_->geometry(); }
+uint64_t Pool::OffsetOf(const void* p) const { return impl_->OffsetOf(p); }
+void* Pool::PointerAt(uint64_t offset) const { return impl_->PointerAt(offset); }
+
+}  // namespace dualpath::pool
