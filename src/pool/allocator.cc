@@ -10,6 +10,7 @@
 #include <bit>
 
 #include "dualpath/common/check.h"
+#include "pool/fault.h"
 #include "pool/pool_impl.h"
 
 namespace dualpath::pool {
@@ -63,6 +64,7 @@ Result<uint64_t> PoolImpl::AllocateRunLocked(uint64_t k) {
       St(d->used_bits, uint64_t{0});
       sync_.Publish(d);
     }
+    FaultPoint("alloc.descs_written");
     for (uint64_t c = start; c < start + k; ++c) SetBit(c, true);
     next_fit_ = (start + k) % num_chunks_;
     return data_off_ + start * chunk_bytes_;
@@ -142,6 +144,7 @@ void PoolImpl::FreeLocked(uint64_t off, uint64_t size) {
     const uint64_t used = Ld(d->used_bits);
     DUALPATH_CHECK((used & bit) != 0, "pool: double free of a slot");
     St(d->used_bits, used & ~bit);
+    FaultPoint("free.slot_cleared");
     if ((used & ~bit) == 0) {
       // Empty chunks go back to the global allocator so capacity flows between sizes.
       St(d->state, uint32_t{kChunkFree});

@@ -5,6 +5,7 @@
 #include <limits>
 
 #include "dualpath/common/check.h"
+#include "pool/fault.h"
 #include "pool/pool_impl.h"
 
 namespace dualpath::pool {
@@ -96,6 +97,7 @@ void PoolImpl::RemoveLocked(uint64_t i) {
       sync_.Publish(p, kCacheLine);
     }
   }
+  FaultPoint("remove.unpublished");
   FreeLocked(off, len);
 }
 

@@ -6,14 +6,11 @@
 #include <bit>
 
 namespace dualpath::pool::internal {
-namespace {
-
 // Slots a chunk is carved into at most (one 64-bit bitmap per chunk descriptor).
 constexpr uint64_t kMaxSlotsPerChunk = 64;
 // Data area alignment: a huge page, so hugetlbfs/DAX mappings keep payloads huge-page aligned.
 constexpr uint64_t kDataAlign = 2ull << 20;
 
-// Metadata bytes for `chunks` chunks (everything before the data area).
 Layout LayoutFor(const Geometry& g, uint64_t chunks, uint64_t index_capacity) {
   Layout l{};
   uint64_t off = kHeaderBytes;
@@ -36,8 +33,6 @@ Layout LayoutFor(const Geometry& g, uint64_t chunks, uint64_t index_capacity) {
   l.index_capacity = index_capacity;
   return l;
 }
-
-}  // namespace
 
 Result<Layout> ComputeLayout(const Geometry& g) {
   if (g.chunk_bytes < 4096 || !std::has_single_bit(g.chunk_bytes)) {

@@ -174,6 +174,8 @@ struct Layout {
   uint64_t index_capacity;
 };
 
+// The layout for exactly `chunks` chunks and an index of `index_capacity` entries (no checks).
+Layout LayoutFor(const Geometry& g, uint64_t chunks, uint64_t index_capacity);
 // Lays out a region of `g.region_bytes`. kPoolTooSmall when not even one chunk fits.
 Result<Layout> ComputeLayout(const Geometry& g);
 // Checks a header read from a file of `file_bytes` (before anything is mapped writable).

@@ -7,6 +7,7 @@
 #include <functional>
 
 #include "dualpath/common/check.h"
+#include "pool/fault.h"
 #include "pool/pool_impl.h"
 
 namespace dualpath::pool {
@@ -198,6 +199,7 @@ Result<WriteHandle> PoolImpl::Reserve(const BlockHash& hash, uint64_t size, uint
   // Space first, then the index slot: eviction may turn tombstones into empty slots, which would
   // cut a probe chain if our slot had been chosen before.
   ASSIGN_OR_RETURN(uint64_t off, AllocateOrEvictLocked(size));
+  FaultPoint("reserve.allocated");
   std::optional<uint64_t> slot = FindFreeSlotLocked(hash);
   if (!slot) {
     FreeLocked(off, size);
@@ -219,8 +221,10 @@ Result<WriteHandle> PoolImpl::Reserve(const BlockHash& hash, uint64_t size, uint
   St(e->writer_gen, self_gen_);
   St(e->last_access, uint64_t{0});
   sync_.Publish(e);
+  FaultPoint("reserve.filled");
   St(e->tag, MakeTag(seq, kWriting));
   sync_.Publish(e, kCacheLine);
+  FaultPoint("reserve.writing");
   return WriteHandle{reinterpret_cast<std::byte*>(base_ + off), size, static_cast<uint32_t>(*slot),
                      seq};
 }
@@ -253,6 +257,7 @@ Status PoolImpl::Publish(WriteHandle& handle, bool payload_streamed) {
   St(e->last_access, tick);
   St(e->writer_plus1, 0u);
   sync_.Publish(e);
+  FaultPoint("publish.before_ready");
   // The visibility boundary: payload and fields were written (and flushed) before this store.
   St(e->tag, MakeTag(handle.seq + 1, kReady));
   sync_.Publish(e, kCacheLine);
@@ -311,6 +316,7 @@ Result<PinnedBlock> PoolImpl::Pin(const BlockHash& hash) {
     const uint64_t tick = Ld(h->lru_clock) + 1;
     St(h->lru_clock, tick);
     sync_.Publish(&h->lru_clock, kCacheLine);
+    FaultPoint("pin.recorded");
     St(e->pins, Ld(e->pins) + 1);
     St(e->last_access, tick);
     sync_.Publish(e);
@@ -335,6 +341,7 @@ Status PoolImpl::Unpin(PinnedBlock& block) {
     return FailedPrecondition("pool: unpin of a block this process does not pin");
   }
   DUALPATH_CHECK(Ld(e->pins) > 0, "pool: pin count underflow");
+  FaultPoint("unpin.recorded");
   St(e->pins, Ld(e->pins) - 1);
   sync_.Publish(e);
   block = PinnedBlock{};

@@ -18,6 +18,7 @@
 
 #include "dualpath/common/check.h"
 #include "dualpath/common/log.h"
+#include "pool/fault.h"
 #include "pool/pool_impl.h"
 
 namespace dualpath::pool {
@@ -135,8 +136,13 @@ Status PoolImpl::RegisterLocked() {
 void PoolImpl::UnregisterLocked() {
   // Leaving cleanly is the same as dying, minus the wait: mark the slot free and sweep.
   ProcSlot* p = Proc(self_);
-  St(p->state, uint32_t{kProcFree});
-  sync_.Publish(p);
+  sync_.Fresh(p);
+  // Only if the slot is still ours: a sweep may have declared us dead (lease expired) and the
+  // slot may belong to another process by now.
+  if (Ld(p->state) == kProcLive && Ld(p->generation) == self_gen_) {
+    St(p->state, uint32_t{kProcFree});
+    sync_.Publish(p);
+  }
   registered_ = false;
   SweepLocked();
 }
@@ -248,6 +254,7 @@ void PoolImpl::SweepLocked() {
     }
     sync_.Publish(recs, table_bytes);
   }
+  FaultPoint("sweep.pins_rebuilt");
   // 4. Allocator: rebuild every chunk descriptor and the bitmap from the live entries and roots.
   std::vector<ChunkDesc> old(num_chunks_);
   for (uint64_t c = 0; c < num_chunks_; ++c) {
