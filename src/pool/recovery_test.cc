@@ -132,7 +132,7 @@ TEST_P(RecoveryTest, KilledInsideCriticalSection) {
   EXPECT_EQ(out, d);
 }
 
-const char* const kPoints[] = {"reserve.allocated", "alloc.descs_written", "reserve.filled",
+const char* const kPoints[] = {"reserve.allocated", "alloc.descs_written",  "reserve.filled",
                                "reserve.writing",   "publish.before_ready", "pin.recorded",
                                "unpin.recorded",    "free.slot_cleared",    "remove.unpublished",
                                "sweep.pins_rebuilt"};
