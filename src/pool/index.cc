@@ -1,7 +1,9 @@
 // Prefix index: a fixed-size open-addressing hash table with linear probing (TraCT §4.2). Fixed
 // size means no structural changes (no resize, no pointer rewiring), so an update touches one
 // entry's lines, which is what makes it cheap to keep visible on non-coherent memory.
+#include <algorithm>
 #include <cstring>
+#include <functional>
 #include <limits>
 
 #include "dualpath/common/check.h"
@@ -102,27 +104,47 @@ void PoolImpl::RemoveLocked(uint64_t i) {
 }
 
 bool PoolImpl::EvictOneLocked() {
-  // Exact LRU over unpinned READY entries: one scan of the table. (Eviction only runs when space
-  // is exhausted; the scan keeps the metadata to one timestamp per entry, instead of a shared
-  // linked list whose links every access would have to rewrite and flush.)
-  uint64_t best = std::numeric_limits<uint64_t>::max();
-  uint64_t best_i = 0;
-  for (uint64_t i = 0; i < index_cap_; ++i) {
-    IndexEntry* e = Entry(i);
-    sync_.Fresh(e);
-    if (TagState(Ld(e->tag)) != kReady || Ld(e->pins) != 0) continue;
-    const uint64_t la = Ld(e->last_access);
-    if (la < best) {
-      best = la;
-      best_i = i;
+  // LRU over unpinned READY entries by their last-access tick (one timestamp per entry instead of
+  // a shared linked list whose links every access would rewrite and flush). A full scan of the
+  // table keeps the oldest kCandidates in DRAM; later evictions take from that list after
+  // re-checking the candidate (still READY, unpinned, not touched since), and rescan when it runs
+  // dry. Entries only ever get newer, so the list stays in LRU order; the one approximation is an
+  // entry that was pinned during the scan and unpinned since.
+  constexpr size_t kCandidates = 64;
+  for (int pass = 0; pass < 2; ++pass) {
+    while (!lru_candidates_.empty()) {
+      const auto [la, i] = lru_candidates_.back();
+      lru_candidates_.pop_back();
+      IndexEntry* e = Entry(i);
+      sync_.Fresh(e);
+      if (TagState(Ld(e->tag)) != kReady || Ld(e->pins) != 0 || Ld(e->last_access) != la) {
+        continue;
+      }
+      RemoveLocked(i);
+      RegionHeader* h = H();
+      St(h->evictions, Ld(h->evictions) + 1);
+      sync_.Publish(&h->lru_clock, kCacheLine);
+      return true;
     }
+    if (pass == 1) break;
+    // Rescan: keep the kCandidates oldest, sorted newest first (so back() is the oldest).
+    std::vector<std::pair<uint64_t, uint64_t>> heap;  // max-heap on last_access
+    for (uint64_t i = 0; i < index_cap_; ++i) {
+      IndexEntry* e = Entry(i);
+      sync_.Fresh(e, kCacheLine);
+      if (TagState(Ld(e->tag)) != kReady || Ld(e->pins) != 0) continue;
+      heap.emplace_back(Ld(e->last_access), i);
+      std::push_heap(heap.begin(), heap.end());
+      if (heap.size() > kCandidates) {
+        std::pop_heap(heap.begin(), heap.end());
+        heap.pop_back();
+      }
+    }
+    std::sort(heap.begin(), heap.end(), std::greater<>());
+    lru_candidates_ = std::move(heap);
+    if (lru_candidates_.empty()) break;
   }
-  if (best == std::numeric_limits<uint64_t>::max()) return false;
-  RemoveLocked(best_i);
-  RegionHeader* h = H();
-  St(h->evictions, Ld(h->evictions) + 1);
-  sync_.Publish(&h->lru_clock, kCacheLine);
-  return true;
+  return false;
 }
 
 }  // namespace dualpath::pool

@@ -110,8 +110,9 @@ struct ChunkDesc {
 static_assert(sizeof(ChunkDesc) == 32);
 static_assert(offsetof(ChunkDesc, used_bits) == 16);
 
-// Index entry: two cache lines. Line 0 is everything a lock-free reader needs (tag, hash,
-// location); line 1 is lock-protected bookkeeping.
+// Index entry: two cache lines. Line 0 is everything a lock-free reader and an eviction scan
+// need (tag, hash, location, pins, LRU tick), so each of them flushes one line per entry in the
+// non-coherent model; line 1 is bookkeeping read only by the lock holder.
 enum EntryState : uint64_t { kEmpty = 0, kWriting = 1, kReady = 2, kTombstone = 3 };
 inline uint64_t TagState(uint64_t tag) { return tag & 0xff; }
 inline uint64_t TagSeq(uint64_t tag) { return tag >> 8; }
@@ -120,21 +121,23 @@ struct IndexEntry {
   uint64_t tag;  // (seq << 8) | EntryState; seq changes on every transition (seqlock)
   uint64_t hash[4];
   uint64_t data_off;
-  uint64_t length;
-  uint64_t user_tag;
-  // line 1
+  uint32_t length;  // blocks are < 4 GiB
   uint32_t pins;
+  uint64_t last_access;  // LRU tick
+  // line 1
+  uint64_t user_tag;
   uint32_t writer_plus1;
   uint32_t writer_gen;
-  uint32_t reserved0;
-  uint64_t last_access;
-  uint64_t reserved1[5];
+  uint64_t reserved[6];
 };
 static_assert(sizeof(IndexEntry) == 128);
 static_assert(offsetof(IndexEntry, hash) == 8);
 static_assert(offsetof(IndexEntry, data_off) == 40);
-static_assert(offsetof(IndexEntry, pins) == 64);
-static_assert(offsetof(IndexEntry, last_access) == 80);
+static_assert(offsetof(IndexEntry, length) == 48);
+static_assert(offsetof(IndexEntry, pins) == 52);
+static_assert(offsetof(IndexEntry, last_access) == 56);
+static_assert(offsetof(IndexEntry, user_tag) == 64);
+inline constexpr uint64_t kMaxBlockBytes = 0xFFFFFFFFull;
 
 // Named root object (TraCT's object store): name -> (offset, length).
 inline constexpr size_t kRootNameBytes = 64;

@@ -184,15 +184,38 @@ Locked::~Locked() { p_->lock_->Release(); }
 // ---------------------------------------------------------------------------------------------
 // Blocks
 
-Result<WriteHandle> PoolImpl::Reserve(const BlockHash& hash, uint64_t size, uint64_t user_tag) {
+namespace {
+Status BadHandle(std::string_view what) {
+  return Status(Code::kFailedPrecondition,
+                fmt::format("pool: {}: handle is not a live reservation of this process", what));
+}
+// Blocks up to this size are copied in and out while holding the metadata lock (one lock
+// round trip per put or get instead of two); larger ones are copied outside it.
+constexpr uint64_t kInlineCopyMax = 64 << 10;
+}  // namespace
+
+Status PoolImpl::CheckBlockSize(uint64_t size) const {
   if (size == 0) return InvalidArgument("pool: block size 0");
-  if (size > num_chunks_ * chunk_bytes_) {
+  if (size > num_chunks_ * chunk_bytes_ || size > kMaxBlockBytes) {
     return InvalidArgument(
         fmt::format("pool: block of {} bytes is larger than the region's data "
-                    "area ({} bytes)",
+                    "area ({} bytes) or 4 GiB",
                     size, num_chunks_ * chunk_bytes_));
   }
-  Locked l(this);
+  return Status::Ok();
+}
+
+uint64_t PoolImpl::NextTickLocked() {
+  RegionHeader* h = H();
+  sync_.Fresh(&h->lru_clock, kCacheLine);
+  const uint64_t tick = Ld(h->lru_clock) + 1;
+  St(h->lru_clock, tick);
+  sync_.Publish(&h->lru_clock, kCacheLine);
+  return tick;
+}
+
+Result<WriteHandle> PoolImpl::ReserveLocked(const BlockHash& hash, uint64_t size,
+                                            uint64_t user_tag) {
   if (FindLocked(hash)) {
     return Status(Code::kAlreadyExists, fmt::format("pool: block {} already present", hash.Hex()));
   }
@@ -214,7 +237,7 @@ Result<WriteHandle> PoolImpl::Reserve(const BlockHash& hash, uint64_t size, uint
   std::memcpy(w, hash.bytes.data(), 32);
   for (int i = 0; i < 4; ++i) St(e->hash[i], w[i]);
   St(e->data_off, off);
-  St(e->length, size);
+  St(e->length, static_cast<uint32_t>(size));
   St(e->user_tag, user_tag);
   St(e->pins, 0u);
   St(e->writer_plus1, self_ + 1);
@@ -229,32 +252,14 @@ Result<WriteHandle> PoolImpl::Reserve(const BlockHash& hash, uint64_t size, uint
                      seq};
 }
 
-namespace {
-Status BadHandle(std::string_view what) {
-  return Status(Code::kFailedPrecondition,
-                fmt::format("pool: {}: handle is not a live reservation of this process", what));
-}
-}  // namespace
-
-Status PoolImpl::Publish(WriteHandle& handle, bool payload_streamed) {
-  if (handle.entry >= index_cap_) return BadHandle("publish");
-  if (sync_.noncoherent() && !payload_streamed) {
-    // The caller wrote through the cache: write the payload back before it becomes visible.
-    FlushLines(handle.data, handle.size);
-  }
-  Locked l(this);
+Status PoolImpl::PublishLocked(WriteHandle& handle) {
   IndexEntry* e = Entry(handle.entry);
   sync_.Fresh(e);
   if (Ld(e->tag) != MakeTag(handle.seq, kWriting) || Ld(e->writer_plus1) != self_ + 1 ||
       Ld(e->writer_gen) != self_gen_) {
     return BadHandle("publish");
   }
-  RegionHeader* h = H();
-  sync_.Fresh(&h->lru_clock, kCacheLine);
-  const uint64_t tick = Ld(h->lru_clock) + 1;
-  St(h->lru_clock, tick);
-  sync_.Publish(&h->lru_clock, kCacheLine);
-  St(e->last_access, tick);
+  St(e->last_access, NextTickLocked());
   St(e->writer_plus1, 0u);
   sync_.Publish(e);
   FaultPoint("publish.before_ready");
@@ -263,6 +268,30 @@ Status PoolImpl::Publish(WriteHandle& handle, bool payload_streamed) {
   sync_.Publish(e, kCacheLine);
   handle = WriteHandle{};
   return Status::Ok();
+}
+
+void PoolImpl::CopyIn(std::byte* dst, std::span<const std::byte> payload) const {
+  if (sync_.noncoherent()) {
+    StreamCopy(dst, payload.data(), payload.size());
+  } else {
+    std::memcpy(dst, payload.data(), payload.size());
+  }
+}
+
+Result<WriteHandle> PoolImpl::Reserve(const BlockHash& hash, uint64_t size, uint64_t user_tag) {
+  RETURN_IF_ERROR(CheckBlockSize(size));
+  Locked l(this);
+  return ReserveLocked(hash, size, user_tag);
+}
+
+Status PoolImpl::Publish(WriteHandle& handle, bool payload_streamed) {
+  if (handle.entry >= index_cap_) return BadHandle("publish");
+  if (sync_.noncoherent() && !payload_streamed) {
+    // The caller wrote through the cache: write the payload back before it becomes visible.
+    FlushLines(handle.data, handle.size);
+  }
+  Locked l(this);
+  return PublishLocked(handle);
 }
 
 Status PoolImpl::Abort(WriteHandle& handle) {
@@ -280,12 +309,15 @@ Status PoolImpl::Abort(WriteHandle& handle) {
 }
 
 Status PoolImpl::Put(const BlockHash& hash, std::span<const std::byte> payload, uint64_t user_tag) {
-  ASSIGN_OR_RETURN(WriteHandle w, Reserve(hash, payload.size(), user_tag));
-  if (sync_.noncoherent()) {
-    StreamCopy(w.data, payload.data(), payload.size());
-  } else {
-    std::memcpy(w.data, payload.data(), payload.size());
+  RETURN_IF_ERROR(CheckBlockSize(payload.size()));
+  if (payload.size() <= kInlineCopyMax) {
+    Locked l(this);
+    ASSIGN_OR_RETURN(WriteHandle w, ReserveLocked(hash, payload.size(), user_tag));
+    CopyIn(w.data, payload);
+    return PublishLocked(w);
   }
+  ASSIGN_OR_RETURN(WriteHandle w, Reserve(hash, payload.size(), user_tag));
+  CopyIn(w.data, payload);
   return Publish(w, /*payload_streamed=*/true);
 }
 
@@ -311,11 +343,7 @@ Result<PinnedBlock> PoolImpl::Pin(const BlockHash& hash) {
                                 geometry_.pin_records));
     }
     IndexEntry* e = Entry(*i);
-    RegionHeader* h = H();
-    sync_.Fresh(&h->lru_clock, kCacheLine);
-    const uint64_t tick = Ld(h->lru_clock) + 1;
-    St(h->lru_clock, tick);
-    sync_.Publish(&h->lru_clock, kCacheLine);
+    const uint64_t tick = NextTickLocked();
     FaultPoint("pin.recorded");
     St(e->pins, Ld(e->pins) + 1);
     St(e->last_access, tick);
@@ -350,9 +378,33 @@ Status PoolImpl::Unpin(PinnedBlock& block) {
 
 Result<uint64_t> PoolImpl::Get(const BlockHash& hash, std::span<std::byte> out,
                                uint64_t* user_tag) {
+  {
+    Locked l(this);
+    std::optional<uint64_t> i = FindLocked(hash);
+    if (!i || TagState(Ld(Entry(*i)->tag)) != kReady) {
+      return NotFound(fmt::format("pool: block {} not present", hash.Hex()));
+    }
+    IndexEntry* e = Entry(*i);
+    const uint64_t size = Ld(e->length);
+    if (out.size() < size) {
+      return OutOfRange(fmt::format("pool: block {} has {} bytes, buffer holds {}", hash.Hex(),
+                                    size, out.size()));
+    }
+    if (size <= kInlineCopyMax) {
+      // Small block: copy under the lock (nobody can remove it meanwhile), no pin needed.
+      St(e->last_access, NextTickLocked());
+      sync_.Publish(e, kCacheLine);
+      const std::byte* src = reinterpret_cast<const std::byte*>(base_ + Ld(e->data_off));
+      if (sync_.noncoherent()) InvalidateRange(src, size);
+      std::memcpy(out.data(), src, size);
+      sync_.Fresh(e);
+      if (user_tag) *user_tag = Ld(e->user_tag);
+      return size;
+    }
+  }
   ASSIGN_OR_RETURN(PinnedBlock b, Pin(hash));
   const uint64_t size = b.size;
-  if (out.size() < size) {
+  if (out.size() < size) {  // it was replaced by a larger block in between
     RETURN_IF_ERROR(Unpin(b));
     return OutOfRange(
         fmt::format("pool: block {} has {} bytes, buffer holds {}", hash.Hex(), size, out.size()));

@@ -85,6 +85,13 @@ class PoolImpl {
   }
   uint8_t* ChunkBase(uint64_t c) const { return base_ + data_off_ + c * chunk_bytes_; }
 
+  // --- blocks (pool.cc) ---
+  Status CheckBlockSize(uint64_t size) const;
+  uint64_t NextTickLocked();
+  Result<WriteHandle> ReserveLocked(const BlockHash& hash, uint64_t size, uint64_t user_tag);
+  Status PublishLocked(WriteHandle& handle);
+  void CopyIn(std::byte* dst, std::span<const std::byte> payload) const;
+
   // --- index (index.cc) ---
   uint64_t Home(const BlockHash& h) const { return h.Prefix64() & (index_cap_ - 1); }
   // Lock-free lookup of a READY entry; returns its index.
@@ -140,6 +147,8 @@ class PoolImpl {
   // Per-process heap: chunks this process carves, by slot shift (DRAM; touched under the lock).
   std::vector<std::vector<uint32_t>> heap_;
   uint64_t next_fit_ = 0;
+  // Eviction candidates from the last full index scan, oldest last: (last_access, entry).
+  std::vector<std::pair<uint64_t, uint64_t>> lru_candidates_;
   std::thread background_;
   std::mutex bg_mu_;
   std::condition_variable bg_cv_;

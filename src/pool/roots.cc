@@ -138,8 +138,30 @@ PoolStats PoolImpl::Stats() {
     }
   }
   for (uint32_t i = 0; i < geometry_.max_procs; ++i) {
-    sync_.Fresh(Proc(i));
-    if (Ld(Proc(i)->state) == kProcLive) ++s.live_procs;
+    const ProcSlot* p = Proc(i);
+    sync_.Fresh(p);
+    if (Ld(p->state) != kProcLive) continue;
+    ++s.live_procs;
+    ProcInfo info;
+    info.slot = i;
+    info.pid = Ld(p->pid);
+    info.node = Ld(p->node);
+    const PinRecord* recs = Pins(i);
+    sync_.Fresh(recs, sizeof(PinRecord) * geometry_.pin_records);
+    for (uint32_t r = 0; r < geometry_.pin_records; ++r) {
+      if (Ld(recs[r].entry_plus1) != 0) info.pins += Ld(recs[r].count);
+    }
+    s.procs.push_back(info);
+  }
+  for (uint64_t i = 0; i < index_cap_; ++i) {
+    const IndexEntry* e = Entry(i);
+    if (TagState(Ld(e->tag)) != kWriting) continue;
+    for (ProcInfo& info : s.procs) {
+      if (Ld(e->writer_plus1) == info.slot + 1 &&
+          Ld(e->writer_gen) == Ld(Proc(info.slot)->generation)) {
+        ++info.writing;
+      }
+    }
   }
   s.evictions = Ld(h->evictions);
   s.sweeps = Ld(h->sweeps);

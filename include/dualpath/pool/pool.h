@@ -36,6 +36,7 @@
 #include <span>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "dualpath/common/clock.h"
 #include "dualpath/common/status.h"
@@ -88,12 +89,22 @@ struct WriteHandle {
   uint64_t seq = 0;    // internal
 };
 
+// One attached process, as the region records it.
+struct ProcInfo {
+  uint32_t slot = 0;
+  int32_t pid = 0;
+  uint32_t node = 0;
+  uint64_t pins = 0;     // sum of its pin records
+  uint64_t writing = 0;  // entries it is writing (reserved, not yet published)
+};
+
 struct PoolStats {
   MemoryModel model = MemoryModel::kCoherent;
   uint64_t region_bytes = 0, chunk_bytes = 0, num_chunks = 0, free_chunks = 0;
   uint64_t index_capacity = 0, ready_entries = 0, writing_entries = 0, pinned_entries = 0;
   uint64_t total_pins = 0, used_bytes = 0;  // used_bytes: slots/runs held by entries and roots
   uint64_t live_procs = 0, roots = 0, evictions = 0, sweeps = 0, reclaimed_procs = 0;
+  std::vector<ProcInfo> procs;  // taken in the same critical section as the counts above
 };
 
 class PoolImpl;
