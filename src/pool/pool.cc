@@ -104,6 +104,7 @@ Result<Geometry> Pool::ReadGeometry(const std::string& path) {
 Status Pool::Destroy(const std::string& path) {
   ASSIGN_OR_RETURN(std::unique_ptr<Mapping> m, Mapping::Open(path));
   RETURN_IF_ERROR(ReadHeader(*m).status());
+  const std::string key = RegionKey(path);
   if (m->is_device()) {
     // A device cannot be unlinked: un-format it (clear the magic) instead.
     auto* h = reinterpret_cast<RegionHeader*>(m->base());
@@ -112,6 +113,11 @@ Status Pool::Destroy(const std::string& path) {
     return Status::Ok();
   }
   if (unlink(path.c_str()) != 0) return ErrnoStatus("unlink " + path, errno);
+  const Geometry g = GeometryOf(*reinterpret_cast<const RegionHeader*>(m->base()));
+  // Node-local lock files of this region in the default local directory (non-coherent model).
+  for (uint32_t n = 0; n < g.num_nodes; ++n) {
+    unlink(fmt::format("{}/dualpath-pool-{}-node{}.lock", OpenOptions{}.local_dir, key, n).c_str());
+  }
   return Status::Ok();
 }
 
