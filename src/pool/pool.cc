@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <cstring>
 #include <functional>
 
@@ -32,6 +33,16 @@ Result<MemoryModel> ParseMemoryModel(std::string_view name) {
 // Create / open / destroy
 
 namespace {
+
+// Wall-clock time, for leases compared between hosts.
+class RealtimeClock final : public Clock {
+ public:
+  Nanos Now() const override {
+    return std::chrono::duration_cast<std::chrono::nanoseconds>(
+               std::chrono::system_clock::now().time_since_epoch())
+        .count();
+  }
+};
 
 // Reads and validates the header through an ordinary read-only mapping check, so that a foreign
 // or damaged file is rejected before anything could be written to it.
@@ -133,7 +144,12 @@ Result<std::unique_ptr<PoolImpl>> PoolImpl::Open(const std::string& path, OpenOp
   p->index_cap_ = h.index_capacity;
   p->options_ = options;
   p->sync_ = Sync(p->geometry_.model == MemoryModel::kNonCoherent);
-  p->clock_ = options.clock ? options.clock : &SteadyClock::Default();
+  // Leases of processes on other hosts are compared across hosts: the non-coherent model needs a
+  // clock all hosts agree on (CLOCK_REALTIME, PTP/NTP-synchronized), the coherent one does not.
+  static const RealtimeClock kRealtime;
+  const Clock* fallback = &SteadyClock::Default();
+  if (p->geometry_.model == MemoryModel::kNonCoherent) fallback = &kRealtime;
+  p->clock_ = options.clock ? options.clock : fallback;
   p->host_id_ = options.host_id ? options.host_id : HostIdFromBootId();
   p->start_time_ = SelfStartTime();
   p->heap_.resize(64);

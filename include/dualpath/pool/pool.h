@@ -65,9 +65,11 @@ struct Geometry {
 };
 
 struct OpenOptions {
-  uint32_t node = 0;                   // this host's node id (non-coherent model)
-  uint32_t manager_node = 0;           // the node whose processes run the lock manager
-  const Clock* clock = nullptr;        // nullptr = SteadyClock; must outlive the Pool
+  uint32_t node = 0;          // this host's node id (non-coherent model)
+  uint32_t manager_node = 0;  // the node whose processes run the lock manager
+  // Lease clock; must outlive the Pool. nullptr = steady clock (coherent model) or the realtime
+  // clock (non-coherent model: leases are compared between hosts, whose clocks must agree).
+  const Clock* clock = nullptr;
   bool background_thread = true;       // renew the lease and sweep dead owners every lease/4
   std::string local_dir = "/dev/shm";  // where node-local lock files live (non-coherent model)
   uint64_t host_id = 0;                // 0 = derived from the boot id; tests override it
