@@ -182,7 +182,17 @@ void RegisterBench(CLI::App& root, int* exit_code) {
   sub->add_option("--dir", a->o.dir, "Directory for the temporary regions (default /dev/shm)");
   sub->add_option("--mib", a->o.data_mib, "Payload MiB per pass (default 64)");
   sub->add_option("--passes", a->o.passes, "Timed passes per figure, best kept (default 5)");
-  sub->callback([a, exit_code] {
+  auto model = std::make_shared<std::string>("both");
+  sub->add_option("--model", *model, "coherent | noncoherent | both (default both)");
+  sub->callback([a, model, exit_code] {
+    if (*model != "both") {
+      Result<pool::MemoryModel> m = pool::ParseMemoryModel(*model);
+      if (!m.ok()) {
+        *exit_code = Report("bench pool", m.status());
+        return;
+      }
+      a->o.models = {*m};
+    }
     Result<std::vector<pool::BenchRow>> rows = pool::RunPoolBench(a->o);
     if (!rows.ok()) {
       *exit_code = Report("bench pool", rows.status());

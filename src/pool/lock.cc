@@ -205,6 +205,7 @@ void TwoTierLock::StandbyLoop() {
 void TwoTierLock::ManagerLoop() {
   uint32_t next = 0;        // round-robin start, for fairness between nodes
   uint32_t idle_scans = 0;  // consecutive scans with nothing to do
+  uint32_t busy_scans = 0;  // consecutive scans while a grant is outstanding
   uint64_t same_grant_scans = 0;
   int64_t granted = -1;  // node holding the current grant (as far as we know)
   while (!stop_.load(std::memory_order_relaxed)) {
@@ -249,11 +250,18 @@ void TwoTierLock::ManagerLoop() {
       }
     }
     if (worked || locked >= 0) {
-      // A grant is outstanding: its release is what we wait for, so keep scanning (yielding).
+      // A grant is outstanding: its release is what we wait for. Critical sections are short, so
+      // spin first (the next grant follows the release within a scan), then yield the CPU.
       idle_scans = 0;
-      if (!worked) sched_yield();
+      busy_scans = worked ? 0 : busy_scans + 1;
+      if (busy_scans < 128) {
+        _mm_pause();
+      } else {
+        sched_yield();
+      }
       continue;
     }
+    busy_scans = 0;
     // Nothing to grant: back off from pause to yield to a short sleep, so an idle manager does
     // not burn a core.
     ++idle_scans;

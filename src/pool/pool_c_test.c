@@ -1,18 +1,18 @@
 /* The C ABI, compiled as C: create, open, put, get, pin, prefix, roots, errors, destroy. */
+#include "dualpath/pool/pool_c.h"
+
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
-#include "dualpath/pool/pool_c.h"
-
-#define CHECK(cond)                                                                    \
-  do {                                                                                 \
-    if (!(cond)) {                                                                     \
-      fprintf(stderr, "%s:%d: check failed: %s (%s)\n", __FILE__, __LINE__, #cond,     \
-              dp_pool_last_error());                                                   \
-      return 1;                                                                        \
-    }                                                                                  \
+#define CHECK(cond)                                                                \
+  do {                                                                             \
+    if (!(cond)) {                                                                 \
+      fprintf(stderr, "%s:%d: check failed: %s (%s)\n", __FILE__, __LINE__, #cond, \
+              dp_pool_last_error());                                               \
+      return 1;                                                                    \
+    }                                                                              \
   } while (0)
 
 static dp_block_hash Hash(uint8_t seed) {
