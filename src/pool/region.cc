@@ -1,0 +1,122 @@
+#include "pool/region.h"
+
+#include <fcntl.h>
+#include <fmt/format.h>
+#include <linux/magic.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <sys/statfs.h>
+#include <sys/sysmacros.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <fstream>
+
+namespace dualpath::pool::internal {
+namespace {
+
+// A DAX device's size is in sysfs (a character device has no st_size).
+Result<uint64_t> DeviceSize(const std::string& path, const struct stat& st) {
+  const std::string sys =
+      fmt::format("/sys/dev/char/{}:{}/size", major(st.st_rdev), minor(st.st_rdev));
+  std::ifstream in(sys);
+  uint64_t size = 0;
+  if (!(in >> size) || size == 0) {
+    return InvalidArgument(
+        fmt::format("{}: character device is not a DAX device ({} unreadable)", path, sys));
+  }
+  return size;
+}
+
+Result<uint64_t> SizeOfFd(int fd, const std::string& path, bool* is_device) {
+  struct stat st {};
+  if (fstat(fd, &st) != 0) {
+    return ErrnoStatus(fmt::format("fstat {}", path), errno);
+  }
+  if (S_ISREG(st.st_mode)) {
+    *is_device = false;
+    return static_cast<uint64_t>(st.st_size);
+  }
+  if (S_ISCHR(st.st_mode)) {
+    *is_device = true;
+    return DeviceSize(path, st);
+  }
+  return InvalidArgument(fmt::format("{}: not a regular file or a DAX character device", path));
+}
+
+Result<uint8_t*> MapFd(int fd, uint64_t bytes, const std::string& path) {
+  void* p = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  if (p == MAP_FAILED) {
+    return ErrnoStatus(fmt::format("mmap {} bytes of {}", bytes, path), errno);
+  }
+  return static_cast<uint8_t*>(p);
+}
+
+}  // namespace
+
+Mapping::~Mapping() {
+  if (base_ != nullptr) munmap(base_, bytes_);
+  if (fd_ >= 0) close(fd_);
+}
+
+Result<std::unique_ptr<Mapping>> Mapping::Create(const std::string& path, uint64_t bytes) {
+  std::unique_ptr<Mapping> m(new Mapping());
+  m->path_ = path;
+  struct stat st {};
+  if (stat(path.c_str(), &st) == 0 && S_ISCHR(st.st_mode)) {
+    m->fd_ = open(path.c_str(), O_RDWR | O_CLOEXEC);
+    if (m->fd_ < 0) return ErrnoStatus(fmt::format("open {}", path), errno);
+    ASSIGN_OR_RETURN(uint64_t size, SizeOfFd(m->fd_, path, &m->is_device_));
+    if (size < bytes) {
+      return Status(Code::kPoolTooSmall,
+                    fmt::format("{}: device has {} bytes, {} requested", path, size, bytes));
+    }
+    m->bytes_ = bytes;
+  } else {
+    m->fd_ = open(path.c_str(), O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+    if (m->fd_ < 0) return ErrnoStatus(fmt::format("create {}", path), errno);
+    struct statfs fs {};
+    if (fstatfs(m->fd_, &fs) == 0 && fs.f_type == HUGETLBFS_MAGIC) {
+      // hugetlbfs files are sized in whole huge pages.
+      const uint64_t page = static_cast<uint64_t>(fs.f_bsize);
+      bytes = (bytes + page - 1) / page * page;
+    }
+    if (ftruncate(m->fd_, static_cast<off_t>(bytes)) != 0) {
+      Status s = ErrnoStatus(fmt::format("size {} to {} bytes", path, bytes), errno);
+      unlink(path.c_str());
+      return s;
+    }
+    m->bytes_ = bytes;
+  }
+  Result<uint8_t*> base = MapFd(m->fd_, m->bytes_, path);
+  if (!base.ok()) {
+    if (!m->is_device_) unlink(path.c_str());
+    return base.status();
+  }
+  m->base_ = *base;
+  return m;
+}
+
+Result<std::unique_ptr<Mapping>> Mapping::Open(const std::string& path) {
+  std::unique_ptr<Mapping> m(new Mapping());
+  m->path_ = path;
+  m->fd_ = open(path.c_str(), O_RDWR | O_CLOEXEC);
+  if (m->fd_ < 0) return ErrnoStatus(fmt::format("open {}", path), errno);
+  ASSIGN_OR_RETURN(m->bytes_, SizeOfFd(m->fd_, path, &m->is_device_));
+  if (m->bytes_ == 0) {
+    return Status(Code::kPoolTooSmall, fmt::format("{}: empty file", path));
+  }
+  ASSIGN_OR_RETURN(m->base_, MapFd(m->fd_, m->bytes_, path));
+  return m;
+}
+
+Result<uint64_t> Mapping::SizeOf(const std::string& path) {
+  int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return ErrnoStatus(fmt::format("open {}", path), errno);
+  bool dev = false;
+  Result<uint64_t> r = SizeOfFd(fd, path, &dev);
+  close(fd);
+  return r;
+}
+
+}  // namespace dualpath::pool::internal

@@ -1,0 +1,44 @@
+// The backing store of a pool region: a regular file (tmpfs under /dev/shm, or hugetlbfs) or a
+// DAX character device, mapped MAP_SHARED. Knows nothing about the format inside.
+//
+// Ownership: a Mapping owns its fd and mapping (closed/unmapped in the destructor).
+// Thread safety: immutable after construction.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "dualpath/common/status.h"
+
+namespace dualpath::pool::internal {
+
+class Mapping {
+ public:
+  ~Mapping();
+  Mapping(const Mapping&) = delete;
+  Mapping& operator=(const Mapping&) = delete;
+
+  // Creates a regular file of `bytes` (rounded up to the huge page size on hugetlbfs; kAlready
+  // Exists if present), or opens an existing DAX device (its size must be >= bytes).
+  static Result<std::unique_ptr<Mapping>> Create(const std::string& path, uint64_t bytes);
+  // Opens an existing region file or device read-write without modifying it.
+  static Result<std::unique_ptr<Mapping>> Open(const std::string& path);
+  // Size of the file or device at `path` (no mapping).
+  static Result<uint64_t> SizeOf(const std::string& path);
+
+  uint8_t* base() const { return base_; }
+  uint64_t bytes() const { return bytes_; }
+  bool is_device() const { return is_device_; }
+  const std::string& path() const { return path_; }
+
+ private:
+  Mapping() = default;
+  int fd_ = -1;
+  uint8_t* base_ = nullptr;
+  uint64_t bytes_ = 0;
+  bool is_device_ = false;
+  std::string path_;
+};
+
+}  // namespace dualpath::pool::internal

@@ -1,0 +1,172 @@
+// Named root objects (TraCT's object store: put/get/destroy) and pool statistics.
+#include <fmt/format.h>
+
+#include <cstring>
+
+#include "pool/pool_impl.h"
+
+namespace dualpath::pool {
+
+using namespace internal;  // NOLINT(google-build-using-namespace): the region structs
+
+namespace {
+
+Status CheckName(std::string_view name) {
+  if (name.empty() || name.size() >= kRootNameBytes) {
+    return InvalidArgument(
+        fmt::format("pool: root name '{}' must have 1..{} characters", name, kRootNameBytes - 1));
+  }
+  if (name.find('\0') != std::string_view::npos) {
+    return InvalidArgument("pool: root name contains a NUL byte");
+  }
+  return Status::Ok();
+}
+
+bool NameIs(const RootEntry* r, std::string_view name) {
+  return std::strncmp(r->name, std::string(name).c_str(), kRootNameBytes) == 0;
+}
+
+}  // namespace
+
+Result<std::span<std::byte>> PoolImpl::CreateRoot(std::string_view name, uint64_t size) {
+  RETURN_IF_ERROR(CheckName(name));
+  if (size == 0 || size > num_chunks_ * chunk_bytes_) {
+    return InvalidArgument(
+        fmt::format("pool: root size {} must be in [1, {}]", size, num_chunks_ * chunk_bytes_));
+  }
+  Locked l(this);
+  std::optional<uint32_t> free_slot;
+  for (uint32_t i = 0; i < geometry_.max_roots; ++i) {
+    RootEntry* r = Root(i);
+    sync_.Fresh(r);
+    if (Ld(r->state) == kReady && NameIs(r, name)) {
+      return Status(Code::kAlreadyExists, fmt::format("pool: root '{}' exists", name));
+    }
+    if (Ld(r->state) != kReady && !free_slot) free_slot = i;
+  }
+  if (!free_slot) {
+    return Status(Code::kResourceExhausted,
+                  fmt::format("pool: all {} root slots in use", geometry_.max_roots));
+  }
+  // Roots take whole chunk runs (they are few and long-lived) and are owned by no process: they
+  // survive every crash until destroyed.
+  Result<uint64_t> off = AllocateRunLocked((size + chunk_bytes_ - 1) / chunk_bytes_);
+  if (!off.ok()) {
+    // Make room by evicting unpinned blocks, as a block allocation would.
+    for (;;) {
+      if (!EvictOneLocked()) return off.status();
+      off = AllocateRunLocked((size + chunk_bytes_ - 1) / chunk_bytes_);
+      if (off.ok()) break;
+    }
+  }
+  std::memset(base_ + *off, 0, size);
+  sync_.Publish(base_ + *off, size);
+  RootEntry* r = Root(*free_slot);
+  std::memset(r->name, 0, kRootNameBytes);
+  std::memcpy(r->name, name.data(), name.size());
+  St(r->data_off, *off);
+  St(r->length, size);
+  sync_.Publish(r);
+  St(r->state, uint64_t{kReady});  // commit point
+  sync_.Publish(r);
+  return std::span<std::byte>(reinterpret_cast<std::byte*>(base_ + *off), size);
+}
+
+Result<std::span<std::byte>> PoolImpl::GetRoot(std::string_view name) {
+  RETURN_IF_ERROR(CheckName(name));
+  Locked l(this);
+  for (uint32_t i = 0; i < geometry_.max_roots; ++i) {
+    RootEntry* r = Root(i);
+    sync_.Fresh(r);
+    if (Ld(r->state) == kReady && NameIs(r, name)) {
+      return std::span<std::byte>(reinterpret_cast<std::byte*>(base_ + Ld(r->data_off)),
+                                  Ld(r->length));
+    }
+  }
+  return NotFound(fmt::format("pool: no root '{}'", name));
+}
+
+Status PoolImpl::DestroyRoot(std::string_view name) {
+  RETURN_IF_ERROR(CheckName(name));
+  Locked l(this);
+  for (uint32_t i = 0; i < geometry_.max_roots; ++i) {
+    RootEntry* r = Root(i);
+    sync_.Fresh(r);
+    if (Ld(r->state) == kReady && NameIs(r, name)) {
+      St(r->state, uint64_t{kEmpty});  // unpublish, then free (crash-safe order)
+      sync_.Publish(r);
+      FreeLocked(Ld(r->data_off), Ld(r->length));
+      return Status::Ok();
+    }
+  }
+  return NotFound(fmt::format("pool: no root '{}'", name));
+}
+
+PoolStats PoolImpl::Stats() {
+  PoolStats s;
+  Locked l(this);
+  RegionHeader* h = H();
+  sync_.Fresh(h, sizeof(*h));
+  s.model = geometry_.model;
+  s.region_bytes = geometry_.region_bytes;
+  s.chunk_bytes = chunk_bytes_;
+  s.num_chunks = num_chunks_;
+  s.free_chunks = FreeChunksLocked();
+  s.index_capacity = index_cap_;
+  for (uint64_t i = 0; i < index_cap_; ++i) {
+    const IndexEntry* e = Entry(i);
+    sync_.Fresh(e);
+    const uint64_t st = TagState(Ld(e->tag));
+    if (st == kReady) ++s.ready_entries;
+    if (st == kWriting) ++s.writing_entries;
+    if (st == kReady || st == kWriting) {
+      const uint64_t len = Ld(e->length);
+      s.used_bytes += len > chunk_bytes_ ? (len + chunk_bytes_ - 1) / chunk_bytes_ * chunk_bytes_
+                                         : uint64_t{1} << SlotShift(len);
+    }
+    if (Ld(e->pins) > 0) {
+      ++s.pinned_entries;
+      s.total_pins += Ld(e->pins);
+    }
+  }
+  for (uint32_t i = 0; i < geometry_.max_roots; ++i) {
+    const RootEntry* r = Root(i);
+    sync_.Fresh(r);
+    if (Ld(r->state) == kReady) {
+      ++s.roots;
+      s.used_bytes += (Ld(r->length) + chunk_bytes_ - 1) / chunk_bytes_ * chunk_bytes_;
+    }
+  }
+  for (uint32_t i = 0; i < geometry_.max_procs; ++i) {
+    const ProcSlot* p = Proc(i);
+    sync_.Fresh(p);
+    if (Ld(p->state) != kProcLive) continue;
+    ++s.live_procs;
+    ProcInfo info;
+    info.slot = i;
+    info.pid = Ld(p->pid);
+    info.node = Ld(p->node);
+    const PinRecord* recs = Pins(i);
+    sync_.Fresh(recs, sizeof(PinRecord) * geometry_.pin_records);
+    for (uint32_t r = 0; r < geometry_.pin_records; ++r) {
+      if (Ld(recs[r].entry_plus1) != 0) info.pins += Ld(recs[r].count);
+    }
+    s.procs.push_back(info);
+  }
+  for (uint64_t i = 0; i < index_cap_; ++i) {
+    const IndexEntry* e = Entry(i);
+    if (TagState(Ld(e->tag)) != kWriting) continue;
+    for (ProcInfo& info : s.procs) {
+      if (Ld(e->writer_plus1) == info.slot + 1 &&
+          Ld(e->writer_gen) == Ld(Proc(info.slot)->generation)) {
+        ++info.writing;
+      }
+    }
+  }
+  s.evictions = Ld(h->evictions);
+  s.sweeps = Ld(h->sweeps);
+  s.reclaimed_procs = Ld(h->reclaimed_procs);
+  return s;
+}
+
+}  // namespace dualpath::pool
