@@ -1,0 +1,78 @@
+// UringEngine: runs a batch of file reads/writes through one io_uring with at most `queue_depth`
+// operations in flight, resubmitting short transfers, so callers see each operation either fully
+// done, stopped at end of file (reads), or failed with an errno.
+//
+// Operations are produced lazily: Prepare(i) is called when a slot frees up, so the caller can
+// open file i+1 while reads of files 0..i are in flight (the open cost overlaps the I/O), and
+// Complete(i) is called as soon as operation i finishes, so the caller can close and validate it
+// without waiting for the whole batch.
+//
+// Thread safety: one engine is used by one thread at a time (io_uring's submission and completion
+// queues are single-producer/single-consumer). BlockStore keeps a pool of engines for concurrent
+// callers.
+#pragma once
+
+#include <liburing.h>
+#include <sys/uio.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <span>
+
+#include "dualpath/common/status.h"
+
+namespace dualpath::storage::internal {
+
+enum class IoKind : uint8_t { kRead, kWrite };
+
+struct IoOp {
+  IoKind kind = IoKind::kRead;
+  int fd = -1;
+  std::byte* buf = nullptr;
+  uint64_t len = 0;     // bytes to transfer
+  uint64_t offset = 0;  // file offset of buf[0]
+  int buf_index = -1;   // registered buffer index (READ_FIXED/WRITE_FIXED), or -1
+  // The fd was opened with O_DIRECT: a read that stops short at an offset that is not a multiple
+  // of 512 can only be end of file (direct I/O moves whole sectors), and resubmitting at that
+  // unaligned offset would fail with EINVAL.
+  bool direct = false;
+  // Results, valid in Complete.
+  uint64_t done = 0;  // bytes transferred
+  int error = 0;      // errno of the failed transfer; 0 when none failed
+};
+
+class UringEngine {
+ public:
+  // Prepare(i, op) fills op for index i (op starts default-constructed); returning false skips i
+  // (the caller recorded its own failure, e.g. the open failed).
+  using PrepareFn = std::function<bool(size_t index, IoOp& op)>;
+  // Complete(i, op) is called exactly once for every prepared op.
+  using CompleteFn = std::function<void(size_t index, IoOp& op)>;
+
+  static Result<std::unique_ptr<UringEngine>> Create(unsigned queue_depth);
+  ~UringEngine();
+  UringEngine(const UringEngine&) = delete;
+  UringEngine& operator=(const UringEngine&) = delete;
+
+  unsigned queue_depth() const { return depth_; }
+
+  // Registers buffers for fixed reads/writes (pins the pages once instead of per operation).
+  // Replaces any earlier registration.
+  Status RegisterBuffers(std::span<const iovec> buffers);
+
+  // Runs operations 0..n-1. Returns non-OK only when the ring itself fails (then some operations
+  // may not have been completed); per-operation errors are reported through IoOp::error.
+  Status Run(size_t n, const PrepareFn& prepare, const CompleteFn& complete);
+
+ private:
+  explicit UringEngine(unsigned depth) : depth_(depth) {}
+  Status Queue(uint32_t slot, IoOp& op);
+
+  unsigned depth_;
+  io_uring ring_{};
+  bool buffers_registered_ = false;
+};
+
+}  // namespace dualpath::storage::internal
