@@ -54,6 +54,11 @@ Status UringEngine::Queue(uint32_t slot, IoOp& op) {
     sqe = io_uring_get_sqe(&ring_);
     DUALPATH_CHECK(sqe != nullptr, "io_uring submission queue full after submit");
   }
+  if (op.kind == IoKind::kFsync) {
+    io_uring_prep_fsync(sqe, op.fd, IORING_FSYNC_DATASYNC);
+    io_uring_sqe_set_data64(sqe, slot);
+    return Status::Ok();
+  }
   std::byte* buf = op.buf + op.done;
   // A single read/write moves at most ~2 GiB; larger remainders complete as short transfers and
   // are resubmitted.
@@ -97,7 +102,7 @@ Status UringEngine::Run(size_t n, const PrepareFn& prepare, const CompleteFn& co
       if (!prepare(index, op)) {
         continue;
       }
-      if (op.len == 0) {
+      if (op.len == 0 && op.kind != IoKind::kFsync) {
         complete(index, op);
         continue;
       }
@@ -127,6 +132,8 @@ Status UringEngine::Run(size_t n, const PrepareFn& prepare, const CompleteFn& co
         // Transient: resubmit the same remainder.
       } else if (res < 0) {
         op.error = -res;
+        done = true;
+      } else if (op.kind == IoKind::kFsync) {
         done = true;
       } else {
         op.done += static_cast<uint64_t>(res);

@@ -25,7 +25,8 @@
 
 namespace dualpath::storage::internal {
 
-enum class IoKind : uint8_t { kRead, kWrite };
+// kFsync is fdatasync(fd) (len is ignored): batched so N files sync in parallel, not one by one.
+enum class IoKind : uint8_t { kRead, kWrite, kFsync };
 
 struct IoOp {
   IoKind kind = IoKind::kRead;
