@@ -7,6 +7,7 @@
 
 #include <cerrno>
 #include <cstdio>
+#include <cstring>
 #include <string>
 
 #include "dualpath/common/log.h"
@@ -126,8 +127,7 @@ Status BlockStore::Init() {
   if (options_.scan_on_open) {
     RETURN_IF_ERROR(Scan());
   }
-  log::Debug("storage: opened {} direct={} blocks={}", model_dir_, direct_,
-             index_->lru.size());
+  log::Debug("storage: opened {} direct={} blocks={}", model_dir_, direct_, index_->lru.size());
   return Status::Ok();
 }
 

@@ -117,8 +117,8 @@ std::vector<ReadResult> BlockStore::ReadBatch(std::span<const ReadRequest> reque
       // The buffer filled up: the file may be whole but larger than the caller expected (another
       // block shape). That is the caller's mistake, not corruption; leave the file alone.
       finish(i, InvalidArgument("read block=" + ShortHex(r.hash) + ": buffer of " +
-                                std::to_string(r.buffer.size()) + " bytes too small: " +
-                                bad.message()));
+                                std::to_string(r.buffer.size()) +
+                                " bytes too small: " + bad.message()));
       return;
     }
     counters_->corrupt.fetch_add(1, std::memory_order_relaxed);

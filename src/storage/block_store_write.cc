@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstring>
 #include <set>
 #include <string>
 #include <vector>
@@ -125,9 +126,9 @@ std::vector<Status> BlockStore::WriteBatch(std::span<const EncodedBlock> blocks)
     if (op.error != 0) {
       fail(i, ErrnoStatus("write " + tmps[i], op.error));
     } else if (op.done < b.file_bytes) {
-      fail(i, Status(Code::kStorageNoSpace, "short write " + tmps[i] + ": " +
-                                                std::to_string(op.done) + " of " +
-                                                std::to_string(b.file_bytes) + " bytes"));
+      fail(i,
+           Status(Code::kStorageNoSpace, "short write " + tmps[i] + ": " + std::to_string(op.done) +
+                                             " of " + std::to_string(b.file_bytes) + " bytes"));
     } else {
       pending[i] = 1;
     }
