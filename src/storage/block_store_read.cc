@@ -1,9 +1,10 @@
-// BlockStore::ReadBatch: open, read through io_uring, verify, quarantine.
+// BlockStore read path: open, read through io_uring, verify, quarantine.
 #include <fcntl.h>
 #include <unistd.h>
 
 #include <cerrno>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "dualpath/common/log.h"
@@ -17,59 +18,78 @@ using internal::IoOp;
 using internal::ShortHex;
 
 std::vector<ReadResult> BlockStore::ReadBatch(std::span<const ReadRequest> requests) {
-  const size_t n = requests.size();
-  std::vector<ReadResult> results(n);
-  std::vector<int> fds(n, -1);
-  std::vector<bool> finished(n, false);
-  uint64_t total_bytes = 0;
-  uint64_t total_tokens = 0;
+  std::vector<ReadResult> results(requests.size());
+  // The whole batch is queued from now on (the scheduler sees it at once), not only the part
+  // that has reached io_uring.
+  uint64_t bytes = 0;
+  uint64_t tokens = 0;
   for (const ReadRequest& r : requests) {
-    total_bytes += r.buffer.size();
-    total_tokens += r.tokens;
+    bytes += r.buffer.size();
+    tokens += r.tokens;
   }
-  read_queue_.Add(total_bytes, total_tokens, n);
+  read_queue_.Add(bytes, tokens, requests.size());
+  ReadStreamImpl(
+      requests.size(), [&](size_t i) { return requests[i]; },
+      [&](size_t i, ReadResult&& r) { results[i] = std::move(r); }, /*preaccounted=*/true);
+  return results;
+}
+
+void BlockStore::ReadStream(size_t n, const ReadSource& source, const ReadSink& sink) {
+  ReadStreamImpl(n, source, sink, /*preaccounted=*/false);
+}
+
+void BlockStore::ReadStreamImpl(size_t n, const ReadSource& source, const ReadSink& sink,
+                                bool preaccounted) {
+  const uint32_t depth = options_.queue_depth;
+  // State of the requests between Source and Sink: at most `depth` of them, with arbitrary
+  // indices (completions arrive out of order), so a small map keyed by index.
+  struct Pending {
+    ReadRequest req;
+    int fd = -1;
+  };
+  std::unordered_map<size_t, Pending> pending;
+  pending.reserve(depth * 2);
   counters_->reads.fetch_add(n, std::memory_order_relaxed);
 
   // Every request leaves the read queue exactly once, whatever happened to it.
-  auto finish = [&](size_t i, Status status) {
-    results[i].status = std::move(status);
-    if (fds[i] >= 0) {
+  auto finish = [&](size_t i, Pending& p, Status status, kv::DecodedBlockFile block) {
+    if (p.fd >= 0) {
       if (!direct_) {
         // Buffered fallback: drop the pages so the page cache does not fill with blocks that the
         // caller now holds in its own buffer.
-        ::posix_fadvise(fds[i], 0, 0, POSIX_FADV_DONTNEED);
+        ::posix_fadvise(p.fd, 0, 0, POSIX_FADV_DONTNEED);
       }
-      ::close(fds[i]);
-      fds[i] = -1;
+      ::close(p.fd);
+      p.fd = -1;
     }
-    finished[i] = true;
-    read_queue_.Remove(requests[i].buffer.size(), requests[i].tokens, 1);
+    read_queue_.Remove(p.req.buffer.size(), p.req.tokens, 1);
+    ReadResult result{std::move(status), block};
+    pending.erase(i);  // p is dangling from here on
+    sink(i, std::move(result));
   };
-
-  auto engine = engines_->Acquire();
-  if (!engine.ok()) {
-    for (size_t i = 0; i < n; ++i) {
-      counters_->read_errors.fetch_add(1, std::memory_order_relaxed);
-      finish(i, engine.status());
-    }
-    return results;
-  }
+  auto fail = [&](size_t i, Pending& p, Status status) { finish(i, p, std::move(status), {}); };
 
   auto prepare = [&](size_t i, IoOp& op) -> bool {
-    const ReadRequest& r = requests[i];
+    Pending& p = pending[i];
+    p.req = source(i);
+    const ReadRequest& r = p.req;
+    if (!preaccounted) {
+      read_queue_.Add(r.buffer.size(), r.tokens, 1);
+    }
     const auto addr = reinterpret_cast<uintptr_t>(r.buffer.data());
     if (r.buffer.size() < kv::kBlockFileHeaderBytes ||
         (direct_ && (addr % kIoAlign != 0 || r.buffer.size() % kIoAlign != 0))) {
-      finish(i, InvalidArgument("read block=" + ShortHex(r.hash) + ": buffer of " +
-                                std::to_string(r.buffer.size()) +
-                                " bytes is too small or not 4096-aligned"));
+      fail(i, p,
+           InvalidArgument("read block=" + ShortHex(r.hash) + ": buffer of " +
+                           std::to_string(r.buffer.size()) +
+                           " bytes is too small or not 4096-aligned"));
       return false;
     }
     if (options_.faults != nullptr) {
       Status injected = options_.faults->BeforeRead(r.hash);
       if (!injected.ok()) {
         counters_->read_errors.fetch_add(1, std::memory_order_relaxed);
-        finish(i, injected);
+        fail(i, p, injected);
         return false;
       }
     }
@@ -79,14 +99,14 @@ std::vector<ReadResult> BlockStore::ReadBatch(std::span<const ReadRequest> reque
       int err = errno;
       if (err == ENOENT) {
         counters_->misses.fetch_add(1, std::memory_order_relaxed);
-        finish(i, Status(Code::kStorageMiss, "block=" + ShortHex(r.hash) + " not stored"));
+        fail(i, p, Status(Code::kStorageMiss, "block=" + ShortHex(r.hash) + " not stored"));
       } else {
         counters_->read_errors.fetch_add(1, std::memory_order_relaxed);
-        finish(i, ErrnoStatus("open " + path, err));
+        fail(i, p, ErrnoStatus("open " + path, err));
       }
       return false;
     }
-    fds[i] = fd;
+    p.fd = fd;
     op.kind = internal::IoKind::kRead;
     op.fd = fd;
     op.buf = r.buffer.data();
@@ -96,10 +116,11 @@ std::vector<ReadResult> BlockStore::ReadBatch(std::span<const ReadRequest> reque
   };
 
   auto complete = [&](size_t i, IoOp& op) {
-    const ReadRequest& r = requests[i];
+    Pending& p = pending.at(i);
+    const ReadRequest& r = p.req;
     if (op.error != 0) {
       counters_->read_errors.fetch_add(1, std::memory_order_relaxed);
-      finish(i, ErrnoStatus("read block=" + ShortHex(r.hash), op.error));
+      fail(i, p, ErrnoStatus("read block=" + ShortHex(r.hash), op.error));
       return;
     }
     Result<kv::DecodedBlockFile> decoded = kv::DecodeBlockFile(
@@ -107,40 +128,60 @@ std::vector<ReadResult> BlockStore::ReadBatch(std::span<const ReadRequest> reque
     if (decoded.ok()) {
       counters_->hits.fetch_add(1, std::memory_order_relaxed);
       counters_->bytes_read.fetch_add(op.done, std::memory_order_relaxed);
-      results[i].block = *decoded;
       IndexTouch(r.hash, kv::BlockFileSize(decoded->meta.PayloadBytes()));
-      finish(i, Status::Ok());
+      finish(i, p, Status::Ok(), *decoded);
       return;
     }
     const Status& bad = decoded.status();
     if (bad.code() == Code::kKvTruncated && op.done == r.buffer.size()) {
       // The buffer filled up: the file may be whole but larger than the caller expected (another
       // block shape). That is the caller's mistake, not corruption; leave the file alone.
-      finish(i, InvalidArgument("read block=" + ShortHex(r.hash) + ": buffer of " +
-                                std::to_string(r.buffer.size()) +
-                                " bytes too small: " + bad.message()));
+      fail(i, p,
+           InvalidArgument("read block=" + ShortHex(r.hash) + ": buffer of " +
+                           std::to_string(r.buffer.size()) + " bytes too small: " + bad.message()));
       return;
     }
     counters_->corrupt.fetch_add(1, std::memory_order_relaxed);
     log::Debug("storage: block {} failed verification: {}", ShortHex(r.hash), bad.ToString());
-    Quarantine(r.hash, fds[i], CodeName(bad.code()));
-    finish(i, Status(Code::kStorageMiss,
-                     "block=" + ShortHex(r.hash) + " quarantined: " + bad.ToString()));
+    Quarantine(r.hash, p.fd, CodeName(bad.code()));
+    fail(i, p,
+         Status(Code::kStorageMiss,
+                "block=" + ShortHex(r.hash) + " quarantined: " + bad.ToString()));
   };
 
-  Status run = (*engine)->Run(n, prepare, complete);
-  if (run.ok()) {
-    engines_->Release(std::move(*engine));
-  } else {
-    // The ring failed: drop it (destroying it cancels whatever it still holds) and fail the rest.
-    for (size_t i = 0; i < n; ++i) {
-      if (!finished[i]) {
-        counters_->read_errors.fetch_add(1, std::memory_order_relaxed);
-        finish(i, run);
+  auto engine = engines_->Acquire();
+  Status run = engine.ok() ? Status::Ok() : engine.status();
+  size_t started = 0;
+  if (engine.ok()) {
+    run = (*engine)->Run(
+        n,
+        [&](size_t i, IoOp& op) {
+          started = i + 1;
+          return prepare(i, op);
+        },
+        complete);
+    if (run.ok()) {
+      engines_->Release(std::move(*engine));
+    }
+    // else: drop the failed ring (destroying it cancels whatever it still holds).
+  }
+  if (!run.ok()) {
+    // Requests that reached the ring but did not complete, then those never started.
+    while (!pending.empty()) {
+      auto it = pending.begin();
+      counters_->read_errors.fetch_add(1, std::memory_order_relaxed);
+      fail(it->first, it->second, run);
+    }
+    for (size_t i = started; i < n; ++i) {
+      Pending& p = pending[i];
+      p.req = source(i);
+      if (!preaccounted) {
+        read_queue_.Add(p.req.buffer.size(), p.req.tokens, 1);
       }
+      counters_->read_errors.fetch_add(1, std::memory_order_relaxed);
+      fail(i, p, run);
     }
   }
-  return results;
 }
 
 }  // namespace dualpath::storage

@@ -54,7 +54,7 @@ Status UringEngine::Queue(uint32_t slot, IoOp& op) {
     sqe = io_uring_get_sqe(&ring_);
     DUALPATH_CHECK(sqe != nullptr, "io_uring submission queue full after submit");
   }
-  if (op.kind == IoKind::kFsync) {
+  if (op.kind == IoKind::kFsync || op.synced) {
     io_uring_prep_fsync(sqe, op.fd, IORING_FSYNC_DATASYNC);
     io_uring_sqe_set_data64(sqe, slot);
     return Status::Ok();
@@ -133,7 +133,7 @@ Status UringEngine::Run(size_t n, const PrepareFn& prepare, const CompleteFn& co
       } else if (res < 0) {
         op.error = -res;
         done = true;
-      } else if (op.kind == IoKind::kFsync) {
+      } else if (op.kind == IoKind::kFsync || op.synced) {
         done = true;
       } else {
         op.done += static_cast<uint64_t>(res);
@@ -149,6 +149,12 @@ Status UringEngine::Run(size_t n, const PrepareFn& prepare, const CompleteFn& co
         } else if (op.kind == IoKind::kRead && op.direct && (op.offset + op.done) % 512 != 0) {
           done = true;  // end of file inside the last sector
         }
+      }
+      if (done && op.error == 0 && op.kind == IoKind::kWrite && op.sync_after && !op.synced &&
+          op.done >= op.len) {
+        // The write is whole: sync it in the same slot (a short write is not synced; it fails).
+        op.synced = true;
+        done = false;
       }
       if (done) {
         finished.push_back(slot);

@@ -39,6 +39,10 @@ struct IoOp {
   // of 512 can only be end of file (direct I/O moves whole sectors), and resubmitting at that
   // unaligned offset would fail with EINVAL.
   bool direct = false;
+  // Writes only: after the write completes, fdatasync the fd in the same slot before reporting
+  // completion (durable before the caller publishes it). A failed sync sets error.
+  bool sync_after = false;
+  bool synced = false;  // internal: the sync has been queued
   // Results, valid in Complete.
   uint64_t done = 0;  // bytes transferred
   int error = 0;      // errno of the failed transfer; 0 when none failed

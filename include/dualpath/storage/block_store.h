@@ -24,6 +24,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <span>
@@ -128,12 +129,25 @@ class BlockStore {
   // kStorageNoSpace when the file system is full, kPermissionDenied, kIoError otherwise; a failed
   // write leaves nothing under the block's name.
   std::vector<Status> WriteBatch(std::span<const EncodedBlock> blocks);
+  // Streaming form: Source(i) is asked for block i when an io_uring slot is free (the block must
+  // stay alive until Sink(i) is called), Sink(i, status) once block i is published or failed.
+  // Up to queue_depth blocks are in flight, so a caller can stream any number of blocks through
+  // a small set of buffers.
+  using WriteSource = std::function<const EncodedBlock&(size_t index)>;
+  using WriteSink = std::function<void(size_t index, Status status)>;
+  void WriteStream(size_t n, const WriteSource& source, const WriteSink& sink);
   // Encode + WriteBatch of one block.
   Status Write(const kv::BlockHash& hash, const kv::BlockShape& shape,
                std::span<const std::byte> payload);
 
   // Reads and verifies blocks, up to queue_depth at a time; one result per request.
   std::vector<ReadResult> ReadBatch(std::span<const ReadRequest> requests);
+  // Streaming form: Source(i) gives request i when an io_uring slot is free; Sink(i, result) is
+  // called once request i is done, after which its buffer is the caller's again (so queue_depth
+  // buffers suffice for any n). A request counts in read_queue() from Source to Sink.
+  using ReadSource = std::function<ReadRequest(size_t index)>;
+  using ReadSink = std::function<void(size_t index, ReadResult&& result)>;
+  void ReadStream(size_t n, const ReadSource& source, const ReadSink& sink);
 
   // True if a file exists under the block's name (not verified: a read may still miss).
   bool Contains(const kv::BlockHash& hash);
@@ -159,6 +173,7 @@ class BlockStore {
   void IndexInsert(const kv::BlockHash& hash, uint64_t bytes);
   void IndexTouch(const kv::BlockHash& hash, uint64_t bytes);
   void EvictIfNeeded(const kv::BlockHash& protect);
+  void ReadStreamImpl(size_t n, const ReadSource& source, const ReadSink& sink, bool preaccounted);
   uint64_t NextSeq() { return seq_.fetch_add(1, std::memory_order_relaxed); }
 
   StoreOptions options_;
