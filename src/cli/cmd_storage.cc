@@ -1,5 +1,7 @@
 // `dualpath bench storage`: write then read a set of block files through the storage tier
 // (io_uring, O_DIRECT, verified reads) and report GB/s. See docs/storage.md.
+#include <fmt/format.h>
+
 #include <iostream>
 #include <map>
 #include <nlohmann/json.hpp>
@@ -30,6 +32,14 @@ void Register(CLI::App& root, int* exit_code) {
       ->check(CLI::IsMember({"auto", "direct", "buffered"}));
   sub->add_flag("--keep", o->keep, "Keep the files (to read the same set with fio)");
   sub->add_flag("--json", *json, "Print one JSON object");
+  auto fingerprint = std::make_shared<std::string>();
+  sub->add_option("--fingerprint", *fingerprint,
+                  "Model directory to use, 16 hex digits (default: a fresh random one)");
+  sub->add_flag("--read-only", o->read_only,
+                "Only read (and verify) the set an earlier --keep run left (needs --fingerprint)");
+  auto verbose_json = std::make_shared<bool>(false);
+  sub->add_flag("--json-details", *verbose_json,
+                "With --json: add fingerprint, model_dir, seconds, read CPU seconds, direct_io");
   sub->callback([=] {
     static const std::map<std::string, storage::SyncMode> kSync = {
         {"none", storage::SyncMode::kNone},
@@ -41,6 +51,20 @@ void Register(CLI::App& root, int* exit_code) {
         {"buffered", storage::IoMode::kBuffered}};
     o->sync = kSync.at(*sync);
     o->io_mode = kIo.at(*io);
+    if (!fingerprint->empty()) {
+      size_t used = 0;
+      try {
+        o->fingerprint = std::stoull(*fingerprint, &used, 16);
+      } catch (const std::exception&) {
+        used = 0;
+      }
+      if (used != fingerprint->size() || fingerprint->size() > 16) {
+        *exit_code = ReportError(
+            "bench storage",
+            InvalidArgument("--fingerprint " + *fingerprint + ": expected up to 16 hex digits"));
+        return;
+      }
+    }
     Result<storage::StorageBenchReport> r = storage::RunStorageBench(*o);
     if (!r.ok()) {
       *exit_code = ReportError("bench storage", r.status());
@@ -52,6 +76,14 @@ void Register(CLI::App& root, int* exit_code) {
                           {"block_bytes", o->block_bytes},
                           {"queue_depth", o->queue_depth},
                           {"files", o->files}};
+      if (*verbose_json) {
+        j["fingerprint"] = fmt::format("{:016x}", r->fingerprint);
+        j["model_dir"] = r->model_dir;
+        j["write_seconds"] = r->write_seconds;
+        j["read_seconds"] = r->read_seconds;
+        j["read_cpu_seconds"] = r->read_cpu_seconds;
+        j["direct_io"] = r->direct_io;
+      }
       std::cout << j.dump() << "\n";
     } else {
       std::cout << "storage bench: " << o->files << " files x " << o->block_bytes

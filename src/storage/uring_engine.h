@@ -5,7 +5,9 @@
 // Operations are produced lazily: Prepare(i) is called when a slot frees up, so the caller can
 // open file i+1 while reads of files 0..i are in flight (the open cost overlaps the I/O), and
 // Complete(i) is called as soon as operation i finishes, so the caller can close and validate it
-// without waiting for the whole batch.
+// without waiting for the whole batch. Freed slots are refilled and submitted before the
+// completions run, so Complete's CPU work (checksums) overlaps the device's; a caller recycling
+// buffers therefore needs up to 2 x queue_depth of them.
 //
 // Thread safety: one engine is used by one thread at a time (io_uring's submission and completion
 // queues are single-producer/single-consumer). BlockStore keeps a pool of engines for concurrent
@@ -20,6 +22,7 @@
 #include <functional>
 #include <memory>
 #include <span>
+#include <utility>
 
 #include "dualpath/common/status.h"
 

@@ -24,15 +24,21 @@ struct StorageBenchOptions {
   IoMode io_mode = IoMode::kAuto;
   bool keep = false;  // leave the files (e.g. for fio to read the same set)
   uint64_t seed = 1;
+  // 0: a fresh random model directory. Otherwise that model directory (its hex name), e.g. to
+  // read again a set kept by an earlier run.
+  uint64_t fingerprint = 0;
+  bool read_only = false;  // skip the write phase: read the set an earlier --keep run left
 };
 
 struct StorageBenchReport {
-  double write_gbps = 0;  // 1e9 bytes per second, file bytes
+  double write_gbps = 0;  // 1e9 bytes per second, file bytes (0 with read_only)
   double read_gbps = 0;   // verified file bytes
   double write_seconds = 0;
   double read_seconds = 0;
   bool direct_io = false;
   std::string model_dir;  // where the files are (kept only with `keep`)
+  uint64_t fingerprint = 0;
+  double read_cpu_seconds = 0;  // user + system CPU time of this process during the read phase
 };
 
 // kInvalidArgument for bad options (naming the option); any write or read failure is an error

@@ -131,8 +131,8 @@ class BlockStore {
   std::vector<Status> WriteBatch(std::span<const EncodedBlock> blocks);
   // Streaming form: Source(i) is asked for block i when an io_uring slot is free (the block must
   // stay alive until Sink(i) is called), Sink(i, status) once block i is published or failed.
-  // Up to queue_depth blocks are in flight, so a caller can stream any number of blocks through
-  // a small set of buffers.
+  // Up to queue_depth blocks are in flight and Sinks may lag Sources by as many again, so
+  // 2 x queue_depth buffers stream any number of blocks.
   using WriteSource = std::function<const EncodedBlock&(size_t index)>;
   using WriteSink = std::function<void(size_t index, Status status)>;
   void WriteStream(size_t n, const WriteSource& source, const WriteSink& sink);
@@ -143,8 +143,10 @@ class BlockStore {
   // Reads and verifies blocks, up to queue_depth at a time; one result per request.
   std::vector<ReadResult> ReadBatch(std::span<const ReadRequest> requests);
   // Streaming form: Source(i) gives request i when an io_uring slot is free; Sink(i, result) is
-  // called once request i is done, after which its buffer is the caller's again (so queue_depth
-  // buffers suffice for any n). A request counts in read_queue() from Source to Sink.
+  // called once request i is done, after which its buffer is the caller's again. Source calls for
+  // new requests may come before the Sink calls of the requests they replace (the device is kept
+  // busy while blocks are verified), so 2 x queue_depth buffers suffice for any n. A request
+  // counts in read_queue() from Source to Sink.
   using ReadSource = std::function<ReadRequest(size_t index)>;
   using ReadSink = std::function<void(size_t index, ReadResult&& result)>;
   void ReadStream(size_t n, const ReadSource& source, const ReadSink& sink);
