@@ -97,38 +97,59 @@ Status BlockStore::Init() {
       c = '_';
     }
   }
-  RETURN_IF_ERROR(internal::MakeDirs(model_dir_ + "/" + std::string(kQuarantineDir))
-                      .WithContext("open store root=" + options_.root));
+  Status made = internal::MakeDirs(model_dir_ + "/" + std::string(kQuarantineDir));
+  if (!made.ok()) {
+    // A directory this process may read but not write (another user's store, a read-only mount):
+    // serve reads; writes will fail with a clear kPermissionDenied naming the file.
+    if (::access(model_dir_.c_str(), R_OK | X_OK) != 0) {
+      return made.WithContext("open store root=" + options_.root);
+    }
+    log::Info("storage: {} is not writable by this process ({}); serving reads only", model_dir_,
+              made.message());
+  }
 
   // Probe O_DIRECT once: tmpfs and some FUSE setups refuse it with EINVAL at open.
-  direct_ = false;
   if (options_.io_mode != IoMode::kBuffered) {
-    std::string probe = model_dir_ + "/.probe." + host_ + "." + std::to_string(::getpid());
-    int fd = ::open(probe.c_str(), O_CREAT | O_RDWR | O_DIRECT | O_CLOEXEC, 0644);
-    int err = errno;
-    if (fd >= 0) {
-      ::close(fd);
-      direct_ = true;
+    bool direct = false;
+    int err = 0;
+    if (made.ok()) {
+      std::string probe = model_dir_ + "/.probe." + host_ + "." + std::to_string(::getpid());
+      int fd = ::open(probe.c_str(), O_CREAT | O_RDWR | O_DIRECT | O_CLOEXEC, 0644);
+      err = errno;
+      if (fd >= 0) {
+        ::close(fd);
+        ::unlink(probe.c_str());
+        direct = true;
+      } else if (err == EACCES || err == EPERM || err == EROFS) {
+        // Cannot create files here: decide at the first read instead (see ReadStreamImpl).
+        direct = true;
+      }
+    } else {
+      direct = true;  // read-only store: the first read decides
     }
-    ::unlink(probe.c_str());
-    if (!direct_) {
+    if (!direct) {
       if (options_.io_mode == IoMode::kDirect) {
         return ErrnoStatus("open store root=" + options_.root + ": O_DIRECT refused", err);
       }
       if (err != EINVAL) {
-        return ErrnoStatus("open store root=" + options_.root + ": probe file " + probe, err);
+        return ErrnoStatus("open store root=" + options_.root + ": probe file", err);
       }
-      log::Info(
-          "storage: O_DIRECT refused by the file system at {} (EINVAL); using buffered I/O with "
-          "posix_fadvise(DONTNEED)",
-          model_dir_);
+      LogDirectRefused();
     }
+    direct_.store(direct, std::memory_order_relaxed);
   }
   if (options_.scan_on_open) {
     RETURN_IF_ERROR(Scan());
   }
-  log::Debug("storage: opened {} direct={} blocks={}", model_dir_, direct_, index_->lru.size());
+  log::Debug("storage: opened {} direct={} blocks={}", model_dir_, direct_io(), index_->lru.size());
   return Status::Ok();
+}
+
+void BlockStore::LogDirectRefused() {
+  log::Info(
+      "storage: O_DIRECT refused by the file system at {} (EINVAL); using buffered I/O with "
+      "posix_fadvise(DONTNEED)",
+      model_dir_);
 }
 
 void BlockStore::IndexInsert(const kv::BlockHash& hash, uint64_t bytes) {

@@ -54,7 +54,7 @@ void BlockStore::ReadStreamImpl(size_t n, const ReadSource& source, const ReadSi
   // Every request leaves the read queue exactly once, whatever happened to it.
   auto finish = [&](size_t i, Pending& p, Status status, kv::DecodedBlockFile block) {
     if (p.fd >= 0) {
-      if (!direct_) {
+      if (!direct_io()) {
         // Buffered fallback: drop the pages so the page cache does not fill with blocks that the
         // caller now holds in its own buffer.
         ::posix_fadvise(p.fd, 0, 0, POSIX_FADV_DONTNEED);
@@ -76,9 +76,10 @@ void BlockStore::ReadStreamImpl(size_t n, const ReadSource& source, const ReadSi
     if (!preaccounted) {
       read_queue_.Add(r.buffer.size(), r.tokens, 1);
     }
+    bool direct = direct_io();
     const auto addr = reinterpret_cast<uintptr_t>(r.buffer.data());
     if (r.buffer.size() < kv::kBlockFileHeaderBytes ||
-        (direct_ && (addr % kIoAlign != 0 || r.buffer.size() % kIoAlign != 0))) {
+        (direct && (addr % kIoAlign != 0 || r.buffer.size() % kIoAlign != 0))) {
       fail(i, p,
            InvalidArgument("read block=" + ShortHex(r.hash) + ": buffer of " +
                            std::to_string(r.buffer.size()) +
@@ -94,7 +95,15 @@ void BlockStore::ReadStreamImpl(size_t n, const ReadSource& source, const ReadSi
       }
     }
     std::string path = BlockPath(model_dir_, r.hash);
-    int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | internal::DirectFlag(direct_));
+    int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | internal::DirectFlag(direct));
+    if (fd < 0 && direct && errno == EINVAL && options_.io_mode == IoMode::kAuto) {
+      // O_DIRECT refused (only possible here for stores that could not probe at Open).
+      if (direct_.exchange(false)) {
+        LogDirectRefused();
+      }
+      direct = false;
+      fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+    }
     if (fd < 0) {
       int err = errno;
       if (err == ENOENT) {
@@ -111,7 +120,7 @@ void BlockStore::ReadStreamImpl(size_t n, const ReadSource& source, const ReadSi
     op.fd = fd;
     op.buf = r.buffer.data();
     op.len = r.buffer.size();
-    op.direct = direct_;
+    op.direct = direct;
     return true;
   };
 

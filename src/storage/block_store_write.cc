@@ -100,7 +100,8 @@ void BlockStore::WriteStream(size_t n, const WriteSource& source, const WriteSin
       return false;
     }
     std::string tmp = TmpPath(model_dir_, b.hash, host_, ::getpid(), NextSeq());
-    const int flags = O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | internal::DirectFlag(direct_);
+    const bool direct = direct_io();
+    const int flags = O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | internal::DirectFlag(direct);
     int fd = ::open(tmp.c_str(), flags, 0644);
     if (fd < 0 && errno == ENOENT) {
       // First block in this fan-out directory.
@@ -123,7 +124,7 @@ void BlockStore::WriteStream(size_t n, const WriteSource& source, const WriteSin
     op.buf = const_cast<std::byte*>(b.file.data());
     op.len = options_.faults != nullptr ? options_.faults->WriteLimit(b.hash, b.file_bytes)
                                         : b.file_bytes;
-    op.direct = direct_;
+    op.direct = direct;
     // Durable before visible: the fdatasync runs in the same slot, before the rename below.
     op.sync_after = options_.sync != SyncMode::kNone;
     return true;
@@ -142,7 +143,7 @@ void BlockStore::WriteStream(size_t n, const WriteSource& source, const WriteSin
                                              " of " + std::to_string(b.file_bytes) + " bytes"));
       return;
     }
-    if (!direct_) {
+    if (!op.direct) {
       ::posix_fadvise(p.fd, 0, 0, POSIX_FADV_DONTNEED);
     }
     ::close(p.fd);

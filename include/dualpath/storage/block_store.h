@@ -160,7 +160,7 @@ class BlockStore {
   // Bytes, tokens and blocks submitted to ReadBatch and not yet completed.
   ReadQueue& read_queue() { return read_queue_; }
   // Whether files are opened with O_DIRECT (false after the kAuto fallback).
-  bool direct_io() const { return direct_; }
+  bool direct_io() const { return direct_.load(std::memory_order_relaxed); }
   const std::string& model_dir() const { return model_dir_; }
   const StoreOptions& options() const { return options_; }
 
@@ -172,6 +172,7 @@ class BlockStore {
   Status Init();
   Status Scan();
   void Quarantine(const kv::BlockHash& hash, int fd, std::string_view reason);
+  void LogDirectRefused();
   void IndexInsert(const kv::BlockHash& hash, uint64_t bytes);
   void IndexTouch(const kv::BlockHash& hash, uint64_t bytes);
   void EvictIfNeeded(const kv::BlockHash& protect);
@@ -181,7 +182,9 @@ class BlockStore {
   StoreOptions options_;
   std::string model_dir_;
   std::string host_;
-  bool direct_ = false;
+  // Set at Open; may drop to false once if the first O_DIRECT open is refused (read-only stores
+  // cannot probe by creating a file).
+  std::atomic<bool> direct_{false};
   std::atomic<uint64_t> seq_{0};
   std::unique_ptr<EnginePool> engines_;
   std::unique_ptr<Counters> counters_;
