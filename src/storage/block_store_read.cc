@@ -45,12 +45,14 @@ void BlockStore::ReadStreamImpl(size_t n, const ReadSource& source, const ReadSi
   // indices (completions arrive out of order), so a small map keyed by index.
   struct Pending {
     ReadRequest req;
+    std::string path;
     int fd = -1;
   };
   std::unordered_map<size_t, Pending> pending;
   pending.reserve(depth * 2);
   counters_->reads.fetch_add(n, std::memory_order_relaxed);
 
+  internal::UringEngine* ring = nullptr;  // set while the engine runs
   // Every request leaves the read queue exactly once, whatever happened to it.
   auto finish = [&](size_t i, Pending& p, Status status, kv::DecodedBlockFile block) {
     if (p.fd >= 0) {
@@ -59,7 +61,11 @@ void BlockStore::ReadStreamImpl(size_t n, const ReadSource& source, const ReadSi
         // caller now holds in its own buffer.
         ::posix_fadvise(p.fd, 0, 0, POSIX_FADV_DONTNEED);
       }
-      ::close(p.fd);
+      if (ring != nullptr) {
+        (void)ring->CloseAsync(p.fd);  // a FLUSH round trip on FUSE: not on this thread
+      } else {
+        ::close(p.fd);
+      }
       p.fd = -1;
     }
     read_queue_.Remove(p.req.buffer.size(), p.req.tokens, 1);
@@ -94,39 +100,63 @@ void BlockStore::ReadStreamImpl(size_t n, const ReadSource& source, const ReadSi
         return false;
       }
     }
-    std::string path = BlockPath(model_dir_, r.hash);
-    int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | internal::DirectFlag(direct));
-    if (fd < 0 && direct && errno == EINVAL && options_.io_mode == IoMode::kAuto) {
-      // O_DIRECT refused (only possible here for stores that could not probe at Open).
-      if (direct_.exchange(false)) {
-        LogDirectRefused();
-      }
-      direct = false;
-      fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-    }
-    if (fd < 0) {
-      int err = errno;
-      if (err == ENOENT) {
-        counters_->misses.fetch_add(1, std::memory_order_relaxed);
-        fail(i, p, Status(Code::kStorageMiss, "block=" + ShortHex(r.hash) + " not stored"));
-      } else {
-        counters_->read_errors.fetch_add(1, std::memory_order_relaxed);
-        fail(i, p, ErrnoStatus("open " + path, err));
-      }
-      return false;
-    }
-    p.fd = fd;
+    p.path = BlockPath(model_dir_, r.hash);
     op.kind = internal::IoKind::kRead;
-    op.fd = fd;
+    // The open runs in the ring too (see IoOp::open_path): on a distributed file system it is a
+    // round trip that would otherwise stall every other read's submission.
+    op.open_path = p.path.c_str();
+    op.open_flags = O_RDONLY | O_CLOEXEC | internal::DirectFlag(direct);
     op.buf = r.buffer.data();
     op.len = r.buffer.size();
     op.direct = direct;
     return true;
   };
 
+  // The open failed in the ring: a miss, an error, or O_DIRECT refused (read-only stores only
+  // learn that here), in which case this one block is read with plain pread.
+  auto open_failed = [&](size_t i, Pending& p, IoOp& op) -> bool {
+    const ReadRequest& r = p.req;
+    if (op.error == EINVAL && op.direct && options_.io_mode == IoMode::kAuto) {
+      if (direct_.exchange(false)) {
+        LogDirectRefused();
+      }
+      p.fd = ::open(p.path.c_str(), O_RDONLY | O_CLOEXEC);
+      if (p.fd >= 0) {
+        uint64_t done = 0;
+        while (done < r.buffer.size()) {
+          ssize_t got = ::pread(p.fd, r.buffer.data() + done, r.buffer.size() - done,
+                                static_cast<off_t>(done));
+          if (got <= 0) {
+            break;
+          }
+          done += static_cast<uint64_t>(got);
+        }
+        op.error = 0;
+        op.done = done;
+        op.direct = false;
+        return true;  // verify as usual
+      }
+      op.error = errno;
+    }
+    if (op.error == ENOENT) {
+      counters_->misses.fetch_add(1, std::memory_order_relaxed);
+      fail(i, p, Status(Code::kStorageMiss, "block=" + ShortHex(r.hash) + " not stored"));
+    } else {
+      counters_->read_errors.fetch_add(1, std::memory_order_relaxed);
+      fail(i, p, ErrnoStatus("open " + p.path, op.error));
+    }
+    return false;
+  };
+
   auto complete = [&](size_t i, IoOp& op) {
     Pending& p = pending.at(i);
     const ReadRequest& r = p.req;
+    if (op.fd >= 0) {
+      p.fd = op.fd;  // opened by the ring; closed in finish
+    }
+    if (op.open_failed && !open_failed(i, p, op)) {
+      return;
+    }
     if (op.error != 0) {
       counters_->read_errors.fetch_add(1, std::memory_order_relaxed);
       fail(i, p, ErrnoStatus("read block=" + ShortHex(r.hash), op.error));
@@ -162,6 +192,7 @@ void BlockStore::ReadStreamImpl(size_t n, const ReadSource& source, const ReadSi
   Status run = engine.ok() ? Status::Ok() : engine.status();
   size_t started = 0;
   if (engine.ok()) {
+    ring = engine->get();
     run = (*engine)->Run(
         n,
         [&](size_t i, IoOp& op) {
@@ -169,6 +200,7 @@ void BlockStore::ReadStreamImpl(size_t n, const ReadSource& source, const ReadSi
           return prepare(i, op);
         },
         complete);
+    ring = nullptr;
     if (run.ok()) {
       engines_->Release(std::move(*engine));
     }

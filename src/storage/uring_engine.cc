@@ -1,5 +1,8 @@
 #include "storage/uring_engine.h"
 
+#include <fcntl.h>
+#include <unistd.h>
+
 #include <cerrno>
 #include <string>
 #include <vector>
@@ -42,17 +45,42 @@ Status UringEngine::RegisterBuffers(std::span<const iovec> buffers) {
   return Status::Ok();
 }
 
-Status UringEngine::Queue(uint32_t slot, IoOp& op) {
+io_uring_sqe* UringEngine::GetSqe() {
   io_uring_sqe* sqe = io_uring_get_sqe(&ring_);
   if (sqe == nullptr) {
-    // The submission queue holds queue_depth entries and at most queue_depth operations are in
-    // flight, but entries queued since the last submit still occupy it: push them to the kernel.
+    // Entries queued since the last submit occupy the submission queue: push them to the kernel.
     int rc = io_uring_submit(&ring_);
     if (rc < 0) {
-      return IoError("io_uring_submit", -rc);
+      return nullptr;
     }
     sqe = io_uring_get_sqe(&ring_);
-    DUALPATH_CHECK(sqe != nullptr, "io_uring submission queue full after submit");
+  }
+  return sqe;
+}
+
+Status UringEngine::CloseAsync(int fd) {
+  io_uring_sqe* sqe = GetSqe();
+  if (sqe == nullptr) {
+    ::close(fd);  // the ring cannot take it: close here
+    return Status::Ok();
+  }
+  io_uring_prep_close(sqe, fd);
+  io_uring_sqe_set_data64(sqe, kIgnoreUserData);
+  return Status::Ok();
+}
+
+Status UringEngine::Queue(uint32_t slot, IoOp& op) {
+  // The submission queue holds queue_depth entries and at most queue_depth operations are in
+  // flight, but entries queued since the last submit (and CloseAsync entries) still occupy it.
+  io_uring_sqe* sqe = GetSqe();
+  if (sqe == nullptr) {
+    return IoError("io_uring: no submission queue entry after submit");
+  }
+  if (op.open_path != nullptr && op.fd < 0) {
+    op.opening = true;
+    io_uring_prep_openat(sqe, AT_FDCWD, op.open_path, op.open_flags, 0);
+    io_uring_sqe_set_data64(sqe, slot);
+    return Status::Ok();
   }
   if (op.kind == IoKind::kFsync || op.synced) {
     io_uring_prep_fsync(sqe, op.fd, IORING_FSYNC_DATASYNC);
@@ -130,12 +158,25 @@ Status UringEngine::Run(size_t n, const PrepareFn& prepare, const CompleteFn& co
     finished.clear();
     io_uring_for_each_cqe(&ring_, head, cqe) {
       ++seen;
+      if (io_uring_cqe_get_data64(cqe) == kIgnoreUserData) {
+        continue;  // a CloseAsync
+      }
       auto slot = static_cast<uint32_t>(io_uring_cqe_get_data64(cqe));
       IoOp& op = slots[slot];
       int res = cqe->res;
       bool done = false;
       if (res == -EINTR || res == -EAGAIN) {
-        // Transient: resubmit the same remainder.
+        // Transient: resubmit the same step.
+        op.opening = false;
+      } else if (op.opening) {
+        op.opening = false;
+        if (res < 0) {
+          op.error = -res;
+          op.open_failed = true;
+          done = true;
+        } else {
+          op.fd = res;  // now queue the read on it (below)
+        }
       } else if (res < 0) {
         op.error = -res;
         done = true;
@@ -189,6 +230,11 @@ Status UringEngine::Run(size_t n, const PrepareFn& prepare, const CompleteFn& co
     for (auto& [index, op] : finished) {
       complete(index, op);
     }
+  }
+  // Hand over CloseAsync entries queued by the last completions.
+  int rc = io_uring_submit(&ring_);
+  if (rc < 0 && rc != -EINTR) {
+    return IoError("io_uring_submit", -rc);
   }
   return Status::Ok();
 }

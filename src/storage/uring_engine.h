@@ -46,6 +46,14 @@ struct IoOp {
   // completion (durable before the caller publishes it). A failed sync sets error.
   bool sync_after = false;
   bool synced = false;  // internal: the sync has been queued
+  // Reads only: when set (and fd < 0), the engine first opens this path with open_flags through
+  // io_uring, then reads from the new fd (left in `fd` for the caller to close). Opening in the
+  // ring keeps a slow open (a network round trip on FUSE and distributed file systems) off the
+  // submitting thread. The path must stay valid until Complete.
+  const char* open_path = nullptr;
+  int open_flags = 0;
+  bool opening = false;      // internal: the open is in flight
+  bool open_failed = false;  // result: the open failed (error holds its errno; nothing was read)
   // Results, valid in Complete.
   uint64_t done = 0;  // bytes transferred
   int error = 0;      // errno of the failed transfer; 0 when none failed
@@ -70,6 +78,11 @@ class UringEngine {
   // Replaces any earlier registration.
   Status RegisterBuffers(std::span<const iovec> buffers);
 
+  // Closes `fd` through the ring without waiting (close on FUSE is a FLUSH round trip, which
+  // io_uring runs on a worker thread). Submitted with the next Run activity or at the latest by
+  // the next Run/destructor.
+  Status CloseAsync(int fd);
+
   // Runs operations 0..n-1. Returns non-OK only when the ring itself fails (then some operations
   // may not have been completed); per-operation errors are reported through IoOp::error.
   Status Run(size_t n, const PrepareFn& prepare, const CompleteFn& complete);
@@ -77,6 +90,8 @@ class UringEngine {
  private:
   explicit UringEngine(unsigned depth) : depth_(depth) {}
   Status Queue(uint32_t slot, IoOp& op);
+  io_uring_sqe* GetSqe();
+  static constexpr uint64_t kIgnoreUserData = ~uint64_t{0};
 
   unsigned depth_;
   io_uring ring_{};
