@@ -26,6 +26,8 @@ void Register(CLI::App& root, int* exit_code) {
                   "Block file size in bytes, header included (multiple of 4096; default 1 MiB)");
   sub->add_option("--queue-depth", o->queue_depth, "io_uring operations in flight (default 32)");
   sub->add_option("--files", o->files, "Number of block files (default 1024)");
+  sub->add_option("--verify-threads", o->verify_threads,
+                  "Threads verifying checksums off the I/O thread (default 1; 0 = inline)");
   sub->add_option("--sync", *sync, "none|data|full: fdatasync before publish (default data)")
       ->check(CLI::IsMember({"none", "data", "full"}));
   sub->add_option("--io", *io, "auto|direct|buffered (default auto: O_DIRECT if accepted)")

@@ -73,6 +73,7 @@ Result<StorageBenchReport> RunStorageBench(const StorageBenchOptions& o) {
   so.io_mode = o.io_mode;
   so.sync = o.sync;
   so.queue_depth = o.queue_depth;
+  so.verify_threads = o.verify_threads;
   so.scan_on_open = false;  // a fresh directory: nothing to scan
   ASSIGN_OR_RETURN(auto store, BlockStore::Open(so));
 

@@ -13,6 +13,7 @@
 #include "dualpath/common/log.h"
 #include "dualpath/storage/layout.h"
 #include "storage/store_internal.h"
+#include "storage/verify_pool.h"
 
 namespace dualpath::storage {
 
@@ -72,8 +73,15 @@ Result<std::unique_ptr<BlockStore>> BlockStore::Open(const StoreOptions& options
     return InvalidArgument("storage queue_depth " + std::to_string(options.queue_depth) +
                            " out of range [1, 4096]");
   }
+  if (options.verify_threads > 64) {
+    return InvalidArgument("storage verify_threads " + std::to_string(options.verify_threads) +
+                           " out of range [0, 64]");
+  }
   std::unique_ptr<BlockStore> store(new BlockStore(options));
   RETURN_IF_ERROR(store->Init());
+  if (options.verify_threads > 0) {
+    store->verify_pool_ = std::make_unique<internal::VerifyPool>(options.verify_threads);
+  }
   return store;
 }
 

@@ -3,6 +3,9 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <condition_variable>
+#include <deque>
+#include <mutex>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -11,6 +14,7 @@
 #include "dualpath/storage/block_store.h"
 #include "dualpath/storage/layout.h"
 #include "storage/store_internal.h"
+#include "storage/verify_pool.h"
 
 namespace dualpath::storage {
 
@@ -34,6 +38,32 @@ std::vector<ReadResult> BlockStore::ReadBatch(std::span<const ReadRequest> reque
   return results;
 }
 
+std::pair<Status, kv::DecodedBlockFile> BlockStore::Verify(const ReadRequest& r, uint64_t done,
+                                                           int fd) {
+  Result<kv::DecodedBlockFile> decoded = kv::DecodeBlockFile(
+      std::span<const std::byte>(r.buffer.data(), done), options_.model_fingerprint, r.hash);
+  if (decoded.ok()) {
+    counters_->hits.fetch_add(1, std::memory_order_relaxed);
+    counters_->bytes_read.fetch_add(done, std::memory_order_relaxed);
+    IndexTouch(r.hash, kv::BlockFileSize(decoded->meta.PayloadBytes()));
+    return {Status::Ok(), *decoded};
+  }
+  const Status& bad = decoded.status();
+  if (bad.code() == Code::kKvTruncated && done == r.buffer.size()) {
+    // The buffer filled up: the file may be whole but larger than the caller expected (another
+    // block shape). That is the caller's mistake, not corruption; leave the file alone.
+    return {InvalidArgument("read block=" + ShortHex(r.hash) + ": buffer of " +
+                            std::to_string(r.buffer.size()) + " bytes too small: " + bad.message()),
+            {}};
+  }
+  counters_->corrupt.fetch_add(1, std::memory_order_relaxed);
+  log::Debug("storage: block {} failed verification: {}", ShortHex(r.hash), bad.ToString());
+  Quarantine(r.hash, fd, CodeName(bad.code()));
+  return {
+      Status(Code::kStorageMiss, "block=" + ShortHex(r.hash) + " quarantined: " + bad.ToString()),
+      {}};
+}
+
 void BlockStore::ReadStream(size_t n, const ReadSource& source, const ReadSink& sink) {
   ReadStreamImpl(n, source, sink, /*preaccounted=*/false);
 }
@@ -53,6 +83,16 @@ void BlockStore::ReadStreamImpl(size_t n, const ReadSource& source, const ReadSi
   counters_->reads.fetch_add(n, std::memory_order_relaxed);
 
   internal::UringEngine* ring = nullptr;  // set while the engine runs
+  // Verification results from the pool, waiting to be finished on this thread.
+  struct Verified {
+    size_t index;
+    Status status;
+    kv::DecodedBlockFile block;
+  };
+  std::mutex vmu;
+  std::condition_variable vcv;
+  std::deque<Verified> verified;  // guarded by vmu
+  size_t verifying = 0;           // posted and not yet in `verified`; guarded by vmu
   // Every request leaves the read queue exactly once, whatever happened to it.
   auto finish = [&](size_t i, Pending& p, Status status, kv::DecodedBlockFile block) {
     if (p.fd >= 0) {
@@ -74,8 +114,24 @@ void BlockStore::ReadStreamImpl(size_t n, const ReadSource& source, const ReadSi
     sink(i, std::move(result));
   };
   auto fail = [&](size_t i, Pending& p, Status status) { finish(i, p, std::move(status), {}); };
+  // Finishes verified blocks. With `wait_below`, first waits until fewer than that many blocks
+  // are being verified: at most queue_depth blocks wait for verification, so a caller's buffers
+  // (2 x queue_depth) never run out.
+  auto drain = [&](size_t wait_below) {
+    std::deque<Verified> ready;
+    {
+      std::unique_lock lock(vmu);
+      vcv.wait(lock, [&] { return verifying < wait_below; });
+      ready.swap(verified);
+    }
+    for (Verified& v : ready) {
+      finish(v.index, pending.at(v.index), std::move(v.status), v.block);
+    }
+  };
+  const size_t kNoWait = ~size_t{0};
 
   auto prepare = [&](size_t i, IoOp& op) -> bool {
+    drain(depth);
     Pending& p = pending[i];
     p.req = source(i);
     const ReadRequest& r = p.req;
@@ -149,6 +205,7 @@ void BlockStore::ReadStreamImpl(size_t n, const ReadSource& source, const ReadSi
   };
 
   auto complete = [&](size_t i, IoOp& op) {
+    drain(kNoWait);
     Pending& p = pending.at(i);
     const ReadRequest& r = p.req;
     if (op.fd >= 0) {
@@ -162,30 +219,25 @@ void BlockStore::ReadStreamImpl(size_t n, const ReadSource& source, const ReadSi
       fail(i, p, ErrnoStatus("read block=" + ShortHex(r.hash), op.error));
       return;
     }
-    Result<kv::DecodedBlockFile> decoded = kv::DecodeBlockFile(
-        std::span<const std::byte>(r.buffer.data(), op.done), options_.model_fingerprint, r.hash);
-    if (decoded.ok()) {
-      counters_->hits.fetch_add(1, std::memory_order_relaxed);
-      counters_->bytes_read.fetch_add(op.done, std::memory_order_relaxed);
-      IndexTouch(r.hash, kv::BlockFileSize(decoded->meta.PayloadBytes()));
-      finish(i, p, Status::Ok(), *decoded);
+    if (verify_pool_ == nullptr) {
+      auto [status, block] = Verify(r, op.done, p.fd);
+      finish(i, p, std::move(status), block);
       return;
     }
-    const Status& bad = decoded.status();
-    if (bad.code() == Code::kKvTruncated && op.done == r.buffer.size()) {
-      // The buffer filled up: the file may be whole but larger than the caller expected (another
-      // block shape). That is the caller's mistake, not corruption; leave the file alone.
-      fail(i, p,
-           InvalidArgument("read block=" + ShortHex(r.hash) + ": buffer of " +
-                           std::to_string(r.buffer.size()) + " bytes too small: " + bad.message()));
-      return;
+    // Verify on the pool; the result comes back to this thread through `verified` (finish, the
+    // sink and CloseAsync must stay on the ring's thread).
+    {
+      std::lock_guard lock(vmu);
+      ++verifying;
     }
-    counters_->corrupt.fetch_add(1, std::memory_order_relaxed);
-    log::Debug("storage: block {} failed verification: {}", ShortHex(r.hash), bad.ToString());
-    Quarantine(r.hash, p.fd, CodeName(bad.code()));
-    fail(i, p,
-         Status(Code::kStorageMiss,
-                "block=" + ShortHex(r.hash) + " quarantined: " + bad.ToString()));
+    verify_pool_->Post(
+        [this, &vmu, &vcv, &verified, &verifying, i, req = r, done = op.done, fd = p.fd] {
+          auto [status, block] = Verify(req, done, fd);
+          std::lock_guard lock(vmu);
+          verified.push_back({i, std::move(status), block});
+          --verifying;
+          vcv.notify_all();
+        });
   };
 
   auto engine = engines_->Acquire();
@@ -200,12 +252,14 @@ void BlockStore::ReadStreamImpl(size_t n, const ReadSource& source, const ReadSi
           return prepare(i, op);
         },
         complete);
+    drain(1);  // everything posted is verified; closes still go through the ring
     ring = nullptr;
     if (run.ok()) {
       engines_->Release(std::move(*engine));
     }
     // else: drop the failed ring (destroying it cancels whatever it still holds).
   }
+  drain(1);
   if (!run.ok()) {
     // Requests that reached the ring but did not complete, then those never started.
     while (!pending.empty()) {

@@ -19,6 +19,7 @@ struct StorageBenchOptions {
   std::string dir;                    // root of a fresh store (a new model directory inside it)
   uint64_t block_bytes = 1ull << 20;  // block FILE size (header included), multiple of 4096
   unsigned queue_depth = 32;
+  unsigned verify_threads = 1;  // StoreOptions::verify_threads
   uint64_t files = 1024;
   SyncMode sync = SyncMode::kData;
   IoMode io_mode = IoMode::kAuto;

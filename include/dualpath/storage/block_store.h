@@ -29,6 +29,7 @@
 #include <mutex>
 #include <span>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "dualpath/common/status.h"
@@ -40,6 +41,9 @@
 #include "dualpath/storage/read_queue.h"
 
 namespace dualpath::storage {
+namespace internal {
+class VerifyPool;
+}  // namespace internal
 
 enum class IoMode {
   kAuto,      // O_DIRECT if the file system accepts it, buffered otherwise (logged once)
@@ -59,7 +63,9 @@ struct StoreOptions {
   uint64_t capacity_bytes = 0;     // 0 = unlimited; otherwise LRU eviction above it
   IoMode io_mode = IoMode::kAuto;
   SyncMode sync = SyncMode::kData;
-  unsigned queue_depth = 32;        // io_uring operations in flight per batch
+  unsigned queue_depth = 32;  // io_uring operations in flight per batch
+  // Threads verifying checksums of read blocks, off the submitting thread (0: verify inline).
+  unsigned verify_threads = 1;
   bool scan_on_open = true;         // rebuild the index and clean stale temporary files
   int64_t stale_tmp_seconds = 600;  // another host's temporary file older than this is removed
   StorageFaults* faults = nullptr;  // fault points for tests; not owned
@@ -166,6 +172,7 @@ class BlockStore {
 
  private:
   class EnginePool;
+  std::pair<Status, kv::DecodedBlockFile> Verify(const ReadRequest& r, uint64_t done, int fd);
   struct Counters;
 
   explicit BlockStore(const StoreOptions& options);
@@ -191,6 +198,7 @@ class BlockStore {
   ReadQueue read_queue_;
   struct IndexState;
   std::unique_ptr<IndexState> index_;
+  std::unique_ptr<internal::VerifyPool> verify_pool_;
 };
 
 }  // namespace dualpath::storage
