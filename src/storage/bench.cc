@@ -86,10 +86,10 @@ Result<StorageBenchReport> RunStorageBench(const StorageBenchOptions& o) {
   }
   const uint64_t checksum = kv::BlockChecksum(payload);
 
-  // 2 x queue_depth file images / read buffers, recycled through Source and Sink: any number of
-  // files streams through a fixed amount of memory. The payload is copied once per buffer; only
-  // the 4 KiB header changes per file.
-  const size_t nbuf = 2 * size_t{o.queue_depth};
+  // 3 x queue_depth file images / read buffers (the bound ReadStream and WriteStream document),
+  // recycled through Source and Sink: any number of files streams through a fixed amount of
+  // memory. The payload is copied once per buffer; only the 4 KiB header changes per file.
+  const size_t nbuf = 3 * size_t{o.queue_depth};
   std::vector<EncodedBlock> images(nbuf);
   std::vector<size_t> free_bufs;
   for (size_t k = 0; k < nbuf; ++k) {

@@ -151,8 +151,10 @@ class BlockStore {
   // Streaming form: Source(i) gives request i when an io_uring slot is free; Sink(i, result) is
   // called once request i is done, after which its buffer is the caller's again. Source calls for
   // new requests may come before the Sink calls of the requests they replace (the device is kept
-  // busy while blocks are verified), so 2 x queue_depth buffers suffice for any n. A request
-  // counts in read_queue() from Source to Sink.
+  // busy while blocks are verified: up to queue_depth in flight, queue_depth completed and
+  // waiting to be verified inline or queued for the verify pool, queue_depth on the pool), so
+  // 3 x queue_depth buffers suffice for any n. A request counts in read_queue() from Source to
+  // Sink.
   using ReadSource = std::function<ReadRequest(size_t index)>;
   using ReadSink = std::function<void(size_t index, ReadResult&& result)>;
   void ReadStream(size_t n, const ReadSource& source, const ReadSink& sink);
