@@ -343,6 +343,67 @@ TEST_P(BlockStoreTest, InjectedFaultsNeverYieldDataOrPartialFiles) {
   EXPECT_TRUE(ReadBlock(*s, 3).ok());
 }
 
+// ReadStream through 3 x queue_depth recycled buffers (the documented bound), with the verify
+// pool and inline, over many more blocks than buffers; some blocks missing, one corrupt.
+TEST_P(BlockStoreTest, ReadStreamRecyclesThreeTimesQueueDepthBuffers) {
+  for (unsigned verify_threads : {0u, 1u, 3u}) {
+    SCOPED_TRACE(verify_threads);
+    StoreOptions o = Options();
+    o.verify_threads = verify_threads;
+    o.model_fingerprint = kFingerprint + 10 + verify_threads;  // a fresh model directory
+    auto s = OpenStore(o);
+    ASSERT_TRUE(s);
+    constexpr uint64_t kN = 60;
+    for (uint64_t i = 0; i < kN; ++i) {
+      if (i % 5 != 0) {
+        ASSERT_TRUE(WriteBlock(*s, i).ok());
+      }
+    }
+    {
+      std::string victim = BlockPath(s->model_dir(), HashOf(7));
+      std::fstream f(victim, std::ios::in | std::ios::out | std::ios::binary);
+      f.seekp(4096 + 3);
+      f.put('\x7f');
+    }
+    std::vector<AlignedBuffer> bufs;
+    std::vector<size_t> free_bufs;
+    for (size_t k = 0; k < 3 * o.queue_depth; ++k) {
+      bufs.emplace_back(BlockStore::FileBytes(SmallShape()));
+      free_bufs.push_back(k);
+    }
+    std::vector<size_t> buf_of(kN);
+    std::vector<int> outcome(kN, -1);  // 1 hit with the right bytes, 0 miss, 2 anything else
+    bool ran_out = false;
+    s->ReadStream(
+        kN,
+        [&](size_t i) {
+          if (free_bufs.empty()) {
+            ran_out = true;
+            bufs.emplace_back(BlockStore::FileBytes(SmallShape()));
+            free_bufs.push_back(bufs.size() - 1);
+          }
+          buf_of[i] = free_bufs.back();
+          free_bufs.pop_back();
+          return ReadRequest{HashOf(i), bufs[buf_of[i]].span(), 4};
+        },
+        [&](size_t i, ReadResult&& r) {
+          if (r.status.ok()) {
+            auto want = PayloadOf(i, SmallShape().FullBytes());
+            outcome[i] = std::memcmp(r.block.payload.data(), want.data(), want.size()) == 0 ? 1 : 2;
+          } else {
+            outcome[i] = r.status.code() == Code::kStorageMiss ? 0 : 2;
+          }
+          free_bufs.push_back(buf_of[i]);
+        });
+    EXPECT_FALSE(ran_out);
+    for (uint64_t i = 0; i < kN; ++i) {
+      EXPECT_EQ(outcome[i], (i % 5 == 0 || i == 7) ? 0 : 1) << i;
+    }
+    EXPECT_EQ(s->stats().corrupt, 1u);
+    EXPECT_EQ(s->read_queue().Snapshot().bytes, 0u);
+  }
+}
+
 TEST_P(BlockStoreTest, RejectsBadOptions) {
   StoreOptions o = Options();
   o.root = "";
