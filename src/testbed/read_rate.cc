@@ -22,6 +22,19 @@ struct Sample {
   uint64_t link;
 };
 
+// Closes a descriptor when the scope ends (-1: nothing).
+struct FdGuard {
+  explicit FdGuard(int f) : fd(f) {}
+  FdGuard(const FdGuard&) = delete;
+  FdGuard& operator=(const FdGuard&) = delete;
+  ~FdGuard() {
+    if (fd >= 0) {
+      close(fd);
+    }
+  }
+  const int fd;
+};
+
 // Reads a decimal counter from sysfs (pread from offset 0 each time: sysfs regenerates it).
 Result<uint64_t> ReadCounter(int fd, const std::string& path) {
   char buf[32];
@@ -48,23 +61,20 @@ Result<ReadRateResult> MeasureRead(const ReadRateOptions& o, const Clock& clock)
     return InvalidArgument(
         fmt::format("block size {} must be a positive multiple of 4096", o.block_bytes));
   }
-  const int fd = open(o.path.c_str(), O_RDONLY | O_DIRECT | O_CLOEXEC);
+  const FdGuard file{open(o.path.c_str(), O_RDONLY | O_DIRECT | O_CLOEXEC)};
+  const int fd = file.fd;
   if (fd < 0) {
     if (errno == EINVAL) {
       return InvalidArgument(fmt::format("open {}: O_DIRECT not supported there", o.path));
     }
     return ErrnoStatus(fmt::format("open {} with O_DIRECT", o.path), errno);
   }
-  const auto close_fd = [](const int* f) { close(*f); };
-  std::unique_ptr<const int, decltype(close_fd)> fd_guard(&fd, close_fd);
-  int cfd = -1;
-  if (!o.rx_counter.empty()) {
-    cfd = open(o.rx_counter.c_str(), O_RDONLY | O_CLOEXEC);
-    if (cfd < 0) {
-      return ErrnoStatus(fmt::format("open counter {}", o.rx_counter), errno);
-    }
+  const FdGuard counter_file{
+      o.rx_counter.empty() ? -1 : open(o.rx_counter.c_str(), O_RDONLY | O_CLOEXEC)};
+  const int cfd = counter_file.fd;
+  if (!o.rx_counter.empty() && cfd < 0) {
+    return ErrnoStatus(fmt::format("open counter {}", o.rx_counter), errno);
   }
-  std::unique_ptr<const int, decltype(close_fd)> cfd_guard(cfd >= 0 ? &cfd : nullptr, close_fd);
   const auto counter = [&]() -> Result<uint64_t> {
     return cfd < 0 ? Result<uint64_t>(uint64_t{0}) : ReadCounter(cfd, o.rx_counter);
   };

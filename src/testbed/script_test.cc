@@ -20,7 +20,15 @@ TEST(EmbeddedScript, MatchesSourceFile) {
   ASSERT_TRUE(in.good());
   std::stringstream buf;
   buf << in.rdbuf();
-  EXPECT_EQ(EmbeddedScript(), buf.str()) << "rebuild: the embedded script is stale";
+  const std::string file = buf.str();
+  const std::string_view embedded = EmbeddedScript();
+  size_t diff = 0;
+  while (diff < file.size() && diff < embedded.size() && file[diff] == embedded[diff]) {
+    ++diff;
+  }
+  EXPECT_TRUE(diff == file.size() && diff == embedded.size())
+      << "the embedded script is stale (rebuild): first difference at byte " << diff << " of "
+      << file.size();
 }
 
 TEST(EmbeddedScript, ParsesAsBash) {
