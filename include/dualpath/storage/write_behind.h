@@ -1,0 +1,86 @@
+// WriteBehind: persists blocks in the background so the decode loop never waits for storage
+// (DualPath §4.1: every full block of generated tokens is persisted as soon as it is complete).
+//
+// Submit copies the block into a file image (the caller's buffer may be reused at once) and
+// queues it; one worker thread writes queued blocks in batches through BlockStore::WriteBatch.
+// The queue is bounded in bytes: when it is full, Submit either returns kStorageQueueFull (the
+// default: decode drops the write rather than stall; the block is simply recomputed or re-sent
+// later) or waits for space, per option. A block already queued is not queued twice. Close (and
+// the destructor) flushes everything queued before returning.
+//
+// Ownership: the store must outlive this object. Thread safety: Submit, Flush, stats and Close may
+// be called from any thread.
+#pragma once
+
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <mutex>
+#include <span>
+#include <thread>
+#include <unordered_set>
+
+#include "dualpath/common/status.h"
+#include "dualpath/kv/block_hash.h"
+#include "dualpath/kv/layout.h"
+#include "dualpath/storage/block_store.h"
+
+namespace dualpath::storage {
+
+struct WriteBehindOptions {
+  uint64_t max_queued_bytes = 256ull << 20;  // file bytes queued or being written
+  bool block_when_full = false;              // false: Submit returns kStorageQueueFull
+  size_t max_batch = 32;                     // blocks per WriteBatch
+};
+
+struct WriteBehindStats {
+  uint64_t submitted = 0;   // accepted by Submit
+  uint64_t duplicates = 0;  // Submit of a block already queued (accepted, not queued again)
+  uint64_t rejected = 0;    // kStorageQueueFull
+  uint64_t written = 0;     // batches' OK results (published or already present)
+  uint64_t failed = 0;      // batches' errors
+  uint64_t queued_bytes = 0;
+  uint64_t queued_blocks = 0;
+};
+
+class WriteBehind {
+ public:
+  WriteBehind(BlockStore& store, const WriteBehindOptions& options);
+  ~WriteBehind();
+  WriteBehind(const WriteBehind&) = delete;
+  WriteBehind& operator=(const WriteBehind&) = delete;
+
+  // Queues a block. kStorageQueueFull when full (non-blocking mode), kStorageClosed after Close,
+  // kInvalidArgument for a payload that does not match the shape or is larger than the queue.
+  Status Submit(const kv::BlockHash& hash, const kv::BlockShape& shape,
+                std::span<const std::byte> payload);
+  // Waits until every block submitted before the call is written (or has failed).
+  void Flush();
+  // Flushes, then stops the worker. Idempotent.
+  void Close();
+
+  WriteBehindStats stats() const;
+  // The most recent write error (OK if none): write-behind errors have no caller to return to.
+  Status last_error() const;
+
+ private:
+  void Run();
+  Status Reserve(const kv::BlockHash& hash, uint64_t bytes, std::unique_lock<std::mutex>& lock);
+
+  BlockStore& store_;
+  const WriteBehindOptions options_;
+  mutable std::mutex mu_;
+  std::condition_variable work_cv_;            // worker: queue non-empty or closing
+  std::condition_variable space_cv_;           // submitters: space freed; flushers: progress
+  std::deque<EncodedBlock> queue_;             // guarded by mu_
+  std::unordered_set<kv::BlockHash> pending_;  // queued, reserved or in flight; guarded by mu_
+  uint64_t reserved_bytes_ = 0;                // guarded by mu_
+  uint64_t enqueued_seq_ = 0;                  // blocks ever accepted; guarded by mu_
+  uint64_t finished_seq_ = 0;                  // blocks ever finished; guarded by mu_
+  bool closing_ = false;                       // guarded by mu_
+  WriteBehindStats stats_;                     // guarded by mu_
+  Status last_error_;                          // guarded by mu_
+  std::thread worker_;
+};
+
+}  // namespace dualpath::storage

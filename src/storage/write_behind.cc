@@ -1,0 +1,143 @@
+#include "dualpath/storage/write_behind.h"
+
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "dualpath/common/log.h"
+
+namespace dualpath::storage {
+
+WriteBehind::WriteBehind(BlockStore& store, const WriteBehindOptions& options)
+    : store_(store), options_(options) {
+  worker_ = std::thread([this] { Run(); });
+}
+
+WriteBehind::~WriteBehind() { Close(); }
+
+Status WriteBehind::Reserve(const kv::BlockHash& hash, uint64_t bytes,
+                            std::unique_lock<std::mutex>& lock) {
+  while (true) {
+    if (closing_) {
+      return Status(Code::kStorageClosed, "write-behind queue closed");
+    }
+    if (pending_.contains(hash)) {
+      return AlreadyExists("queued");
+    }
+    if (reserved_bytes_ + bytes <= options_.max_queued_bytes) {
+      reserved_bytes_ += bytes;
+      pending_.insert(hash);
+      return Status::Ok();
+    }
+    if (!options_.block_when_full) {
+      ++stats_.rejected;
+      return Status(Code::kStorageQueueFull,
+                    "write-behind queue full: " + std::to_string(reserved_bytes_) + " of " +
+                        std::to_string(options_.max_queued_bytes) + " bytes queued");
+    }
+    space_cv_.wait(lock);
+  }
+}
+
+Status WriteBehind::Submit(const kv::BlockHash& hash, const kv::BlockShape& shape,
+                           std::span<const std::byte> payload) {
+  const uint64_t bytes = kv::BlockFileSize(payload.size());
+  if (bytes > options_.max_queued_bytes) {
+    return InvalidArgument("block file of " + std::to_string(bytes) +
+                           " bytes exceeds the write-behind queue (" +
+                           std::to_string(options_.max_queued_bytes) + " bytes)");
+  }
+  {
+    std::unique_lock lock(mu_);
+    Status reserved = Reserve(hash, bytes, lock);
+    if (reserved.code() == Code::kAlreadyExists) {
+      ++stats_.duplicates;
+      return Status::Ok();
+    }
+    RETURN_IF_ERROR(reserved);
+  }
+  // Encode outside the lock: one copy and one checksum pass over the payload, on the caller's
+  // thread, so the worker only does I/O.
+  Result<EncodedBlock> block = store_.Encode(hash, shape, payload);
+  std::lock_guard lock(mu_);
+  if (!block.ok() || closing_) {
+    // Closed while we encoded: the worker may already be gone, so the block must not be queued.
+    reserved_bytes_ -= bytes;
+    pending_.erase(hash);
+    space_cv_.notify_all();
+    return block.ok() ? Status(Code::kStorageClosed, "write-behind queue closed") : block.status();
+  }
+  queue_.push_back(std::move(*block));
+  ++enqueued_seq_;
+  ++stats_.submitted;
+  work_cv_.notify_one();
+  return Status::Ok();
+}
+
+void WriteBehind::Run() {
+  std::unique_lock lock(mu_);
+  while (true) {
+    work_cv_.wait(lock, [&] { return closing_ || !queue_.empty(); });
+    if (queue_.empty()) {
+      return;  // closing and drained (Close flushes before it sets closing_)
+    }
+    std::vector<EncodedBlock> batch;
+    while (!queue_.empty() && batch.size() < options_.max_batch) {
+      batch.push_back(std::move(queue_.front()));
+      queue_.pop_front();
+    }
+    lock.unlock();
+    std::vector<Status> results = store_.WriteBatch(batch);
+    lock.lock();
+    for (size_t i = 0; i < batch.size(); ++i) {
+      reserved_bytes_ -= batch[i].file_bytes;
+      pending_.erase(batch[i].hash);
+      if (results[i].ok()) {
+        ++stats_.written;
+      } else {
+        ++stats_.failed;
+        last_error_ = results[i];
+        log::Debug("storage: write-behind failed: {}", results[i].ToString());
+      }
+    }
+    finished_seq_ += batch.size();
+    space_cv_.notify_all();
+  }
+}
+
+void WriteBehind::Flush() {
+  std::unique_lock lock(mu_);
+  const uint64_t target = enqueued_seq_;
+  space_cv_.wait(lock, [&] { return finished_seq_ >= target; });
+}
+
+void WriteBehind::Close() {
+  Flush();
+  {
+    std::lock_guard lock(mu_);
+    if (closing_) {
+      return;
+    }
+    closing_ = true;
+  }
+  work_cv_.notify_all();
+  space_cv_.notify_all();
+  if (worker_.joinable()) {
+    worker_.join();
+  }
+}
+
+WriteBehindStats WriteBehind::stats() const {
+  std::lock_guard lock(mu_);
+  WriteBehindStats s = stats_;
+  s.queued_bytes = reserved_bytes_;
+  s.queued_blocks = pending_.size();
+  return s;
+}
+
+Status WriteBehind::last_error() const {
+  std::lock_guard lock(mu_);
+  return last_error_;
+}
+
+}  // namespace dualpath::storage

@@ -1,0 +1,47 @@
+#!/usr/bin/env bash
+# `dualpath bench storage`: bad input is one line on stderr and exit 2; a small run prints the
+# documented JSON keys with positive bandwidths; --keep / --read-only re-read the same set; the
+# default run leaves nothing behind.
+set -u
+bin=$1
+fail() { echo "FAIL: $*"; exit 1; }
+dir=$(mktemp -d /var/tmp/dp_cli_storage.XXXXXX)
+trap 'rm -rf "$dir"' EXIT
+
+expect_bad() { # ARGS...: exit 2 with exactly one stderr line naming the problem
+  local err rc
+  err=$("$bin" bench storage "$@" 2>&1 >/dev/null)
+  rc=$?
+  [[ $rc -eq 2 ]] || fail "bench storage $* exited $rc, want 2"
+  [[ $(wc -l <<<"$err") -le 2 ]] || fail "bench storage $*: more than one error line: $err"
+  [[ -n $err ]] || fail "bench storage $*: no error message"
+}
+expect_bad --dir "$dir" --block-bytes 5000
+expect_bad --dir "$dir" --block-bytes 4096
+expect_bad --dir "$dir" --queue-depth 0
+expect_bad --dir "$dir" --files 0
+expect_bad --dir "$dir" --sync sometimes
+expect_bad --dir "$dir" --read-only
+expect_bad --dir "$dir" --read-only --fingerprint nothex
+expect_bad --block-bytes 8192
+
+out=$("$bin" bench storage --dir "$dir" --files 8 --block-bytes 65536 --queue-depth 4 --json) ||
+  fail "small run exited $?"
+for key in read_gbps write_gbps block_bytes queue_depth files; do
+  grep -q "\"$key\":" <<<"$out" || fail "json lacks $key: $out"
+done
+grep -q '"files":8' <<<"$out" || fail "files not echoed: $out"
+grep -Eq '"read_gbps":[0-9.]*[1-9]' <<<"$out" || fail "read_gbps not positive: $out"
+[[ -z $(find "$dir" -name '*.kvb') ]] || fail "default run left block files behind"
+
+out=$("$bin" bench storage --dir "$dir" --files 8 --block-bytes 65536 --keep --json \
+  --json-details) || fail "--keep run exited $?"
+fp=$(sed -E 's/.*"fingerprint":"([0-9a-f]+)".*/\1/' <<<"$out")
+[[ $(find "$dir" -name '*.kvb' | wc -l) -eq 8 ]] || fail "--keep did not keep 8 files"
+"$bin" bench storage --dir "$dir" --files 8 --block-bytes 65536 --fingerprint "$fp" \
+  --read-only --json >/dev/null || fail "--read-only of the kept set exited $?"
+# One more file than exists: the read of the missing one is an error (exit 1, not data).
+"$bin" bench storage --dir "$dir" --files 9 --block-bytes 65536 --fingerprint "$fp" \
+  --read-only --json >/dev/null 2>&1
+rc=$?; [[ $rc -eq 1 ]] || fail "--read-only of a missing block exited $rc, want 1"
+echo "cli_bench_storage: ok"
