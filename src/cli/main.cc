@@ -38,7 +38,7 @@ int ReportError(std::string_view what, const Status& status) {
 }
 
 CLI::App* GetOrAddGroup(CLI::App& parent, const std::string& name, const std::string& description) {
-  // CLI11 2.3 (Debian 12) has no get_subcommand_no_throw; search the subcommand list instead.
+  // CLI11 2.1 (Debian 12) has no get_subcommand_no_throw; search the subcommand list instead.
   for (CLI::App* sub : parent.get_subcommands([](CLI::App*) { return true; })) {
     if (sub->get_name() == name) {
       return sub;
