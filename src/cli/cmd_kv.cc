@@ -1,0 +1,169 @@
+// `dualpath kv ...`: the KV block model from the command line.
+//
+//   dualpath kv hash --seed S --block-size N [--algo sha256_cbor|xxh3]  < tokens
+//       one lowercase hex block hash per full block (vLLM sha256_cbor compatible by default)
+//   dualpath kv models [NAME|FILE.json ...]
+//       the model presets (or the named models) with their KV bytes per token
+//   dualpath kv inspect FILE [--model M] [--hash HEX]
+//       decodes and verifies a Full Block file's header (and payload when --model/--hash given)
+#include <cstdio>
+#include <fstream>
+#include <iostream>
+#include <iterator>
+#include <sstream>
+
+#include "cli/command.h"
+#include "dualpath/kv/block_file.h"
+#include "dualpath/kv/hasher.h"
+#include "dualpath/kv/model.h"
+
+namespace dualpath::cli {
+namespace {
+
+struct HashArgs {
+  std::string seed;
+  int64_t block_size = 0;
+  std::string algo = "sha256_cbor";
+};
+
+int RunHash(const HashArgs& a) {
+  if (a.block_size <= 0 || a.block_size > kv::kMaxBlockSize) {
+    return ReportError("kv hash", InvalidArgument("--block-size must be in [1, " +
+                                                  std::to_string(kv::kMaxBlockSize) + "], got " +
+                                                  std::to_string(a.block_size)));
+  }
+  Result<kv::HashAlgo> algo = kv::ParseHashAlgo(a.algo);
+  if (!algo.ok()) return ReportError("kv hash: --algo", algo.status());
+  Result<kv::BlockHasher> hasher =
+      kv::BlockHasher::Create(*algo, a.seed, static_cast<uint32_t>(a.block_size));
+  if (!hasher.ok()) return ReportError("kv hash", hasher.status());
+
+  std::string input{std::istreambuf_iterator<char>(std::cin), std::istreambuf_iterator<char>()};
+  if (std::cin.bad()) return ReportError("kv hash", IoError("read stdin"));
+  Result<std::vector<kv::TokenId>> tokens = kv::ParseTokenIds(input);
+  if (!tokens.ok()) return ReportError("kv hash: stdin", tokens.status());
+
+  std::vector<kv::BlockHash> hashes = hasher->HashPrefix(*tokens);
+  std::string out;
+  out.reserve(hashes.size() * 65);
+  for (const kv::BlockHash& h : hashes) {
+    out += h.Hex();
+    out += '\n';
+  }
+  std::fwrite(out.data(), 1, out.size(), stdout);
+  return std::fflush(stdout) == 0 ? kExitOk : ReportError("kv hash", IoError("write stdout"));
+}
+
+std::string HumanBytes(double b) {
+  char buf[32];
+  if (b >= 1 << 20) {
+    std::snprintf(buf, sizeof(buf), "%.2f MiB", b / (1 << 20));
+  } else if (b >= 1 << 10) {
+    std::snprintf(buf, sizeof(buf), "%.2f KiB", b / (1 << 10));
+  } else {
+    std::snprintf(buf, sizeof(buf), "%.0f B", b);
+  }
+  return buf;
+}
+
+int RunModels(const std::vector<std::string>& names) {
+  std::vector<kv::ModelGeometry> models;
+  if (names.empty()) {
+    models = kv::ModelPresets();
+  }
+  for (const std::string& n : names) {
+    Result<kv::ModelGeometry> m = kv::ResolveModel(n);
+    if (!m.ok()) return ReportError("kv models", m.status());
+    models.push_back(*m);
+  }
+  std::printf("%-12s %6s %4s %5s %10s %12s %12s %9s  %s\n", "name", "layers", "attn", "dtype",
+              "kv_B/tok/L", "kv_B/token", "kv/token", "active_B", "model");
+  for (const kv::ModelGeometry& m : models) {
+    std::printf("%-12s %6u %4s %5s %10llu %12llu %12s %9.2f  %s\n", m.name.c_str(), m.num_layers,
+                std::string(kv::AttentionKindName(m.attention)).c_str(),
+                std::string(kv::KvDtypeName(m.kv_dtype)).c_str(),
+                static_cast<unsigned long long>(m.kv_bytes_per_token_per_layer),
+                static_cast<unsigned long long>(m.KvBytesPerToken()),
+                HumanBytes(static_cast<double>(m.KvBytesPerToken())).c_str(), m.params_active / 1e9,
+                m.display_name.c_str());
+  }
+  return kExitOk;
+}
+
+struct InspectArgs {
+  std::string path;
+  std::string model;
+  std::string hash;
+};
+
+int RunInspect(const InspectArgs& a) {
+  std::ifstream in(a.path, std::ios::binary);
+  if (!in) return ReportError("kv inspect", ErrnoStatus("open " + a.path, errno));
+  std::string data{std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+  auto bytes = std::as_bytes(std::span<const char>(data));
+  Result<kv::BlockFileMeta> meta = kv::DecodeBlockFileHeader(bytes);
+  if (!meta.ok()) return ReportError("kv inspect " + a.path, meta.status());
+  std::printf(
+      "block_hash %s\nfingerprint %016llx\ntokens %u\nlayers %u\nbytes_per_token_per_layer %llu\n"
+      "payload_bytes %llu\nfile_bytes %zu\n",
+      meta->block_hash.Hex().c_str(), static_cast<unsigned long long>(meta->model_fingerprint),
+      meta->token_count, meta->num_layers,
+      static_cast<unsigned long long>(meta->bytes_per_token_per_layer),
+      static_cast<unsigned long long>(meta->PayloadBytes()), data.size());
+  uint64_t fingerprint = meta->model_fingerprint;
+  if (!a.model.empty()) {
+    Result<kv::ModelGeometry> m = kv::ResolveModel(a.model);
+    if (!m.ok()) return ReportError("kv inspect", m.status());
+    fingerprint = kv::ModelFingerprint(*m);
+  }
+  kv::BlockHash want = meta->block_hash;
+  if (!a.hash.empty()) {
+    Result<kv::BlockHash> h = kv::BlockHash::FromHex(a.hash);
+    if (!h.ok()) return ReportError("kv inspect: --hash", h.status());
+    want = *h;
+  }
+  Result<kv::DecodedBlockFile> decoded = kv::DecodeBlockFile(bytes, fingerprint, want);
+  if (!decoded.ok()) {
+    // A corrupt block is the answer to the question asked, not a usage error: exit 1.
+    std::cerr << "dualpath kv inspect " << a.path << ": " << decoded.status().ToString() << "\n";
+    return kExitFailure;
+  }
+  std::printf("verified ok\n");
+  return kExitOk;
+}
+
+void Register(CLI::App& root, int* exit_code) {
+  CLI::App* kv = root.add_subcommand("kv", "KV block model: hashing, model presets, block files");
+  kv->require_subcommand(1);
+
+  auto hash_args = std::make_shared<HashArgs>();
+  CLI::App* hash = kv->add_subcommand(
+      "hash",
+      "Read token ids (whitespace/comma separated) on stdin; print one hash per full block");
+  hash->add_option("--seed", hash_args->seed,
+                   "Hash seed (vLLM: the PYTHONHASHSEED string, e.g. 0 or 42)")
+      ->required();
+  hash->add_option("--block-size", hash_args->block_size,
+                   "Tokens per block (16 vLLM, 64 DualPath, 256 LMCache, 512 Mooncake)")
+      ->required();
+  hash->add_option("--algo", hash_args->algo,
+                   "sha256_cbor (vLLM-compatible, default) or xxh3 (fast, internal only)");
+  hash->callback([hash_args, exit_code] { *exit_code = RunHash(*hash_args); });
+
+  auto model_names = std::make_shared<std::vector<std::string>>();
+  CLI::App* models = kv->add_subcommand("models", "List model presets with KV bytes per token");
+  models->add_option("models", *model_names, "Preset names/aliases or model .json files");
+  models->callback([model_names, exit_code] { *exit_code = RunModels(*model_names); });
+
+  auto inspect_args = std::make_shared<InspectArgs>();
+  CLI::App* inspect = kv->add_subcommand("inspect", "Decode and verify a Full Block file");
+  inspect->add_option("file", inspect_args->path, "Block file")->required();
+  inspect->add_option("--model", inspect_args->model, "Expected model (preset or .json)");
+  inspect->add_option("--hash", inspect_args->hash, "Expected block hash (64 hex)");
+  inspect->callback([inspect_args, exit_code] { *exit_code = RunInspect(*inspect_args); });
+}
+
+DUALPATH_CLI_COMMAND(Register);
+
+}  // namespace
+}  // namespace dualpath::cli

@@ -1,0 +1,266 @@
+#include "dualpath/kv/hasher.h"
+
+#include <openssl/evp.h>
+#include <xxhash.h>
+
+#include <algorithm>
+#include <bit>
+#include <cerrno>
+#include <charconv>
+#include <cstring>
+#include <memory>
+
+#include "dualpath/common/check.h"
+#include "kv/cbor.h"
+
+namespace dualpath::kv {
+namespace {
+
+// ---- SHA-256 through OpenSSL EVP ------------------------------------------------------------
+
+// Fetched once: EVP_sha256() would re-fetch the implementation on every DigestInit under OpenSSL
+// 3, which costs more than hashing a 64-token block. Intentionally never freed (process lifetime).
+const EVP_MD* Sha256Md() {
+  static const EVP_MD* md = [] {
+    EVP_MD* fetched = EVP_MD_fetch(nullptr, "SHA2-256", nullptr);
+    DUALPATH_CHECK(fetched != nullptr, "OpenSSL: cannot fetch SHA2-256");
+    return fetched;
+  }();
+  return md;
+}
+
+struct EvpCtxDeleter {
+  void operator()(EVP_MD_CTX* ctx) const { EVP_MD_CTX_free(ctx); }
+};
+
+// One digest context per thread, reused for every block: no allocation on the hashing path and
+// no sharing between threads (BlockHasher's const methods are thread-safe).
+EVP_MD_CTX* ThreadSha256Ctx() {
+  thread_local std::unique_ptr<EVP_MD_CTX, EvpCtxDeleter> ctx(EVP_MD_CTX_new());
+  DUALPATH_CHECK(ctx != nullptr, "OpenSSL: EVP_MD_CTX_new failed");
+  return ctx.get();
+}
+
+class Sha256Stream {
+ public:
+  Sha256Stream() : ctx_(ThreadSha256Ctx()) {
+    DUALPATH_CHECK(EVP_DigestInit_ex2(ctx_, Sha256Md(), nullptr) == 1, "EVP_DigestInit_ex2");
+  }
+  void Update(const void* data, size_t n) {
+    DUALPATH_CHECK(EVP_DigestUpdate(ctx_, data, n) == 1, "EVP_DigestUpdate");
+  }
+  void Final(BlockHash* out) {
+    unsigned int len = 0;
+    DUALPATH_CHECK(EVP_DigestFinal_ex(ctx_, out->bytes.data(), &len) == 1 && len == 32,
+                   "EVP_DigestFinal_ex");
+  }
+
+ private:
+  EVP_MD_CTX* ctx_;
+};
+
+// Size of the on-stack staging buffer for the CBOR message. Tokens are encoded into it and fed to
+// SHA-256 in chunks, so the message is never materialized whole and nothing is allocated.
+constexpr size_t kStageBytes = 2048;
+
+BlockHash Sha256CborBlock(const BlockHash& parent, std::span<const TokenId> tokens,
+                          std::span<const std::string_view> extra_keys) {
+  uint8_t buf[kStageBytes];
+  size_t n = 0;
+  // [parent_hash_bytes, [tokens...], extra_keys or null]
+  buf[n++] = 0x83;
+  n += cbor::WriteHead(cbor::Major::kByteString, parent.bytes.size(), buf + n);
+  std::memcpy(buf + n, parent.bytes.data(), parent.bytes.size());
+  n += parent.bytes.size();
+  n += cbor::WriteHead(cbor::Major::kArray, tokens.size(), buf + n);
+
+  Sha256Stream sha;
+  for (TokenId t : tokens) {
+    if (n > kStageBytes - cbor::kMaxHeadBytes) {
+      sha.Update(buf, n);
+      n = 0;
+    }
+    DUALPATH_CHECK(t <= kMaxTokenId, "token id > 2^31-1 (validate input with ValidateTokens)");
+    n += cbor::WriteHead(cbor::Major::kUnsigned, t, buf + n);
+  }
+  if (extra_keys.empty()) {
+    if (n == kStageBytes) {
+      sha.Update(buf, n);
+      n = 0;
+    }
+    buf[n++] = cbor::kNull;
+    sha.Update(buf, n);
+  } else {
+    // Cold path (LoRA / cache salt): build the tail as a string.
+    sha.Update(buf, n);
+    std::string tail;
+    cbor::AppendArrayHead(extra_keys.size(), &tail);
+    for (std::string_view k : extra_keys) {
+      cbor::AppendText(k, &tail);
+    }
+    sha.Update(tail.data(), tail.size());
+  }
+  BlockHash out;
+  sha.Final(&out);
+  return out;
+}
+
+// ---- XXH3-128 -------------------------------------------------------------------------------
+
+struct XxhStateDeleter {
+  void operator()(XXH3_state_t* s) const { XXH3_freeState(s); }
+};
+
+XXH3_state_t* ThreadXxhState() {
+  thread_local std::unique_ptr<XXH3_state_t, XxhStateDeleter> state(XXH3_createState());
+  DUALPATH_CHECK(state != nullptr, "XXH3_createState failed");
+  return state.get();
+}
+
+void StoreXxh128(XXH128_hash_t h, BlockHash* out) {
+  XXH128_canonical_t canon;
+  XXH128_canonicalFromHash(&canon, h);  // big-endian, platform independent
+  out->bytes = {};
+  std::memcpy(out->bytes.data(), canon.digest, sizeof(canon.digest));
+}
+
+static_assert(std::endian::native == std::endian::little,
+              "xxh3 mode hashes token ids as little-endian u32 straight from memory");
+
+BlockHash Xxh3Block(const BlockHash& parent, std::span<const TokenId> tokens,
+                    std::span<const std::string_view> extra_keys) {
+  XXH3_state_t* st = ThreadXxhState();
+  XXH3_128bits_reset(st);
+  XXH3_128bits_update(st, parent.bytes.data(), 16);
+  const uint64_t count = tokens.size();
+  XXH3_128bits_update(st, &count, sizeof(count));
+  for (TokenId t : tokens) {
+    DUALPATH_CHECK(t <= kMaxTokenId, "token id > 2^31-1 (validate input with ValidateTokens)");
+  }
+  XXH3_128bits_update(st, tokens.data(), tokens.size_bytes());
+  for (std::string_view k : extra_keys) {
+    const uint64_t len = k.size();  // length-prefixed so ("ab","c") != ("a","bc")
+    XXH3_128bits_update(st, &len, sizeof(len));
+    XXH3_128bits_update(st, k.data(), k.size());
+  }
+  BlockHash out;
+  StoreXxh128(XXH3_128bits_digest(st), &out);
+  return out;
+}
+
+}  // namespace
+
+std::string_view HashAlgoName(HashAlgo algo) {
+  switch (algo) {
+    case HashAlgo::kSha256Cbor:
+      return "sha256_cbor";
+    case HashAlgo::kXxh3:
+      return "xxh3";
+  }
+  return "unknown";
+}
+
+Result<HashAlgo> ParseHashAlgo(std::string_view name) {
+  if (name == "sha256_cbor") return HashAlgo::kSha256Cbor;
+  if (name == "xxh3" || name == "xxh3_128") return HashAlgo::kXxh3;
+  return InvalidArgument("unknown hash algorithm '" + std::string(name) +
+                         "' (known: sha256_cbor, xxh3)");
+}
+
+BlockHasher::BlockHasher(HashAlgo algo, std::string seed, uint32_t block_size)
+    : algo_(algo), seed_(std::move(seed)), block_size_(block_size) {
+  if (algo_ == HashAlgo::kSha256Cbor) {
+    // NONE_HASH = sha256(cbor2.dumps(seed_string, canonical=True)).
+    std::string msg;
+    cbor::AppendText(seed_, &msg);
+    Sha256Stream sha;
+    sha.Update(msg.data(), msg.size());
+    sha.Final(&none_hash_);
+  } else {
+    StoreXxh128(XXH3_128bits(seed_.data(), seed_.size()), &none_hash_);
+  }
+}
+
+Result<BlockHasher> BlockHasher::Create(HashAlgo algo, std::string_view seed, uint32_t block_size) {
+  if (block_size == 0 || block_size > kMaxBlockSize) {
+    return InvalidArgument("block size must be in [1, " + std::to_string(kMaxBlockSize) +
+                           "], got " + std::to_string(block_size));
+  }
+  return BlockHasher(algo, std::string(seed), block_size);
+}
+
+BlockHash BlockHasher::HashBlock(const BlockHash& parent, std::span<const TokenId> tokens,
+                                 std::span<const std::string_view> extra_keys) const {
+  return algo_ == HashAlgo::kSha256Cbor ? Sha256CborBlock(parent, tokens, extra_keys)
+                                        : Xxh3Block(parent, tokens, extra_keys);
+}
+
+void BlockHasher::HashBlocks(std::span<const TokenId> tokens, std::vector<BlockHash>* out) const {
+  HashBlocks(none_hash_, tokens, out);
+}
+
+void BlockHasher::HashBlocks(const BlockHash& parent, std::span<const TokenId> tokens,
+                             std::vector<BlockHash>* out) const {
+  const size_t full = tokens.size() / block_size_;
+  out->reserve(out->size() + full);
+  BlockHash prev = parent;
+  for (size_t b = 0; b < full; ++b) {
+    prev = HashBlock(prev, tokens.subspan(b * block_size_, block_size_));
+    out->push_back(prev);
+  }
+}
+
+std::vector<BlockHash> BlockHasher::HashPrefix(std::span<const TokenId> tokens) const {
+  std::vector<BlockHash> out;
+  HashBlocks(tokens, &out);
+  return out;
+}
+
+Status ValidateTokens(std::span<const TokenId> tokens) {
+  for (size_t i = 0; i < tokens.size(); ++i) {
+    if (tokens[i] > kMaxTokenId) {
+      return Status(Code::kKvBadToken, "token id " + std::to_string(tokens[i]) + " at index " +
+                                           std::to_string(i) + " exceeds 2^31-1");
+    }
+  }
+  return Status::Ok();
+}
+
+Result<std::vector<TokenId>> ParseTokenIds(std::string_view text) {
+  std::vector<TokenId> out;
+  auto is_sep = [](char c) {
+    return c == ',' || c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\v' || c == '\f';
+  };
+  size_t i = 0;
+  while (i < text.size()) {
+    if (is_sep(text[i])) {
+      ++i;
+      continue;
+    }
+    size_t j = i;
+    while (j < text.size() && !is_sep(text[j])) ++j;
+    const std::string_view tok = text.substr(i, j - i);
+    const std::string shown =
+        tok.size() > 32 ? std::string(tok.substr(0, 32)) + "..." : std::string(tok);
+    const std::string where = " (token #" + std::to_string(out.size()) + ")";
+    if (tok[0] == '-') {
+      return Status(Code::kKvBadToken,
+                    "negative token id '" + shown + "'" + where + ": ids must be >= 0");
+    }
+    uint64_t v = 0;
+    const auto [ptr, ec] = std::from_chars(tok.data(), tok.data() + tok.size(), v);
+    if (ptr != tok.data() + tok.size() ||
+        (ec != std::errc() && ec != std::errc::result_out_of_range)) {
+      return Status(Code::kKvBadToken, "token '" + shown + "'" + where + " is not an integer");
+    }
+    if (ec == std::errc::result_out_of_range || v > kMaxTokenId) {
+      return Status(Code::kKvBadToken,
+                    "token id " + shown + where + " out of range: ids must be <= 2147483647");
+    }
+    out.push_back(static_cast<TokenId>(v));
+    i = j;
+  }
+  return out;
+}
+
+}  // namespace dualpath::kv

@@ -1,0 +1,149 @@
+// Loading a ModelGeometry from JSON (format: docs/models.md). Strict: unknown keys and wrong
+// types are errors naming the key, so a typo cannot silently fall back to a default.
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <set>
+#include <sstream>
+
+#include "dualpath/kv/model.h"
+
+namespace dualpath::kv {
+namespace {
+
+using nlohmann::json;
+
+const std::set<std::string>& KnownKeys() {
+  static const std::set<std::string> keys = {"name",
+                                             "display_name",
+                                             "aliases",
+                                             "num_layers",
+                                             "hidden_size",
+                                             "attention",
+                                             "num_heads",
+                                             "num_kv_heads",
+                                             "head_dim",
+                                             "v_head_dim",
+                                             "kv_lora_rank",
+                                             "qk_rope_head_dim",
+                                             "index_num_heads",
+                                             "index_head_dim",
+                                             "index_topk",
+                                             "kv_dtype",
+                                             "kv_bytes_per_token_per_layer",
+                                             "params_total",
+                                             "params_active",
+                                             "params_active_non_embedding"};
+  return keys;
+}
+
+class Reader {
+ public:
+  Reader(const json& j, std::string_view origin) : j_(j), origin_(origin) {}
+
+  Status Uint(const char* key, bool required, uint64_t max, uint64_t* out) {
+    auto it = j_.find(key);
+    if (it == j_.end()) {
+      return required ? Error(key, "missing") : Status::Ok();
+    }
+    if (!it->is_number_unsigned() && !(it->is_number_integer() && it->get<int64_t>() >= 0)) {
+      return Error(key, "must be a non-negative integer");
+    }
+    const uint64_t v = it->get<uint64_t>();
+    if (v > max) return Error(key, "too large (max " + std::to_string(max) + ")");
+    *out = v;
+    return Status::Ok();
+  }
+  Status U32(const char* key, bool required, uint32_t* out) {
+    uint64_t v = *out;
+    RETURN_IF_ERROR(Uint(key, required, 0xFFFFFFFFULL, &v));
+    *out = static_cast<uint32_t>(v);
+    return Status::Ok();
+  }
+  Status Number(const char* key, bool required, double* out) {
+    auto it = j_.find(key);
+    if (it == j_.end()) return required ? Error(key, "missing") : Status::Ok();
+    if (!it->is_number() || it->get<double>() < 0) return Error(key, "must be a number >= 0");
+    *out = it->get<double>();
+    return Status::Ok();
+  }
+  Status String(const char* key, bool required, std::string* out) {
+    auto it = j_.find(key);
+    if (it == j_.end()) return required ? Error(key, "missing") : Status::Ok();
+    if (!it->is_string()) return Error(key, "must be a string");
+    *out = it->get<std::string>();
+    return Status::Ok();
+  }
+  Status Error(const char* key, const std::string& what) const {
+    return InvalidArgument(std::string(origin_) + ": key '" + key + "' " + what);
+  }
+
+ private:
+  const json& j_;
+  std::string_view origin_;
+};
+
+}  // namespace
+
+Result<ModelGeometry> ParseModelJson(std::string_view json_text, std::string_view origin) {
+  json j = json::parse(json_text, nullptr, /*allow_exceptions=*/false);
+  if (j.is_discarded()) return ParseError(std::string(origin) + ": not valid JSON");
+  if (!j.is_object()) return ParseError(std::string(origin) + ": top level must be an object");
+  for (const auto& [key, value] : j.items()) {
+    if (!KnownKeys().contains(key)) {
+      return InvalidArgument(std::string(origin) + ": unknown key '" + key + "'");
+    }
+  }
+  Reader r(j, origin);
+  ModelGeometry m;
+  RETURN_IF_ERROR(r.String("name", true, &m.name));
+  m.display_name = m.name;
+  RETURN_IF_ERROR(r.String("display_name", false, &m.display_name));
+  if (auto it = j.find("aliases"); it != j.end()) {
+    if (!it->is_array()) return r.Error("aliases", "must be an array of strings");
+    for (const json& a : *it) {
+      if (!a.is_string()) return r.Error("aliases", "must be an array of strings");
+      m.aliases.push_back(a.get<std::string>());
+    }
+  }
+  std::string attention = "gqa";
+  RETURN_IF_ERROR(r.String("attention", true, &attention));
+  ASSIGN_OR_RETURN(m.attention, ParseAttentionKind(attention));
+  std::string dtype = "bf16";
+  RETURN_IF_ERROR(r.String("kv_dtype", false, &dtype));
+  ASSIGN_OR_RETURN(m.kv_dtype, ParseKvDtype(dtype));
+  RETURN_IF_ERROR(r.U32("num_layers", true, &m.num_layers));
+  RETURN_IF_ERROR(r.U32("hidden_size", false, &m.hidden_size));
+  RETURN_IF_ERROR(r.U32("num_heads", true, &m.num_heads));
+  const bool mla = m.attention == AttentionKind::kMla;
+  m.num_kv_heads = mla ? 1 : (m.attention == AttentionKind::kMha ? m.num_heads : 0);
+  RETURN_IF_ERROR(r.U32("num_kv_heads", m.attention == AttentionKind::kGqa, &m.num_kv_heads));
+  RETURN_IF_ERROR(r.U32("head_dim", true, &m.head_dim));
+  m.v_head_dim = m.head_dim;
+  RETURN_IF_ERROR(r.U32("v_head_dim", false, &m.v_head_dim));
+  RETURN_IF_ERROR(r.U32("kv_lora_rank", mla, &m.kv_lora_rank));
+  RETURN_IF_ERROR(r.U32("qk_rope_head_dim", mla, &m.qk_rope_head_dim));
+  RETURN_IF_ERROR(r.U32("index_num_heads", false, &m.index_num_heads));
+  RETURN_IF_ERROR(r.U32("index_head_dim", false, &m.index_head_dim));
+  RETURN_IF_ERROR(r.U32("index_topk", false, &m.index_topk));
+  RETURN_IF_ERROR(r.Number("params_active_non_embedding", true, &m.params_active_non_embedding));
+  m.params_active = m.params_active_non_embedding;
+  RETURN_IF_ERROR(r.Number("params_active", false, &m.params_active));
+  m.params_total = m.params_active;
+  RETURN_IF_ERROR(r.Number("params_total", false, &m.params_total));
+  m.kv_bytes_per_token_per_layer = DeriveKvBytesPerTokenPerLayer(m);
+  RETURN_IF_ERROR(r.Uint("kv_bytes_per_token_per_layer", false, uint64_t{1} << 32,
+                         &m.kv_bytes_per_token_per_layer));
+  RETURN_IF_ERROR(m.Validate().WithContext(origin));
+  return m;
+}
+
+Result<ModelGeometry> LoadModelJson(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return ErrnoStatus("open model file " + path, errno);
+  std::ostringstream ss;
+  ss << in.rdbuf();
+  if (in.bad()) return IoError("read model file " + path, errno);
+  return ParseModelJson(ss.str(), path);
+}
+
+}  // namespace dualpath::kv
