@@ -130,8 +130,14 @@ sched::EngineReport SchedDriver::Report(const ClusterState& c, uint32_t engine, 
 Status SchedDriver::FetchAll(const ClusterState& c, double now,
                              std::vector<sched::DecodeAssignment>* decode,
                              std::vector<sched::Assignment>* prefill) {
+  // Groups fetch "regularly" and independently in the paper; fetching them in a fixed order would
+  // hand the head of the FIFO to group 0 every time. Rotating the first group spreads that
+  // advantage evenly, as staggered fetch timers would.
+  ++round_;
   for (const auto* groups : {&decode_groups_, &prefill_groups_}) {
-    for (sched::GroupId g : *groups) {
+    const size_t n = groups->size();
+    for (size_t k = 0; k < n; ++k) {
+      const sched::GroupId g = (*groups)[(round_ + k) % n];
       reports_.clear();
       for (uint32_t e : group_engines_[g.value()]) reports_.push_back(Report(c, e, now));
       out_.Clear();

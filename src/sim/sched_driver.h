@@ -54,6 +54,7 @@ class SchedDriver {
   std::vector<std::vector<uint32_t>> group_engines_;  // by sched group id
   std::vector<sched::EngineReport> reports_;
   sched::FetchResult out_;
+  uint64_t round_ = 0;
 };
 
 }  // namespace dualpath::sim

@@ -131,6 +131,7 @@ class Simulation {
   double last_completion_ = 0;
   std::vector<std::pair<double, double>> attn_ratio_;  // (time, max/avg) per prefill step
   std::vector<double> agent_start_;
+  double steady_from_ = 0, steady_to_ = 0;  // online TTFT window (arrival times)
 };
 
 Status Simulation::Build() {
@@ -393,7 +394,9 @@ Status Simulation::FinishPrefillStep(uint32_t gi, double now) {
 void Simulation::PrefillDone(uint32_t slot, double now) {
   Req& r = reqs_[slot];
   r.first_token = now;
-  ttft_.push_back(static_cast<float>(now - r.arrival));
+  if (!spec_.online || (r.arrival >= steady_from_ && r.arrival <= steady_to_)) {
+    ttft_.push_back(static_cast<float>(now - r.arrival));
+  }
   PeState& pe = c_.pes[r.pe];
   pe.tokens -= r.prompt;
   pe.requests--;
@@ -494,7 +497,7 @@ void Simulation::Complete(uint32_t slot, double now) {
   d.hbm_free += r.de_hbm;
   requests_done_++;
   last_completion_ = std::max(last_completion_, now);
-  const SimAgent& a = w_.agents[r.agent];
+  const SimAgent& a = w_.agents[r.agent % w_.agents.size()];
   const uint32_t next = r.turn + 1;
   const uint32_t agent = r.agent;
   free_reqs_.push_back(slot);
@@ -510,12 +513,16 @@ void Simulation::Complete(uint32_t slot, double now) {
 
 Result<SimResult> Simulation::Run() {
   RETURN_IF_ERROR(Build());
-  agent_start_.resize(w_.agents.size());
+  const size_t num_agents =
+      spec_.online && spec_.online_agents > 0 ? spec_.online_agents : w_.agents.size();
+  uint64_t expected_requests = 0;
+  agent_start_.resize(num_agents);
   std::mt19937_64 rng(spec_.seed);
   std::uniform_real_distribution<double> uni(0.0, 1.0);
   double t = 0;
-  for (uint32_t i = 0; i < w_.agents.size(); ++i) {
-    const SimAgent& a = w_.agents[i];
+  for (uint32_t i = 0; i < num_agents; ++i) {
+    const SimAgent& a = w_.agents[i % w_.agents.size()];
+    expected_requests += a.num_turns;
     double start = a.start_s;
     if (spec_.online) {
       t += -std::log(1.0 - uni(rng)) / spec_.aps;  // Poisson arrivals
@@ -527,8 +534,12 @@ Result<SimResult> Simulation::Run() {
     agent_start_[i] = start;
     q_.Push(start, kArrive, i, a.first_turn);
   }
-  reqs_.reserve(w_.agents.size() + 16);
-  ttft_.reserve(w_.turns.size());
+  if (spec_.online && num_agents > 0) {
+    steady_from_ = 0.25 * agent_start_.back();
+    steady_to_ = agent_start_.back();
+  }
+  reqs_.reserve(std::min<size_t>(num_agents, 1 << 20) + 16);
+  ttft_.reserve(std::min<uint64_t>(expected_requests, 1 << 24));
   while (!q_.Empty()) {
     const Event e = q_.Pop();
     const double now = e.time;
@@ -571,9 +582,9 @@ Result<SimResult> Simulation::Run() {
       if (!any_work) break;
     }
   }
-  if (requests_done_ != w_.turns.size()) {
+  if (requests_done_ != expected_requests) {
     return Status(Code::kSimBadConfig,
-                  "simulation stalled: " + std::to_string(w_.turns.size() - requests_done_) +
+                  "simulation stalled: " + std::to_string(expected_requests - requests_done_) +
                       " requests never ran (a request needs more decode HBM than a DE has?)");
   }
   return Collect(0);

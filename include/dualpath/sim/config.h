@@ -44,7 +44,7 @@ struct EngineConfig {
   double compute_quota_ms = 300;    // §6.2 / A.4: attention time budget per forward batch
   double pe_hbm_reserved_gb = 48;   // weights + activations per prefill GPU (EP over pe_ep_nodes)
   // Decode: step time = overhead + max(compute, HBM traffic) over the EP group's slowest GPU.
-  double decode_overhead_ms = 18;  // two all-to-alls per layer + launch, per step
+  double decode_overhead_ms = 29;  // two all-to-alls per layer + launch, per step
   double decode_compute_efficiency = 0.25;
   double decode_hbm_efficiency = 0.70;
   double de_hbm_reserved_gb = 38;   // weights + activations per decode GPU
@@ -73,6 +73,8 @@ struct SimConfig {
   // Metrics windows.
   double snic_window_s = 1.0;           // storage-NIC max/avg window
   double balance_phase_fraction = 0.5;  // max/avg averaged over the first fraction of the run
+  // --find-max-aps: agents arrive over this many simulated seconds at each tried rate.
+  double online_horizon_s = 3600;
 
   // Validates ranges; kSimBadConfig naming the field otherwise.
   Status Validate() const;

@@ -49,7 +49,10 @@ struct RunSpec {
   SystemKind system = SystemKind::kDualPath;
   ClusterShape shape;
   bool online = false;
-  double aps = 0;     // online: Poisson agent arrival rate (agents per second)
+  double aps = 0;  // online: Poisson agent arrival rate (agents per second)
+  // Online: agents to run (0 = one per workload session). More agents than sessions reuse the
+  // sessions cyclically, so a fixed arrival horizon can be simulated at any rate.
+  uint64_t online_agents = 0;
   uint64_t seed = 1;  // online arrival times
   // Workload scaling (for future what-if studies; 1 = the trace as given).
   double append_scale = 1;
@@ -61,6 +64,8 @@ struct SimResult {
   uint64_t agents = 0;
   double jct_s = 0;  // offline: last completion; online: also reported (makespan)
   double mean_agent_jct_s = 0;
+  // Online: over requests arriving in the steady window (after the first quarter of the arrival
+  // span, before the last agent arrives) so warm-up and drain do not dilute a growing queue.
   double ttft_mean_s = 0, ttft_p50_s = 0, ttft_p99_s = 0;
   double ttst_mean_s = 0;
   double tpot_mean_s = 0;
