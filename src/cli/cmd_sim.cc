@@ -114,7 +114,7 @@ struct Runner {
   }
 
   // Highest Poisson agent arrival rate meeting the SLO: doubling from 0.05 agents/s until it
-  // fails, then bisection to 2% precision.
+  // fails, then bisection to 3% precision.
   Result<std::pair<double, sim::SimResult>> FindMaxAps(sim::RunSpec spec) {
     spec.online = true;
     // Each rate runs agents arriving over the same horizon (sessions reused cyclically), so an
@@ -138,7 +138,7 @@ struct Runner {
       ASSIGN_OR_RETURN(sim::SimResult r, at(hi));
       return std::make_pair(0.0, r);
     }
-    while (hi - lo > 0.02 * lo) {
+    while (hi - lo > 0.03 * lo) {
       const double mid = (lo + hi) / 2;
       ASSIGN_OR_RETURN(sim::SimResult r, at(mid));
       if (MeetsSlo(r)) {

@@ -45,6 +45,7 @@ std::string ReportJson(const Report& report) {
     o["ttst_s"] = e.online ? Num(r.ttst_mean_s) : Null();
     o["tpot_s"] = e.online ? Num(r.tpot_mean_s) : Null();
     o["snic_max_over_avg"] = r.snic_max_over_avg;
+    o["snic_max_over_avg_unweighted"] = r.snic_max_over_avg_unweighted;
     o["attn_max_over_avg"] = r.attn_max_over_avg;
     o["max_aps"] = e.max_aps ? Num(*e.max_aps) : Null();
     o["mean_agent_jct_s"] = r.mean_agent_jct_s;
@@ -86,9 +87,9 @@ std::string ReportTable(const Report& report) {
                     r.mean_agent_jct_s, r.snic_max_over_avg, aps.c_str());
     } else {
       const double speedup = basic ? basic->result.jct_s / r.jct_s : 0;
-      const double reduction = basic ? 100.0 * (1 - r.jct_s / basic->result.jct_s) : 0;
+      const double change = basic ? 100.0 * (r.jct_s / basic->result.jct_s - 1) + 0.0 : 0;
       std::snprintf(line, sizeof(line), "%-15s %10.0f %8.2fx %9.1f%% %9.1f%% %9.2f %9.2f%s\n",
-                    r.system.c_str(), r.jct_s, speedup, -reduction, 100 * r.snic_avg_utilization,
+                    r.system.c_str(), r.jct_s, speedup, change, 100 * r.snic_avg_utilization,
                     r.snic_max_over_avg, r.attn_max_over_avg, aps.c_str());
     }
     os << line;

@@ -1,5 +1,6 @@
 #include "sim/sched_driver.h"
 
+#include <algorithm>
 #include <array>
 #include <cmath>
 
@@ -36,40 +37,68 @@ sched::SchedConfig SchedConfigFor(SystemKind system, const SimConfig& config, do
 }
 
 sched::AttentionTimeModel FitAttentionModel(const CostModel& cost) {
-  // Normal equations for t(c, n) ~ a*n + b*n*c + d*n^2 over a grid of agentic shapes.
-  std::array<std::array<double, 3>, 3> m{};
-  std::array<double, 3> v{};
-  for (double c : {0.0, 4096.0, 16384.0, 32768.0, 65536.0}) {
-    for (double n : {64.0, 256.0, 1024.0, 4096.0}) {
-      const double t =
-          cost.PrefillAttentionTime(static_cast<uint64_t>(c), static_cast<uint64_t>(n)) * 1e9;
-      // Relative weighting (divide by t) so small chunks fit as well as big ones.
-      const double wgt = 1.0 / std::max(t, 1.0);
-      const std::array<double, 3> x = {n, n * c, n * n};
-      for (int i = 0; i < 3; ++i) {
-        for (int j = 0; j < 3; ++j) m[i][j] += wgt * wgt * x[i] * x[j];
-        v[i] += wgt * wgt * x[i] * t;
+  // Weighted least squares for t(c, n) ~ a*n + b*n*c + d*n^2 over agentic shapes (c >= 2K: DSA
+  // attention saturates at its top-k there, which a quadratic form cannot follow below it). The
+  // features are scaled to similar magnitudes (the raw n*c and n values differ by 10^8, which
+  // would leave the normal equations singular in double precision), and each point is weighted
+  // by 1/t so small chunks are fitted as well as big ones. A coefficient that comes out negative
+  // is dropped and the rest refitted (sched requires all >= 0 for its binary search).
+  constexpr double kScale[3] = {1e3, 1e7, 1e6};
+  bool use[3] = {true, true, true};
+  std::array<double, 3> x{};
+  for (int attempt = 0; attempt < 3; ++attempt) {
+    std::array<std::array<double, 3>, 3> m{};
+    std::array<double, 3> v{};
+    for (double c : {2048.0, 4096.0, 8192.0, 16384.0, 32768.0, 65536.0}) {
+      for (double n : {64.0, 128.0, 512.0, 1024.0, 2048.0, 4096.0}) {
+        const double t =
+            cost.PrefillAttentionTime(static_cast<uint64_t>(c), static_cast<uint64_t>(n)) * 1e9;
+        const double w2 = 1.0 / std::max(t * t, 1.0);
+        const std::array<double, 3> f = {n / kScale[0], n * c / kScale[1], n * n / kScale[2]};
+        for (int i = 0; i < 3; ++i) {
+          for (int j = 0; j < 3; ++j) m[i][j] += w2 * f[i] * f[j];
+          v[i] += w2 * f[i] * t;
+        }
       }
     }
-  }
-  // Gaussian elimination (3x3, well conditioned after the weighting).
-  for (int col = 0; col < 3; ++col) {
-    for (int row = col + 1; row < 3; ++row) {
-      const double f = m[row][col] / m[col][col];
-      for (int k = col; k < 3; ++k) m[row][k] -= f * m[col][k];
-      v[row] -= f * v[col];
+    for (int i = 0; i < 3; ++i) {
+      if (!use[i]) {  // pin a dropped coefficient to zero
+        for (int j = 0; j < 3; ++j) m[i][j] = m[j][i] = 0;
+        m[i][i] = 1;
+        v[i] = 0;
+      }
     }
-  }
-  std::array<double, 3> x{};
-  for (int row = 2; row >= 0; --row) {
-    double s = v[row];
-    for (int k = row + 1; k < 3; ++k) s -= m[row][k] * x[k];
-    x[row] = s / m[row][row];
+    for (int col = 0; col < 3; ++col) {  // Gaussian elimination with partial pivoting
+      int piv = col;
+      for (int row = col + 1; row < 3; ++row) {
+        if (std::abs(m[row][col]) > std::abs(m[piv][col])) piv = row;
+      }
+      std::swap(m[col], m[piv]);
+      std::swap(v[col], v[piv]);
+      for (int row = col + 1; row < 3; ++row) {
+        const double f = m[row][col] / m[col][col];
+        for (int k = col; k < 3; ++k) m[row][k] -= f * m[col][k];
+        v[row] -= f * v[col];
+      }
+    }
+    for (int row = 2; row >= 0; --row) {
+      double acc = v[row];
+      for (int k = row + 1; k < 3; ++k) acc -= m[row][k] * x[k];
+      x[row] = acc / m[row][row];
+    }
+    bool negative = false;
+    for (int i = 0; i < 3; ++i) {
+      if (use[i] && x[i] < 0) {
+        use[i] = false;
+        negative = true;
+      }
+    }
+    if (!negative) break;
   }
   sched::AttentionTimeModel model;
-  model.per_token_ns = std::max(0.0, x[0]);
-  model.per_cached_pair_ns = std::max(0.0, x[1]);
-  model.per_token_sq_ns = std::max(0.0, x[2]);
+  model.per_token_ns = use[0] ? std::max(0.0, x[0]) / kScale[0] : 0;
+  model.per_cached_pair_ns = use[1] ? std::max(0.0, x[1]) / kScale[1] : 0;
+  model.per_token_sq_ns = use[2] ? std::max(0.0, x[2]) / kScale[2] : 0;
   return model;
 }
 
@@ -85,11 +114,6 @@ Result<std::unique_ptr<SchedDriver>> SchedDriver::Create(const ClusterState& c,
   d->group_engines_.resize(static_cast<size_t>(desc.num_groups()));
   for (const sched::EngineDesc& e : desc.engines) {
     d->group_engines_[e.group.value()].push_back(e.id.value());
-  }
-  for (uint32_t gi = 0; gi < d->group_engines_.size(); ++gi) {
-    const sched::GroupId g(gi);
-    (d->sched_->group_role(g) == sched::Role::kDecode ? d->decode_groups_ : d->prefill_groups_)
-        .push_back(g);
   }
   return d;
 }
@@ -127,25 +151,15 @@ sched::EngineReport SchedDriver::Report(const ClusterState& c, uint32_t engine, 
   return r;
 }
 
-Status SchedDriver::FetchAll(const ClusterState& c, double now,
-                             std::vector<sched::DecodeAssignment>* decode,
-                             std::vector<sched::Assignment>* prefill) {
-  // Groups fetch "regularly" and independently in the paper; fetching them in a fixed order would
-  // hand the head of the FIFO to group 0 every time. Rotating the first group spreads that
-  // advantage evenly, as staggered fetch timers would.
-  ++round_;
-  for (const auto* groups : {&decode_groups_, &prefill_groups_}) {
-    const size_t n = groups->size();
-    for (size_t k = 0; k < n; ++k) {
-      const sched::GroupId g = (*groups)[(round_ + k) % n];
-      reports_.clear();
-      for (uint32_t e : group_engines_[g.value()]) reports_.push_back(Report(c, e, now));
-      out_.Clear();
-      RETURN_IF_ERROR(sched_->FetchForGroup(g, reports_, &out_));
-      decode->insert(decode->end(), out_.decode.begin(), out_.decode.end());
-      prefill->insert(prefill->end(), out_.prefill.begin(), out_.prefill.end());
-    }
-  }
+Status SchedDriver::FetchGroup(uint32_t group, const ClusterState& c, double now,
+                               std::vector<sched::DecodeAssignment>* decode,
+                               std::vector<sched::Assignment>* prefill) {
+  reports_.clear();
+  for (uint32_t e : group_engines_[group]) reports_.push_back(Report(c, e, now));
+  out_.Clear();
+  RETURN_IF_ERROR(sched_->FetchForGroup(sched::GroupId(group), reports_, &out_));
+  decode->insert(decode->end(), out_.decode.begin(), out_.decode.end());
+  prefill->insert(prefill->end(), out_.prefill.begin(), out_.prefill.end());
   return Status::Ok();
 }
 

@@ -3,11 +3,11 @@
 //
 // Engines report their load when their group fetches; each group's leader fetches regularly
 // (every fetch_interval of simulated time while the scheduler has pending work; the paper does not
-// say how often). Decode groups fetch before prefill groups, so a request has its DE before a PE
-// group can take it. The driver translates between the simulator's request slots and the
-// scheduler's RequestIds, and fits the scheduler's attention-time model (§6.2) to the model's FLOP
-// counts, so the scheduler estimates time the way a profiled deployment would while the simulator
-// charges the exact cost.
+// say how often), each group on its own timer, staggered, as independent leaders would. A fixed
+// fetch order instead would hand every burst of arrivals to whichever group fetches first. The
+// driver translates between the simulator's request slots and the scheduler's RequestIds, and fits
+// the scheduler's attention-time model (§6.2) to the model's FLOP counts, so the scheduler
+// estimates time the way a profiled deployment would while the simulator charges the exact cost.
 //
 // Thread safety: none (owned by one simulation).
 #pragma once
@@ -37,11 +37,12 @@ class SchedDriver {
                                                      const sched::SchedConfig& config);
 
   Status Submit(uint32_t slot, uint64_t prompt, uint64_t hit, uint64_t gen);
-  // Fetches for every group (decode groups first) with fresh reports from `cluster` at `now`;
-  // appends the decisions.
-  Status FetchAll(const ClusterState& cluster, double now,
-                  std::vector<sched::DecodeAssignment>* decode,
-                  std::vector<sched::Assignment>* prefill);
+  // Group `group` (0..num_groups()-1) fetches with fresh reports of its engines from `cluster` at
+  // `now`; appends the decisions.
+  Status FetchGroup(uint32_t group, const ClusterState& cluster, double now,
+                    std::vector<sched::DecodeAssignment>* decode,
+                    std::vector<sched::Assignment>* prefill);
+  uint32_t num_groups() const { return static_cast<uint32_t>(group_engines_.size()); }
   bool HasPending() const { return sched_->pending() > 0; }
   const sched::SchedStats& stats() const { return sched_->stats(); }
 
@@ -50,11 +51,9 @@ class SchedDriver {
   sched::EngineReport Report(const ClusterState& c, uint32_t engine, double now) const;
 
   std::unique_ptr<sched::Scheduler> sched_;
-  std::vector<sched::GroupId> decode_groups_, prefill_groups_;
   std::vector<std::vector<uint32_t>> group_engines_;  // by sched group id
   std::vector<sched::EngineReport> reports_;
   sched::FetchResult out_;
-  uint64_t round_ = 0;
 };
 
 }  // namespace dualpath::sim

@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
+#include <cstdlib>
 #include <queue>
 #include <random>
 
@@ -84,7 +86,11 @@ class Simulation {
  private:
   Status Build();
   Status Arrive(uint32_t agent, uint32_t turn, double now);
-  Status Fetch(double now);
+  Status Fetch(uint32_t group, double now);
+  void Push(double time, uint32_t kind, uint32_t a = 0, uint64_t b = 0) {
+    if (kind != kFetch) ++work_events_;
+    q_.Push(time, kind, a, b);
+  }
   void StartReads(uint32_t slot, double now);
   void AdmitReads(uint32_t nic, double now);
   Status KickPrefill(uint32_t group, double now);
@@ -106,7 +112,9 @@ class Simulation {
   bool oracle_;
   sched::AttentionTimeModel attn_model_;
   std::unique_ptr<SchedDriver> driver_;
-  bool fetch_armed_ = false;
+  std::vector<bool> fetch_armed_;  // per scheduler group: its fetch timer is running
+  uint64_t work_events_ = 0;       // queued events other than fetch ticks
+  double last_placement_ = 0;      // last time a fetch placed anything (stall detection)
   std::vector<sched::DecodeAssignment> decode_out_;
   std::vector<sched::Assignment> prefill_out_;
   std::vector<sched::PrefillWork> work_;
@@ -194,6 +202,7 @@ Status Simulation::Build() {
   const double beta = cfg_.sched.unfinished_token_limit_s * pe_prompt_tokens_per_s;
   ASSIGN_OR_RETURN(driver_,
                    SchedDriver::Create(c_, SchedConfigFor(spec_.system, cfg_, alpha, beta)));
+  fetch_armed_.assign(driver_->num_groups(), false);
   return Status::Ok();
 }
 
@@ -225,18 +234,26 @@ Status Simulation::Arrive(uint32_t agent, uint32_t turn, double now) {
   r.de_hbm = static_cast<double>(r.prompt + r.gen) * cost_.kv_bytes_per_token();
   // Oracle reads nothing: the scheduler sees no hit tokens to place (docs/sched.md).
   RETURN_IF_ERROR(driver_->Submit(slot, r.prompt, oracle_ ? 0 : r.hit, r.gen));
-  if (!fetch_armed_) {
-    fetch_armed_ = true;
-    q_.Push(now, kFetch);  // groups fetch right after submissions
+  last_placement_ = now;  // a new request restarts the stall clock
+  // Idle groups start their fetch timers, staggered over one interval (decode groups, which come
+  // after the prefill groups in sched's numbering, are not favoured by the order).
+  const double interval = cfg_.sched.fetch_interval_ms * 1e-3;
+  const auto groups = static_cast<uint32_t>(fetch_armed_.size());
+  for (uint32_t g = 0; g < groups; ++g) {
+    if (!fetch_armed_[g]) {
+      fetch_armed_[g] = true;
+      Push(now + interval * (g + 1) / groups, kFetch, g);
+    }
   }
   return Status::Ok();
 }
 
-// One round of fetches: every decode group, then every prefill group (docs/sched.md).
-Status Simulation::Fetch(double now) {
+// One group's leader fetches (docs/sched.md): DEs for a decode group, PEs + read side for a
+// prefill group.
+Status Simulation::Fetch(uint32_t group, double now) {
   decode_out_.clear();
   prefill_out_.clear();
-  RETURN_IF_ERROR(driver_->FetchAll(c_, now, &decode_out_, &prefill_out_));
+  RETURN_IF_ERROR(driver_->FetchGroup(group, c_, now, &decode_out_, &prefill_out_));
   const auto num_pes = static_cast<uint32_t>(c_.pes.size());
   for (const sched::DecodeAssignment& d : decode_out_) {
     Req& r = reqs_[d.request.value()];
@@ -273,9 +290,9 @@ Status Simulation::Fetch(double now) {
     }
   }
   if (driver_->HasPending()) {
-    q_.Push(now + cfg_.sched.fetch_interval_ms * 1e-3, kFetch);
+    Push(now + cfg_.sched.fetch_interval_ms * 1e-3, kFetch, group);
   } else {
-    fetch_armed_ = false;
+    fetch_armed_[group] = false;
   }
   return Status::Ok();
 }
@@ -297,7 +314,7 @@ void Simulation::AdmitReads(uint32_t nic, double now) {
   std::vector<StorageNic::Started> started;
   c_.nics[nic].Admit(now, &started);
   for (const auto& s : started) {
-    q_.Push(s.done_time, kReadDone, 0, s.tag);
+    Push(s.done_time, kReadDone, 0, s.tag);
   }
 }
 
@@ -368,7 +385,7 @@ Status Simulation::KickPrefill(uint32_t gi, double now) {
     attn_ratio_.emplace_back(now, max_attn / (sum_attn / members));
   }
   g.busy = true;
-  q_.Push(now + duration, kPrefillStep, gi, 0);
+  Push(now + duration, kPrefillStep, gi, 0);
   return Status::Ok();
 }
 
@@ -414,7 +431,7 @@ void Simulation::PrefillDone(uint32_t slot, double now) {
     delay = (layerwise_ ? 0 : bytes / cost_.kv_link_bytes_per_s()) +
             bytes / cost_.kv_link_bytes_per_s();
   }
-  q_.Push(now + delay, kDecodeJoin, 0, slot);
+  Push(now + delay, kDecodeJoin, 0, slot);
 }
 
 void Simulation::AdvanceDecode(DeGroup& g, double now) {
@@ -435,7 +452,7 @@ void Simulation::RetimeDecode(uint32_t gi, double now) {
   g.version++;
   if (!g.heap.empty()) {
     const double left = std::max(0.0, g.heap.top().first - g.steps);
-    q_.Push(now + left * g.tau, kDecodeDone, gi, g.version);
+    Push(now + left * g.tau, kDecodeDone, gi, g.version);
   }
 }
 
@@ -504,7 +521,7 @@ void Simulation::Complete(uint32_t slot, double now) {
   if (next < a.first_turn + a.num_turns) {
     const SimTurn& t = w_.turns[next];
     const double at = t.arrival_s >= 0 ? std::max(now, t.arrival_s) : now + t.think_s;
-    q_.Push(at, kArrive, agent, next);
+    Push(at, kArrive, agent, next);
   } else {
     agent_jct_sum_ += now - agent_start_[agent];
     agents_done_++;
@@ -532,10 +549,10 @@ Result<SimResult> Simulation::Run() {
     if (first.arrival_s >= 0) start = first.arrival_s;
     start += first.think_s;
     agent_start_[i] = start;
-    q_.Push(start, kArrive, i, a.first_turn);
+    Push(start, kArrive, i, a.first_turn);
   }
   if (spec_.online && num_agents > 0) {
-    steady_from_ = 0.25 * agent_start_.back();
+    steady_from_ = 0.5 * agent_start_.back();
     steady_to_ = agent_start_.back();
   }
   reqs_.reserve(std::min<size_t>(num_agents, 1 << 20) + 16);
@@ -543,9 +560,10 @@ Result<SimResult> Simulation::Run() {
   while (!q_.Empty()) {
     const Event e = q_.Pop();
     const double now = e.time;
+    if (e.kind != kFetch) --work_events_;
     switch (e.kind) {
       case kFetch:
-        RETURN_IF_ERROR(Fetch(now));
+        RETURN_IF_ERROR(Fetch(e.a, now));
         break;
       case kArrive:
         RETURN_IF_ERROR(Arrive(e.a, static_cast<uint32_t>(e.b), now));
@@ -572,10 +590,13 @@ Result<SimResult> Simulation::Run() {
       default:
         return Internal("unknown event kind");
     }
-    // A fetch tick re-arms itself while requests are pending. If a fetch placed nothing, no
-    // engine holds work and the tick is the only event left, nothing can ever change: a stall.
-    if (e.kind == kFetch && decode_out_.empty() && prefill_out_.empty() && q_.Size() == 1 &&
-        fetch_armed_) {
+    // Fetch timers re-arm while requests are pending. If every group has fetched without placing
+    // anything, no engine holds work and only timers are left, nothing can change: a stall.
+    if (e.kind == kFetch && (!decode_out_.empty() || !prefill_out_.empty())) {
+      last_placement_ = now;
+    }
+    if (e.kind == kFetch && work_events_ == 0 && driver_->HasPending() &&
+        now - last_placement_ > 2 * cfg_.sched.fetch_interval_ms * 1e-3) {
       bool any_work = false;
       for (const DeState& d : c_.des) any_work = any_work || d.requests > 0;
       for (const PeState& p : c_.pes) any_work = any_work || p.requests > 0;
@@ -583,6 +604,13 @@ Result<SimResult> Simulation::Run() {
     }
   }
   if (requests_done_ != expected_requests) {
+    if (std::getenv("DUALPATH_SIM_DEBUG") != nullptr) {
+      size_t waiting = 0, ready = 0;
+      for (const auto& n : c_.nics) waiting += n.PendingBytes(q_.Now()) > 0;
+      for (const auto& p : c_.pes) ready += p.ready.size();
+      std::fprintf(stderr, "stall: now=%f pending=%d work_events=%lu nics_pending=%zu ready=%zu\n",
+                   q_.Now(), driver_->HasPending(), work_events_, waiting, ready);
+    }
     return Status(Code::kSimBadConfig,
                   "simulation stalled: " + std::to_string(expected_requests - requests_done_) +
                       " requests never ran (a request needs more decode HBM than a DE has?)");
@@ -618,7 +646,11 @@ SimResult Simulation::Collect(double /*unused*/) {
   const size_t nodes = c_.nics.size();
   const auto windows = static_cast<size_t>(std::ceil(r.jct_s / cfg_.snic_window_s));
   r.snic_util.assign(nodes, std::vector<float>(windows, 0.0f));
-  double ratio_sum = 0;
+  // Per window, the busiest NIC's traffic over the mean NIC traffic (paper Figure 13). Summarized
+  // traffic-weighted (sum of maxima / sum of means): nearly idle windows, where one small read
+  // makes any ratio, weigh as little as the traffic they carry. The plain mean of per-window
+  // ratios is reported too.
+  double max_sum = 0, avg_sum = 0, ratio_sum = 0;
   size_t ratio_n = 0;
   const double per_window = cost_.snic_bytes_per_s() * cfg_.snic_window_s;
   for (size_t w = 0; w < windows; ++w) {
@@ -631,11 +663,15 @@ SimResult Simulation::Collect(double /*unused*/) {
       total += b;
     }
     if (static_cast<double>(w + 1) * cfg_.snic_window_s <= phase_end && total > 0) {
-      ratio_sum += mx / (total / static_cast<double>(nodes));
+      const double avg = total / static_cast<double>(nodes);
+      max_sum += mx;
+      avg_sum += avg;
+      ratio_sum += mx / avg;
       ratio_n++;
     }
   }
-  r.snic_max_over_avg = ratio_n ? ratio_sum / static_cast<double>(ratio_n) : 0;
+  r.snic_max_over_avg = avg_sum > 0 ? max_sum / avg_sum : 0;
+  r.snic_max_over_avg_unweighted = ratio_n ? ratio_sum / static_cast<double>(ratio_n) : 0;
   for (size_t n = 0; n < nodes; ++n) {
     r.snic_read_bytes += c_.nics[n].total_read_bytes();
     r.node_is_prefill.push_back(n < c_.prefill_nodes);

@@ -74,7 +74,7 @@ struct SimConfig {
   double snic_window_s = 1.0;           // storage-NIC max/avg window
   double balance_phase_fraction = 0.5;  // max/avg averaged over the first fraction of the run
   // --find-max-aps: agents arrive over this many simulated seconds at each tried rate.
-  double online_horizon_s = 3600;
+  double online_horizon_s = 7200;
 
   // Validates ranges; kSimBadConfig naming the field otherwise.
   Status Validate() const;

@@ -64,12 +64,15 @@ struct SimResult {
   uint64_t agents = 0;
   double jct_s = 0;  // offline: last completion; online: also reported (makespan)
   double mean_agent_jct_s = 0;
-  // Online: over requests arriving in the steady window (after the first quarter of the arrival
+  // Online: over requests arriving in the steady window (after the first half of the arrival
   // span, before the last agent arrives) so warm-up and drain do not dilute a growing queue.
   double ttft_mean_s = 0, ttft_p50_s = 0, ttft_p99_s = 0;
   double ttst_mean_s = 0;
   double tpot_mean_s = 0;
-  double snic_max_over_avg = 0;  // storage-NIC read traffic, mean over loaded windows
+  // Storage-NIC read traffic, busiest NIC over mean NIC per window, traffic-weighted over the
+  // windows of the loaded phase (config.balance_phase_fraction); and the plain mean of ratios.
+  double snic_max_over_avg = 0;
+  double snic_max_over_avg_unweighted = 0;
   double attn_max_over_avg = 0;  // attention time across a prefill EP group, mean over steps
   double snic_read_bytes = 0;
   double snic_avg_utilization = 0;  // read bytes / (nodes x rate x jct)
