@@ -10,6 +10,7 @@
 #include <fstream>
 #include <iostream>
 #include <iterator>
+#include <optional>
 #include <sstream>
 
 #include "cli/command.h"
@@ -54,6 +55,15 @@ int RunHash(const HashArgs& a) {
   return std::fflush(stdout) == 0 ? kExitOk : ReportError("kv hash", IoError("write stdout"));
 }
 
+// A model the user named that cannot be resolved (unknown preset, missing or malformed JSON file)
+// is bad input: exit status 2 even for kNotFound, which IsBadInput leaves at 1 for runtime I/O.
+int ReportModelError(std::string_view what, const Status& status) {
+  const int code = ReportError(what, status);
+  return status.code() == Code::kNotFound || status.code() == Code::kPermissionDenied
+             ? kExitBadInput
+             : code;
+}
+
 std::string HumanBytes(double b) {
   char buf[32];
   if (b >= 1 << 20) {
@@ -73,7 +83,7 @@ int RunModels(const std::vector<std::string>& names) {
   }
   for (const std::string& n : names) {
     Result<kv::ModelGeometry> m = kv::ResolveModel(n);
-    if (!m.ok()) return ReportError("kv models", m.status());
+    if (!m.ok()) return ReportModelError("kv models", m.status());
     models.push_back(*m);
   }
   std::printf("%-12s %6s %4s %5s %10s %12s %12s %9s  %s\n", "name", "layers", "attn", "dtype",
@@ -97,6 +107,19 @@ struct InspectArgs {
 };
 
 int RunInspect(const InspectArgs& a) {
+  // Arguments first, so bad input is reported before anything is printed.
+  std::optional<kv::BlockHash> want_hash;
+  if (!a.hash.empty()) {
+    Result<kv::BlockHash> h = kv::BlockHash::FromHex(a.hash);
+    if (!h.ok()) return ReportError("kv inspect: --hash", h.status());
+    want_hash = *h;
+  }
+  std::optional<uint64_t> want_fingerprint;
+  if (!a.model.empty()) {
+    Result<kv::ModelGeometry> m = kv::ResolveModel(a.model);
+    if (!m.ok()) return ReportModelError("kv inspect: --model", m.status());
+    want_fingerprint = kv::ModelFingerprint(*m);
+  }
   std::ifstream in(a.path, std::ios::binary);
   if (!in) return ReportError("kv inspect", ErrnoStatus("open " + a.path, errno));
   std::string data{std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
@@ -110,18 +133,8 @@ int RunInspect(const InspectArgs& a) {
       meta->token_count, meta->num_layers,
       static_cast<unsigned long long>(meta->bytes_per_token_per_layer),
       static_cast<unsigned long long>(meta->PayloadBytes()), data.size());
-  uint64_t fingerprint = meta->model_fingerprint;
-  if (!a.model.empty()) {
-    Result<kv::ModelGeometry> m = kv::ResolveModel(a.model);
-    if (!m.ok()) return ReportError("kv inspect", m.status());
-    fingerprint = kv::ModelFingerprint(*m);
-  }
-  kv::BlockHash want = meta->block_hash;
-  if (!a.hash.empty()) {
-    Result<kv::BlockHash> h = kv::BlockHash::FromHex(a.hash);
-    if (!h.ok()) return ReportError("kv inspect: --hash", h.status());
-    want = *h;
-  }
+  const uint64_t fingerprint = want_fingerprint.value_or(meta->model_fingerprint);
+  const kv::BlockHash want = want_hash.value_or(meta->block_hash);
   Result<kv::DecodedBlockFile> decoded = kv::DecodeBlockFile(bytes, fingerprint, want);
   if (!decoded.ok()) {
     // A corrupt block is the answer to the question asked, not a usage error: exit 1.

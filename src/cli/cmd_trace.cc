@@ -1,7 +1,6 @@
 // `dualpath trace stats FILE|DIR|--synthetic 64K`: workload statistics in the terms of DualPath
 // Table 2 plus the ideal prefix-cache hit ratio.
 #include <cctype>
-#include <filesystem>
 #include <iomanip>
 #include <iostream>
 #include <nlohmann/json.hpp>
@@ -47,32 +46,7 @@ Result<trace::Workload> LoadWorkload(const StatsOptions& o) {
     return trace::GenerateSynthetic(
         {.max_len_k = k, .sessions = o.sessions, .seed = o.seed, .block_size = o.block_size});
   }
-  namespace fs = std::filesystem;
-  std::error_code ec;
-  std::string format = o.format;
-  if (format == "auto") {
-    if (fs::is_directory(o.input, ec)) {
-      format = "weka";
-    } else if (!fs::exists(o.input, ec)) {
-      return NotFound(o.input + ": no such file or directory");
-    } else if (fs::path(o.input).extension() == ".jsonl") {
-      format = "mooncake";
-    } else if (fs::path(o.input).extension() == ".json") {
-      format = "weka";
-    } else {
-      return Status(Code::kInvalidArgument,
-                    o.input +
-                        ": cannot tell the format (want a Mooncake .jsonl, a WEKA .json, a "
-                        "directory of WEKA sessions, or --format)");
-    }
-  }
-  if (format == "mooncake") {
-    return trace::ReadMooncakeJsonl(o.input);
-  }
-  if (fs::is_directory(o.input, ec)) {
-    return trace::ReadWekaDir(o.input);
-  }
-  return trace::ReadWekaSession(o.input);
+  return trace::ReadTrace(o.input, o.format);
 }
 
 std::string Fixed(double v, int digits) {
@@ -98,6 +72,7 @@ void PrintHuman(const trace::Workload& w, const trace::WorkloadStats& s) {
                                    Fixed(s.prompt_per_request, 0) + ")");
   row("ideal hit ratio", Fixed(100.0 * s.ideal_hit_ratio, 2) + "% of prompt tokens, " +
                              Fixed(100.0 * s.ideal_block_hit_ratio, 2) + "% of blocks");
+  row("hit ratio/session", Fixed(100.0 * s.session_hit_ratio_mean, 2) + "% (mean over sessions)");
 }
 
 void PrintJson(const trace::Workload& w, const trace::WorkloadStats& s) {
@@ -116,6 +91,7 @@ void PrintJson(const trace::Workload& w, const trace::WorkloadStats& s) {
   j["prompt_tokens"] = s.prompt_tokens;
   j["hit_tokens"] = s.hit_tokens;
   j["ideal_hit_ratio"] = s.ideal_hit_ratio;
+  j["session_hit_ratio_mean"] = s.session_hit_ratio_mean;
   j["prompt_blocks"] = s.prompt_blocks;
   j["hit_blocks"] = s.hit_blocks;
   j["ideal_block_hit_ratio"] = s.ideal_block_hit_ratio;

@@ -8,6 +8,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 #include <string>
 #include <string_view>
 
@@ -56,6 +57,23 @@ inline size_t WriteHead(Major major, uint64_t arg, uint8_t* out) {
     out[1 + i] = static_cast<uint8_t>(arg >> (56 - 8 * i));
   }
   return 9;
+}
+
+// Writes one unsigned integer < 2^32 in canonical form without data-dependent branches (token ids
+// from a real vocabulary mix 1-, 3- and 5-byte encodings unpredictably; a branchy encoder
+// mispredicts on most tokens and ran at ~40% of SHA-256 speed). Always stores 8 bytes at `out`
+// (the caller keeps 8 bytes of slack) and returns the encoded length (1, 2, 3 or 5).
+inline size_t WriteUint32Branchless(uint32_t v, uint8_t* out) {
+  // Width class: 0 (< 24, value in the initial byte), 1 (1-byte arg), 2 (2-byte), 3 (4-byte).
+  const uint32_t cls = static_cast<uint32_t>(v >= 24) + static_cast<uint32_t>(v >= 256) +
+                       static_cast<uint32_t>(v >= 65536);
+  static constexpr uint8_t kLen[4] = {1, 2, 3, 5};
+  static constexpr uint8_t kShift[4] = {32, 24, 16, 0};  // drop the unused high bytes
+  const uint64_t initial = cls == 0 ? v : 0x17 + cls;    // 0x18 / 0x19 / 0x1a, or v itself
+  const uint64_t payload = static_cast<uint64_t>(__builtin_bswap32(v)) >> kShift[cls];
+  const uint64_t word = initial | (payload << 8);  // little-endian store: initial byte first
+  std::memcpy(out, &word, sizeof(word));
+  return kLen[cls];
 }
 
 // Appends helpers for building whole messages in tests and for the (cold) seed hash.

@@ -107,10 +107,14 @@ Result<ModelGeometry> ParseModelJson(std::string_view json_text, std::string_vie
   }
   std::string attention = "gqa";
   RETURN_IF_ERROR(r.String("attention", true, &attention));
-  ASSIGN_OR_RETURN(m.attention, ParseAttentionKind(attention));
+  Result<AttentionKind> kind = ParseAttentionKind(attention);
+  if (!kind.ok()) return kind.status().WithContext(origin);
+  m.attention = *kind;
   std::string dtype = "bf16";
   RETURN_IF_ERROR(r.String("kv_dtype", false, &dtype));
-  ASSIGN_OR_RETURN(m.kv_dtype, ParseKvDtype(dtype));
+  Result<KvDtype> kv_dtype = ParseKvDtype(dtype);
+  if (!kv_dtype.ok()) return kv_dtype.status().WithContext(origin);
+  m.kv_dtype = *kv_dtype;
   RETURN_IF_ERROR(r.U32("num_layers", true, &m.num_layers));
   RETURN_IF_ERROR(r.U32("hidden_size", false, &m.hidden_size));
   RETURN_IF_ERROR(r.U32("num_heads", true, &m.num_heads));

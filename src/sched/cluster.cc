@@ -138,4 +138,31 @@ Result<ClusterDesc> MakeUniformCluster(const UniformClusterSpec& spec) {
   return c;
 }
 
+Result<UniformClusterSpec> ParsePd(std::string_view text) {
+  auto bad = [&] {
+    return BadConfig(fmt::format("pd: want <P>P<D>D with P, D >= 1 (e.g. 2P4D), got '{}'", text));
+  };
+  // Reads a positive decimal number at `pos` (at most 6 digits) followed by `suffix`.
+  size_t pos = 0;
+  auto number = [&](char suffix, int* value) {
+    size_t start = pos;
+    int v = 0;
+    while (pos < text.size() && text[pos] >= '0' && text[pos] <= '9' && pos - start < 6) {
+      v = v * 10 + (text[pos] - '0');
+      ++pos;
+    }
+    if (pos == start || pos >= text.size()) return false;
+    const char c = text[pos];
+    if (c != suffix && c != suffix - 'A' + 'a') return false;
+    ++pos;
+    *value = v;
+    return v >= 1;
+  };
+  UniformClusterSpec spec;
+  if (!number('P', &spec.prefill_nodes) || !number('D', &spec.decode_nodes) || pos != text.size()) {
+    return bad();
+  }
+  return spec;
+}
+
 }  // namespace dualpath::sched

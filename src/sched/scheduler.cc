@@ -76,6 +76,18 @@ Status SchedulerImpl::ApplyReports(std::span<const EngineReport> reports) {
   return Status::Ok();
 }
 
+Status SchedulerImpl::ApplyNodeReadQueue(NodeId node, int64_t read_queue_tokens) {
+  if (node.value() >= node_read_queue_.size()) {
+    return InvalidArgument(fmt::format("node read queue: unknown node {}", node.value()));
+  }
+  if (read_queue_tokens < 0) {
+    return InvalidArgument(fmt::format("node read queue: node {} has negative queue {}",
+                                       node.value(), read_queue_tokens));
+  }
+  node_read_queue_[node.value()] = read_queue_tokens;
+  return Status::Ok();
+}
+
 Status SchedulerImpl::FetchForGroup(GroupId group, std::span<const EngineReport> reports,
                                     FetchResult* out) {
   DUALPATH_CHECK(out != nullptr, "FetchForGroup: out is null");
@@ -109,6 +121,10 @@ Status Scheduler::Submit(const SchedRequest& request) { return impl_->Submit(req
 
 Status Scheduler::ApplyReports(std::span<const EngineReport> reports) {
   return impl_->ApplyReports(reports);
+}
+
+Status Scheduler::ApplyNodeReadQueue(NodeId node, int64_t read_queue_tokens) {
+  return impl_->ApplyNodeReadQueue(node, read_queue_tokens);
 }
 
 Status Scheduler::FetchForGroup(GroupId group, std::span<const EngineReport> reports,

@@ -49,6 +49,7 @@ class SchedulerImpl {
 
   Status Submit(const SchedRequest& request);
   Status ApplyReports(std::span<const EngineReport> reports);
+  Status ApplyNodeReadQueue(NodeId node, int64_t read_queue_tokens);
   Status FetchForGroup(GroupId group, std::span<const EngineReport> reports, FetchResult* out);
 
   // decode_fetch.cc

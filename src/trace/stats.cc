@@ -1,6 +1,5 @@
 // Workload statistics in the definitions of DualPath Table 2 plus the ideal prefix-cache hit ratio.
 #include <algorithm>
-#include <tuple>
 #include <unordered_set>
 
 #include "dualpath/common/check.h"
@@ -17,20 +16,27 @@ struct RequestRef {
 
 uint64_t CeilDiv(uint64_t a, uint64_t b) { return (a + b - 1) / b; }
 
-// Ideal hits of hash-id sessions: an infinite cache that holds every block any earlier request's
-// prompt carried. Walks requests in (approximate) time order, since a block can only hit after
-// some request produced it.
-void CountHashHits(const Workload& w, WorkloadStats& st) {
+bool HasHashIds(const Session& s) {
+  return std::any_of(s.turns.begin(), s.turns.end(),
+                     [](const Turn& t) { return !t.hash_ids.empty(); });
+}
+
+// Hits of hash-id sessions: an infinite cache that holds every block any earlier request's prompt
+// carried. Walks requests in (approximate) time order, since a block can only hit after some
+// request produced it.
+void HashHits(const Workload& w, const std::vector<std::vector<uint64_t>>& contexts,
+              std::vector<std::vector<uint64_t>>& hits) {
   std::vector<RequestRef> requests;
   for (size_t si = 0; si < w.sessions.size(); ++si) {
     const Session& s = w.sessions[si];
+    if (!HasHashIds(s)) {
+      continue;
+    }
     double t = s.start_s;
     for (size_t ti = 0; ti < s.turns.size(); ++ti) {
       const Turn& turn = s.turns[ti];
       t += turn.think_time_s;
-      if (!turn.hash_ids.empty()) {
-        requests.push_back({turn.arrival_s >= 0 ? turn.arrival_s : t, si, ti});
-      }
+      requests.push_back({turn.arrival_s >= 0 ? turn.arrival_s : t, si, ti});
     }
   }
   std::stable_sort(requests.begin(), requests.end(),
@@ -43,48 +49,69 @@ void CountHashHits(const Workload& w, WorkloadStats& st) {
     while (k < turn.hash_ids.size() && seen.count(turn.hash_ids[k]) != 0) {
       ++k;
     }
-    const uint64_t prompt = PromptTokens(s, r.turn);
-    st.hit_tokens += std::min(k * s.block_size, prompt);
-    st.hit_blocks += k;
+    const uint64_t prompt = contexts[r.session][r.turn] + turn.append_tokens;
+    hits[r.session][r.turn] = std::min(k * s.block_size, prompt);
     seen.insert(turn.hash_ids.begin(), turn.hash_ids.end());
   }
 }
 
 }  // namespace
 
+std::vector<std::vector<uint64_t>> IdealHitTokens(const Workload& w, uint32_t block_size) {
+  DUALPATH_CHECK(block_size > 0, "IdealHitTokens: block_size must be positive");
+  std::vector<std::vector<uint64_t>> contexts;
+  contexts.reserve(w.sessions.size());
+  std::vector<std::vector<uint64_t>> hits(w.sessions.size());
+  bool any_hash_ids = false;
+  for (size_t si = 0; si < w.sessions.size(); ++si) {
+    const Session& s = w.sessions[si];
+    contexts.push_back(Contexts(s));
+    hits[si].assign(s.turns.size(), 0);
+    if (HasHashIds(s)) {
+      any_hash_ids = true;
+      continue;
+    }
+    for (size_t i = 0; i < s.turns.size(); ++i) {
+      hits[si][i] = contexts[si][i] / block_size * block_size;
+    }
+  }
+  if (any_hash_ids) {
+    HashHits(w, contexts, hits);
+  }
+  return hits;
+}
+
 WorkloadStats ComputeStats(const Workload& w, uint32_t block_size) {
   DUALPATH_CHECK(block_size > 0, "ComputeStats: block_size must be positive");
   WorkloadStats st;
   st.block_size = block_size;
   st.sessions = w.sessions.size();
+  const std::vector<std::vector<uint64_t>> hits = IdealHitTokens(w, block_size);
   uint64_t append_sum = 0;
   uint64_t gen_sum = 0;
-  bool any_hash_ids = false;
-  for (const Session& s : w.sessions) {
+  uint64_t nonempty = 0;
+  for (size_t si = 0; si < w.sessions.size(); ++si) {
+    const Session& s = w.sessions[si];
     if (s.turns.empty()) {
       continue;
     }
+    ++nonempty;
     const std::vector<uint64_t> contexts = Contexts(s);
-    const bool has_hash_ids = std::any_of(s.turns.begin(), s.turns.end(),
-                                          [](const Turn& t) { return !t.hash_ids.empty(); });
-    any_hash_ids |= has_hash_ids;
+    // Blocks of hash-id sessions are counted in the trace's own block size.
+    const uint64_t bs = HasHashIds(s) ? std::max<uint32_t>(s.block_size, 1) : block_size;
     uint64_t s_append = 0;
     uint64_t s_gen = 0;
     uint64_t s_prompt = 0;
+    uint64_t s_hit = 0;
     for (size_t i = 0; i < s.turns.size(); ++i) {
       const Turn& t = s.turns[i];
       const uint64_t prompt = contexts[i] + t.append_tokens;
       s_append += t.append_tokens;
       s_gen += t.gen_tokens;
       s_prompt += prompt;
-      if (has_hash_ids) {
-        // Blocks of hash-id sessions are counted in the trace's own block size.
-        st.prompt_blocks += CeilDiv(prompt, std::max<uint32_t>(s.block_size, 1));
-      } else {
-        st.prompt_blocks += CeilDiv(prompt, block_size);
-        st.hit_blocks += contexts[i] / block_size;
-        st.hit_tokens += contexts[i] / block_size * block_size;
-      }
+      s_hit += hits[si][i];
+      st.prompt_blocks += CeilDiv(prompt, bs);
+      st.hit_blocks += CeilDiv(hits[si][i], bs);
     }
     const double n = static_cast<double>(s.turns.size());
     st.turns += s.turns.size();
@@ -92,20 +119,23 @@ WorkloadStats ComputeStats(const Workload& w, uint32_t block_size) {
     st.gen_mean += static_cast<double>(s_gen) / n;
     st.context_mean += static_cast<double>(s_prompt) / n;
     st.total_mean += static_cast<double>(contexts.back());
+    if (s_prompt > 0) {
+      st.session_hit_ratio_mean += static_cast<double>(s_hit) / static_cast<double>(s_prompt);
+    }
     append_sum += s_append;
     gen_sum += s_gen;
     st.prompt_tokens += s_prompt;
+    st.hit_tokens += s_hit;
   }
-  if (any_hash_ids) {
-    CountHashHits(w, st);
-  }
-  if (st.sessions > 0) {
-    const double n = static_cast<double>(st.sessions);
+  if (nonempty > 0) {
+    // Sessions without turns (never produced by the readers) do not dilute the means.
+    const double n = static_cast<double>(nonempty);
     st.turns_per_session = static_cast<double>(st.turns) / n;
     st.append_mean /= n;
     st.gen_mean /= n;
     st.context_mean /= n;
     st.total_mean /= n;
+    st.session_hit_ratio_mean /= n;
   }
   if (st.turns > 0) {
     const double r = static_cast<double>(st.turns);

@@ -1,5 +1,5 @@
-// Synthetic agent trajectories shaped like DualPath Table 2 (see docs/trace.md for the model and
-// how its parameters were fitted).
+// Synthetic agent trajectories shaped like DualPath Table 2. The model is described in
+// synthetic_model.h; docs/trace.md shows how the parameters were fitted and how close they land.
 #include <algorithm>
 #include <array>
 #include <cmath>
@@ -7,69 +7,26 @@
 
 #include "dualpath/trace/workload.h"
 #include "trace/rng.h"
+#include "trace/synthetic_model.h"
 
 namespace dualpath::trace {
+namespace internal {
 namespace {
 
-// The generative model of one trajectory (all token counts in tokens):
-//  - the first turn appends the task prompt: lognormal(first_median, 0.3);
-//  - the trajectory draws a latent size z ~ N(0, 1): its later appends are
-//    lognormal(append_median * e^(traj_sigma z), turn_sigma) and its generations
-//    lognormal(gen_median * e^(traj_sigma z / 2), turn_sigma). Trajectories that read big tool
-//    outputs keep doing so, which is why Table 2's per-turn means times Turns exceed Total: the
-//    many-turn trajectories are the small-turn ones;
-//  - a fraction full_frac of trajectories run until the next turn would exceed MaxLen; the others
-//    finish their task at a budget uniform in [budget_min, 1) * MaxLen.
-struct ModelParams {
-  uint32_t max_len_k;
-  double first_median;
-  double append_median;
-  double gen_median;
-  double traj_sigma;
-  double turn_sigma;
-  double full_frac;
-  double budget_min;
-};
-
-// Fitted per Table 2 row (docs/trace.md, "Fitting").
+// Fitted by `trace_fit_synthetic` (src/trace/fit_synthetic.cc) against Table 2.
 constexpr std::array<ModelParams, 3> kFitted = {{
-    {32, 3821.0, 210.7, 126.2, 0.667, 0.771, 0.772, 0.32},
-    {48, 3821.0, 210.7, 126.2, 0.667, 0.771, 0.772, 0.32},
-    {64, 3821.0, 210.7, 126.2, 0.667, 0.771, 0.772, 0.32},
+    {32, 5281.8, 280.2, 107.8, 0.780, 0.710, 0.578, 0.601},
+    {48, 6232.2, 228.6, 131.4, 0.815, 0.639, 0.758, 0.341},
+    {64, 6352.8, 193.6, 123.9, 0.885, 0.741, 0.755, 0.310},
 }};
-
-// Linear interpolation between fitted rows; outside [32K, 64K] the nearest row's shape is used
-// (only MaxLen changes).
-ModelParams ParamsFor(uint32_t max_len_k) {
-  if (max_len_k <= kFitted.front().max_len_k) {
-    return kFitted.front();
-  }
-  if (max_len_k >= kFitted.back().max_len_k) {
-    return kFitted.back();
-  }
-  size_t hi = 1;
-  while (kFitted[hi].max_len_k < max_len_k) {
-    ++hi;
-  }
-  const ModelParams& a = kFitted[hi - 1];
-  const ModelParams& b = kFitted[hi];
-  const double f = static_cast<double>(max_len_k - a.max_len_k) / (b.max_len_k - a.max_len_k);
-  auto lerp = [f](double x, double y) { return x + f * (y - x); };
-  return ModelParams{max_len_k,
-                     lerp(a.first_median, b.first_median),
-                     lerp(a.append_median, b.append_median),
-                     lerp(a.gen_median, b.gen_median),
-                     lerp(a.traj_sigma, b.traj_sigma),
-                     lerp(a.turn_sigma, b.turn_sigma),
-                     lerp(a.full_frac, b.full_frac),
-                     lerp(a.budget_min, b.budget_min)};
-}
 
 uint64_t Tokens(double x) { return std::max<uint64_t>(1, static_cast<uint64_t>(x)); }
 
 Session GenerateOne(const ModelParams& p, uint64_t max_len, Rng& rng) {
   Session s;
-  const double z = rng.Normal();
+  // Truncated at +-2 sigma: the far tail (a trajectory of 1,000 ten-token turns) would make the
+  // mean turn count of 500 trajectories swing with the seed.
+  const double z = std::clamp(rng.Normal(), -2.0, 2.0);
   const double append_median = p.append_median * std::exp(p.traj_sigma * z);
   const double gen_median = p.gen_median * std::exp(0.5 * p.traj_sigma * z);
   const double budget = rng.Uniform() < p.full_frac
@@ -97,7 +54,36 @@ Session GenerateOne(const ModelParams& p, uint64_t max_len, Rng& rng) {
 
 }  // namespace
 
-Result<Workload> GenerateSynthetic(const SyntheticSpec& spec) {
+ModelParams ParamsFor(uint32_t max_len_k) {
+  if (max_len_k <= kFitted.front().max_len_k) {
+    // Below 32K the task prompt shrinks with MaxLen, so short-context workloads still have turns.
+    ModelParams p = kFitted.front();
+    p.first_median *= static_cast<double>(max_len_k) / p.max_len_k;
+    p.max_len_k = max_len_k;
+    return p;
+  }
+  if (max_len_k >= kFitted.back().max_len_k) {
+    return kFitted.back();
+  }
+  size_t hi = 1;
+  while (kFitted[hi].max_len_k < max_len_k) {
+    ++hi;
+  }
+  const ModelParams& a = kFitted[hi - 1];
+  const ModelParams& b = kFitted[hi];
+  const double f = static_cast<double>(max_len_k - a.max_len_k) / (b.max_len_k - a.max_len_k);
+  auto lerp = [f](double x, double y) { return x + f * (y - x); };
+  return ModelParams{max_len_k,
+                     lerp(a.first_median, b.first_median),
+                     lerp(a.append_median, b.append_median),
+                     lerp(a.gen_median, b.gen_median),
+                     lerp(a.traj_sigma, b.traj_sigma),
+                     lerp(a.turn_sigma, b.turn_sigma),
+                     lerp(a.full_frac, b.full_frac),
+                     lerp(a.budget_min, b.budget_min)};
+}
+
+Result<Workload> GenerateWithParams(const SyntheticSpec& spec, const ModelParams& params) {
   if (spec.max_len_k < 8 || spec.max_len_k > 1024) {
     return InvalidArgument("synthetic max_len_k=" + std::to_string(spec.max_len_k) +
                            " outside [8, 1024] (K tokens)");
@@ -108,7 +94,6 @@ Result<Workload> GenerateSynthetic(const SyntheticSpec& spec) {
   if (spec.block_size == 0) {
     return InvalidArgument("synthetic block_size must be positive");
   }
-  const ModelParams params = ParamsFor(spec.max_len_k);
   const uint64_t max_len = uint64_t{spec.max_len_k} * 1024;
   Workload w;
   w.name = "synthetic-" + std::to_string(spec.max_len_k) + "K";
@@ -125,6 +110,12 @@ Result<Workload> GenerateSynthetic(const SyntheticSpec& spec) {
     w.sessions.push_back(std::move(s));
   }
   return w;
+}
+
+}  // namespace internal
+
+Result<Workload> GenerateSynthetic(const SyntheticSpec& spec) {
+  return internal::GenerateWithParams(spec, internal::ParamsFor(spec.max_len_k));
 }
 
 }  // namespace dualpath::trace

@@ -23,6 +23,8 @@ using nlohmann::json;
 // files (which restart at 1) never collide when a directory is read.
 constexpr int kNamespaceShift = 40;
 constexpr uint64_t kMaxLocalId = (uint64_t{1} << kNamespaceShift) - 1;
+// Sub-agents nest one level in the real traces; a hostile file must not recurse without bound.
+constexpr int kMaxDepth = 16;
 
 struct FileContext {
   std::string path;
@@ -66,8 +68,11 @@ Turn MakeTurn(const Recorded* prev, const Recorded& cur, uint32_t block_size) {
 }
 
 Status ReadAgent(const json& requests, const std::string& pointer, double start_s,
-                 uint64_t parent_id, uint32_t parent_turn, FileContext& ctx) {
+                 uint64_t parent_id, uint32_t parent_turn, int depth, FileContext& ctx) {
   const std::string where = ctx.path + ":" + pointer;
+  if (depth > kMaxDepth) {
+    return Malformed(where, "sub-agents nested deeper than " + std::to_string(kMaxDepth));
+  }
   if (!requests.is_array()) {
     return Malformed(where, "\"requests\" must be an array");
   }
@@ -95,8 +100,10 @@ Status ReadAgent(const json& requests, const std::string& pointer, double start_
       if (nested == r.end()) {
         return Malformed(rwhere, "subagent without \"requests\"");
       }
-      const uint32_t launched_after = s.turns.empty() ? 0 : s.turns.size() - 1;
-      RETURN_IF_ERROR(ReadAgent(*nested, rp + "/requests", start_s + t, s.id, launched_after, ctx));
+      const uint32_t launched_after =
+          s.turns.empty() ? 0 : static_cast<uint32_t>(s.turns.size() - 1);
+      RETURN_IF_ERROR(
+          ReadAgent(*nested, rp + "/requests", start_s + t, s.id, launched_after, depth + 1, ctx));
       continue;
     }
     Recorded cur;
@@ -165,7 +172,7 @@ Status ReadFileInto(const std::string& path, uint64_t ns, Workload& w) {
     return Malformed(path, "missing field \"requests\"");
   }
   FileContext ctx{path, ns, static_cast<uint32_t>(block_size), &w};
-  return ReadAgent(*requests, "/requests", 0.0, kNoParent, 0, ctx);
+  return ReadAgent(*requests, "/requests", 0.0, kNoParent, 0, /*depth=*/0, ctx);
 }
 
 }  // namespace

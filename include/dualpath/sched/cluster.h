@@ -64,4 +64,9 @@ struct UniformClusterSpec {
 // zero nodes or a group size that does not divide the node count.
 Result<ClusterDesc> MakeUniformCluster(const UniformClusterSpec& spec);
 
+// Parses the paper's P/D notation, "<P>P<D>D" with P, D >= 1 (e.g. "2P4D", "48P96D"; case
+// insensitive), into a spec with the other fields at their defaults. kSchedBadConfig quoting the
+// text for anything else ("0P2D", "2X4D", "2P", "").
+Result<UniformClusterSpec> ParsePd(std::string_view text);
+
 }  // namespace dualpath::sched

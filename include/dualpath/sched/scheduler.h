@@ -63,6 +63,13 @@ class Scheduler {
   // engine id or a negative field; on error no report of the batch is applied.
   Status ApplyReports(std::span<const EngineReport> reports);
 
+  // Overwrites the view of one node's disk read queue (tokens), without a full engine report.
+  // The read-side choice compares the PE's and the DE's node queues, and a decode node's queue
+  // otherwise refreshes only when its group fetches; a simulator (or a service receiving
+  // storage-NIC telemetry) can keep every node's queue current with this. kInvalidArgument for
+  // an unknown node or a negative value.
+  Status ApplyNodeReadQueue(NodeId node, int64_t read_queue_tokens);
+
   // A group's leader fetches work for its group. `reports` are the group's engines' reports
   // (applied first, as by ApplyReports; may be empty, or include other engines). Appends the
   // decisions to `out` (out->decode for a decode group, out->prefill for a prefill group); does

@@ -8,8 +8,9 @@
 //   context(i+1)= min(keep(i+1), prompt(i) + gen(i))  (keep = all, except recorded compactions)
 //   the model generates exactly gen(i) tokens.
 // Hits (HitTokens) are the full blocks of the previous context, i.e. the cache of this session
-// only (DualPath A.4: hits occur within a trajectory). Traces that carry hash ids (Mooncake) may
-// also hit blocks of other sessions; ComputeStats handles both.
+// only (DualPath A.4: hits occur within a trajectory). Traces that carry hash ids (Mooncake, WEKA
+// sub-agents) may also hit blocks of other sessions; IdealHitTokens and ComputeStats handle both.
+// Token ids for a turn: dualpath/trace/tokens.h. File formats: docs/formats/trace.md.
 //
 // Thread safety: all functions are pure (no global state); a const Workload may be read from any
 // number of threads.
@@ -34,8 +35,8 @@ struct Turn {
   double think_time_s = 0;     // delay after the previous turn's completion (closed loop)
   double arrival_s = -1;       // absolute arrival time for open-loop traces (Mooncake), else -1
   // Optional prompt block ids (traces that carry them): block k covers prompt tokens
-  // [k * block_size, (k + 1) * block_size). Equal ids mean equal token blocks. Ids are unique
-  // across the whole Workload (readers namespace per-file ids).
+  // [k * block_size, (k + 1) * block_size). Equal ids mean equal token blocks. The ids of a
+  // Workload form one namespace (ReadWekaDir separates files whose ids are per-file).
   std::vector<uint64_t> hash_ids;
   // How many tokens of the previous context this prompt keeps. kKeepAll except where a recorded
   // trace's context shrank (a Claude Code compaction): then the prompt is the first keep_tokens
@@ -49,10 +50,12 @@ struct Session {
   uint64_t id = 0;     // unique within the Workload
   double start_s = 0;  // when the first turn may be sent (closed loop: plus its think time)
   std::vector<Turn> turns;
-  uint32_t block_size = 64;  // tokens per hash id (0 if the trace has no hash ids)
+  // Tokens per hash id (Mooncake 512, WEKA 64); synthetic sessions record SyntheticSpec's.
+  uint32_t block_size = 64;
   // Sub-agents (WEKA Claude Code): the session that spawned this one, and the index of the
-  // parent's turn whose response launched it; the parent's next turn waits for the sub-agent in
-  // the recording, but replay may treat it as an independent session starting at start_s.
+  // parent's turn whose response launched it (0 also when it started before the parent's first
+  // turn); the parent's next turn waits for the sub-agent in the recording (its think time
+  // includes the wait), so replay may treat it as an independent session starting at start_s.
   uint64_t parent_id = kNoParent;
   uint32_t parent_turn = 0;
 };
@@ -80,7 +83,9 @@ std::vector<uint64_t> Contexts(const Session& s);
 // --- Synthetic DualPath trajectories (Table 2) -------------------------------------------------
 
 struct SyntheticSpec {
-  uint32_t max_len_k = 64;  // MaxLen in K tokens (1K = 1024): 32, 48 and 64 are the paper's
+  // MaxLen in K tokens (1K = 1024). 32, 48 and 64 are fitted to Table 2; other values interpolate
+  // between / extrapolate from those rows (docs/trace.md).
+  uint32_t max_len_k = 64;
   uint32_t sessions = 500;
   uint64_t seed = 1;
   uint32_t block_size = 64;  // recorded in Session::block_size
@@ -98,8 +103,12 @@ Result<Workload> ReadMooncakeJsonl(const std::string& path);
 // One trace_NNNN.json Claude Code session; nested sub-agents become extra sessions with parent_id
 // set, sharing the parent's hash-id namespace.
 Result<Workload> ReadWekaSession(const std::string& path);
-// Every trace_*.json in dir, in file-name order.
+// Every *.json file in dir (trace_NNNN.json), in file-name order.
 Result<Workload> ReadWekaDir(const std::string& dir);
+// Any of the above by path: a directory → ReadWekaDir, "*.jsonl" → Mooncake, "*.json" → WEKA
+// session. format "mooncake" or "weka" overrides the guess; "auto" guesses. Errors: kNotFound for
+// a missing path, kInvalidArgument for an unknown format or extension.
+Result<Workload> ReadTrace(const std::string& path, const std::string& format = "auto");
 
 // --- Statistics ---------------------------------------------------------------------------------
 
@@ -108,27 +117,36 @@ Result<Workload> ReadWekaDir(const std::string& dir);
 // Context its mean prompt length; the table's value is the mean over sessions.
 struct WorkloadStats {
   uint64_t sessions = 0;
-  uint64_t turns = 0;                // total requests
-  double turns_per_session = 0;      // Table 2 "Turns"
-  double append_mean = 0;            // Table 2 "Append" (mean over sessions of per-turn means)
-  double gen_mean = 0;               // Table 2 "Gen"
-  double total_mean = 0;             // Table 2 "Total" (final context per session)
-  double context_mean = 0;           // Table 2 "Context" (mean over sessions of mean prompt)
-  double append_per_request = 0;     // pooled over all requests
-  double gen_per_request = 0;        // pooled over all requests
-  double prompt_per_request = 0;     // pooled over all requests
-  uint64_t prompt_tokens = 0;        // sum over requests
-  uint64_t hit_tokens = 0;           // ideal (infinite cache) hits, sum over requests
-  double ideal_hit_ratio = 0;        // hit_tokens / prompt_tokens
+  uint64_t turns = 0;             // total requests
+  double turns_per_session = 0;   // Table 2 "Turns"
+  double append_mean = 0;         // Table 2 "Append" (mean over sessions of per-turn means)
+  double gen_mean = 0;            // Table 2 "Gen"
+  double total_mean = 0;          // Table 2 "Total" (final context per session)
+  double context_mean = 0;        // Table 2 "Context" (mean over sessions of mean prompt)
+  double append_per_request = 0;  // pooled over all requests
+  double gen_per_request = 0;     // pooled over all requests
+  double prompt_per_request = 0;  // pooled over all requests
+  uint64_t prompt_tokens = 0;     // sum over requests
+  uint64_t hit_tokens = 0;        // ideal (infinite cache) hits, sum over requests
+  double ideal_hit_ratio = 0;     // hit_tokens / prompt_tokens
+  // Mean over sessions of each session's hit tokens / prompt tokens. Table 2's definitions are
+  // per-session means, and its "hit rate ~98.7%" at 64K matches this (and 1 - Append/Context)
+  // rather than the pooled ratio, which long small-turn sessions dominate.
+  double session_hit_ratio_mean = 0;
   uint64_t prompt_blocks = 0;        // sum over requests of ceil(prompt / block)
   uint64_t hit_blocks = 0;           // sum over requests of hit blocks
   double ideal_block_hit_ratio = 0;  // hit_blocks / prompt_blocks (the Mooncake README's figure)
   uint32_t block_size = 0;           // the block size the hits were counted in
 };
-// Ideal hit ratio: an infinite prefix cache. Sessions with hash ids hit the longest prefix of
-// their hash ids already seen in any session (requests ordered by arrival_s, closed-loop sessions
-// by start_s plus cumulative think time), counted in the session's own block_size; sessions
-// without hash ids hit HitTokens(s, i, block_size). block_size > 0.
+// Ideal (infinite prefix cache) hit tokens of every turn: result[s][i] for w.sessions[s].turns[i].
+// Sessions with hash ids hit the longest prefix of their hash ids already seen in any session
+// (requests ordered by arrival_s, closed-loop sessions by start_s plus cumulative think time),
+// counted in the session's own block_size and capped at the prompt; sessions without hash ids hit
+// HitTokens(s, i, block_size). Use this, not HitTokens, for traces whose hits cross sessions
+// (Mooncake). block_size > 0.
+std::vector<std::vector<uint64_t>> IdealHitTokens(const Workload& w, uint32_t block_size);
+
+// Ideal hit ratio: hits as IdealHitTokens. block_size > 0.
 WorkloadStats ComputeStats(const Workload& w, uint32_t block_size);
 
 }  // namespace dualpath::trace

@@ -1,0 +1,202 @@
+// System test: runs the real `dualpath` binary for the kv subcommands. Acceptance 2 (CLI output
+// byte-exact with vLLM's sha256_cbor chain for every committed vector) and the CLI's bad-input
+// contract (one clear stderr line, exit status 2).
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "dualpath/kv/block_file.h"
+#include "dualpath/kv/hasher.h"
+#include "dualpath/kv/model.h"
+#include "kv/test_tokens.h"
+
+namespace dualpath::kv {
+namespace {
+
+struct RunResult {
+  int exit_code = -1;
+  std::string out;
+  std::string err;
+};
+
+std::string ReadFile(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+class KvCliTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    const char* bin = std::getenv("DUALPATH_BINARY_DIR");
+    ASSERT_NE(bin, nullptr) << "run under ctest (DUALPATH_BINARY_DIR)";
+    binary_ = std::string(bin) + "/bin/dualpath";
+    char tmpl[] = "/tmp/dualpath_kv_cli_XXXXXX";
+    ASSERT_NE(mkdtemp(tmpl), nullptr);
+    dir_ = tmpl;
+  }
+  void TearDown() override { std::system(("rm -rf '" + dir_ + "'").c_str()); }
+
+  // Runs `dualpath <args> < stdin_text`, capturing stdout and stderr.
+  RunResult Run(const std::string& args, const std::string& stdin_text) {
+    const std::string in = dir_ + "/stdin", out = dir_ + "/stdout", err = dir_ + "/stderr";
+    std::ofstream(in, std::ios::binary) << stdin_text;
+    const std::string cmd =
+        "'" + binary_ + "' " + args + " < '" + in + "' > '" + out + "' 2> '" + err + "'";
+    const int status = std::system(cmd.c_str());
+    RunResult r;
+    r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+    r.out = ReadFile(out);
+    r.err = ReadFile(err);
+    return r;
+  }
+
+  void ExpectBadInput(const std::string& args, const std::string& input,
+                      const std::string& expect) {
+    SCOPED_TRACE(args + " <<< " + input.substr(0, 40));
+    const RunResult r = Run(args, input);
+    EXPECT_EQ(r.exit_code, 2);
+    EXPECT_TRUE(r.out.empty()) << r.out;
+    EXPECT_NE(r.err.find(expect), std::string::npos) << r.err;
+    EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;  // one line
+  }
+
+  std::string binary_;
+  std::string dir_;
+};
+
+// Formats tokens with every separator the CLI accepts.
+std::string FormatTokens(const std::vector<TokenId>& tokens) {
+  std::string s;
+  for (size_t i = 0; i < tokens.size(); ++i) {
+    s += std::to_string(tokens[i]);
+    s += (i % 13 == 12) ? "\n" : (i % 5 == 4) ? ", " : (i % 7 == 6) ? "," : " ";
+  }
+  return s;
+}
+
+TEST_F(KvCliTest, HashMatchesVllmVectors) {
+  const nlohmann::json v = testing::LoadVectors();
+  int checked = 0;
+  for (const auto& c : v["cases"]) {
+    const std::vector<TokenId> tokens =
+        testing::MakeTokens(c["prng_seed"], c["num_tokens"], std::string(c["mode"]));
+    const std::string args = "kv hash --seed " + std::string(c["seed"]) + " --block-size " +
+                             std::to_string(int(c["block_size"]));
+    SCOPED_TRACE(args);
+    const RunResult r = Run(args, FormatTokens(tokens));
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    std::string want;
+    for (const auto& h : c["hashes"]) want += std::string(h) + "\n";
+    EXPECT_EQ(r.out, want);
+    ++checked;
+  }
+  EXPECT_EQ(checked, 24);
+}
+
+TEST_F(KvCliTest, Xxh3ModeAgreesWithLibrary) {
+  const std::vector<TokenId> tokens = testing::MakeTokens(5, 1000, "vocab");
+  const RunResult r = Run("kv hash --seed 42 --block-size 64 --algo xxh3", FormatTokens(tokens));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  std::string want;
+  for (const BlockHash& h :
+       BlockHasher::Create(HashAlgo::kXxh3, "42", 64).value().HashPrefix(tokens)) {
+    want += h.Hex() + "\n";
+  }
+  EXPECT_EQ(r.out, want);
+  EXPECT_EQ(std::count(r.out.begin(), r.out.end(), '\n'), 1000 / 64);
+}
+
+TEST_F(KvCliTest, HashBadInput) {
+  const std::string hash = "kv hash --seed 0 --block-size 16";
+  ExpectBadInput(hash, "1 2 three 4", "token 'three' (token #2) is not an integer");
+  ExpectBadInput(hash, "1, -7", "negative token id '-7'");
+  ExpectBadInput(hash, "2147483648", "out of range: ids must be <= 2147483647");
+  ExpectBadInput(hash, "1.0", "is not an integer");
+  ExpectBadInput("kv hash --seed 0 --block-size 0", "1 2", "--block-size must be in [1, ");
+  ExpectBadInput("kv hash --seed 0 --block-size -3", "1 2", "--block-size must be in [1, ");
+  ExpectBadInput("kv hash --seed 0 --block-size 16 --algo md5", "1",
+                 "unknown hash algorithm 'md5'");
+}
+
+TEST_F(KvCliTest, HashEmptyInputPrintsNothing) {
+  const RunResult r = Run("kv hash --seed 0 --block-size 16", "");
+  EXPECT_EQ(r.exit_code, 0);
+  EXPECT_TRUE(r.out.empty());
+}
+
+TEST_F(KvCliTest, HashSample) {
+  const RunResult r = Run("kv hash --seed 0 --block-size 64",
+                          ReadFile(testing::SourcePath("data/samples/tokens_1k.txt")));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(std::count(r.out.begin(), r.out.end(), '\n'), 1000 / 64);
+}
+
+TEST_F(KvCliTest, ModelsListsPresetsWithKvBytes) {
+  const RunResult r = Run("kv models", "");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  for (const ModelGeometry& m : ModelPresets()) {
+    EXPECT_NE(r.out.find(m.name), std::string::npos) << m.name;
+    EXPECT_NE(r.out.find(std::to_string(m.KvBytesPerToken())), std::string::npos) << m.name;
+  }
+  ExpectBadInput("kv models llama-70b", "", "unknown model 'llama-70b'");
+  ExpectBadInput("kv models " + dir_ + "/missing.json", "", "missing.json");
+}
+
+TEST_F(KvCliTest, ModelsAcceptsJsonFile) {
+  const std::string path = dir_ + "/m.json";
+  std::ofstream(path) << R"({"name":"cli-gqa","attention":"gqa","num_layers":10,"num_heads":8,
+      "num_kv_heads":4,"head_dim":64,"params_active_non_embedding":1e9})";
+  const RunResult r = Run("kv models " + path, "");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("cli-gqa"), std::string::npos);
+  EXPECT_NE(r.out.find(std::to_string(10 * 2 * 4 * 64 * 2)), std::string::npos) << r.out;
+  std::ofstream(path) << R"({"name":"x","attention":"gqa"})";
+  ExpectBadInput("kv models " + path, "", "'num_layers' missing");
+}
+
+TEST_F(KvCliTest, InspectVerifiesAndReportsCorruption) {
+  const ModelGeometry m = *FindModel("r1-llama-8b");
+  BlockFileMeta meta;
+  meta.model_fingerprint = ModelFingerprint(m);
+  meta.block_hash.bytes.fill(0xAB);
+  meta.token_count = 16;
+  meta.num_layers = m.num_layers;
+  meta.bytes_per_token_per_layer = m.kv_bytes_per_token_per_layer;
+  std::vector<std::byte> payload(meta.PayloadBytes(), std::byte{0x5A});
+  std::vector<std::byte> file(BlockFileSize(payload.size()));
+  ASSERT_TRUE(EncodeBlockFile(meta, payload, file).ok());
+  const std::string path = dir_ + "/block";
+  std::ofstream(path, std::ios::binary)
+      .write(reinterpret_cast<const char*>(file.data()), static_cast<std::streamsize>(file.size()));
+
+  RunResult r =
+      Run("kv inspect " + path + " --model r1-llama-8b --hash " + meta.block_hash.Hex(), "");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("verified ok"), std::string::npos);
+  EXPECT_NE(r.out.find("tokens 16"), std::string::npos);
+
+  r = Run("kv inspect " + path + " --model qwen3-32b", "");
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_NE(r.err.find("kKvFingerprintMismatch"), std::string::npos) << r.err;
+
+  file[kBlockFileHeaderBytes + 100] ^= std::byte{1};
+  std::ofstream(path, std::ios::binary)
+      .write(reinterpret_cast<const char*>(file.data()), static_cast<std::streamsize>(file.size()));
+  r = Run("kv inspect " + path, "");
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_NE(r.err.find("kKvChecksumMismatch"), std::string::npos) << r.err;
+
+  ExpectBadInput("kv inspect " + path + " --hash xyz", "", "expected 64 hex characters");
+}
+
+}  // namespace
+}  // namespace dualpath::kv
