@@ -79,7 +79,8 @@ class Simulation {
         spec_(spec),
         layerwise_(Layerwise(spec.system)),
         oracle_(spec.system == SystemKind::kOracle),
-        attn_model_(FitAttentionModel(cost_)) {}
+        attn_model_(FitAttentionModel(cost_)),
+        rng_(spec.seed ^ 0x9e3779b97f4a7c15ULL) {}
 
   Result<SimResult> Run();
 
@@ -114,7 +115,10 @@ class Simulation {
   std::unique_ptr<SchedDriver> driver_;
   std::vector<bool> fetch_armed_;  // per scheduler group: its fetch timer is running
   uint64_t work_events_ = 0;       // queued events other than fetch ticks
-  double last_placement_ = 0;      // last time a fetch placed anything (stall detection)
+  double last_placement_ = 0;
+  std::mt19937_64 rng_;
+  std::uniform_real_distribution<double> jitter_{
+      0.0, 1.0};  // last time a fetch placed anything (stall detection)
   std::vector<sched::DecodeAssignment> decode_out_;
   std::vector<sched::Assignment> prefill_out_;
   std::vector<sched::PrefillWork> work_;
@@ -290,7 +294,10 @@ Status Simulation::Fetch(uint32_t group, double now) {
     }
   }
   if (driver_->HasPending()) {
-    Push(now + cfg_.sched.fetch_interval_ms * 1e-3, kFetch, group);
+    // Leaders' timers are not synchronized: each interval is jittered (+-50%, seeded) so no group
+    // keeps a fixed place right after the decode groups' fetches, which would hand it the head
+    // of every burst of newly DE-assigned requests.
+    Push(now + cfg_.sched.fetch_interval_ms * 1e-3 * (0.5 + jitter_(rng_)), kFetch, group);
   } else {
     fetch_armed_[group] = false;
   }
