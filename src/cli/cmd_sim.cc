@@ -187,7 +187,9 @@ int RunSim(const Options& o) {
     if (!o.trace.empty()) return LoadTrace(o.trace);
     trace::SyntheticSpec spec;
     spec.max_len_k = *max_len;
-    spec.sessions = static_cast<uint32_t>(*agents);
+    // Appendix A.3: a dataset of trajectories that agents sample (see SampleAgents below).
+    spec.sessions = config.synthetic_trajectories > 0 ? config.synthetic_trajectories
+                                                       : static_cast<uint32_t>(*agents);
     spec.seed = o.seed;
     spec.block_size = config.engine.block_tokens;
     return trace::GenerateSynthetic(spec);
@@ -195,6 +197,9 @@ int RunSim(const Options& o) {
   if (!workload.ok()) return ReportError("sim", workload.status());
   Result<sim::SimWorkload> compact = sim::CompactWorkload(*workload, config.engine.block_tokens);
   if (!compact.ok()) return ReportError("sim", compact.status());
+  if (o.trace.empty() && config.synthetic_trajectories > 0) {
+    *compact = sim::SampleAgents(*compact, *agents, o.seed);
+  }
   const std::string workload_name = workload->name;
   *workload = trace::Workload{};  // the compact form is all the simulator needs
 
@@ -203,8 +208,13 @@ int RunSim(const Options& o) {
   cfg["pd"] =
       std::to_string(shape->prefill_nodes) + "P" + std::to_string(shape->decode_nodes) + "D";
   cfg["agents"] = compact->agents.size();
-  cfg["requests"] = compact->turns.size();
+  uint64_t total_requests = 0;
+  for (const sim::SimAgent& a : compact->agents) total_requests += a.num_turns;
+  cfg["requests"] = total_requests;
   cfg["workload"] = workload_name;
+  cfg["trajectories"] = o.trace.empty() && config.synthetic_trajectories > 0
+                            ? nlohmann::json(config.synthetic_trajectories)
+                            : nlohmann::json(nullptr);
   cfg["max_len_k"] = *max_len;
   cfg["mode"] = o.find_max_aps ? "find-max-aps" : (o.online ? "online" : "offline");
   cfg["aps"] = o.online ? nlohmann::json(o.aps) : nlohmann::json(nullptr);
@@ -243,7 +253,7 @@ int RunSim(const Options& o) {
       runner.sim_wall_s > 0 ? static_cast<double>(runner.sim_requests) / runner.sim_wall_s : 0;
 
   std::cout << model->name << " " << cfg["pd"].get<std::string>() << ", " << compact->agents.size()
-            << " agents (" << compact->turns.size() << " requests, " << workload_name << "), "
+            << " agents (" << total_requests << " requests, " << workload_name << "), "
             << cfg["mode"].get<std::string>()
             << (o.online ? " at " + std::to_string(o.aps) + " agents/s" : "") << "\n";
   std::cout << sim::ReportTable(report);

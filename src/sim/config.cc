@@ -26,7 +26,8 @@ using nlohmann::json;
       X(decode_hbm_efficiency) X(de_hbm_reserved_gb) X(decode_weight_gb) X(max_decode_batch)   \
           X(pe_ep_nodes) X(de_ep_nodes) X(block_tokens)
 #define DP_SCHED_FIELDS(X) X(short_read_queue_s) X(unfinished_token_limit_s) X(fetch_interval_ms)
-#define DP_TOP_FIELDS(X) X(snic_window_s) X(balance_phase_fraction) X(online_horizon_s)
+#define DP_TOP_FIELDS(X) \
+  X(snic_window_s) X(balance_phase_fraction) X(online_horizon_s) X(synthetic_trajectories)
 
 template <typename T>
 Status ReadField(const json& j, std::string_view path, T* out) {

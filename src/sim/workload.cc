@@ -1,6 +1,7 @@
 // Conversions into the simulator's compact forms: system names, cluster shapes, workloads.
 #include <algorithm>
 #include <cctype>
+#include <random>
 #include <string>
 
 #include "dualpath/sim/simulator.h"
@@ -119,6 +120,21 @@ Result<SimWorkload> CompactWorkload(const trace::Workload& w, uint32_t block_tok
   }
   if (out.agents.empty()) {
     return InvalidArgument("workload '" + w.name + "' has no turns");
+  }
+  return out;
+}
+
+SimWorkload SampleAgents(const SimWorkload& base, uint64_t agents, uint64_t seed) {
+  SimWorkload out;
+  out.turns = base.turns;
+  out.agents.reserve(agents);
+  std::mt19937_64 rng(seed * 0x9e3779b97f4a7c15ULL + 17);
+  for (uint64_t i = 0; i < agents; ++i) {
+    // Multiply-shift instead of std::uniform_int_distribution, whose algorithm is not pinned by
+    // the standard: the same seed must give the same workload everywhere.
+    const uint64_t k = static_cast<uint64_t>(
+        (static_cast<unsigned __int128>(rng()) * base.agents.size()) >> 64);
+    out.agents.push_back(base.agents[k]);
   }
   return out;
 }

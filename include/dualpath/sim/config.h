@@ -73,6 +73,9 @@ struct SimConfig {
   // Metrics windows.
   double snic_window_s = 1.0;           // storage-NIC max/avg window
   double balance_phase_fraction = 0.5;  // max/avg averaged over the first fraction of the run
+  // Synthetic workloads: agents sample this many generated trajectories (the paper's datasets
+  // hold 500, Appendix A.3); 0 = one fresh trajectory per agent.
+  uint32_t synthetic_trajectories = 500;
   // --find-max-aps: agents arrive over this many simulated seconds at each tried rate.
   double online_horizon_s = 7200;
 

@@ -105,6 +105,11 @@ struct SimWorkload {
 // persisted block size that hits are counted in.
 Result<SimWorkload> CompactWorkload(const trace::Workload& w, uint32_t block_tokens);
 
+// DualPath Appendix A.3: the paper's datasets hold 500 trajectories and "to generate additional
+// agent trajectories, we sample an existing trajectory". Returns `agents` agents, each replaying
+// a trajectory of `base` drawn uniformly with a seeded RNG (agents share the turn records).
+SimWorkload SampleAgents(const SimWorkload& base, uint64_t agents, uint64_t seed);
+
 Result<SimResult> Simulate(const SimConfig& config, const kv::ModelGeometry& model,
                            const SimWorkload& workload, const RunSpec& spec);
 
