@@ -189,7 +189,7 @@ int RunSim(const Options& o) {
     spec.max_len_k = *max_len;
     // Appendix A.3: a dataset of trajectories that agents sample (see SampleAgents below).
     spec.sessions = config.synthetic_trajectories > 0 ? config.synthetic_trajectories
-                                                       : static_cast<uint32_t>(*agents);
+                                                      : static_cast<uint32_t>(*agents);
     spec.seed = o.seed;
     spec.block_size = config.engine.block_tokens;
     return trace::GenerateSynthetic(spec);

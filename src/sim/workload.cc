@@ -132,8 +132,8 @@ SimWorkload SampleAgents(const SimWorkload& base, uint64_t agents, uint64_t seed
   for (uint64_t i = 0; i < agents; ++i) {
     // Multiply-shift instead of std::uniform_int_distribution, whose algorithm is not pinned by
     // the standard: the same seed must give the same workload everywhere.
-    const uint64_t k = static_cast<uint64_t>(
-        (static_cast<unsigned __int128>(rng()) * base.agents.size()) >> 64);
+    const uint64_t k =
+        static_cast<uint64_t>((static_cast<unsigned __int128>(rng()) * base.agents.size()) >> 64);
     out.agents.push_back(base.agents[k]);
   }
   return out;
