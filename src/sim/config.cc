@@ -10,26 +10,20 @@ namespace {
 using nlohmann::json;
 
 // One table of fields per section, so parsing, printing and the docs cannot drift apart.
-#define DP_HW_FIELDS(X)                                                                          \
-  X(gpus_per_node)                                                                               \
-  X(cnic_gbps)                                                                                   \
-  X(snic_gbps)                                                                                   \
-  X(snic_efficiency)                                                                             \
-  X(cnic_kv_share)                                                                               \
-  X(dram_buffer_gb) X(host_mem_gBps) X(pcie_gBps) X(gpu_bf16_tflops) X(gpu_fp8_tflops) X(hbm_gb) \
-      X(hbm_tbps)
-#define DP_ENGINE_FIELDS(X)                                                                  \
-  X(linear_efficiency)                                                                       \
-  X(attention_efficiency)                                                                    \
-  X(linear_half_tokens)                                                                      \
-  X(layer_overhead_us)                                                                       \
-  X(compute_quota_ms)                                                                        \
-  X(pe_hbm_reserved_gb) X(decode_overhead_ms) X(decode_compute_efficiency)                   \
-      X(decode_hbm_efficiency) X(de_hbm_reserved_gb) X(decode_weight_gb) X(max_decode_batch) \
-          X(pe_ep_nodes) X(de_ep_nodes) X(block_tokens)
+// clang-format off
+#define DP_HW_FIELDS(X)                                                                  \
+  X(gpus_per_node) X(cnic_gbps) X(snic_gbps) X(snic_efficiency) X(cnic_kv_share)         \
+  X(dram_buffer_gb) X(host_mem_gBps) X(pcie_gBps) X(gpu_bf16_tflops) X(gpu_fp8_tflops)   \
+  X(hbm_gb) X(hbm_tbps)
+#define DP_ENGINE_FIELDS(X)                                                              \
+  X(linear_efficiency) X(attention_efficiency) X(linear_half_tokens) X(layer_overhead_us) \
+  X(compute_quota_ms) X(pe_hbm_reserved_gb) X(decode_overhead_ms)                        \
+  X(decode_compute_efficiency) X(decode_hbm_efficiency) X(de_hbm_reserved_gb)            \
+  X(decode_weight_gb) X(max_decode_batch) X(pe_ep_nodes) X(de_ep_nodes) X(block_tokens)
 #define DP_SCHED_FIELDS(X) X(short_read_queue_s) X(unfinished_token_limit_s) X(fetch_interval_ms)
-#define DP_TOP_FIELDS(X) \
+#define DP_TOP_FIELDS(X)                                                                 \
   X(snic_window_s) X(balance_phase_fraction) X(online_horizon_s) X(synthetic_trajectories)
+// clang-format on
 
 template <typename T>
 Status ReadField(const json& j, std::string_view path, T* out) {
