@@ -78,3 +78,32 @@ TEST(CompactWorkloadTest, EmptyWorkloadIsAnError) {
 
 }  // namespace
 }  // namespace dualpath::sim
+
+namespace dualpath::sim {
+namespace {
+
+TEST(SampleAgentsTest, DrawsFromTheBaseDeterministically) {
+  SimWorkload base;
+  for (uint32_t i = 0; i < 5; ++i) {
+    base.turns.push_back(SimTurn{.hit = 0, .prompt = 100 + i, .gen = 1});
+    base.agents.push_back(SimAgent{.start_s = 0, .first_turn = i, .num_turns = 1});
+  }
+  const SimWorkload a = SampleAgents(base, 1000, 1);
+  const SimWorkload b = SampleAgents(base, 1000, 1);
+  const SimWorkload c = SampleAgents(base, 1000, 2);
+  ASSERT_EQ(a.agents.size(), 1000u);
+  EXPECT_EQ(a.turns.size(), base.turns.size());  // agents share the turn records
+  int seen[5] = {};
+  bool differs = false;
+  for (size_t i = 0; i < a.agents.size(); ++i) {
+    ASSERT_LT(a.agents[i].first_turn, 5u);
+    EXPECT_EQ(a.agents[i].first_turn, b.agents[i].first_turn);
+    differs = differs || a.agents[i].first_turn != c.agents[i].first_turn;
+    seen[a.agents[i].first_turn]++;
+  }
+  EXPECT_TRUE(differs);
+  for (int n : seen) EXPECT_GT(n, 150);  // uniform-ish: 200 expected each
+}
+
+}  // namespace
+}  // namespace dualpath::sim
