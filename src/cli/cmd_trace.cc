@@ -20,6 +20,9 @@ struct StatsOptions {
   uint32_t sessions = 500;
   uint64_t seed = 1;
   uint32_t block_size = 64;
+  double scale_append = 1.0;
+  double scale_gen = 1.0;
+  bool infer_sessions = false;
   bool json = false;
 };
 
@@ -43,10 +46,23 @@ Result<trace::Workload> LoadWorkload(const StatsOptions& o) {
   }
   if (!o.synthetic.empty()) {
     ASSIGN_OR_RETURN(const uint32_t k, ParseMaxLenK(o.synthetic));
-    return trace::GenerateSynthetic(
-        {.max_len_k = k, .sessions = o.sessions, .seed = o.seed, .block_size = o.block_size});
+    ASSIGN_OR_RETURN(
+        trace::Workload w,
+        trace::GenerateSynthetic(
+            {.max_len_k = k, .sessions = o.sessions, .seed = o.seed, .block_size = o.block_size}));
+    if (o.scale_append == 1.0 && o.scale_gen == 1.0) {
+      return w;
+    }
+    return trace::ScaleTurns(w, o.scale_append, o.scale_gen, uint64_t{k} * 1024);
   }
-  return trace::ReadTrace(o.input, o.format);
+  if (o.scale_append != 1.0 || o.scale_gen != 1.0) {
+    return Status(Code::kInvalidArgument, "--scale-append/--scale-gen need --synthetic");
+  }
+  ASSIGN_OR_RETURN(trace::Workload w, trace::ReadTrace(o.input, o.format));
+  if (o.infer_sessions) {
+    return trace::InferMooncakeSessions(w);
+  }
+  return w;
 }
 
 std::string Fixed(double v, int digits) {
@@ -118,6 +134,12 @@ void Register(CLI::App& root, int* exit_code) {
       ->add_option("--block-size", opts->block_size,
                    "Tokens per KV block for hits of traces without hash ids (default 64)")
       ->check(CLI::Range(1u, 1u << 20));
+  stats->add_option("--scale-append", opts->scale_append,
+                    "Synthetic: multiply appends, then truncate at MaxLen (paper Figure 9)");
+  stats->add_option("--scale-gen", opts->scale_gen,
+                    "Synthetic: multiply generations, then truncate at MaxLen (paper Figure 9)");
+  stats->add_flag("--infer-sessions", opts->infer_sessions,
+                  "Mooncake: group requests into conversations by their hash-id chains");
   stats->add_flag("--json", opts->json, "Print JSON instead of a table");
   stats->callback([opts, exit_code] {
     Result<trace::Workload> w = LoadWorkload(*opts);

@@ -174,6 +174,18 @@ TEST(BlockFileTest, FingerprintAndChecksumProperties) {
   EXPECT_EQ(BlockChecksum({}), BlockChecksum(std::span<const std::byte>()));
 }
 
+TEST(BlockFileTest, HeaderOnlyDecodeChecks) {
+  Fixture f;
+  EXPECT_EQ(DecodeBlockFileHeader(std::span(f.file).first(50)).status().code(), Code::kKvTruncated);
+  // The header region alone is enough; the payload is not looked at.
+  f.file[kBlockFileHeaderBytes] ^= std::byte{1};
+  EXPECT_TRUE(DecodeBlockFileHeader(std::span(f.file).first(kBlockFileHeaderBytes)).ok());
+  f.file[offsetof(BlockFileHeader, num_layers)] ^= std::byte{1};
+  EXPECT_EQ(DecodeBlockFileHeader(f.file).status().code(), Code::kKvBadHeader);
+  f.file[0] = std::byte{0};
+  EXPECT_EQ(DecodeBlockFileHeader(f.file).status().code(), Code::kKvBadMagic);
+}
+
 TEST(BlockFileTest, MagicSpellsOnDisk) {
   Fixture f;
   EXPECT_EQ(0, std::memcmp(f.file.data(), "DKVBLK01", 8));

@@ -21,6 +21,12 @@ grep -q 'ideal hit ratio' "$tmp/out" || fail "mooncake: no ideal hit ratio line"
   fail "mooncake --json exited $?"
 [[ $(json_field "$tmp/m.json" requests) == 200 ]] || fail "mooncake --json: requests != 200"
 
+# Conversations inferred from hash chains: 193 sessions in the first 200 requests.
+"$bin" trace stats "$data/mooncake/conversation_trace_head200.jsonl" --infer-sessions --json \
+  >"$tmp/mi.json" || fail "--infer-sessions exited $?"
+[[ $(json_field "$tmp/mi.json" sessions) == 193 ]] || fail "--infer-sessions: sessions != 193"
+[[ $(json_field "$tmp/mi.json" requests) == 200 ]] || fail "--infer-sessions: requests != 200"
+
 # WEKA directory: 3 single-agent sessions + 1 with 3 sub-agents = 7 sessions; hits are high.
 "$bin" trace stats "$data/weka-claude-code" --json >"$tmp/w.json" || fail "weka dir exited $?"
 [[ $(json_field "$tmp/w.json" sessions) == 7 ]] || fail "weka dir: sessions != 7"
@@ -34,6 +40,12 @@ python3 -c 'import json,sys; r=json.load(open(sys.argv[1]))["ideal_hit_ratio"]; 
 cmp -s "$tmp/s1.json" "$tmp/s2.json" || fail "synthetic: same seed, different output"
 cmp -s "$tmp/s1.json" "$tmp/s3.json" && fail "synthetic: different seeds, same output"
 [[ $(json_field "$tmp/s1.json" sessions) == 40 ]] || fail "synthetic: sessions != 40"
+
+# Figure 9 sweep: x4 appends keep every trajectory within MaxLen and cut the turn count.
+"$bin" trace stats --synthetic 64K --sessions 40 --seed 3 --scale-append 4 --json >"$tmp/x4.json" ||
+  fail "--scale-append exited $?"
+python3 -c 'import json,sys; a,b=(json.load(open(p)) for p in sys.argv[1:]); sys.exit(0 if b["turns_per_session"] < a["turns_per_session"] and b["total_mean"] <= 65536 else 1)' \
+  "$tmp/s1.json" "$tmp/x4.json" || fail "--scale-append 4 did not shorten trajectories"
 
 # Bad input: exit 2 and exactly one line on stderr that names the problem.
 expect_bad() {
@@ -59,6 +71,9 @@ expect_bad 'want a MaxLen such as' trace stats --synthetic 64Q
 expect_bad 'outside \[8, 1024\]' trace stats --synthetic 4K
 expect_bad 'exactly one of' trace stats
 expect_bad 'exactly one of' trace stats --synthetic 64K "$tmp/bad.jsonl"
+expect_bad 'need --synthetic' trace stats "$data/weka-claude-code" --scale-gen 2
+expect_bad 'outside (0, 1000\]' trace stats --synthetic 64K --scale-append 0
+expect_bad 'not a one-turn Mooncake request' trace stats "$data/weka-claude-code" --infer-sessions
 mkdir "$tmp/empty"
 expect_bad 'no \*.json session files' trace stats "$tmp/empty"
 

@@ -93,6 +93,15 @@ struct SyntheticSpec {
 // Deterministic for a spec. Errors (kInvalidArgument): max_len_k outside [8, 1024], sessions 0.
 Result<Workload> GenerateSynthetic(const SyntheticSpec& spec);
 
+// DualPath §7 (Figure 9): multiply every turn's append by append_factor and generation by
+// gen_factor (rounded, at least 1 token), then truncate each trajectory at max_len_tokens: turns
+// from the first one whose prompt + generation would exceed it are dropped (a first turn that
+// alone exceeds it is clipped, so no session becomes empty). Errors (kInvalidArgument): factors
+// not in (0, 1000], max_len_tokens < 2, or sessions with hash ids or compactions (their ids
+// would no longer describe the prompts).
+Result<Workload> ScaleTurns(const Workload& w, double append_factor, double gen_factor,
+                            uint64_t max_len_tokens);
+
 // --- Readers ------------------------------------------------------------------------------------
 // Malformed input gives Code::kTraceMalformed with "file:line: what was wrong"; a missing file
 // gives kNotFound.
@@ -100,6 +109,17 @@ Result<Workload> GenerateSynthetic(const SyntheticSpec& spec);
 // One request per line; each request is its own one-turn session arriving at timestamp/1000 s
 // (open loop); hash_ids give cross-request hits.
 Result<Workload> ReadMooncakeJsonl(const std::string& path);
+// Groups the one-turn sessions of ReadMooncakeJsonl into conversations: a request continues the
+// conversation whose latest prompt's full blocks (at least kMinChainBlocks of them, so that a
+// shared system prompt alone links nothing) are a prefix of its hash ids; Mooncake's ids are
+// prefix-chained, so the last full block's id identifies the whole prefix. Turns keep their
+// recorded arrival_s (open loop) and reproduce the recorded prompt lengths: a turn extends the
+// whole previous context when its prompt is at least previous prompt + output, else it keeps the
+// matched full blocks (keep_tokens). Errors (kInvalidArgument): a session that is not a one-turn
+// request with hash ids and arrival_s.
+inline constexpr uint32_t kMinChainBlocks = 2;
+Result<Workload> InferMooncakeSessions(const Workload& requests);
+
 // One trace_NNNN.json Claude Code session; nested sub-agents become extra sessions with parent_id
 // set, sharing the parent's hash-id namespace.
 Result<Workload> ReadWekaSession(const std::string& path);
