@@ -86,11 +86,16 @@ std::string ReportTable(const Report& report) {
                     r.ttft_mean_s, r.ttft_p50_s, r.ttft_p99_s, r.ttst_mean_s, r.tpot_mean_s * 1e3,
                     r.mean_agent_jct_s, r.snic_max_over_avg, aps.c_str());
     } else {
-      const double speedup = basic ? basic->result.jct_s / r.jct_s : 0;
-      const double change = basic ? 100.0 * (r.jct_s / basic->result.jct_s - 1) + 0.0 : 0;
-      std::snprintf(line, sizeof(line), "%-15s %10.0f %8.2fx %9.1f%% %9.1f%% %9.2f %9.2f%s\n",
-                    r.system.c_str(), r.jct_s, speedup, change, 100 * r.snic_avg_utilization,
-                    r.snic_max_over_avg, r.attn_max_over_avg, aps.c_str());
+      // Speedup and JCT change relative to Basic; "-" when Basic was not run.
+      std::string speedup = "        -", change = "         -";
+      if (basic != nullptr) {
+        speedup = Fmt("%8.2fx", basic->result.jct_s / r.jct_s);
+        change = Fmt("%9.1f%%", 100.0 * (r.jct_s / basic->result.jct_s - 1) + 0.0);
+      }
+      std::snprintf(line, sizeof(line), "%-15s %10.0f %s %s %9.1f%% %9.2f %9.2f%s\n",
+                    r.system.c_str(), r.jct_s, speedup.c_str(), change.c_str(),
+                    100 * r.snic_avg_utilization, r.snic_max_over_avg, r.attn_max_over_avg,
+                    aps.c_str());
     }
     os << line;
   }
