@@ -1,0 +1,92 @@
+// SimConfig: everything the cluster simulator needs besides the workload.
+//
+// Three parts: the hardware (DualPath §2.3 / §7.2: nodes of 8 GPUs, a 400 Gbps compute NIC per
+// GPU, one 400 Gbps storage NIC per node, storage that saturates every storage NIC, the DRAM
+// buffer of Appendix A.4), the engine cost model (GPU time from FLOP counts and memory traffic
+// with fitted efficiency factors; docs/sim.md explains every constant and how it was calibrated),
+// and the scheduler thresholds (§6.1 α and β, §6.2 compute quota).
+//
+// Defaults are the calibrated values; a JSON file (docs/formats/sim_config.md) overrides any
+// subset of them. Unknown keys are errors, so a typo cannot silently leave a default in place.
+//
+// Thread safety: a value type.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+
+#include "dualpath/common/status.h"
+
+namespace dualpath::sim {
+
+struct HardwareConfig {
+  uint32_t gpus_per_node = 8;
+  double cnic_gbps = 400;         // compute NIC per GPU (line rate, Gbit/s)
+  double snic_gbps = 400;         // storage NIC per node, shared by the node's engines
+  double snic_efficiency = 0.90;  // achievable fraction of snic line rate (3FS reads)
+  double cnic_kv_share = 0.90;    // fraction of the CNIC left to low-priority KV traffic
+  double dram_buffer_gb = 80;     // PE/DE buffer per node (Appendix A.4, DeepSeek models)
+  double host_mem_gBps = 500;     // host memory bandwidth per node (GB/s), §4.2 M
+  double pcie_gBps = 64;          // GPU<->CNIC PCIe per direction (GB/s, Gen5 x16)
+  double gpu_bf16_tflops = 989;   // dense BF16 peak (Hopper SXM)
+  double gpu_fp8_tflops = 1979;   // dense FP8 peak (linear layers run in FP8)
+  double hbm_gb = 80;             // device memory per GPU
+  double hbm_tbps = 3.35;         // device memory bandwidth per GPU (TB/s)
+};
+
+struct EngineConfig {
+  // Prefill (§6.2): efficiency of the FP8 GEMMs (MoE + projections) and of attention kernels.
+  double linear_efficiency = 0.40;
+  double attention_efficiency = 0.30;
+  double linear_half_tokens = 512;  // GEMM efficiency halves at this many tokens per GPU batch
+  double layer_overhead_us = 150;   // per layer per forward: EP dispatch/combine latency, launch
+  double compute_quota_ms = 300;    // §6.2 / A.4: attention time budget per forward batch
+  double pe_hbm_reserved_gb = 48;   // weights + activations per prefill GPU (EP over pe_ep_nodes)
+  // Decode: step time = overhead + max(compute, HBM traffic) over the EP group's slowest GPU.
+  double decode_overhead_ms = 29;  // two all-to-alls per layer + launch, per step
+  double decode_compute_efficiency = 0.25;
+  double decode_hbm_efficiency = 0.70;
+  double de_hbm_reserved_gb = 38;   // weights + activations per decode GPU
+  double decode_weight_gb = 21;     // weight bytes read per step per decode GPU
+  uint32_t max_decode_batch = 128;  // requests per decode GPU
+  // Parallelism: expert-parallel groups step in lockstep (§6.2).
+  uint32_t pe_ep_nodes = 2;
+  uint32_t de_ep_nodes = 4;
+  uint32_t block_tokens = 64;  // full-block size persisted during decode (§4.1)
+};
+
+struct SchedConfig {
+  // §6.1 α: short read queue threshold, in seconds of one node's storage read bandwidth.
+  double short_read_queue_s = 1.0;
+  // §6.1 β: unfinished-token upper limit, in seconds of one PE's prefill throughput.
+  double unfinished_token_limit_s = 2.0;
+  // How often each engine group's leader fetches work while requests are pending (§6.1 says
+  // "regularly"; the interval is ours).
+  double fetch_interval_ms = 20;
+};
+
+struct SimConfig {
+  HardwareConfig hw;
+  EngineConfig engine;
+  SchedConfig sched;
+  // Metrics windows.
+  double snic_window_s = 1.0;           // storage-NIC max/avg window
+  double balance_phase_fraction = 0.5;  // max/avg averaged over the first fraction of the run
+  // Synthetic workloads: agents sample this many generated trajectories (the paper's datasets
+  // hold 500, Appendix A.3); 0 = one fresh trajectory per agent.
+  uint32_t synthetic_trajectories = 500;
+  // --find-max-aps: agents arrive over this many simulated seconds at each tried rate.
+  double online_horizon_s = 7200;
+
+  // Validates ranges; kSimBadConfig naming the field otherwise.
+  Status Validate() const;
+};
+
+// Defaults overridden by the JSON object in `text` (`origin` names it in errors).
+Result<SimConfig> ParseSimConfig(std::string_view text, std::string_view origin);
+Result<SimConfig> LoadSimConfig(const std::string& path);
+// The whole config as a JSON object (what --json writes under "config").
+std::string SimConfigToJson(const SimConfig& config);
+
+}  // namespace dualpath::sim

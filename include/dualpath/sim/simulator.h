@@ -1,0 +1,116 @@
+// The DualPath cluster simulator: a discrete-event model of a PD-disaggregated cluster (prefill
+// and decode nodes, storage NICs, compute NICs, HBM, DRAM buffers) replaying an agentic workload
+// under one of the paper's systems (Basic, DualPath, Oracle, and the ablation steps).
+//
+// Granularity (why it is fast): events are per request and per forward batch, never per layer or
+// per decode token. A prefill forward batch of an expert-parallel group is one event whose
+// duration is the analytic layerwise pipeline (load of layer i+1 overlapped with compute of layer
+// i). Decode groups advance analytically: between membership changes the step time is constant,
+// so a request's completion is one event. Storage NICs are FIFO fluid servers whose utilization
+// is binned over time.
+//
+// Who owns what: Simulate() owns all state for one run; the caller owns the workload and config.
+// Thread safety: Simulate() is reentrant (no globals); separate runs may go on separate threads.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "dualpath/common/status.h"
+#include "dualpath/kv/model.h"
+#include "dualpath/sim/config.h"
+#include "dualpath/trace/workload.h"
+
+namespace dualpath::sim {
+
+// The systems of DualPath §7.2 and the ablation steps of §7.5.
+enum class SystemKind {
+  kBasic,          // PE read path only, no layerwise prefill
+  kLayerwise,      // Basic + layerwise prefill (ablation step 1)
+  kDualPathRr,     // + dual-path loading, read side chosen round-robin (ablation step 2)
+  kDualPath,       // + the §6 scheduler: read side = shorter read queue, PE read-queue categories
+  kOracle,         // DualPath without any storage read, H2D/D2H or PE->DE KV transfer
+  kDualPathSplit,  // beyond the paper: DualPath + one request's read split across both sides
+};
+std::string_view SystemName(SystemKind kind);  // "basic", "layerwise", "dualpath-rr", ...
+Result<SystemKind> ParseSystem(std::string_view name);
+
+struct ClusterShape {
+  uint32_t prefill_nodes = 2;
+  uint32_t decode_nodes = 4;
+};
+// "2P4D" -> {2, 4}. kInvalidArgument for anything else (0P2D, 2X4D, "").
+Result<ClusterShape> ParseClusterShape(std::string_view text);
+
+struct RunSpec {
+  SystemKind system = SystemKind::kDualPath;
+  ClusterShape shape;
+  bool online = false;
+  double aps = 0;  // online: Poisson agent arrival rate (agents per second)
+  // Online: agents to run (0 = one per workload session). More agents than sessions reuse the
+  // sessions cyclically, so a fixed arrival horizon can be simulated at any rate.
+  uint64_t online_agents = 0;
+  uint64_t seed = 1;  // online arrival times
+  // Workload scaling (for future what-if studies; 1 = the trace as given).
+  double append_scale = 1;
+};
+
+struct SimResult {
+  std::string system;
+  uint64_t requests = 0;
+  uint64_t agents = 0;
+  double jct_s = 0;  // offline: last completion; online: also reported (makespan)
+  double mean_agent_jct_s = 0;
+  // Online: over requests arriving in the steady window (after the first half of the arrival
+  // span, before the last agent arrives) so warm-up and drain do not dilute a growing queue.
+  double ttft_mean_s = 0, ttft_p50_s = 0, ttft_p99_s = 0;
+  double ttst_mean_s = 0;
+  double tpot_mean_s = 0;
+  // Storage-NIC read traffic, busiest NIC over mean NIC per window, traffic-weighted over the
+  // windows of the loaded phase (config.balance_phase_fraction); and the plain mean of ratios.
+  double snic_max_over_avg = 0;
+  double snic_max_over_avg_unweighted = 0;
+  double attn_max_over_avg = 0;  // attention time across a prefill EP group, mean over steps
+  double snic_read_bytes = 0;
+  double snic_avg_utilization = 0;  // read bytes / (nodes x rate x jct)
+  uint64_t events = 0;
+  // Storage-NIC read utilization (0..1) per node per window of config.snic_window_s; nodes are
+  // prefill nodes first. For plots.
+  std::vector<std::vector<float>> snic_util;
+  std::vector<bool> node_is_prefill;
+};
+
+// A workload in the compact form the simulator replays: per agent, per turn, the hit (cached)
+// prompt tokens, the prompt tokens and the tokens to generate (Appendix A.3 replay semantics).
+struct SimTurn {
+  uint32_t hit = 0;
+  uint32_t prompt = 0;
+  uint32_t gen = 0;
+  float think_s = 0;
+  double arrival_s = -1;  // open-loop absolute arrival, else -1 (closed loop)
+};
+struct SimAgent {
+  double start_s = 0;
+  uint32_t first_turn = 0;  // index into SimWorkload::turns
+  uint32_t num_turns = 0;
+};
+struct SimWorkload {
+  std::vector<SimAgent> agents;
+  std::vector<SimTurn> turns;
+};
+// Converts (and checks: no turn with an empty prompt and no generation). block_tokens is the
+// persisted block size that hits are counted in.
+Result<SimWorkload> CompactWorkload(const trace::Workload& w, uint32_t block_tokens);
+
+// DualPath Appendix A.3: the paper's datasets hold 500 trajectories and "to generate additional
+// agent trajectories, we sample an existing trajectory". Returns `agents` agents, each replaying
+// a trajectory of `base` drawn uniformly with a seeded RNG (agents share the turn records).
+SimWorkload SampleAgents(const SimWorkload& base, uint64_t agents, uint64_t seed);
+
+Result<SimResult> Simulate(const SimConfig& config, const kv::ModelGeometry& model,
+                           const SimWorkload& workload, const RunSpec& spec);
+
+}  // namespace dualpath::sim

@@ -1,0 +1,69 @@
+#include "sim/cost_model.h"
+
+#include <gtest/gtest.h>
+
+#include "sim/sched_driver.h"
+
+namespace dualpath::sim {
+namespace {
+
+kv::ModelGeometry Ds660b() {
+  auto m = kv::FindModel("ds660b");
+  EXPECT_TRUE(m.ok());
+  return *m;
+}
+
+TEST(CostModelTest, AttentionTimeGrowsWithCachedAndNewTokens) {
+  CostModel cost(SimConfig{}, Ds660b());
+  EXPECT_GT(cost.PrefillAttentionTime(32768, 512), cost.PrefillAttentionTime(1024, 512));
+  EXPECT_GT(cost.PrefillAttentionTime(32768, 1024), cost.PrefillAttentionTime(32768, 512));
+  EXPECT_GT(cost.PrefillAttentionTime(0, 1), 0);
+}
+
+TEST(CostModelTest, GemmEfficiencyImprovesWithBatch) {
+  SimConfig c;
+  CostModel cost(c, Ds660b());
+  const double per_token_small = cost.PrefillLinearTime(64) / 64;
+  const double per_token_big = cost.PrefillLinearTime(8192) / 8192;
+  EXPECT_GT(per_token_small, 2 * per_token_big);
+  // At a large batch the per-token time approaches FLOPs / (peak x efficiency).
+  const double ideal =
+      Ds660b().LinearFlopsPerToken() / (c.hw.gpu_fp8_tflops * 1e12 * c.engine.linear_efficiency);
+  EXPECT_NEAR(cost.PrefillLinearTime(1e7) / 1e7, ideal, ideal * 0.01);
+  EXPECT_EQ(cost.PrefillLinearTime(0), 0);
+}
+
+TEST(CostModelTest, DecodeIsTheSlowerOfComputeAndMemory) {
+  SimConfig c;
+  CostModel cost(c, Ds660b());
+  const double weights_only =
+      c.engine.decode_weight_gb * 1e9 / (c.hw.hbm_tbps * 1e12 * c.engine.decode_hbm_efficiency);
+  EXPECT_NEAR(cost.DecodeGpuTime(0, 0, 1), weights_only, 1e-12);
+  EXPECT_GT(cost.DecodeGpuTime(1e15, 0, 1), weights_only);  // compute-bound
+  EXPECT_EQ(cost.DecodeGpuTime(1e15, 1e12, 0), 0);          // idle GPU
+}
+
+TEST(CostModelTest, LinksUseTheSlowerOfCnicShareAndPcie) {
+  SimConfig c;
+  c.hw.cnic_gbps = 400;
+  c.hw.cnic_kv_share = 1.0;
+  c.hw.pcie_gBps = 32;
+  EXPECT_DOUBLE_EQ(CostModel(c, Ds660b()).kv_link_bytes_per_s(), 32e9);
+  c.hw.pcie_gBps = 64;
+  EXPECT_DOUBLE_EQ(CostModel(c, Ds660b()).kv_link_bytes_per_s(), 50e9);
+}
+
+TEST(CostModelTest, SchedulerAttentionFitTracksTheFlopModel) {
+  CostModel cost(SimConfig{}, Ds660b());
+  const sched::AttentionTimeModel m = FitAttentionModel(cost);
+  ASSERT_TRUE(m.Validate().ok());
+  for (int64_t c : {2048, 16384, 49152}) {
+    for (int64_t n : {128, 512, 2048}) {
+      const double truth = cost.PrefillAttentionTime(c, n) * 1e9;
+      EXPECT_NEAR(m.ItemNs(c, n), truth, 0.35 * truth) << c << " " << n;
+    }
+  }
+}
+
+}  // namespace
+}  // namespace dualpath::sim

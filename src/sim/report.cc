@@ -1,0 +1,188 @@
+#include "dualpath/sim/report.h"
+
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+namespace dualpath::sim {
+namespace {
+
+using nlohmann::json;
+
+json Num(double v) { return json(v); }
+json Null() { return json(nullptr); }
+
+const ReportEntry* FindBasic(const Report& r) {
+  for (const ReportEntry& e : r.entries) {
+    if (e.result.system == "basic") return &e;
+  }
+  return nullptr;
+}
+
+std::string Fmt(const char* f, double v) {
+  char buf[64];
+  std::snprintf(buf, sizeof(buf), f, v);
+  return buf;
+}
+
+}  // namespace
+
+std::string ReportJson(const Report& report) {
+  json j;
+  j["config"] = json::parse(report.config_json);
+  j["results"] = json::array();
+  for (const ReportEntry& e : report.entries) {
+    const SimResult& r = e.result;
+    json o;
+    o["system"] = r.system;
+    o["mode"] = e.online ? "online" : "offline";
+    o["jct_s"] = e.online ? Null() : Num(r.jct_s);
+    o["ttft_p50_s"] = e.online ? Num(r.ttft_p50_s) : Null();
+    o["ttft_p99_s"] = e.online ? Num(r.ttft_p99_s) : Null();
+    o["ttft_mean_s"] = e.online ? Num(r.ttft_mean_s) : Null();
+    o["ttst_s"] = e.online ? Num(r.ttst_mean_s) : Null();
+    o["tpot_s"] = e.online ? Num(r.tpot_mean_s) : Null();
+    o["snic_max_over_avg"] = r.snic_max_over_avg;
+    o["snic_max_over_avg_unweighted"] = r.snic_max_over_avg_unweighted;
+    o["attn_max_over_avg"] = r.attn_max_over_avg;
+    o["max_aps"] = e.max_aps ? Num(*e.max_aps) : Null();
+    o["mean_agent_jct_s"] = r.mean_agent_jct_s;
+    o["snic_avg_utilization"] = r.snic_avg_utilization;
+    o["requests"] = r.requests;
+    o["agents"] = r.agents;
+    o["events"] = r.events;
+    j["results"].push_back(std::move(o));
+  }
+  j["wall_s"] = report.wall_s;
+  j["sim_requests_per_s"] = report.sim_requests_per_s;
+  return j.dump(2) + "\n";
+}
+
+std::string ReportTable(const Report& report) {
+  std::ostringstream os;
+  const ReportEntry* basic = FindBasic(report);
+  const bool online = !report.entries.empty() && report.entries.front().online;
+  bool any_aps = false;
+  for (const ReportEntry& e : report.entries) any_aps = any_aps || e.max_aps.has_value();
+  char line[256];
+  if (online) {
+    std::snprintf(line, sizeof(line), "%-15s %9s %9s %9s %9s %9s %10s %9s%s\n", "system",
+                  "TTFT avg", "TTFT p50", "TTFT p99", "TTST", "TPOT", "agent JCT", "SNIC m/a",
+                  any_aps ? "   max APS" : "");
+  } else {
+    std::snprintf(line, sizeof(line), "%-15s %10s %9s %10s %10s %9s %9s%s\n", "system", "JCT (s)",
+                  "speedup", "vs basic", "SNIC util", "SNIC m/a", "attn m/a",
+                  any_aps ? "   max APS" : "");
+  }
+  os << line;
+  for (const ReportEntry& e : report.entries) {
+    const SimResult& r = e.result;
+    std::string aps = e.max_aps ? Fmt("%10.3f", *e.max_aps) : (any_aps ? "         -" : "");
+    if (online) {
+      std::snprintf(line, sizeof(line),
+                    "%-15s %8.3fs %8.3fs %8.3fs %8.3fs %7.1fms %9.0fs %9.2f%s\n", r.system.c_str(),
+                    r.ttft_mean_s, r.ttft_p50_s, r.ttft_p99_s, r.ttst_mean_s, r.tpot_mean_s * 1e3,
+                    r.mean_agent_jct_s, r.snic_max_over_avg, aps.c_str());
+    } else {
+      // Speedup and JCT change relative to Basic; "-" when Basic was not run.
+      std::string speedup = "        -", change = "         -";
+      if (basic != nullptr) {
+        speedup = Fmt("%8.2fx", basic->result.jct_s / r.jct_s);
+        change = Fmt("%9.1f%%", 100.0 * (r.jct_s / basic->result.jct_s - 1) + 0.0);
+      }
+      std::snprintf(line, sizeof(line), "%-15s %10.0f %s %s %9.1f%% %9.2f %9.2f%s\n",
+                    r.system.c_str(), r.jct_s, speedup.c_str(), change.c_str(),
+                    100 * r.snic_avg_utilization, r.snic_max_over_avg, r.attn_max_over_avg,
+                    aps.c_str());
+    }
+    os << line;
+  }
+  std::snprintf(line, sizeof(line), "simulated %.0f requests/s of wall time; wall %.2f s\n",
+                report.sim_requests_per_s, report.wall_s);
+  os << line;
+  return os.str();
+}
+
+Status WritePlots(const Report& report, const std::string& dir) {
+  std::error_code ec;
+  std::filesystem::create_directories(dir, ec);
+  if (ec) {
+    return IoError("create plot dir " + dir + ": " + ec.message());
+  }
+  std::ostringstream script;
+  script << "set terminal pngcairo size 1000,600 font 'sans,11'\n";
+  // JCT (offline) or TTFT (online) per system: a bar chart.
+  {
+    std::ofstream dat(dir + "/jct.dat");
+    for (const ReportEntry& e : report.entries) {
+      dat << '"' << e.result.system << "\" " << (e.online ? e.result.ttft_mean_s : e.result.jct_s)
+          << "\n";
+    }
+    const bool online = !report.entries.empty() && report.entries.front().online;
+    script << "set output '" << dir << "/jct.png'\n"
+           << "set title '" << (online ? "Mean TTFT per system" : "Job completion time per system")
+           << "'\nset ylabel '" << (online ? "TTFT (s)" : "JCT (s)") << "'\n"
+           << "set style fill solid 0.8 border -1\nset boxwidth 0.6\nset yrange [0:*]\n"
+           << "set grid ytics\nunset key\n"
+           << "plot '" << dir
+           << "/jct.dat' using 0:2:xtic(1) with boxes lc rgb '#4472c4', '' using "
+              "0:2:(sprintf('%.0f',$2)) "
+              "with labels offset 0,1 notitle\n";
+  }
+  // Storage-NIC read utilization over time, one line per node (paper Figure 15).
+  for (const ReportEntry& e : report.entries) {
+    const SimResult& r = e.result;
+    if (r.snic_util.empty()) continue;
+    const std::string dat_path = dir + "/snic_" + r.system + ".dat";
+    std::ofstream dat(dat_path);
+    const size_t windows = r.snic_util.front().size();
+    // Average over groups of windows so a long run stays readable (~400 points).
+    const size_t step = std::max<size_t>(1, windows / 400);
+    for (size_t w = 0; w + step <= windows; w += step) {
+      dat << w;  // window index; scaled to seconds below
+      for (const auto& node : r.snic_util) {
+        double s = 0;
+        for (size_t k = w; k < w + step; ++k) s += node[k];
+        dat << ' ' << 100.0 * s / static_cast<double>(step);
+      }
+      dat << '\n';
+    }
+    script << "reset\nset output '" << dir << "/snic_" << r.system << ".png'\n"
+           << "set title 'Storage NIC read utilization per node: " << r.system << "'\n"
+           << "set xlabel 'time (s)'\nset ylabel 'utilization (%)'\nset yrange [0:110]\n"
+           << "set grid\nset key outside right\n";
+    json cfg = json::parse(report.config_json);
+    const double window_s = cfg["sim"].value("snic_window_s", 1.0);
+    script << "plot ";
+    const size_t nodes = r.snic_util.size();
+    // Keep the plot readable for big clusters: at most 12 nodes drawn, prefill nodes first.
+    const size_t shown = std::min<size_t>(nodes, 12);
+    for (size_t n = 0; n < shown; ++n) {
+      const size_t idx = n < shown / 2 || nodes <= 12 ? n : nodes - (shown - n);
+      const bool prefill = r.node_is_prefill[idx];
+      size_t pcount = 0;
+      for (size_t k = 0; k < idx; ++k) pcount += r.node_is_prefill[k] ? 1 : 0;
+      const std::string name =
+          prefill ? "P" + std::to_string(pcount) : "D" + std::to_string(idx - pcount);
+      script << (n ? ", " : "") << "'" << dat_path << "' using ($1*" << window_s
+             << "):" << (idx + 2) << " with lines lw 1.5 dt " << (prefill ? 1 : 2) << " title '"
+             << name << "'";
+    }
+    script << "\n";
+  }
+  const std::string gp = dir + "/plots.gp";
+  {
+    std::ofstream out(gp);
+    out << script.str();
+  }
+  const std::string cmd = "gnuplot '" + gp + "' 2>'" + dir + "/gnuplot.log'";
+  const int rc = std::system(cmd.c_str());
+  if (rc != 0) {
+    return IoError("gnuplot failed (exit " + std::to_string(rc) + "); see " + dir + "/gnuplot.log");
+  }
+  return Status::Ok();
+}
+
+}  // namespace dualpath::sim

@@ -1,0 +1,166 @@
+#include "sim/sched_driver.h"
+
+#include <algorithm>
+#include <array>
+#include <cmath>
+
+namespace dualpath::sim {
+
+sched::SchedConfig SchedConfigFor(SystemKind system, const SimConfig& config, double alpha_tokens,
+                                  double beta_tokens) {
+  sched::SchedConfig s;
+  switch (system) {
+    case SystemKind::kBasic:
+      s = sched::SchedConfig::Basic();
+      break;
+    case SystemKind::kLayerwise:
+      s = sched::SchedConfig::Basic();
+      s.layerwise_prefill = true;
+      break;
+    case SystemKind::kDualPathRr:
+      s = sched::SchedConfig::DualPathRoundRobinSide();
+      break;
+    case SystemKind::kDualPath:
+    case SystemKind::kOracle:
+      s = sched::SchedConfig::DualPath();
+      break;
+    case SystemKind::kDualPathSplit:
+      s = sched::SchedConfig::DualPath();
+      s.split_reads = true;
+      break;
+  }
+  s.short_read_queue_tokens = std::max<int64_t>(1, std::llround(alpha_tokens));
+  s.unfinished_token_limit = std::max<int64_t>(1, std::llround(beta_tokens));
+  s.compute_quota = static_cast<Nanos>(config.engine.compute_quota_ms * 1e6);
+  s.block_tokens = config.engine.block_tokens;
+  return s;
+}
+
+sched::AttentionTimeModel FitAttentionModel(const CostModel& cost) {
+  // Weighted least squares for t(c, n) ~ a*n + b*n*c + d*n^2 over agentic shapes (c >= 2K: DSA
+  // attention saturates at its top-k there, which a quadratic form cannot follow below it). The
+  // features are scaled to similar magnitudes (the raw n*c and n values differ by 10^8, which
+  // would leave the normal equations singular in double precision), and each point is weighted
+  // by 1/t so small chunks are fitted as well as big ones. A coefficient that comes out negative
+  // is dropped and the rest refitted (sched requires all >= 0 for its binary search).
+  constexpr double kScale[3] = {1e3, 1e7, 1e6};
+  bool use[3] = {true, true, true};
+  std::array<double, 3> x{};
+  for (int attempt = 0; attempt < 3; ++attempt) {
+    std::array<std::array<double, 3>, 3> m{};
+    std::array<double, 3> v{};
+    for (double c : {2048.0, 4096.0, 8192.0, 16384.0, 32768.0, 65536.0}) {
+      for (double n : {64.0, 128.0, 512.0, 1024.0, 2048.0, 4096.0}) {
+        const double t =
+            cost.PrefillAttentionTime(static_cast<uint64_t>(c), static_cast<uint64_t>(n)) * 1e9;
+        const double w2 = 1.0 / std::max(t * t, 1.0);
+        const std::array<double, 3> f = {n / kScale[0], n * c / kScale[1], n * n / kScale[2]};
+        for (int i = 0; i < 3; ++i) {
+          for (int j = 0; j < 3; ++j) m[i][j] += w2 * f[i] * f[j];
+          v[i] += w2 * f[i] * t;
+        }
+      }
+    }
+    for (int i = 0; i < 3; ++i) {
+      if (!use[i]) {  // pin a dropped coefficient to zero
+        for (int j = 0; j < 3; ++j) m[i][j] = m[j][i] = 0;
+        m[i][i] = 1;
+        v[i] = 0;
+      }
+    }
+    for (int col = 0; col < 3; ++col) {  // Gaussian elimination with partial pivoting
+      int piv = col;
+      for (int row = col + 1; row < 3; ++row) {
+        if (std::abs(m[row][col]) > std::abs(m[piv][col])) piv = row;
+      }
+      std::swap(m[col], m[piv]);
+      std::swap(v[col], v[piv]);
+      for (int row = col + 1; row < 3; ++row) {
+        const double f = m[row][col] / m[col][col];
+        for (int k = col; k < 3; ++k) m[row][k] -= f * m[col][k];
+        v[row] -= f * v[col];
+      }
+    }
+    for (int row = 2; row >= 0; --row) {
+      double acc = v[row];
+      for (int k = row + 1; k < 3; ++k) acc -= m[row][k] * x[k];
+      x[row] = acc / m[row][row];
+    }
+    bool negative = false;
+    for (int i = 0; i < 3; ++i) {
+      if (use[i] && x[i] < 0) {
+        use[i] = false;
+        negative = true;
+      }
+    }
+    if (!negative) break;
+  }
+  sched::AttentionTimeModel model;
+  model.per_token_ns = use[0] ? std::max(0.0, x[0]) / kScale[0] : 0;
+  model.per_cached_pair_ns = use[1] ? std::max(0.0, x[1]) / kScale[1] : 0;
+  model.per_token_sq_ns = use[2] ? std::max(0.0, x[2]) / kScale[2] : 0;
+  return model;
+}
+
+Result<std::unique_ptr<SchedDriver>> SchedDriver::Create(const ClusterState& c,
+                                                         const sched::SchedConfig& config) {
+  sched::UniformClusterSpec spec;
+  spec.prefill_nodes = static_cast<int>(c.prefill_nodes);
+  spec.decode_nodes = static_cast<int>(c.decode_nodes);
+  spec.gpus_per_node = static_cast<int>(c.gpus_per_node);
+  ASSIGN_OR_RETURN(sched::ClusterDesc desc, sched::MakeUniformCluster(spec));
+  ASSIGN_OR_RETURN(std::unique_ptr<sched::Scheduler> s, sched::Scheduler::Create(desc, config));
+  std::unique_ptr<SchedDriver> d(new SchedDriver(std::move(s)));
+  d->group_engines_.resize(static_cast<size_t>(desc.num_groups()));
+  for (const sched::EngineDesc& e : desc.engines) {
+    d->group_engines_[e.group.value()].push_back(e.id.value());
+  }
+  return d;
+}
+
+Status SchedDriver::Submit(uint32_t slot, uint64_t prompt, uint64_t hit, uint64_t gen) {
+  sched::SchedRequest r;
+  r.id = RequestId(slot);
+  r.session = SessionId(slot);
+  r.prompt_tokens = static_cast<int64_t>(prompt);
+  r.hit_tokens = static_cast<int64_t>(hit);
+  r.expected_gen_tokens = static_cast<int64_t>(gen);
+  return sched_->Submit(r);
+}
+
+// Engine ids: PEs are 0..P*g-1 (ClusterState::pes order), DEs follow (ClusterState::des order);
+// node ids equal ClusterState::nics indices. Both follow MakeUniformCluster's numbering.
+sched::EngineReport SchedDriver::Report(const ClusterState& c, uint32_t engine, double now) const {
+  sched::EngineReport r;
+  r.engine = EngineId(engine);
+  const auto num_pes = static_cast<uint32_t>(c.pes.size());
+  uint32_t nic;
+  if (engine < num_pes) {
+    const PeState& p = c.pes[engine];
+    r.unfinished_requests = p.requests;
+    r.unfinished_tokens = static_cast<int64_t>(p.tokens);
+    nic = p.node;
+  } else {
+    const DeState& d = c.des[engine - num_pes];
+    r.unfinished_requests = d.requests;
+    r.unfinished_tokens = static_cast<int64_t>(d.tokens);
+    r.hbm_free_tokens = static_cast<int64_t>(std::max(0.0, d.hbm_free) / c.kv_bytes_per_token);
+    nic = d.node;
+  }
+  r.read_queue_tokens = static_cast<int64_t>(c.ReadQueueTokens(nic, now));
+  return r;
+}
+
+Status SchedDriver::FetchGroup(uint32_t group, const ClusterState& c, double now,
+                               std::vector<sched::DecodeAssignment>* decode,
+                               std::vector<sched::Assignment>* prefill) {
+  reports_.clear();
+  for (uint32_t e : group_engines_[group]) reports_.push_back(Report(c, e, now));
+  out_.Clear();
+  RETURN_IF_ERROR(sched_->FetchForGroup(sched::GroupId(group), reports_, &out_));
+  decode->insert(decode->end(), out_.decode.begin(), out_.decode.end());
+  prefill->insert(prefill->end(), out_.prefill.begin(), out_.prefill.end());
+  return Status::Ok();
+}
+
+}  // namespace dualpath::sim

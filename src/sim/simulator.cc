@@ -1,0 +1,721 @@
+#include "dualpath/sim/simulator.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <queue>
+#include <random>
+
+#include "dualpath/common/check.h"
+#include "dualpath/sim/event_queue.h"
+#include "sim/cluster_state.h"
+#include "sim/cost_model.h"
+#include "sim/sched_driver.h"
+
+namespace dualpath::sim {
+namespace {
+
+enum class ReadSide : uint8_t { kNone, kPe, kDe, kBoth };
+
+enum EventKind : uint32_t {
+  kFetch,        // every group fetches from the scheduler
+  kArrive,       // a = agent, b = turn index (global)
+  kReadDone,     // b = request slot
+  kPrefillStep,  // a = prefill group
+  kDecodeJoin,   // b = request slot
+  kDecodeDone,   // a = decode group, b = group version
+};
+
+struct Req {
+  uint32_t agent = 0;
+  uint32_t turn = 0;  // index into SimWorkload::turns
+  uint64_t hit = 0, prompt = 0, gen = 0;
+  uint64_t done_new = 0;
+  double arrival = 0, first_token = 0, ttst_time = 0;
+  uint32_t pe = 0, de = 0;
+  ReadSide side = ReadSide::kNone;
+  bool sent_hit = false;  // PE read path: hit KV forwarded to the DE with the first chunk
+  uint8_t reads_left = 0;
+  uint64_t pe_read_tokens = 0;    // hit tokens read on the PE side (forwarded to the DE later)
+  double read_bytes[2] = {0, 0};  // [0] PE side, [1] DE side
+  uint32_t read_nic[2] = {0, 0};
+  double de_hbm = 0;
+  double dec_flops = 0, dec_kv = 0;
+};
+
+struct BatchEntry {
+  uint32_t req;
+  uint64_t n;  // new tokens computed in this forward
+};
+
+struct PeGroup {
+  std::vector<uint32_t> pes;
+  bool busy = false;
+  std::vector<BatchEntry> batch;
+};
+
+struct DeGroup {
+  std::vector<uint32_t> des;
+  double steps = 0;  // decode steps completed (fractional between events)
+  double last_t = 0;
+  double tau = 0;  // current step time
+  uint64_t version = 0;
+  // (finish step, request) min-heap.
+  std::priority_queue<std::pair<double, uint32_t>, std::vector<std::pair<double, uint32_t>>,
+                      std::greater<>>
+      heap;
+};
+
+bool Layerwise(SystemKind s) { return s != SystemKind::kBasic; }
+
+class Simulation {
+ public:
+  Simulation(const SimConfig& config, const kv::ModelGeometry& model, const SimWorkload& w,
+             const RunSpec& spec)
+      : cfg_(config),
+        cost_(config, model),
+        w_(w),
+        spec_(spec),
+        layerwise_(Layerwise(spec.system)),
+        oracle_(spec.system == SystemKind::kOracle),
+        attn_model_(FitAttentionModel(cost_)),
+        rng_(spec.seed ^ 0x9e3779b97f4a7c15ULL) {}
+
+  Result<SimResult> Run();
+
+ private:
+  Status Build();
+  Status Arrive(uint32_t agent, uint32_t turn, double now);
+  Status Fetch(uint32_t group, double now);
+  void Push(double time, uint32_t kind, uint32_t a = 0, uint64_t b = 0) {
+    if (kind != kFetch) ++work_events_;
+    q_.Push(time, kind, a, b);
+  }
+  void StartReads(uint32_t slot, double now);
+  void AdmitReads(uint32_t nic, double now);
+  Status KickPrefill(uint32_t group, double now);
+  Status FinishPrefillStep(uint32_t group, double now);
+  void PrefillDone(uint32_t slot, double now);
+  void DecodeJoin(uint32_t slot, double now);
+  void DecodeDone(uint32_t group, uint64_t version, double now);
+  void AdvanceDecode(DeGroup& g, double now);
+  void RetimeDecode(uint32_t group, double now);
+  void Complete(uint32_t slot, double now);
+  uint32_t NewReq();
+  SimResult Collect(double wall_end);
+
+  const SimConfig& cfg_;
+  CostModel cost_;
+  const SimWorkload& w_;
+  RunSpec spec_;
+  bool layerwise_;
+  bool oracle_;
+  sched::AttentionTimeModel attn_model_;
+  std::unique_ptr<SchedDriver> driver_;
+  std::vector<bool> fetch_armed_;  // per scheduler group: its fetch timer is running
+  uint64_t work_events_ = 0;       // queued events other than fetch ticks
+  double last_placement_ = 0;
+  std::mt19937_64 rng_;
+  std::uniform_real_distribution<double> jitter_{
+      0.0, 1.0};  // last time a fetch placed anything (stall detection)
+  std::vector<sched::DecodeAssignment> decode_out_;
+  std::vector<sched::Assignment> prefill_out_;
+  std::vector<sched::PrefillWork> work_;
+  sched::BatchPlan plan_;
+
+  EventQueue q_;
+  ClusterState c_;
+  std::vector<PeGroup> pe_groups_;
+  std::vector<DeGroup> de_groups_;
+  std::vector<Req> reqs_;
+  std::vector<uint32_t> free_reqs_;
+
+  // Metrics.
+  std::vector<float> ttft_;
+  double ttst_sum_ = 0;
+  uint64_t ttst_n_ = 0;
+  double tpot_sum_ = 0;
+  uint64_t tpot_n_ = 0;
+  double agent_jct_sum_ = 0;
+  uint64_t agents_done_ = 0;
+  uint64_t requests_done_ = 0;
+  double last_completion_ = 0;
+  std::vector<std::pair<double, double>> attn_ratio_;  // (time, max/avg) per prefill step
+  std::vector<double> agent_start_;
+  double steady_from_ = 0, steady_to_ = 0;  // online TTFT window (arrival times)
+};
+
+Status Simulation::Build() {
+  const uint32_t g = cfg_.hw.gpus_per_node;
+  c_.prefill_nodes = spec_.shape.prefill_nodes;
+  c_.decode_nodes = spec_.shape.decode_nodes;
+  c_.gpus_per_node = g;
+  c_.kv_bytes_per_token = cost_.kv_bytes_per_token();
+  const uint32_t nodes = c_.prefill_nodes + c_.decode_nodes;
+  // Each node's DRAM buffer serves as PE buffer (prefill nodes) or DE buffer (decode nodes).
+  for (uint32_t n = 0; n < nodes; ++n) {
+    c_.nics.emplace_back(cost_.snic_bytes_per_s(), cfg_.hw.dram_buffer_gb * 1e9,
+                         cfg_.snic_window_s);
+  }
+  const uint32_t pe_group_nodes = std::min(cfg_.engine.pe_ep_nodes, c_.prefill_nodes);
+  const uint32_t de_group_nodes = std::min(cfg_.engine.de_ep_nodes, c_.decode_nodes);
+  for (uint32_t n = 0; n < c_.prefill_nodes; ++n) {
+    const uint32_t group = n / pe_group_nodes;
+    if (group >= pe_groups_.size()) pe_groups_.emplace_back();
+    for (uint32_t i = 0; i < g; ++i) {
+      PeState p;
+      p.node = n;
+      p.group = group;
+      pe_groups_[group].pes.push_back(static_cast<uint32_t>(c_.pes.size()));
+      c_.pes.push_back(std::move(p));
+    }
+  }
+  for (uint32_t n = 0; n < c_.decode_nodes; ++n) {
+    const uint32_t group = n / de_group_nodes;
+    if (group >= de_groups_.size()) de_groups_.emplace_back();
+    for (uint32_t i = 0; i < g; ++i) {
+      DeState d;
+      d.node = c_.DeNode(n);
+      d.group = group;
+      d.hbm_free = cost_.de_kv_capacity_bytes();
+      de_groups_[group].des.push_back(static_cast<uint32_t>(c_.des.size()));
+      c_.des.push_back(d);
+    }
+  }
+
+  // §6.1 thresholds from profiled rates (A.4: "profiled in advance"): alpha = tokens one node's
+  // storage NIC reads in short_read_queue_s; beta = prompt tokens one PE prefills in
+  // unfinished_token_limit_s, estimated on the workload's mean request in a quota-sized batch.
+  double hit_sum = 0, prompt_sum = 0;
+  for (const SimTurn& t : w_.turns) {
+    hit_sum += t.hit;
+    prompt_sum += t.prompt;
+  }
+  const double n_turns = static_cast<double>(w_.turns.size());
+  const auto mean_hit = static_cast<uint64_t>(hit_sum / n_turns);
+  const auto mean_new =
+      std::max<uint64_t>(1, static_cast<uint64_t>((prompt_sum - hit_sum) / n_turns));
+  const double attn = cost_.PrefillAttentionTime(mean_hit, mean_new);
+  const double per_batch = std::max(1.0, cfg_.engine.compute_quota_ms * 1e-3 / attn);
+  const double batch_tokens = per_batch * static_cast<double>(mean_new);
+  const double per_req = attn + cost_.PrefillLinearTime(batch_tokens) / per_batch;
+  const double pe_prompt_tokens_per_s = (prompt_sum / n_turns) / per_req;
+  const double alpha =
+      cfg_.sched.short_read_queue_s * cost_.snic_bytes_per_s() / cost_.kv_bytes_per_token();
+  const double beta = cfg_.sched.unfinished_token_limit_s * pe_prompt_tokens_per_s;
+  ASSIGN_OR_RETURN(driver_,
+                   SchedDriver::Create(c_, SchedConfigFor(spec_.system, cfg_, alpha, beta)));
+  fetch_armed_.assign(driver_->num_groups(), false);
+  return Status::Ok();
+}
+
+uint32_t Simulation::NewReq() {
+  if (!free_reqs_.empty()) {
+    uint32_t s = free_reqs_.back();
+    free_reqs_.pop_back();
+    reqs_[s] = Req{};
+    return s;
+  }
+  reqs_.emplace_back();
+  return static_cast<uint32_t>(reqs_.size() - 1);
+}
+
+Status Simulation::Arrive(uint32_t agent, uint32_t turn, double now) {
+  const SimTurn& t = w_.turns[turn];
+  uint32_t slot = NewReq();
+  Req& r = reqs_[slot];
+  r.agent = agent;
+  r.turn = turn;
+  r.prompt = t.prompt;
+  r.hit = t.hit;
+  r.gen = t.gen;
+  if (spec_.append_scale != 1) {
+    const double extra = static_cast<double>(t.prompt - t.hit) * (spec_.append_scale - 1);
+    r.prompt = std::max<uint64_t>(r.hit + 1, static_cast<uint64_t>(r.prompt + extra));
+  }
+  r.arrival = now;
+  r.de_hbm = static_cast<double>(r.prompt + r.gen) * cost_.kv_bytes_per_token();
+  // Oracle reads nothing: the scheduler sees no hit tokens to place (docs/sched.md).
+  RETURN_IF_ERROR(driver_->Submit(slot, r.prompt, oracle_ ? 0 : r.hit, r.gen));
+  last_placement_ = now;  // a new request restarts the stall clock
+  // Idle groups start their fetch timers, staggered over one interval (decode groups, which come
+  // after the prefill groups in sched's numbering, are not favoured by the order).
+  const double interval = cfg_.sched.fetch_interval_ms * 1e-3;
+  const auto groups = static_cast<uint32_t>(fetch_armed_.size());
+  for (uint32_t g = 0; g < groups; ++g) {
+    if (!fetch_armed_[g]) {
+      fetch_armed_[g] = true;
+      Push(now + interval * (g + 1) / groups, kFetch, g);
+    }
+  }
+  return Status::Ok();
+}
+
+// One group's leader fetches (docs/sched.md): DEs for a decode group, PEs + read side for a
+// prefill group.
+Status Simulation::Fetch(uint32_t group, double now) {
+  decode_out_.clear();
+  prefill_out_.clear();
+  RETURN_IF_ERROR(driver_->FetchGroup(group, c_, now, &decode_out_, &prefill_out_));
+  const auto num_pes = static_cast<uint32_t>(c_.pes.size());
+  for (const sched::DecodeAssignment& d : decode_out_) {
+    Req& r = reqs_[d.request.value()];
+    r.de = d.decode.value() - num_pes;
+    DeState& de = c_.des[r.de];
+    de.tokens += r.prompt + r.gen;
+    de.requests++;
+    de.hbm_free -= r.de_hbm;
+  }
+  for (const sched::Assignment& a : prefill_out_) {
+    const auto slot = static_cast<uint32_t>(a.request.value());
+    Req& r = reqs_[slot];
+    DUALPATH_CHECK(a.decode.value() - num_pes == r.de, "prefill assignment with a different DE");
+    r.pe = a.prefill.value();
+    PeState& pe = c_.pes[r.pe];
+    pe.tokens += r.prompt;
+    pe.requests++;
+    r.pe_read_tokens = static_cast<uint64_t>(a.prefill_read_tokens);
+    const double kvb = cost_.kv_bytes_per_token();
+    r.read_bytes[0] = static_cast<double>(a.prefill_read_tokens) * kvb;
+    r.read_bytes[1] = static_cast<double>(a.decode_read_tokens) * kvb;
+    r.read_nic[0] = pe.node;
+    r.read_nic[1] = c_.des[r.de].node;
+    const bool pe_read = r.read_bytes[0] > 0, de_read = r.read_bytes[1] > 0;
+    r.side = pe_read && de_read ? ReadSide::kBoth
+             : pe_read          ? ReadSide::kPe
+             : de_read          ? ReadSide::kDe
+                                : ReadSide::kNone;
+    if (r.side == ReadSide::kNone) {
+      pe.ready.push_back(slot);
+      RETURN_IF_ERROR(KickPrefill(pe.group, now));
+    } else {
+      StartReads(slot, now);
+    }
+  }
+  if (driver_->HasPending()) {
+    // Leaders' timers are not synchronized: each interval is jittered (+-50%, seeded) so no group
+    // keeps a fixed place right after the decode groups' fetches, which would hand it the head
+    // of every burst of newly DE-assigned requests.
+    Push(now + cfg_.sched.fetch_interval_ms * 1e-3 * (0.5 + jitter_(rng_)), kFetch, group);
+  } else {
+    fetch_armed_[group] = false;
+  }
+  return Status::Ok();
+}
+
+void Simulation::StartReads(uint32_t slot, double now) {
+  Req& r = reqs_[slot];
+  for (int side = 0; side < 2; ++side) {
+    if (r.read_bytes[side] > 0) {
+      r.reads_left++;
+      c_.nics[r.read_nic[side]].Enqueue(now, slot, r.read_bytes[side]);
+    }
+  }
+  for (int side = 0; side < 2; ++side) {
+    if (r.read_bytes[side] > 0) AdmitReads(r.read_nic[side], now);
+  }
+}
+
+void Simulation::AdmitReads(uint32_t nic, double now) {
+  std::vector<StorageNic::Started> started;
+  c_.nics[nic].Admit(now, &started);
+  for (const auto& s : started) {
+    Push(s.done_time, kReadDone, 0, s.tag);
+  }
+}
+
+// Forms one forward batch per PE of the group with sched::PackBatch (§6.2 FIFO packing under the
+// compute quota, chunked prefill of the last request) and schedules the step's end. The step
+// costs the exact FLOP-based time; the scheduler only saw its fitted estimate.
+Status Simulation::KickPrefill(uint32_t gi, double now) {
+  PeGroup& g = pe_groups_[gi];
+  if (g.busy) return Status::Ok();
+  g.batch.clear();
+  const double kvb = cost_.kv_bytes_per_token();
+  const double link = cost_.kv_link_bytes_per_s();
+  sched::BatchLimits limits;
+  limits.compute_quota = static_cast<Nanos>(cfg_.engine.compute_quota_ms * 1e6);
+  limits.min_chunk_tokens = cfg_.engine.block_tokens;
+  // Without layerwise prefill the whole batch's KV (all layers) must sit in HBM.
+  limits.max_batch_kv_tokens =
+      layerwise_ ? 0 : static_cast<int64_t>(cost_.pe_kv_capacity_bytes() / kvb);
+  double max_attn = 0, sum_attn = 0, max_load = 0, max_out = 0, tokens_total = 0;
+  for (uint32_t pi : g.pes) {
+    PeState& pe = c_.pes[pi];
+    if (pe.ready.empty()) continue;
+    work_.clear();
+    for (uint32_t slot : pe.ready) {
+      const Req& r = reqs_[slot];
+      work_.push_back(sched::PrefillWork{static_cast<int64_t>(r.hit + r.done_new),
+                                         static_cast<int64_t>(r.prompt - r.hit - r.done_new)});
+    }
+    RETURN_IF_ERROR(sched::PackBatch(work_, attn_model_, limits, &plan_));
+    double attn = 0, load = 0, out = 0;
+    for (const sched::BatchEntry& e : plan_.entries) {
+      const uint32_t slot = pe.ready[e.index];
+      const Req& r = reqs_[slot];
+      const uint64_t cached = r.hit + r.done_new;
+      const auto n = static_cast<uint64_t>(e.bsz);
+      g.batch.push_back(BatchEntry{slot, n});
+      attn += cost_.PrefillAttentionTime(cached, n);
+      tokens_total += static_cast<double>(n);
+      if (!oracle_) {
+        // Layer KV of the cached tokens streams into HBM from a buffer (PE's own, or the DE's
+        // over the compute network); new KV, and PE-read hit KV once, streams out to the DE.
+        load += static_cast<double>(cached) * kvb;
+        out += static_cast<double>(n) * kvb;
+        if (!r.sent_hit) out += static_cast<double>(r.pe_read_tokens) * kvb;
+      }
+    }
+    max_attn = std::max(max_attn, attn);
+    sum_attn += attn;
+    max_load = std::max(max_load, load);
+    max_out = std::max(max_out, out);
+  }
+  if (g.batch.empty()) return Status::Ok();
+  const double members = static_cast<double>(g.pes.size());
+  // Attention is data-parallel (each GPU its own requests); the MoE/GEMM part is spread over the
+  // EP group, so every GPU waits for the slowest attention before the FFN of each layer.
+  const double compute =
+      max_attn + cost_.PrefillLinearTime(tokens_total / members) + cost_.ForwardOverhead();
+  double duration;
+  if (layerwise_) {
+    // Layer i+1's KV streams in (and layer i's out to the DE) while layer i computes; the first
+    // layer's load cannot overlap.
+    const double link_time = std::max(max_load, max_out) / link;
+    duration = std::max(compute, link_time) + max_load / link / cost_.layers();
+  } else {
+    duration = max_load / link + compute;  // all KV to HBM first, then compute
+  }
+  if (sum_attn > 0) {
+    attn_ratio_.emplace_back(now, max_attn / (sum_attn / members));
+  }
+  g.busy = true;
+  Push(now + duration, kPrefillStep, gi, 0);
+  return Status::Ok();
+}
+
+Status Simulation::FinishPrefillStep(uint32_t gi, double now) {
+  PeGroup& g = pe_groups_[gi];
+  g.busy = false;
+  for (const BatchEntry& e : g.batch) {
+    Req& r = reqs_[e.req];
+    r.done_new += e.n;
+    r.sent_hit = true;
+    if (r.hit + r.done_new == r.prompt) {
+      PeState& pe = c_.pes[r.pe];
+      DUALPATH_CHECK(!pe.ready.empty() && pe.ready.front() == e.req,
+                     "prefill completed out of FIFO order");
+      pe.ready.pop_front();
+      PrefillDone(e.req, now);
+    }
+  }
+  g.batch.clear();
+  return KickPrefill(gi, now);
+}
+
+void Simulation::PrefillDone(uint32_t slot, double now) {
+  Req& r = reqs_[slot];
+  r.first_token = now;
+  if (!spec_.online || (r.arrival >= steady_from_ && r.arrival <= steady_to_)) {
+    ttft_.push_back(static_cast<float>(now - r.arrival));
+  }
+  PeState& pe = c_.pes[r.pe];
+  pe.tokens -= r.prompt;
+  pe.requests--;
+  for (int side = 0; side < 2; ++side) {
+    if (r.read_bytes[side] > 0) {
+      c_.nics[r.read_nic[side]].Release(r.read_bytes[side]);
+      AdmitReads(r.read_nic[side], now);
+    }
+  }
+  double delay = 0;
+  if (!oracle_) {
+    const double bytes = static_cast<double>(r.prompt) * cost_.kv_bytes_per_token();
+    // Layerwise: the prompt KV already streamed to the DE buffer during the forward. Otherwise it
+    // is sent after prefill. Either way the DE copies it buffer -> HBM before decoding (§4.1).
+    delay = (layerwise_ ? 0 : bytes / cost_.kv_link_bytes_per_s()) +
+            bytes / cost_.kv_link_bytes_per_s();
+  }
+  Push(now + delay, kDecodeJoin, 0, slot);
+}
+
+void Simulation::AdvanceDecode(DeGroup& g, double now) {
+  if (g.tau > 0) {
+    g.steps += (now - g.last_t) / g.tau;
+  }
+  g.last_t = now;
+}
+
+void Simulation::RetimeDecode(uint32_t gi, double now) {
+  DeGroup& g = de_groups_[gi];
+  double slowest = 0;
+  for (uint32_t di : g.des) {
+    const DeState& d = c_.des[di];
+    slowest = std::max(slowest, cost_.DecodeGpuTime(d.flops, d.kv_bytes, d.batch));
+  }
+  g.tau = slowest > 0 ? slowest + cost_.decode_overhead_s() : 0;
+  g.version++;
+  if (!g.heap.empty()) {
+    const double left = std::max(0.0, g.heap.top().first - g.steps);
+    Push(now + left * g.tau, kDecodeDone, gi, g.version);
+  }
+}
+
+void Simulation::DecodeJoin(uint32_t slot, double now) {
+  Req& r = reqs_[slot];
+  if (r.gen <= 1) {
+    r.ttst_time = now;
+    Complete(slot, now);
+    return;
+  }
+  DeState& d = c_.des[r.de];
+  DeGroup& g = de_groups_[d.group];
+  AdvanceDecode(g, now);
+  // Per-step costs at the request's mean context during its decode.
+  const uint64_t ctx = r.prompt + r.gen / 2;
+  r.dec_flops = cost_.DecodeFlopsPerStep(ctx);
+  r.dec_kv = cost_.DecodeKvBytesPerStep(ctx);
+  d.batch++;
+  d.flops += r.dec_flops;
+  d.kv_bytes += r.dec_kv;
+  const double join = std::ceil(g.steps - 1e-9);
+  g.heap.emplace(join + static_cast<double>(r.gen - 1), slot);
+  RetimeDecode(d.group, now);
+  r.ttst_time = now + (join - g.steps + 1) * g.tau;
+}
+
+void Simulation::DecodeDone(uint32_t gi, uint64_t version, double now) {
+  DeGroup& g = de_groups_[gi];
+  if (version != g.version) return;  // superseded by a later retime
+  AdvanceDecode(g, now);
+  while (!g.heap.empty() && g.heap.top().first <= g.steps + 1e-6) {
+    const uint32_t slot = g.heap.top().second;
+    g.heap.pop();
+    Req& r = reqs_[slot];
+    DeState& d = c_.des[r.de];
+    d.batch--;
+    d.flops -= r.dec_flops;
+    d.kv_bytes -= r.dec_kv;
+    if (d.batch == 0) {
+      d.flops = 0;  // no drift when empty
+      d.kv_bytes = 0;
+    }
+    if (r.gen > 2) {
+      tpot_sum_ += (now - r.ttst_time) / static_cast<double>(r.gen - 2);
+      tpot_n_++;
+    }
+    Complete(slot, now);
+  }
+  RetimeDecode(gi, now);
+}
+
+void Simulation::Complete(uint32_t slot, double now) {
+  Req& r = reqs_[slot];
+  ttst_sum_ += r.ttst_time - r.first_token;
+  ttst_n_++;
+  DeState& d = c_.des[r.de];
+  d.tokens -= r.prompt + r.gen;
+  d.requests--;
+  d.hbm_free += r.de_hbm;
+  requests_done_++;
+  last_completion_ = std::max(last_completion_, now);
+  const SimAgent& a = w_.agents[r.agent % w_.agents.size()];
+  const uint32_t next = r.turn + 1;
+  const uint32_t agent = r.agent;
+  free_reqs_.push_back(slot);
+  if (next < a.first_turn + a.num_turns) {
+    const SimTurn& t = w_.turns[next];
+    const double at = t.arrival_s >= 0 ? std::max(now, t.arrival_s) : now + t.think_s;
+    Push(at, kArrive, agent, next);
+  } else {
+    agent_jct_sum_ += now - agent_start_[agent];
+    agents_done_++;
+  }
+}
+
+Result<SimResult> Simulation::Run() {
+  RETURN_IF_ERROR(Build());
+  const size_t num_agents =
+      spec_.online && spec_.online_agents > 0 ? spec_.online_agents : w_.agents.size();
+  uint64_t expected_requests = 0;
+  agent_start_.resize(num_agents);
+  std::mt19937_64 rng(spec_.seed);
+  std::uniform_real_distribution<double> uni(0.0, 1.0);
+  double t = 0;
+  for (uint32_t i = 0; i < num_agents; ++i) {
+    const SimAgent& a = w_.agents[i % w_.agents.size()];
+    expected_requests += a.num_turns;
+    double start = a.start_s;
+    if (spec_.online) {
+      t += -std::log(1.0 - uni(rng)) / spec_.aps;  // Poisson arrivals
+      start = t;
+    }
+    const SimTurn& first = w_.turns[a.first_turn];
+    if (first.arrival_s >= 0) start = first.arrival_s;
+    start += first.think_s;
+    agent_start_[i] = start;
+    Push(start, kArrive, i, a.first_turn);
+  }
+  if (spec_.online && num_agents > 0) {
+    steady_from_ = 0.5 * agent_start_.back();
+    steady_to_ = agent_start_.back();
+  }
+  reqs_.reserve(std::min<size_t>(num_agents, 1 << 20) + 16);
+  ttft_.reserve(std::min<uint64_t>(expected_requests, 1 << 24));
+  while (!q_.Empty()) {
+    const Event e = q_.Pop();
+    const double now = e.time;
+    if (e.kind != kFetch) --work_events_;
+    switch (e.kind) {
+      case kFetch:
+        RETURN_IF_ERROR(Fetch(e.a, now));
+        break;
+      case kArrive:
+        RETURN_IF_ERROR(Arrive(e.a, static_cast<uint32_t>(e.b), now));
+        break;
+      case kReadDone: {
+        const auto slot = static_cast<uint32_t>(e.b);
+        Req& r = reqs_[slot];
+        if (--r.reads_left == 0) {
+          PeState& pe = c_.pes[r.pe];
+          pe.ready.push_back(slot);
+          RETURN_IF_ERROR(KickPrefill(pe.group, now));
+        }
+        break;
+      }
+      case kPrefillStep:
+        RETURN_IF_ERROR(FinishPrefillStep(e.a, now));
+        break;
+      case kDecodeJoin:
+        DecodeJoin(static_cast<uint32_t>(e.b), now);
+        break;
+      case kDecodeDone:
+        DecodeDone(e.a, e.b, now);
+        break;
+      default:
+        return Internal("unknown event kind");
+    }
+    // Fetch timers re-arm while requests are pending. If every group has fetched without placing
+    // anything, no engine holds work and only timers are left, nothing can change: a stall.
+    if (e.kind == kFetch && (!decode_out_.empty() || !prefill_out_.empty())) {
+      last_placement_ = now;
+    }
+    if (e.kind == kFetch && work_events_ == 0 && driver_->HasPending() &&
+        now - last_placement_ > 2 * cfg_.sched.fetch_interval_ms * 1e-3) {
+      bool any_work = false;
+      for (const DeState& d : c_.des) any_work = any_work || d.requests > 0;
+      for (const PeState& p : c_.pes) any_work = any_work || p.requests > 0;
+      if (!any_work) break;
+    }
+  }
+  if (requests_done_ != expected_requests) {
+    if (std::getenv("DUALPATH_SIM_DEBUG") != nullptr) {
+      size_t waiting = 0, ready = 0;
+      for (const auto& n : c_.nics) waiting += n.PendingBytes(q_.Now()) > 0;
+      for (const auto& p : c_.pes) ready += p.ready.size();
+      std::fprintf(stderr, "stall: now=%f pending=%d work_events=%lu nics_pending=%zu ready=%zu\n",
+                   q_.Now(), driver_->HasPending(), work_events_, waiting, ready);
+    }
+    return Status(Code::kSimBadConfig,
+                  "simulation stalled: " + std::to_string(expected_requests - requests_done_) +
+                      " requests never ran (a request needs more decode HBM than a DE has?)");
+  }
+  return Collect(0);
+}
+
+double Percentile(std::vector<float>& v, double p) {
+  if (v.empty()) return 0;
+  const auto k = static_cast<size_t>(p * static_cast<double>(v.size() - 1));
+  std::nth_element(v.begin(), v.begin() + static_cast<std::ptrdiff_t>(k), v.end());
+  return v[k];
+}
+
+SimResult Simulation::Collect(double /*unused*/) {
+  SimResult r;
+  r.system = std::string(SystemName(spec_.system));
+  r.requests = requests_done_;
+  r.agents = agents_done_;
+  r.jct_s = last_completion_;
+  r.mean_agent_jct_s = agents_done_ ? agent_jct_sum_ / static_cast<double>(agents_done_) : 0;
+  double sum = 0;
+  for (float x : ttft_) sum += x;
+  r.ttft_mean_s = ttft_.empty() ? 0 : sum / static_cast<double>(ttft_.size());
+  r.ttft_p50_s = Percentile(ttft_, 0.5);
+  r.ttft_p99_s = Percentile(ttft_, 0.99);
+  r.ttst_mean_s = ttst_n_ ? ttst_sum_ / static_cast<double>(ttst_n_) : 0;
+  r.tpot_mean_s = tpot_n_ ? tpot_sum_ / static_cast<double>(tpot_n_) : 0;
+  r.events = q_.Processed();
+
+  // Storage NIC balance over the loaded phase (paper Figure 13 shows the early, busy part).
+  const double phase_end = cfg_.balance_phase_fraction * r.jct_s;
+  const size_t nodes = c_.nics.size();
+  const auto windows = static_cast<size_t>(std::ceil(r.jct_s / cfg_.snic_window_s));
+  r.snic_util.assign(nodes, std::vector<float>(windows, 0.0f));
+  // Per window, the busiest NIC's traffic over the mean NIC traffic (paper Figure 13). Summarized
+  // traffic-weighted (sum of maxima / sum of means): nearly idle windows, where one small read
+  // makes any ratio, weigh as little as the traffic they carry. The plain mean of per-window
+  // ratios is reported too.
+  double max_sum = 0, avg_sum = 0, ratio_sum = 0;
+  size_t ratio_n = 0;
+  const double per_window = cost_.snic_bytes_per_s() * cfg_.snic_window_s;
+  for (size_t w = 0; w < windows; ++w) {
+    double mx = 0, total = 0;
+    for (size_t n = 0; n < nodes; ++n) {
+      const auto& wb = c_.nics[n].window_bytes();
+      const double b = w < wb.size() ? wb[w] : 0;
+      r.snic_util[n][w] = static_cast<float>(b / per_window);
+      mx = std::max(mx, b);
+      total += b;
+    }
+    if (static_cast<double>(w + 1) * cfg_.snic_window_s <= phase_end && total > 0) {
+      const double avg = total / static_cast<double>(nodes);
+      max_sum += mx;
+      avg_sum += avg;
+      ratio_sum += mx / avg;
+      ratio_n++;
+    }
+  }
+  r.snic_max_over_avg = avg_sum > 0 ? max_sum / avg_sum : 0;
+  r.snic_max_over_avg_unweighted = ratio_n ? ratio_sum / static_cast<double>(ratio_n) : 0;
+  for (size_t n = 0; n < nodes; ++n) {
+    r.snic_read_bytes += c_.nics[n].total_read_bytes();
+    r.node_is_prefill.push_back(n < c_.prefill_nodes);
+  }
+  if (r.jct_s > 0) {
+    r.snic_avg_utilization =
+        r.snic_read_bytes / (static_cast<double>(nodes) * cost_.snic_bytes_per_s() * r.jct_s);
+  }
+  // Attention balance across each prefill EP group, over the first 5% of the run (Figure 14).
+  double a_sum = 0;
+  size_t a_n = 0;
+  for (const auto& [time, ratio] : attn_ratio_) {
+    if (time <= 0.05 * r.jct_s) {
+      a_sum += ratio;
+      a_n++;
+    }
+  }
+  r.attn_max_over_avg = a_n ? a_sum / static_cast<double>(a_n) : 0;
+  return r;
+}
+
+}  // namespace
+
+Result<SimResult> Simulate(const SimConfig& config, const kv::ModelGeometry& model,
+                           const SimWorkload& workload, const RunSpec& spec) {
+  RETURN_IF_ERROR(config.Validate());
+  if (workload.agents.empty()) {
+    return InvalidArgument("empty workload");
+  }
+  if (spec.online && !(spec.aps > 0)) {
+    return InvalidArgument("online mode needs an arrival rate > 0 agents/s");
+  }
+  if (model.KvBytesPerToken() == 0 || model.num_layers == 0) {
+    return InvalidArgument("model " + model.name + " has no KV geometry");
+  }
+  Simulation sim(config, model, workload, spec);
+  return sim.Run();
+}
+
+}  // namespace dualpath::sim

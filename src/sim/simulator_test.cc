@@ -1,0 +1,146 @@
+#include "dualpath/sim/simulator.h"
+
+#include <gtest/gtest.h>
+
+#include <numeric>
+
+namespace dualpath::sim {
+namespace {
+
+kv::ModelGeometry Model() { return *kv::FindModel("ds660b"); }
+
+SimWorkload Synthetic(uint32_t agents, uint64_t seed = 7) {
+  trace::SyntheticSpec spec;
+  spec.max_len_k = 16;
+  spec.sessions = agents;
+  spec.seed = seed;
+  return *CompactWorkload(*trace::GenerateSynthetic(spec), 64);
+}
+
+SimResult RunSystem(SystemKind system, const SimWorkload& w, ClusterShape shape = {1, 2},
+                    SimConfig config = {}) {
+  RunSpec spec;
+  spec.system = system;
+  spec.shape = shape;
+  auto r = Simulate(config, Model(), w, spec);
+  EXPECT_TRUE(r.ok()) << r.status().ToString();
+  return r.ok() ? *r : SimResult{};
+}
+
+double PrefillNodeBytes(const SimResult& r, bool prefill) {
+  double total = 0;
+  for (size_t n = 0; n < r.snic_util.size(); ++n) {
+    if (r.node_is_prefill[n] == prefill) {
+      total += std::accumulate(r.snic_util[n].begin(), r.snic_util[n].end(), 0.0);
+    }
+  }
+  return total;
+}
+
+TEST(SimulatorTest, EveryRequestCompletes) {
+  const SimWorkload w = Synthetic(24);
+  for (SystemKind k : {SystemKind::kBasic, SystemKind::kLayerwise, SystemKind::kDualPathRr,
+                       SystemKind::kDualPath, SystemKind::kOracle, SystemKind::kDualPathSplit}) {
+    const SimResult r = RunSystem(k, w);
+    EXPECT_EQ(r.requests, w.turns.size()) << SystemName(k);
+    EXPECT_EQ(r.agents, w.agents.size());
+    EXPECT_GT(r.jct_s, 0);
+    EXPECT_GT(r.mean_agent_jct_s, 0);
+    EXPECT_LE(r.mean_agent_jct_s, r.jct_s);
+  }
+}
+
+TEST(SimulatorTest, ReadPathsFollowTheSystem) {
+  const SimWorkload w = Synthetic(24);
+  const SimResult basic = RunSystem(SystemKind::kBasic, w);
+  EXPECT_GT(PrefillNodeBytes(basic, true), 0);
+  EXPECT_EQ(PrefillNodeBytes(basic, false), 0);  // PE read path only
+  const SimResult dual = RunSystem(SystemKind::kDualPath, w);
+  EXPECT_GT(PrefillNodeBytes(dual, false), 0);  // decode-side NICs carry reads
+  const SimResult rr = RunSystem(SystemKind::kDualPathRr, w);
+  EXPECT_GT(PrefillNodeBytes(rr, true), 0);
+  EXPECT_GT(PrefillNodeBytes(rr, false), 0);
+  const SimResult oracle = RunSystem(SystemKind::kOracle, w);
+  EXPECT_EQ(oracle.snic_read_bytes, 0);
+  // Everyone else reads the same hit bytes, just on different NICs.
+  EXPECT_NEAR(dual.snic_read_bytes, basic.snic_read_bytes, 1e-6 * basic.snic_read_bytes);
+}
+
+TEST(SimulatorTest, StorageBoundClusterOrdersTheSystems) {
+  // A slow storage NIC makes loading the bottleneck: using every node's NIC must help, and no
+  // system can beat one that does no I/O.
+  SimConfig c;
+  c.hw.snic_gbps = 25;
+  const SimWorkload w = Synthetic(96);
+  const double basic = RunSystem(SystemKind::kBasic, w, {1, 2}, c).jct_s;
+  const double dual = RunSystem(SystemKind::kDualPath, w, {1, 2}, c).jct_s;
+  const double oracle = RunSystem(SystemKind::kOracle, w, {1, 2}, c).jct_s;
+  EXPECT_LT(dual, 0.8 * basic);
+  EXPECT_LE(oracle, dual);
+}
+
+TEST(SimulatorTest, SameInputSameResult) {
+  const SimWorkload w = Synthetic(32);
+  RunSpec spec;
+  spec.shape = {1, 1};
+  spec.online = true;
+  spec.aps = 0.5;
+  spec.seed = 3;
+  auto a = Simulate(SimConfig{}, Model(), w, spec);
+  auto b = Simulate(SimConfig{}, Model(), w, spec);
+  ASSERT_TRUE(a.ok() && b.ok());
+  EXPECT_EQ(a->jct_s, b->jct_s);
+  EXPECT_EQ(a->ttft_p99_s, b->ttft_p99_s);
+  EXPECT_EQ(a->tpot_mean_s, b->tpot_mean_s);
+  EXPECT_EQ(a->events, b->events);
+  spec.seed = 4;  // different arrival times
+  auto c = Simulate(SimConfig{}, Model(), w, spec);
+  ASSERT_TRUE(c.ok());
+  EXPECT_NE(a->jct_s, c->jct_s);
+}
+
+TEST(SimulatorTest, OnlineReportsLatencies) {
+  const SimWorkload w = Synthetic(32);
+  RunSpec spec;
+  spec.shape = {1, 1};
+  spec.online = true;
+  spec.aps = 0.2;
+  auto r = Simulate(SimConfig{}, Model(), w, spec);
+  ASSERT_TRUE(r.ok());
+  EXPECT_GT(r->ttft_p50_s, 0);
+  EXPECT_GE(r->ttft_p99_s, r->ttft_p50_s);
+  EXPECT_GT(r->ttst_mean_s, 0);
+  // TPOT is at least one decode step's fixed overhead.
+  EXPECT_GE(r->tpot_mean_s, SimConfig{}.engine.decode_overhead_ms * 1e-3);
+}
+
+TEST(SimulatorTest, OnlineAgentsBeyondTheWorkloadReuseSessions) {
+  const SimWorkload w = Synthetic(8);
+  RunSpec spec;
+  spec.shape = {1, 1};
+  spec.online = true;
+  spec.aps = 1;
+  spec.online_agents = 20;
+  auto r = Simulate(SimConfig{}, Model(), w, spec);
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(r->agents, 20u);
+}
+
+TEST(SimulatorTest, RequestThatFitsNoDecodeEngineIsReportedNotHung) {
+  SimConfig c;
+  c.engine.de_hbm_reserved_gb = c.hw.hbm_gb - 0.01;  // 10 MB of KV per DE
+  auto r = Simulate(c, Model(), Synthetic(2), RunSpec{.shape = {1, 1}});
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("stalled"), std::string::npos);
+}
+
+TEST(SimulatorTest, BadSpecsAreRejected) {
+  RunSpec spec;
+  spec.online = true;
+  spec.aps = 0;
+  EXPECT_FALSE(Simulate(SimConfig{}, Model(), Synthetic(2), spec).ok());
+  EXPECT_FALSE(Simulate(SimConfig{}, Model(), SimWorkload{}, RunSpec{}).ok());
+}
+
+}  // namespace
+}  // namespace dualpath::sim

@@ -1,0 +1,61 @@
+#include "sim/storage_nic.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "dualpath/common/check.h"
+
+namespace dualpath::sim {
+
+StorageNic::StorageNic(double bytes_per_s, double buffer_bytes, double window_s)
+    : rate_(bytes_per_s), buffer_capacity_(buffer_bytes), window_s_(window_s) {}
+
+void StorageNic::Enqueue(double /*now*/, uint64_t tag, double bytes) {
+  waiting_.push_back(Waiting{tag, bytes});
+  waiting_bytes_ += bytes;
+}
+
+void StorageNic::Admit(double now, std::vector<Started>* started) {
+  while (!waiting_.empty()) {
+    const Waiting& w = waiting_.front();
+    const bool fits = buffer_used_ + w.bytes <= buffer_capacity_;
+    if (!fits && buffer_used_ > 0) {
+      break;  // FIFO: the head waits for space; later reads wait behind it
+    }
+    buffer_used_ += w.bytes;
+    waiting_bytes_ -= w.bytes;
+    const double start = std::max(now, busy_until_);
+    busy_until_ = start + w.bytes / rate_;
+    Record(start, busy_until_);
+    total_bytes_ += w.bytes;
+    started->push_back(Started{w.tag, busy_until_});
+    waiting_.pop_front();
+  }
+}
+
+void StorageNic::Release(double bytes) {
+  buffer_used_ -= bytes;
+  DUALPATH_CHECK(buffer_used_ > -1.0, "storage buffer released more than it held");
+  buffer_used_ = std::max(0.0, buffer_used_);
+}
+
+double StorageNic::PendingBytes(double now) const {
+  return waiting_bytes_ + std::max(0.0, busy_until_ - now) * rate_;
+}
+
+void StorageNic::Record(double start, double end) {
+  // Spread [start, end) at the full rate over the windows it overlaps.
+  const auto last = static_cast<size_t>(end / window_s_);
+  if (window_bytes_.size() <= last) {
+    window_bytes_.resize(last + 1, 0.0);
+  }
+  for (auto w = static_cast<size_t>(start / window_s_); w <= last; ++w) {
+    const double lo = std::max(start, static_cast<double>(w) * window_s_);
+    const double hi = std::min(end, static_cast<double>(w + 1) * window_s_);
+    if (hi > lo) {
+      window_bytes_[w] += (hi - lo) * rate_;
+    }
+  }
+}
+
+}  // namespace dualpath::sim

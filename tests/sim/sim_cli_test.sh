@@ -1,0 +1,87 @@
+#!/usr/bin/env bash
+# `dualpath sim` end to end at small sizes: modes, JSON, determinism, plots, bad input.
+set -u
+bin=$1
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+fail() { echo "FAIL: $*"; exit 1; }
+small=(--agents 12 --max-len 16K)
+
+# Default comparison: a table with the three systems, JSON with the documented fields.
+"$bin" sim "${small[@]}" --json "$tmp/a.json" >"$tmp/out.txt" || fail "default run exited $?"
+for s in basic dualpath oracle; do grep -q "^$s " "$tmp/out.txt" || fail "table lacks $s"; done
+python3 - "$tmp/a.json" <<'PY' || fail "offline JSON shape"
+import json, sys
+d = json.load(open(sys.argv[1]))
+assert set(d) == {"config", "results", "wall_s", "sim_requests_per_s"}, d.keys()
+assert [r["system"] for r in d["results"]] == ["basic", "dualpath", "oracle"]
+for r in d["results"]:
+    for k in ["jct_s", "ttft_p50_s", "ttft_p99_s", "ttst_s", "tpot_s", "snic_max_over_avg",
+              "attn_max_over_avg", "max_aps"]:
+        assert k in r, k
+    assert r["jct_s"] > 0 and r["ttft_p50_s"] is None and r["max_aps"] is None, r
+assert d["config"]["pd"] == "2P4D" and d["config"]["agents"] == 12
+assert d["results"][2]["jct_s"] <= d["results"][0]["jct_s"]  # oracle never slower than basic
+assert d["sim_requests_per_s"] > 0
+PY
+
+# Determinism: the same seed gives the same JSON except the wall-clock fields.
+"$bin" sim "${small[@]}" --json "$tmp/b.json" >/dev/null || fail "second run"
+"$bin" sim "${small[@]}" --seed 9 --json "$tmp/c.json" >/dev/null || fail "seed 9 run"
+python3 - "$tmp/a.json" "$tmp/b.json" "$tmp/c.json" <<'PY' || fail "determinism"
+import json, sys
+a, b, c = (json.load(open(p)) for p in sys.argv[1:])
+for d in (a, b, c):
+    d.pop("wall_s"); d.pop("sim_requests_per_s")
+assert a == b, "same seed, different JSON"
+assert a != c, "different seed, same JSON"
+PY
+
+# Online: latencies instead of JCT.
+"$bin" sim "${small[@]}" --online --aps 0.5 --system dualpath --json "$tmp/o.json" >/dev/null \
+  || fail "online run"
+python3 - "$tmp/o.json" <<'PY' || fail "online JSON"
+import json, sys
+r = json.load(open(sys.argv[1]))["results"][0]
+assert r["jct_s"] is None and r["ttft_p50_s"] > 0 and r["tpot_s"] > 0 and r["ttst_s"] > 0, r
+PY
+
+# Max arrival rate (short horizon to stay fast).
+echo '{"online_horizon_s": 120}' >"$tmp/cfg.json"
+"$bin" sim "${small[@]}" --find-max-aps --system dualpath --config "$tmp/cfg.json" \
+  --json "$tmp/m.json" >/dev/null || fail "find-max-aps run"
+python3 -c "import json,sys; r=json.load(open(sys.argv[1]))['results'][0]; assert r['max_aps']>0, r" \
+  "$tmp/m.json" || fail "max_aps missing"
+
+# Ablation order, and plots.
+"$bin" sim "${small[@]}" --ablation --plot "$tmp/plots" --json "$tmp/ab.json" >/dev/null \
+  || fail "ablation run"
+python3 -c "import json,sys; assert [r['system'] for r in json.load(open(sys.argv[1]))['results']]==['basic','layerwise','dualpath-rr','dualpath']" \
+  "$tmp/ab.json" || fail "ablation systems"
+for f in jct.png snic_basic.png snic_dualpath.png; do
+  [[ -s "$tmp/plots/$f" ]] || fail "plot $f missing"
+done
+
+# Bad input: one line on stderr naming the problem, exit status 2.
+printf '{"timestamp": 1, "input_length": 10, "output_length": 2, "hash_ids": [1]}\n{"timestamp": oops\n' \
+  >"$tmp/bad.jsonl"
+echo '{"hardware": {"snic_gbsp": 1}}' >"$tmp/badcfg.json"
+check_bad() {
+  local want=$1; shift
+  "$bin" sim "$@" >/dev/null 2>"$tmp/err.txt"
+  local rc=$?
+  [[ $rc -eq 2 ]] || fail "'$*' exited $rc, want 2"
+  [[ $(wc -l <"$tmp/err.txt") -ge 1 ]] || fail "'$*' printed no error"
+  grep -qi -- "$want" "$tmp/err.txt" || fail "'$*' error lacks '$want': $(cat "$tmp/err.txt")"
+}
+check_bad "unknown model" --model nosuchmodel
+check_bad "P/D" --pd 0P2D
+check_bad "P/D" --pd 2X4D
+check_bad "agents" --agents 0
+check_bad "max-len" --max-len lots
+check_bad "unknown system" --system fastest
+check_bad "aps" --online
+check_bad "exclusive" --online --aps 1 --find-max-aps
+check_bad "bad.jsonl:2" --trace "$tmp/bad.jsonl"
+check_bad "snic_gbsp" --config "$tmp/badcfg.json"
+echo "sim_cli: ok"
