@@ -20,8 +20,8 @@ struct ReadChoice {
 // round-robin policy, once per request with hits).
 //  - prefill-only: always the PE.
 //  - round-robin: PE, DE, PE, ... over requests with hits.
-//  - shorter-queue: the DE if its queue is strictly shorter, else the PE (ties go to the PE: its
-//    path needs no compute-network hop).
+//  - shorter-queue: the PE if its queue is strictly shorter, else the DE (ties go to the DE: with
+//    P <= D a prefill node's storage NIC serves more requests than a decode node's).
 //  - split (shorter-queue + split_reads, both queues > short_read_queue_tokens): the PE reads x
 //    tokens and the DE hit-x, x chosen so both queues end equal (pe+x = de+hit-x), rounded to
 //    block_tokens; if x rounds to 0 or hit the whole read goes to one side.

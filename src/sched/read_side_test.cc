@@ -37,14 +37,14 @@ TEST(ReadSideTest, RoundRobinAlternatesOverRequestsWithHits) {
   EXPECT_EQ(rr, 4u);
 }
 
-TEST(ReadSideTest, ShorterQueueWinsAndTiesGoToPrefill) {
+TEST(ReadSideTest, ShorterQueueWinsAndTiesGoToDecode) {
   const SchedConfig c = WithSide(ReadSidePolicy::kShorterQueue);
   uint64_t rr = 0;
   ReadChoice de = ChooseReadSide(c, 300, /*pe=*/501, /*de=*/500, &rr);
   EXPECT_EQ(de.side, ReadSide::kDecode);
   EXPECT_EQ(de.decode_tokens, 300);
   EXPECT_EQ(de.prefill_tokens, 0);
-  EXPECT_EQ(ChooseReadSide(c, 300, 500, 500, &rr).side, ReadSide::kPrefill);  // tie
+  EXPECT_EQ(ChooseReadSide(c, 300, 500, 500, &rr).side, ReadSide::kDecode);  // tie
   EXPECT_EQ(ChooseReadSide(c, 300, 499, 500, &rr).side, ReadSide::kPrefill);
   EXPECT_EQ(rr, 0u);  // only round-robin advances the counter
 }
@@ -88,7 +88,7 @@ TEST(ReadSideTest, SplitOnlyWhenBothQueuesAreLong) {
   EXPECT_EQ(ChooseReadSide(Split(), 3000, 1001, 1001, &rr).side, ReadSide::kSplit);
   // Split disabled: no split even when both are long.
   EXPECT_EQ(ChooseReadSide(WithSide(ReadSidePolicy::kShorterQueue), 3000, 1001, 1001, &rr).side,
-            ReadSide::kPrefill);
+            ReadSide::kDecode);
 }
 
 TEST(ReadSideTest, SplitDegeneratesToOneSideWhenQueuesAreFarApart) {
