@@ -6,4 +6,4 @@ cd "$(dirname "$0")/.."
 bash scripts/setup.sh
 cmake --preset release
 cmake --build --preset release -j2 --target dualpath
-./build/release/bin/dualpath kv hash --seed 0 --block-size 64 < data/samples/tokens_1k.txt
+./build/release/bin/dualpath sim
