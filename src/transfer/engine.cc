@@ -1,5 +1,6 @@
 // TransferEngine: setup, registration, peers and the control thread. The data path (progress
 // thread) is in progress.cc.
+#include <dirent.h>
 #include <poll.h>
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
@@ -24,6 +25,20 @@ uint64_t RandomEngineId() {
   v ^= static_cast<uint64_t>(getpid()) << 16;
   v ^= static_cast<uint64_t>(std::chrono::steady_clock::now().time_since_epoch().count());
   return v == 0 ? 1 : v;
+}
+
+// RDMA devices (InfiniBand, RoCE) appear under /sys/class/infiniband.
+bool HaveInfiniband() {
+  DIR* d = opendir("/sys/class/infiniband");
+  if (d == nullptr) {
+    return false;
+  }
+  bool any = false;
+  while (dirent* e = readdir(d)) {
+    any |= e->d_name[0] != '.';
+  }
+  closedir(d);
+  return any;
 }
 
 int Tos(const ClassConfig& c) { return c.dscp < 0 ? -1 : TosForDscp(c.dscp); }
@@ -74,7 +89,14 @@ Status EngineImpl::InitClass(int c) {
   const ClassConfig& cc = config_.classes[c];
   ucp_config_t* cfg = nullptr;
   RETURN_IF_ERROR(UcsStatus(ucp_config_read(nullptr, nullptr, &cfg), "ucp_config_read"));
-  for (const auto& [key, value] : UcxConfigFor(cc, config_.ucx_tls)) {
+  ClassConfig effective = cc;
+  if (!HaveInfiniband()) {
+    // UCX warns about every configured key no transport consumed; IB_SL/IB_TRAFFIC_CLASS only
+    // mean something where an InfiniBand or RoCE device exists.
+    effective.ib_sl = -1;
+    effective.ib_traffic_class = -1;
+  }
+  for (const auto& [key, value] : UcxConfigFor(effective, config_.ucx_tls)) {
     ucs_status_t st = ucp_config_modify(cfg, key.c_str(), value.c_str());
     if (st != UCS_OK) {
       ucp_config_release(cfg);
@@ -159,6 +181,20 @@ Status EngineImpl::Start() {
   }
   // UCX objects are created here, before the progress thread exists; std::thread's start is the
   // hand-off that makes them the progress thread's.
+  // A transport list of shared-memory transports only has no transport with peer failure
+  // detection in UCX 1.13; skip PEER mode up front instead of failing the first endpoint.
+  if (!config_.ucx_tls.empty()) {
+    bool shm_only = true;
+    std::string tls = config_.ucx_tls + ",";
+    for (size_t pos = 0, next; (next = tls.find(',', pos)) != std::string::npos; pos = next + 1) {
+      std::string t = tls.substr(pos, next - pos);
+      if (t != "posix" && t != "sysv" && t != "cma" && t != "self" && t != "sm" && t != "shm" &&
+          t != "knem" && t != "xpmem") {
+        shm_only = false;
+      }
+    }
+    no_peer_failure_.fill(shm_only);
+  }
   for (int c = 0; c < kNumClasses; ++c) {
     RETURN_IF_ERROR(InitClass(c).WithContext(fmt::format("class {}", c == 0 ? "high" : "low")));
   }

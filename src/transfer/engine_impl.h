@@ -156,6 +156,8 @@ class EngineImpl final : public TransferEngine {
   std::array<ucp_context_h, kNumClasses> ctx_{};
   std::array<ucp_worker_h, kNumClasses> worker_{};
   std::array<std::string, kNumClasses> worker_addr_;  // written in Start, then read-only
+  // Endpoints of this class are created without PEER error handling (shared-memory only).
+  std::array<bool, kNumClasses> no_peer_failure_{};
   int epfd_ = -1;
   int wakefd_ = -1;  // eventfd: wakes the progress thread
   ByteBudget low_budget_;

@@ -422,6 +422,9 @@ Status EngineImpl::CreateEndpoints(const std::shared_ptr<PeerState>& peer, const
     // PEER mode: UCX detects a dead peer (keepalive, transport errors), calls the handler and
     // fails outstanding requests instead of retrying forever.
     ep.err_mode = UCP_ERR_HANDLING_MODE_PEER;
+    if (no_peer_failure_[c]) {
+      ep.field_mask &= ~UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE;
+    }
     ep.err_handler.cb = [](void* arg, ucp_ep_h, ucs_status_t st) {
       auto* peer = static_cast<PeerState*>(arg);
       peer->engine->OnEpError(peer, st);
@@ -429,6 +432,16 @@ Status EngineImpl::CreateEndpoints(const std::shared_ptr<PeerState>& peer, const
     ep.err_handler.arg = &p;
     ScopedSocketTos tos(Tos(config_.classes[c]));
     ucs_status_t st = ucp_ep_create(worker_[c], &ep, &p.ep[c]);
+    if (st == UCS_ERR_UNREACHABLE && !no_peer_failure_[c]) {
+      no_peer_failure_[c] = true;  // learned once per class, so UCX's complaint appears once
+      // UCX 1.13's shared-memory transports (posix, sysv) cannot detect a dead peer, so no
+      // transport qualifies in PEER mode. Fall back to NONE: a put into a dead peer's shared
+      // segment still completes (the mapping outlives the process), and the control channel's
+      // EOF plus the engine's own progress timeout declare the peer dead.
+      ep.field_mask &= ~(UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE | UCP_EP_PARAM_FIELD_ERR_HANDLER);
+      log::Debug("transfer: class {} endpoint without peer failure detection (shared memory)", c);
+      st = ucp_ep_create(worker_[c], &ep, &p.ep[c]);
+    }
     if (st != UCS_OK) {
       for (int k = 0; k < c; ++k) {
         ucp_request_param_t rp{};
