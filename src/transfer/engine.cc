@@ -469,6 +469,8 @@ TransferEngine::Stats EngineImpl::GetStats() const {
   s.low_bytes_in_flight = low_in_flight_.load();
   s.low_bytes_in_flight_max = low_in_flight_max_.load();
   s.low_batches_deferred = low_deferred_.load();
+  s.post_nanos = post_nanos_.load();
+  s.descs_posted = s.ops_posted;
   return s;
 }
 

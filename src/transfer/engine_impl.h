@@ -201,6 +201,7 @@ class EngineImpl final : public TransferEngine {
   std::atomic<uint64_t> low_in_flight_{0};
   std::atomic<uint64_t> low_in_flight_max_{0};
   std::atomic<uint64_t> low_deferred_{0};
+  std::atomic<uint64_t> post_nanos_{0};
 };
 
 // ucs_status_t → Status with UCX's description and `what` as context.

@@ -267,6 +267,7 @@ void EngineImpl::Post(InflightBatch* b) {
   param.cb.send = OpCallback;
   param.user_data = b;
   ScopedSocketTos tos(Tos(config_.classes[c]));
+  const Nanos post_start = clock_.Now();
   uint32_t cached_region = 0;
   ucp_rkey_h rkey = nullptr;
   size_t posted = 0;
@@ -312,6 +313,8 @@ void EngineImpl::Post(InflightBatch* b) {
       ++ops_outstanding_;
     }
   }
+  post_nanos_.fetch_add(static_cast<uint64_t>(clock_.Now() - post_start),
+                        std::memory_order_relaxed);
   if (--b->outstanding == 0) {
     PhaseDone(b);
   }

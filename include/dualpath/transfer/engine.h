@@ -111,6 +111,11 @@ class TransferEngine {
     uint64_t low_bytes_in_flight = 0;
     uint64_t low_bytes_in_flight_max = 0;
     uint64_t low_batches_deferred = 0;  // batches that waited for the in-flight budget
+    // Time the progress thread spent posting descriptors to UCX (put/get calls and the batch's
+    // flush), for the per-descriptor submission cost (DualPath §5.2: ~1 us per RDMA work
+    // request).
+    uint64_t post_nanos = 0;
+    uint64_t descs_posted = 0;
   };
   virtual Stats GetStats() const = 0;
 };
