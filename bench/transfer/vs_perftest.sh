@@ -13,6 +13,10 @@
 #   SERVER_NS / CLIENT_NS    run server / client inside these network namespaces (testbed)
 #   LINK_GBPS                if set, also report goodput as a fraction of this link rate
 #   DEPTH=4                  batches in flight for dualpath (ucx_perftest keeps its own window)
+#   FOOTPRINT=same           same: dualpath reuses one SIZE-byte buffer per side, as ucx_perftest
+#                            does (cache-resident); distinct: every descriptor has its own memory
+#   BATCH=1                  puts per dualpath batch (one completion + flush per batch); each
+#                            put is still SIZE bytes, as in ucx_perftest
 # Output: one line per run and a summary table; exit status 0 (figures are for a human/CI log).
 set -euo pipefail
 
@@ -23,6 +27,10 @@ REPS=${REPS:-3}
 BYTES=${BYTES:-536870912}
 ADDR=${ADDR:-127.0.0.1}
 DEPTH=${DEPTH:-4}
+BATCH=${BATCH:-1}
+FOOTPRINT=${FOOTPRINT:-same}
+EXTRA=()
+[[ "$FOOTPRINT" == same ]] && EXTRA+=(--same-buffer)
 PORT=${PORT:-$((20000 + RANDOM % 20000))}
 
 ns_exec() {  # ns_exec NS cmd...
@@ -67,7 +75,7 @@ perftest_gbps() {  # perftest_gbps TLS SIZE
 }
 
 dualpath_gbps() {  # dualpath_gbps TLS SIZE
-  local tls=$1 size=$2 iters=$(( BYTES / $2 ))
+  local tls=$1 size=$2 iters=$(( BYTES / $2 / BATCH ))
   PORT=$((PORT + 1))
   local log
   log=$(mktemp)
@@ -75,7 +83,7 @@ dualpath_gbps() {  # dualpath_gbps TLS SIZE
   local srv=$!
   wait_listening "$log"
   ns_exec "${CLIENT_NS:-}" "$BIN" bench transfer --connect "$ADDR:$PORT" --tls "$tls" \
-    --size "$size" --batch 1 --depth "$DEPTH" --iters "$iters" --op put --json |
+    --size "$size" --batch "$BATCH" --depth "$DEPTH" --iters "$iters" --op put --json "${EXTRA[@]}" |
     sed -n 's/.*"gbps":\([0-9.]*\).*/\1/p'
   wait "$srv" || true
   rm -f "$log"
@@ -93,7 +101,7 @@ for mode in $MODES; do
         d=$(dualpath_gbps "$tls" "$size"); p=$(perftest_gbps "$tls" "$size")
       fi
       r=$(awk -v d="$d" -v p="$p" 'BEGIN { if (p > 0) printf "%.3f", d / p; else print "nan" }')
-      echo "run mode=$mode size=$size rep=$rep perftest_gbps=$p dualpath_gbps=$d ratio=$r"
+      echo "run mode=$mode size=$size batch=$BATCH rep=$rep perftest_gbps=$p dualpath_gbps=$d ratio=$r"
       RATIOS[$mode,$size]+="$r "
       OURS[$mode,$size]+="$d "
       THEIRS[$mode,$size]+="$p "
@@ -104,6 +112,7 @@ done
 median() { tr ' ' '\n' | grep -v '^$' | sort -g | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}'; }
 
 echo
+echo "dualpath: --batch $BATCH --depth $DEPTH footprint=$FOOTPRINT; $REPS runs each, medians"
 printf "%-5s %9s %14s %14s %12s" mode size perftest_gbps dualpath_gbps median_ratio
 [[ -n "${LINK_GBPS:-}" ]] && printf " %12s" of_link
 echo

@@ -53,9 +53,15 @@ void Register(CLI::App& root, int* exit_code) {
   sub->add_option("--low-inflight", *low_limit, "Low-class bytes in flight (0: unlimited)");
   sub->add_option("--dscp-high", *dscp_high, "DSCP of the high class (default 46, EF)");
   sub->add_option("--dscp-low", *dscp_low, "DSCP of the low class (default 8, CS1)");
+  auto user_memory = std::make_shared<bool>(false);
+  sub->add_flag("--user-memory", *user_memory,
+                "Register mmap'd memory instead of UCX-allocated (shm peers cannot map it)");
+  sub->add_flag("--same-buffer", o->same_buffer,
+                "All descriptors use the same SIZE bytes on both sides (ucx_perftest's footprint)");
   sub->add_flag("--no-dscp", *no_dscp, "Leave sockets unmarked (both classes look alike)");
   sub->add_flag("--json", *json, "Print one JSON object");
   sub->callback([=] {
+    o->ucx_alloc = !*user_memory;
     o->cls = *cls == "high" ? transfer::TrafficClass::kHigh : transfer::TrafficClass::kLow;
     o->op = *op == "put" ? transfer::Op::kPut : transfer::Op::kGet;
     o->engine.peer_timeout = *timeout_ms * kNanosPerMilli;

@@ -4,7 +4,7 @@
 
 #include <algorithm>
 #include <chrono>
-#include <condition_variable>
+#include <atomic>
 #include <cstring>
 #include <mutex>
 #include <thread>
@@ -19,6 +19,9 @@ namespace {
 class Buffer {
  public:
   explicit Buffer(uint64_t n) : n_(n) {
+    if (n == 0) {
+      return;
+    }
     p_ = mmap(nullptr, n, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_POPULATE, -1,
               0);
     if (p_ == MAP_FAILED) {
@@ -81,17 +84,22 @@ Status RunBenchServer(const BenchOptions& o,
                       const std::function<void(const std::string&)>& on_ready) {
   RETURN_IF_ERROR(ValidateBenchOptions(o));
   // The buffer outlives the engine (declared first), so deregistration sees mapped memory.
-  Buffer buf(o.region_bytes);
-  if (buf.data() == nullptr) {
+  Buffer buf(o.ucx_alloc ? 0 : o.region_bytes);
+  if (!o.ucx_alloc && buf.data() == nullptr) {
     return ResourceExhausted(fmt::format("mmap {} bytes", o.region_bytes));
   }
   ASSIGN_OR_RETURN(std::unique_ptr<TransferEngine> engine, TransferEngine::Create(o.engine));
-  // A recognisable pattern for get benchmarks.
-  for (uint64_t i = 0; i < buf.size(); i += 4096) {
-    buf.data()[i] = static_cast<uint8_t>(i >> 12);
+  uint8_t* data = buf.data();
+  if (o.ucx_alloc) {
+    ASSIGN_OR_RETURN(auto region, engine->AllocateRegion(o.region_bytes));
+    data = static_cast<uint8_t*>(region.second);
+  } else {
+    RETURN_IF_ERROR(engine->RegisterRegion(data, o.region_bytes).status());
   }
-  ASSIGN_OR_RETURN(RegionId region, engine->RegisterRegion(buf.data(), buf.size()));
-  (void)region;
+  // A recognisable pattern for get benchmarks (also faults the pages in before timing).
+  for (uint64_t i = 0; i < o.region_bytes; i += 4096) {
+    data[i] = static_cast<uint8_t>(i >> 12);
+  }
   ASSIGN_OR_RETURN(std::string addr, engine->Listen(o.listen));
   if (on_ready) {
     on_ready(addr);
@@ -108,23 +116,31 @@ Result<BenchReport> RunBenchClient(const BenchOptions& o) {
   RETURN_IF_ERROR(ValidateBenchOptions(o));
   const uint64_t batch_bytes = o.size * o.batch;
   const uint64_t local_bytes = batch_bytes * o.depth;
-  Buffer buf(local_bytes);
-  if (buf.data() == nullptr) {
+  Buffer buf(o.ucx_alloc ? 0 : local_bytes);
+  if (!o.ucx_alloc && buf.data() == nullptr) {
     return ResourceExhausted(fmt::format("mmap {} bytes", local_bytes));
   }
   // Completion callbacks share this state; it outlives the engine even on an early return.
   struct State {
     std::mutex mu;
-    std::condition_variable cv;
     std::vector<uint64_t> free_slots;
     std::vector<Nanos> lat;
     Status failure;
+    // Mirrors free_slots.size() (and failure) so the submitting thread can spin without the
+    // lock: like ucx_perftest, the benchmark polls instead of sleeping on a futex per batch.
+    std::atomic<uint64_t> free_count{0};
+    std::atomic<bool> failed{false};
   };
   auto state = std::make_shared<State>();
   ASSIGN_OR_RETURN(std::unique_ptr<TransferEngine> engine, TransferEngine::Create(o.engine));
-  std::memset(buf.data(), 0x5a, buf.size());
-  ASSIGN_OR_RETURN(RegionId local, engine->RegisterRegion(buf.data(), buf.size()));
-  (void)local;
+  uint8_t* data = buf.data();
+  if (o.ucx_alloc) {
+    ASSIGN_OR_RETURN(auto region, engine->AllocateRegion(local_bytes));
+    data = static_cast<uint8_t*>(region.second);
+  } else {
+    RETURN_IF_ERROR(engine->RegisterRegion(data, local_bytes).status());
+  }
+  std::memset(data, 0x5a, local_bytes);
   ASSIGN_OR_RETURN(PeerId peer, engine->Connect(o.connect));
   ASSIGN_OR_RETURN(std::vector<RegionRange> remote, engine->RemoteRegions(peer));
   if (remote.empty()) {
@@ -151,19 +167,29 @@ Result<BenchReport> RunBenchClient(const BenchOptions& o) {
     uint64_t remote_base = target.addr + (s * slot_span) % (target.length - slot_span + 1);
     for (uint64_t i = 0; i < o.batch; ++i) {
       uint64_t roff = (i * o.size) % (slot_span - o.size + 1);
-      slots[s].push_back({reinterpret_cast<uint64_t>(buf.data()) + s * batch_bytes + i * o.size,
-                          remote_base + roff, o.size});
+      if (o.same_buffer) {
+        slots[s].push_back({reinterpret_cast<uint64_t>(data), target.addr, o.size});
+      } else {
+        slots[s].push_back({reinterpret_cast<uint64_t>(data) + s * batch_bytes + i * o.size,
+                            remote_base + roff, o.size});
+      }
     }
   }
 
   std::mutex& mu = state->mu;
-  std::condition_variable& cv = state->cv;
   std::vector<uint64_t>& free_slots = state->free_slots;
   std::vector<Nanos>& lat = state->lat;
   Status& failure = state->failure;
   for (uint64_t s = 0; s < o.depth; ++s) {
     free_slots.push_back(s);
   }
+  state->free_count = o.depth;
+  auto wait_free = [&](uint64_t n) {
+    while (state->free_count.load(std::memory_order_acquire) < n &&
+           !state->failed.load(std::memory_order_acquire)) {
+      std::this_thread::yield();
+    }
+  };
   lat.reserve(total + warmup);
   Clock& clock = SteadyClock::Default();
 
@@ -176,8 +202,8 @@ Result<BenchReport> RunBenchClient(const BenchOptions& o) {
   for (uint64_t n = 0;; ++n) {
     if (n == warmup) {
       // Drain the warm-up batches, then start the clock.
-      std::unique_lock<std::mutex> lock(mu);
-      cv.wait(lock, [&] { return free_slots.size() == o.depth || !failure.ok(); });
+      wait_free(o.depth);
+      std::lock_guard<std::mutex> lock(mu);
       lat.clear();
       t0 = clock.Now();
       stats0 = engine->GetStats();
@@ -192,14 +218,15 @@ Result<BenchReport> RunBenchClient(const BenchOptions& o) {
       ++measured;
     }
     uint64_t slot = 0;
+    wait_free(1);
     {
-      std::unique_lock<std::mutex> lock(mu);
-      cv.wait(lock, [&] { return !free_slots.empty() || !failure.ok(); });
+      std::lock_guard<std::mutex> lock(mu);
       if (!failure.ok()) {
         return failure;
       }
       slot = free_slots.back();
       free_slots.pop_back();
+      state->free_count.fetch_sub(1, std::memory_order_relaxed);
     }
     Batch b{.peer = peer, .cls = o.cls, .op = o.op, .descs = slots[slot]};
     const Nanos start = clock.Now();
@@ -211,7 +238,8 @@ Result<BenchReport> RunBenchClient(const BenchOptions& o) {
       }
       state->lat.push_back(now - start);
       state->free_slots.push_back(slot);
-      state->cv.notify_all();
+      state->failed.store(!state->failure.ok(), std::memory_order_release);
+      state->free_count.fetch_add(1, std::memory_order_release);
     };
     Status st = engine->Submit(std::move(b));
     submit_ns += clock.Now() - start;
@@ -220,9 +248,9 @@ Result<BenchReport> RunBenchClient(const BenchOptions& o) {
       return st;
     }
   }
+  wait_free(o.depth);
   {
-    std::unique_lock<std::mutex> lock(mu);
-    cv.wait(lock, [&] { return free_slots.size() == o.depth || !failure.ok(); });
+    std::lock_guard<std::mutex> lock(mu);
     if (!failure.ok()) {
       return failure;
     }

@@ -214,12 +214,10 @@ EngineImpl::~EngineImpl() {
     RunOnProgress([this] { Shutdown(); });
     progress_.join();
   }
+  for (auto& [_, r] : local_regions_) {
+    UnmapRegion(r);
+  }
   for (int c = 0; c < kNumClasses; ++c) {
-    for (auto& [_, r] : local_regions_) {
-      if (r.memh[c] != nullptr) {
-        ucp_mem_unmap(ctx_[c], r.memh[c]);
-      }
-    }
     if (worker_[c] != nullptr) {
       ucp_worker_destroy(worker_[c]);
     }
@@ -239,54 +237,93 @@ EngineImpl::~EngineImpl() {
   }
 }
 
-Result<RegionId> EngineImpl::RegisterRegion(void* addr, uint64_t length) {
-  if (addr == nullptr || length == 0) {
-    return InvalidArgument("RegisterRegion: null address or zero length");
+Status EngineImpl::MapRegion(void* addr, uint64_t length, LocalRegion* region) {
+  // The low class first: when it allocates, the other contexts register its pages.
+  for (int c : {ClassIndex(TrafficClass::kLow), ClassIndex(TrafficClass::kHigh)}) {
+    ucp_mem_map_params_t mp{};
+    mp.field_mask = UCP_MEM_MAP_PARAM_FIELD_ADDRESS | UCP_MEM_MAP_PARAM_FIELD_LENGTH;
+    mp.address = addr;
+    mp.length = length;
+    if (addr == nullptr) {
+      mp.field_mask |= UCP_MEM_MAP_PARAM_FIELD_FLAGS;
+      mp.flags = UCP_MEM_MAP_ALLOCATE;
+    }
+    RETURN_IF_ERROR(UcsStatus(ucp_mem_map(ctx_[c], &mp, &region->memh[c]), "ucp_mem_map"));
+    if (addr == nullptr) {
+      ucp_mem_attr_t attr{};
+      attr.field_mask = UCP_MEM_ATTR_FIELD_ADDRESS | UCP_MEM_ATTR_FIELD_LENGTH;
+      RETURN_IF_ERROR(UcsStatus(ucp_mem_query(region->memh[c], &attr), "ucp_mem_query"));
+      addr = attr.address;
+      region->allocated = true;
+      region->range.addr = reinterpret_cast<uint64_t>(addr);
+    }
+    void* buf = nullptr;
+    size_t len = 0;
+    RETURN_IF_ERROR(
+        UcsStatus(ucp_rkey_pack(ctx_[c], region->memh[c], &buf, &len), "ucp_rkey_pack"));
+    region->rkey[c].assign(static_cast<const char*>(buf), len);
+    ucp_rkey_buffer_release(buf);
   }
-  RegionRange range;
+  return Status::Ok();
+}
+
+void EngineImpl::UnmapRegion(const LocalRegion& region) {
+  // High first: the low context's mapping may own (and free) the pages.
+  for (int c : {ClassIndex(TrafficClass::kHigh), ClassIndex(TrafficClass::kLow)}) {
+    if (region.memh[c] != nullptr) {
+      ucp_mem_unmap(ctx_[c], region.memh[c]);
+    }
+  }
+}
+
+Result<RegionId> EngineImpl::AddRegion(void* addr, uint64_t length, void** out_addr) {
+  if (length == 0) {
+    return InvalidArgument("region of zero length");
+  }
+  RegionId id;
   {
     std::lock_guard<std::mutex> lock(mu_);
-    range = RegionRange{RegionId(next_region_), reinterpret_cast<uint64_t>(addr), length};
-    // Reserve the range first, so two concurrent registrations cannot both succeed.
-    RETURN_IF_ERROR(local_index_.Insert(range));
-    ++next_region_;
-  }
-  LocalRegion region{.range = range};
-  Status st = CallOnProgress<Status>([&]() -> Status {
-    for (int c = 0; c < kNumClasses; ++c) {
-      ucp_mem_map_params_t mp{};
-      mp.field_mask = UCP_MEM_MAP_PARAM_FIELD_ADDRESS | UCP_MEM_MAP_PARAM_FIELD_LENGTH;
-      mp.address = addr;
-      mp.length = length;
-      RETURN_IF_ERROR(UcsStatus(ucp_mem_map(ctx_[c], &mp, &region.memh[c]), "ucp_mem_map"));
-      void* buf = nullptr;
-      size_t len = 0;
-      RETURN_IF_ERROR(
-          UcsStatus(ucp_rkey_pack(ctx_[c], region.memh[c], &buf, &len), "ucp_rkey_pack"));
-      region.rkey[c].assign(static_cast<const char*>(buf), len);
-      ucp_rkey_buffer_release(buf);
+    id = RegionId(next_region_++);
+    if (addr != nullptr) {
+      // Reserve the range first, so two concurrent registrations cannot both succeed.
+      RETURN_IF_ERROR(local_index_.Insert(RegionRange{id, reinterpret_cast<uint64_t>(addr),
+                                                      length}));
     }
-    return Status::Ok();
-  });
+  }
+  LocalRegion region{.range = RegionRange{id, reinterpret_cast<uint64_t>(addr), length}};
+  Status st = CallOnProgress<Status>([&] { return MapRegion(addr, length, &region); });
+  std::lock_guard<std::mutex> lock(mu_);
+  if (st.ok() && addr == nullptr) {
+    st = local_index_.Insert(region.range);
+  }
   if (!st.ok()) {
-    RunOnProgress([this, region] {
-      for (int c = 0; c < kNumClasses; ++c) {
-        if (region.memh[c] != nullptr) {
-          ucp_mem_unmap(ctx_[c], region.memh[c]);
-        }
-      }
-    });
-    std::lock_guard<std::mutex> lock(mu_);
-    local_index_.Erase(range.id);
+    if (addr != nullptr) {
+      local_index_.Erase(id);
+    }
+    RunOnProgress([this, region] { UnmapRegion(region); });
     return st;
   }
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    local_regions_.emplace(range.id.value(), region);
-    ++local_generation_;
+  local_regions_.emplace(id.value(), region);
+  ++local_generation_;
+  *out_addr = reinterpret_cast<void*>(region.range.addr);
+  return id;
+}
+
+Result<RegionId> EngineImpl::RegisterRegion(void* addr, uint64_t length) {
+  if (addr == nullptr) {
+    return InvalidArgument("RegisterRegion: null address");
   }
+  void* out = nullptr;
+  ASSIGN_OR_RETURN(RegionId id, AddRegion(addr, length, &out));
   BroadcastRegions();
-  return range.id;
+  return id;
+}
+
+Result<std::pair<RegionId, void*>> EngineImpl::AllocateRegion(uint64_t length) {
+  void* out = nullptr;
+  ASSIGN_OR_RETURN(RegionId id, AddRegion(nullptr, length, &out));
+  BroadcastRegions();
+  return std::make_pair(id, out);
 }
 
 Status EngineImpl::DeregisterRegion(RegionId id) {
@@ -304,9 +341,7 @@ Status EngineImpl::DeregisterRegion(RegionId id) {
   }
   BroadcastRegions();
   CallOnProgress<int>([&] {
-    for (int c = 0; c < kNumClasses; ++c) {
-      ucp_mem_unmap(ctx_[c], region.memh[c]);
-    }
+    UnmapRegion(region);
     return 0;
   });
   return Status::Ok();

@@ -54,6 +54,7 @@ struct LocalRegion {
   RegionRange range;
   std::array<ucp_mem_h, kNumClasses> memh{};
   std::array<std::string, kNumClasses> rkey;  // packed
+  bool allocated = false;  // memory allocated by the low class's ucp_mem_map (engine-owned)
 };
 
 class EngineImpl;
@@ -99,6 +100,7 @@ class EngineImpl final : public TransferEngine {
   Status Start();
 
   Result<RegionId> RegisterRegion(void* addr, uint64_t length) override;
+  Result<std::pair<RegionId, void*>> AllocateRegion(uint64_t length) override;
   Status DeregisterRegion(RegionId id) override;
   Result<std::string> Listen(const std::string& addr_port) override;
   Result<PeerId> Connect(const std::string& addr_port) override;
@@ -117,6 +119,11 @@ class EngineImpl final : public TransferEngine {
  private:
   // --- setup (engine.cc) ---
   Status InitClass(int c);
+  // Registers [addr, length) (addr null: allocate it in the low class context first) in every
+  // class context; runs on the progress thread.
+  Status MapRegion(void* addr, uint64_t length, LocalRegion* region);
+  void UnmapRegion(const LocalRegion& region);
+  Result<RegionId> AddRegion(void* addr, uint64_t length, void** out_addr);
   Hello MakeHello(uint64_t* generation);
   void BroadcastIfStale(uint64_t sent_generation);
   std::vector<RegionAdvert> AdvertsLocked();

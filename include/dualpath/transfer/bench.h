@@ -30,6 +30,12 @@ struct BenchOptions {
   TrafficClass cls = TrafficClass::kLow;
   Op op = Op::kPut;
   EngineConfig engine;
+  // Buffers from TransferEngine::AllocateRegion (UCX-allocated; mappable by a shared-memory
+  // peer, as ucx_perftest allocates them) instead of the caller's own mmap.
+  bool ucx_alloc = true;
+  // Every descriptor reads and writes the same `size` bytes on both sides (ucx_perftest's memory
+  // footprint: cache-resident buffers); otherwise each descriptor has its own memory.
+  bool same_buffer = false;
   // Server: region bytes to expose (0: 1 GiB or enough for the client's default use).
   uint64_t region_bytes = 256ull << 20;
   // Server: give up if no peer arrives within this.

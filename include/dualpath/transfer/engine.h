@@ -32,6 +32,7 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "dualpath/common/clock.h"
@@ -79,6 +80,12 @@ class TransferEngine {
   // Registers [addr, addr + length) in every class context and advertises it to all peers
   // (current and future). AlreadyExists if it overlaps a registered region.
   virtual Result<RegionId> RegisterRegion(void* addr, uint64_t length) = 0;
+  // Allocates `length` bytes through UCX and registers them like RegisterRegion; the engine owns
+  // the memory (freed by DeregisterRegion or the destructor). The low (KV) class's context
+  // allocates, so on shared memory the pages come from a segment a peer can map and a put
+  // becomes a memcpy into that mapping instead of a cross-process copy syscall or an active
+  // message; the high class registers the same pages as ordinary memory.
+  virtual Result<std::pair<RegionId, void*>> AllocateRegion(uint64_t length) = 0;
   // NotFound for an unknown id. Peers learn about it asynchronously; batches already submitted
   // against the region must have completed.
   virtual Status DeregisterRegion(RegionId id) = 0;
