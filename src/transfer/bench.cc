@@ -1,16 +1,15 @@
 #include "dualpath/transfer/bench.h"
 
+#include <fmt/format.h>
 #include <sys/mman.h>
 
 #include <algorithm>
-#include <chrono>
 #include <atomic>
+#include <chrono>
 #include <cstring>
 #include <mutex>
 #include <thread>
 #include <vector>
-
-#include <fmt/format.h>
 
 namespace dualpath::transfer {
 namespace {
@@ -22,8 +21,8 @@ class Buffer {
     if (n == 0) {
       return;
     }
-    p_ = mmap(nullptr, n, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_POPULATE, -1,
-              0);
+    p_ =
+        mmap(nullptr, n, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_POPULATE, -1, 0);
     if (p_ == MAP_FAILED) {
       p_ = nullptr;
     }
@@ -151,8 +150,8 @@ Result<BenchReport> RunBenchClient(const BenchOptions& o) {
   // and wraps onto the same window otherwise (bandwidth is unaffected; contents are not checked).
   const uint64_t slot_span = std::min<uint64_t>(batch_bytes, target.length);
   if (o.size > target.length) {
-    return InvalidArgument(fmt::format("--size {} exceeds the server's region of {} bytes", o.size,
-                                       target.length));
+    return InvalidArgument(
+        fmt::format("--size {} exceeds the server's region of {} bytes", o.size, target.length));
   }
 
   uint64_t total = o.iters;
@@ -269,14 +268,13 @@ Result<BenchReport> RunBenchClient(const BenchOptions& o) {
   r.p50_us = Percentile(lat, 0.50);
   r.p99_us = Percentile(lat, 0.99);
   r.descs_per_s = r.seconds > 0 ? static_cast<double>(measured * o.batch) / r.seconds : 0;
-  r.submit_ns_per_desc =
-      submitted_descs > 0 ? static_cast<double>(submit_ns) / static_cast<double>(submitted_descs)
-                          : 0;
+  r.submit_ns_per_desc = submitted_descs > 0
+                             ? static_cast<double>(submit_ns) / static_cast<double>(submitted_descs)
+                             : 0;
   uint64_t posted = stats1.descs_posted - stats0.descs_posted;
-  r.post_ns_per_desc =
-      posted > 0 ? static_cast<double>(stats1.post_nanos - stats0.post_nanos) /
-                       static_cast<double>(posted)
-                 : 0;
+  r.post_ns_per_desc = posted > 0 ? static_cast<double>(stats1.post_nanos - stats0.post_nanos) /
+                                        static_cast<double>(posted)
+                                  : 0;
   return r;
 }
 

@@ -1,6 +1,7 @@
 #include "dualpath/transfer/control_channel.h"
 
 #include <arpa/inet.h>
+#include <fmt/format.h>
 #include <netdb.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
@@ -12,8 +13,6 @@
 #include <charconv>
 #include <cstring>
 #include <mutex>
-
-#include <fmt/format.h>
 
 #include "socket_tos.h"
 
@@ -95,8 +94,8 @@ class TcpChannel final : public ControlChannel {
 
   Status Send(std::string_view message) override {
     if (message.size() > kMaxControlMessage) {
-      return InvalidArgument(fmt::format("control message of {} bytes exceeds {}",
-                                         message.size(), kMaxControlMessage));
+      return InvalidArgument(fmt::format("control message of {} bytes exceeds {}", message.size(),
+                                         kMaxControlMessage));
     }
     std::lock_guard<std::mutex> lock(send_mu_);
     auto len = static_cast<uint32_t>(message.size());
@@ -196,8 +195,7 @@ Result<std::unique_ptr<ControlListener>> TcpListen(std::string_view addr_port, i
   if (::bind(fd, reinterpret_cast<sockaddr*>(&sa), sizeof sa) != 0 || ::listen(fd, 64) != 0) {
     int e = errno;
     ::close(fd);
-    return Status(Code::kUnavailable,
-                  fmt::format("listen on {}: {}", addr_port, strerror(e)));
+    return Status(Code::kUnavailable, fmt::format("listen on {}: {}", addr_port, strerror(e)));
   }
   socklen_t len = sizeof sa;
   getsockname(fd, reinterpret_cast<sockaddr*>(&sa), &len);

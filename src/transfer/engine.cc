@@ -1,6 +1,7 @@
 // TransferEngine: setup, registration, peers and the control thread. The data path (progress
 // thread) is in progress.cc.
 #include <dirent.h>
+#include <fmt/format.h>
 #include <poll.h>
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
@@ -9,8 +10,6 @@
 #include <chrono>
 #include <cstring>
 #include <random>
-
-#include <fmt/format.h>
 
 #include "dualpath/common/log.h"
 #include "engine_impl.h"
@@ -104,8 +103,8 @@ Status EngineImpl::InitClass(int c) {
     }
   }
   ucp_params_t params{};
-  params.field_mask = UCP_PARAM_FIELD_FEATURES | UCP_PARAM_FIELD_MT_WORKERS_SHARED |
-                      UCP_PARAM_FIELD_NAME;
+  params.field_mask =
+      UCP_PARAM_FIELD_FEATURES | UCP_PARAM_FIELD_MT_WORKERS_SHARED | UCP_PARAM_FIELD_NAME;
   params.features = UCP_FEATURE_RMA | UCP_FEATURE_AM | UCP_FEATURE_WAKEUP;
   params.mt_workers_shared = 0;
   params.name = c == 0 ? "dualpath-high" : "dualpath-low";
@@ -124,8 +123,8 @@ Status EngineImpl::InitClass(int c) {
   }
   ucp_address_t* addr = nullptr;
   size_t len = 0;
-  RETURN_IF_ERROR(UcsStatus(ucp_worker_get_address(worker_[c], &addr, &len),
-                            "ucp_worker_get_address"));
+  RETURN_IF_ERROR(
+      UcsStatus(ucp_worker_get_address(worker_[c], &addr, &len), "ucp_worker_get_address"));
   worker_addr_[c].assign(reinterpret_cast<const char*>(addr), len);
   ucp_worker_release_address(worker_[c], addr);
 
@@ -286,8 +285,8 @@ Result<RegionId> EngineImpl::AddRegion(void* addr, uint64_t length, void** out_a
     id = RegionId(next_region_++);
     if (addr != nullptr) {
       // Reserve the range first, so two concurrent registrations cannot both succeed.
-      RETURN_IF_ERROR(local_index_.Insert(RegionRange{id, reinterpret_cast<uint64_t>(addr),
-                                                      length}));
+      RETURN_IF_ERROR(
+          local_index_.Insert(RegionRange{id, reinterpret_cast<uint64_t>(addr), length}));
     }
   }
   LocalRegion region{.range = RegionRange{id, reinterpret_cast<uint64_t>(addr), length}};
@@ -604,8 +603,8 @@ void EngineImpl::HandleControlMessage(const std::shared_ptr<PeerState>& p) {
       return;
     }
     p->dead = true;
-    p->death = Status(Code::kTransferPeerDead, fmt::format("peer {} ({}): {}", p->id.value(),
-                                                           p->name, reason));
+    p->death = Status(Code::kTransferPeerDead,
+                      fmt::format("peer {} ({}): {}", p->id.value(), p->name, reason));
   }
   RunOnProgress([this, p, reason] { KillPeer(*p, reason); });
 }

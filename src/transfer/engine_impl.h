@@ -74,8 +74,8 @@ struct PeerState {
   std::array<std::unordered_map<uint32_t, std::pair<std::string, ucp_rkey_h>>, kNumClasses> rkeys;
   size_t batches_in_flight = 0;
   Nanos last_progress = 0;
-  bool killed = false;           // endpoints closed, batches failed
-  std::string pending_kill;      // set by the UCX error callback, acted on after progress
+  bool killed = false;       // endpoints closed, batches failed
+  std::string pending_kill;  // set by the UCX error callback, acted on after progress
 };
 
 struct InflightBatch {
@@ -88,7 +88,7 @@ struct InflightBatch {
   bool notice_phase = false;
   bool user_notified = false;
   bool budget_held = false;
-  bool posted = false;       // counted in the peer's batches_in_flight
+  bool posted = false;        // counted in the peer's batches_in_flight
   NoticeHeader notice_buf{};  // the notice's header must outlive a queued ucp_am_send_nbx
   Status status;
 };

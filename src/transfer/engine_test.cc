@@ -100,8 +100,8 @@ TEST_P(EngineTest, PutBatchArrivesWithNoticeThenGetReadsItBack) {
   // Reverse the block order so a descriptor's local and remote offsets differ.
   Batch put{.peer = p.b_from_a, .cls = TrafficClass::kLow, .op = Op::kPut};
   for (size_t i = 0; i < kBlocks; ++i) {
-    put.descs.push_back({Addr(src.data() + i * kBlock),
-                         Addr(dst.data() + (kBlocks - 1 - i) * kBlock), kBlock});
+    put.descs.push_back(
+        {Addr(src.data() + i * kBlock), Addr(dst.data() + (kBlocks - 1 - i) * kBlock), kBlock});
   }
   put.notify = true;
   put.notice_tag = 17;
@@ -114,8 +114,8 @@ TEST_P(EngineTest, PutBatchArrivesWithNoticeThenGetReadsItBack) {
   EXPECT_EQ(from, p.b->Peers()[0]);
   // The notice is delivered after the data: B sees every block in place.
   for (size_t i = 0; i < kBlocks; ++i) {
-    ASSERT_EQ(0, std::memcmp(dst.data() + (kBlocks - 1 - i) * kBlock, src.data() + i * kBlock,
-                             kBlock))
+    ASSERT_EQ(0,
+              std::memcmp(dst.data() + (kBlocks - 1 - i) * kBlock, src.data() + i * kBlock, kBlock))
         << "block " << i;
   }
 
@@ -206,8 +206,7 @@ TEST_P(EngineTest, LowClassBytesInFlightStayUnderTheLimit) {
   EXPECT_EQ(st.low_bytes_in_flight, 0u);
 }
 
-INSTANTIATE_TEST_SUITE_P(Transports, EngineTest,
-                         ::testing::Values("tcp", "posix,sysv,cma,self"),
+INSTANTIATE_TEST_SUITE_P(Transports, EngineTest, ::testing::Values("tcp", "posix,sysv,cma,self"),
                          [](const auto& info) {
                            return info.param == "tcp" ? std::string("Tcp") : std::string("Shm");
                          });
@@ -263,8 +262,7 @@ TEST(EngineDscpTest, EachClassMarksItsTcpSockets) {
   // the two class marks (the control channel travels in the high class), and both appear.
   EXPECT_GT(tos.count(hi), 0u);
   EXPECT_GT(tos.count(lo), 0u);
-  EXPECT_EQ(tos.count(hi) + tos.count(lo), tos.size())
-      << "unmarked TCP sockets: " << tos.count(0);
+  EXPECT_EQ(tos.count(hi) + tos.count(lo), tos.size()) << "unmarked TCP sockets: " << tos.count(0);
 }
 
 }  // namespace

@@ -1,10 +1,9 @@
 // TransferEngine data path: the progress thread, batch posting, completions, peer failure.
+#include <fmt/format.h>
 #include <sys/epoll.h>
 #include <unistd.h>
 
 #include <algorithm>
-
-#include <fmt/format.h>
 
 #include "dualpath/common/check.h"
 #include "dualpath/common/log.h"
@@ -134,8 +133,8 @@ void EngineImpl::SleepOnWorkers() {
   // With operations outstanding, wake in time to enforce the peer timeout.
   int timeout_ms = -1;
   if (!inflight_.empty()) {
-    timeout_ms = static_cast<int>(std::clamp<Nanos>(config_.peer_timeout / 4 / kNanosPerMilli,
-                                                    1, 1000));
+    timeout_ms =
+        static_cast<int>(std::clamp<Nanos>(config_.peer_timeout / 4 / kNanosPerMilli, 1, 1000));
   }
   epoll_event evs[4];
   int n = epoll_wait(epfd_, evs, 4, timeout_ms);
@@ -283,12 +282,11 @@ void EngineImpl::Post(InflightBatch* b) {
       rkey = *r;
       cached_region = region;
     }
-    ucs_status_ptr_t sp =
-        b->req.op == Op::kPut
-            ? ucp_put_nbx(ep, reinterpret_cast<const void*>(d.local_addr), d.length,
-                          d.remote_addr, rkey, &param)
-            : ucp_get_nbx(ep, reinterpret_cast<void*>(d.local_addr), d.length, d.remote_addr,
-                          rkey, &param);
+    ucs_status_ptr_t sp = b->req.op == Op::kPut
+                              ? ucp_put_nbx(ep, reinterpret_cast<const void*>(d.local_addr),
+                                            d.length, d.remote_addr, rkey, &param)
+                              : ucp_get_nbx(ep, reinterpret_cast<void*>(d.local_addr), d.length,
+                                            d.remote_addr, rkey, &param);
     if (UCS_PTR_IS_ERR(sp)) {
       b->status = UcsStatus(UCS_PTR_STATUS(sp), fmt::format("post descriptor {}", i));
       break;
@@ -327,9 +325,8 @@ void EngineImpl::OnOpDone(InflightBatch* b, ucs_status_t st) {
   if (st != UCS_OK && b->status.ok()) {
     b->status = st == UCS_ERR_CANCELED && !p.death.ok()
                     ? p.death
-                    : Status(Code::kTransferPeerDead,
-                             fmt::format("peer {} ({}): {}", p.id.value(), p.name,
-                                         ucs_status_string(st)));
+                    : Status(Code::kTransferPeerDead, fmt::format("peer {} ({}): {}", p.id.value(),
+                                                                  p.name, ucs_status_string(st)));
   }
   if (--b->outstanding == 0) {
     PhaseDone(b);
@@ -345,8 +342,8 @@ void EngineImpl::PhaseDone(InflightBatch* b) {
     const int c = ClassIndex(b->req.cls);
     NoticeHeader h{engine_id_, b->req.notice_tag};
     ucp_request_param_t param{};
-    param.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA |
-                         UCP_OP_ATTR_FIELD_FLAGS;
+    param.op_attr_mask =
+        UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA | UCP_OP_ATTR_FIELD_FLAGS;
     param.flags = UCP_AM_SEND_FLAG_EAGER;
     param.cb.send = OpCallback;
     param.user_data = b;

@@ -9,9 +9,8 @@ Status RegionIndex::Insert(RegionRange r) {
     return InvalidArgument(fmt::format("region {} has length 0", r.id.value()));
   }
   if (r.addr + r.length < r.addr) {
-    return InvalidArgument(
-        fmt::format("region {} [{:#x}, +{}) wraps the address space", r.id.value(), r.addr,
-                    r.length));
+    return InvalidArgument(fmt::format("region {} [{:#x}, +{}) wraps the address space",
+                                       r.id.value(), r.addr, r.length));
   }
   if (FindId(r.id) != nullptr) {
     return AlreadyExists(fmt::format("region id {} already registered", r.id.value()));
@@ -24,8 +23,8 @@ Status RegionIndex::Insert(RegionRange r) {
   if (next != by_addr_.begin()) {
     const RegionRange& prev = std::prev(next)->second;
     if (prev.addr + prev.length > r.addr) {
-      return AlreadyExists(fmt::format("region [{:#x}, +{}) overlaps region {}", r.addr,
-                                       r.length, prev.id.value()));
+      return AlreadyExists(
+          fmt::format("region [{:#x}, +{}) overlaps region {}", r.addr, r.length, prev.id.value()));
     }
   }
   by_addr_.emplace(r.addr, r);

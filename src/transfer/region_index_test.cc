@@ -21,7 +21,7 @@ TEST(RegionIndexTest, FindsContainingRegionOnly) {
   EXPECT_EQ(idx.Find(0x0fff, 2), nullptr);      // starts before
   EXPECT_EQ(idx.Find(0x2000, 1), nullptr);      // gap
   EXPECT_EQ(idx.Find(0x40ff, 1)->id, RegionId(2));
-  EXPECT_EQ(idx.Find(0x1000, 0), nullptr);              // empty ranges are never contained
+  EXPECT_EQ(idx.Find(0x1000, 0), nullptr);                // empty ranges are never contained
   EXPECT_EQ(idx.Find(0x1800, UINT64_MAX - 10), nullptr);  // wraps
 }
 

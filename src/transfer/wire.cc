@@ -1,10 +1,9 @@
 #include "dualpath/transfer/wire.h"
 
+#include <fmt/format.h>
 #include <xxhash.h>
 
 #include <cstring>
-
-#include <fmt/format.h>
 
 namespace dualpath::transfer {
 namespace {
@@ -143,8 +142,8 @@ std::string EncodeRegions(const std::vector<RegionAdvert>& regions) {
 
 Result<MsgType> CheckFrame(std::string_view frame) {
   if (frame.size() < kHeaderBytes + kTrailerBytes) {
-    return Corruption(fmt::format("control message: {} bytes is shorter than a frame",
-                                  frame.size()));
+    return Corruption(
+        fmt::format("control message: {} bytes is shorter than a frame", frame.size()));
   }
   uint32_t magic = 0;
   uint16_t version = 0;
@@ -159,8 +158,8 @@ Result<MsgType> CheckFrame(std::string_view frame) {
     return Corruption(fmt::format("control message: unsupported version {}", version));
   }
   if (len != frame.size() - kHeaderBytes - kTrailerBytes) {
-    return Corruption(fmt::format("control message: payload length {} but frame has {} bytes",
-                                  len, frame.size()));
+    return Corruption(fmt::format("control message: payload length {} but frame has {} bytes", len,
+                                  frame.size()));
   }
   uint64_t want = 0;
   std::memcpy(&want, frame.data() + frame.size() - kTrailerBytes, 8);

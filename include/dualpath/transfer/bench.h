@@ -21,9 +21,9 @@ struct BenchOptions {
   std::string listen;   // server: ADDR:PORT
   std::string connect;  // client: ADDR:PORT
   uint64_t size = 64 * 1024;
-  uint64_t batch = 1;  // descriptors per batch
-  uint64_t depth = 4;  // batches in flight
-  uint64_t iters = 0;  // batches to run; 0: derived from `bytes`
+  uint64_t batch = 1;           // descriptors per batch
+  uint64_t depth = 4;           // batches in flight
+  uint64_t iters = 0;           // batches to run; 0: derived from `bytes`
   uint64_t bytes = 1ull << 30;  // total bytes when iters is 0
   uint64_t warmup = 0;          // batches before measuring; 0: depth * 2
   double duration_s = 0;        // > 0: run for this long instead of `iters`
@@ -62,7 +62,8 @@ struct BenchReport {
 Status ValidateBenchOptions(const BenchOptions& o);
 // Serves until every connected peer has gone (or none came within accept_timeout).
 // `on_ready` (optional) is called with the bound address once listening.
-Status RunBenchServer(const BenchOptions& o, const std::function<void(const std::string&)>& on_ready);
+Status RunBenchServer(const BenchOptions& o,
+                      const std::function<void(const std::string&)>& on_ready);
 Result<BenchReport> RunBenchClient(const BenchOptions& o);
 
 }  // namespace dualpath::transfer
