@@ -3,9 +3,8 @@
 //   dualpath bench transfer --listen 127.0.0.1:5555 &
 //   dualpath bench transfer --connect 127.0.0.1:5555 --size 65536 --batch 1 --op put --json
 //
-// The `bench` group is shared with other components' benchmarks: this file adds it only when no
-// other cmd_*.cc registered it first (CLI11 2.1 has no get_subcommand_no_throw, so the lookup's
-// OptionNotFound is caught).
+// The `bench` group is shared with other components' benchmarks: GetOrAddGroup (command.h) adds
+// it only when no other cmd_*.cc registered it first.
 #include <iostream>
 #include <memory>
 
@@ -15,19 +14,11 @@
 namespace dualpath::cli {
 namespace {
 
-CLI::App* BenchGroup(CLI::App& root) {
-  try {
-    return root.get_subcommand("bench");
-  } catch (const CLI::OptionNotFound&) {
-    CLI::App* bench = root.add_subcommand("bench", "Benchmarks of the data paths");
-    bench->require_subcommand(1);
-    return bench;
-  }
-}
-
 void Register(CLI::App& root, int* exit_code) {
-  CLI::App* sub = BenchGroup(root)->add_subcommand(
-      "transfer", "One-sided UCX put/get between two processes; report Gbit/s and latency");
+  CLI::App* sub =
+      GetOrAddGroup(root, "bench", "Benchmarks of the data paths")
+          ->add_subcommand(
+              "transfer", "One-sided UCX put/get between two processes; report Gbit/s and latency");
   auto o = std::make_shared<transfer::BenchOptions>();
   auto cls = std::make_shared<std::string>("low");
   auto op = std::make_shared<std::string>("put");
