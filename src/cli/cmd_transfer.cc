@@ -34,6 +34,7 @@ void Register(CLI::App& root, int* exit_code) {
   sub->add_option("--batch", o->batch, "Descriptors per batch, one completion each (default 1)");
   sub->add_option("--depth", o->depth, "Batches in flight (default 4)");
   sub->add_option("--iters", o->iters, "Measured batches (default: 1 GiB worth)");
+  sub->add_option("--warmup", o->warmup, "Batches before measuring (default 2 x depth)");
   sub->add_option("--duration", o->duration_s, "Run for this many seconds instead of --iters");
   sub->add_option("--class", *cls, "Traffic class: high|low (default low)")
       ->check(CLI::IsMember({"high", "low"}));

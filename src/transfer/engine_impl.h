@@ -75,6 +75,7 @@ struct PeerState {
   size_t batches_in_flight = 0;
   Nanos last_progress = 0;
   bool killed = false;       // endpoints closed, batches failed
+  Status kill_status;        // why (the progress thread's copy of `death`)
   std::string pending_kill;  // set by the UCX error callback, acted on after progress
 };
 
@@ -146,6 +147,7 @@ class EngineImpl final : public TransferEngine {
   void Admit(std::unique_ptr<InflightBatch> b);
   void AdmitDeferred();
   void Post(InflightBatch* b);
+  Status PostError(PeerState& p, ucs_status_t st, std::string_view what);
   void PhaseDone(InflightBatch* b);
   void Finish(InflightBatch* b);
   Result<ucp_rkey_h> Rkey(PeerState& p, int c, uint32_t region, const RemoteTable& table);

@@ -79,6 +79,7 @@ void EngineImpl::RunOnProgress(std::function<void()> task) {
 
 void EngineImpl::ProgressLoop() {
   unsigned spins = 0;
+  Nanos last_activity = 0;
   while (!stop_progress_.load(std::memory_order_relaxed)) {
     bool did = false;
     if (queued_.load(std::memory_order_acquire)) {
@@ -108,9 +109,17 @@ void EngineImpl::ProgressLoop() {
       CheckTimeouts();
     }
     if (did) {
+      if (config_.busy_poll) {
+        last_activity = clock_.Now();
+      }
       continue;
     }
-    if (config_.busy_poll && !inflight_.empty()) {
+    // Busy polling also covers a short idle window after the last event: a caller that keeps a
+    // few batches in flight submits the next one within microseconds of a completion, and
+    // sleeping in epoll in between would cost a wake-up (eventfd write + scheduler latency) per
+    // batch, which dominates when a batch is a single shared-memory copy.
+    if (config_.busy_poll &&
+        (!inflight_.empty() || clock_.Now() - last_activity < config_.idle_spin)) {
       continue;
     }
     SleepOnWorkers();
@@ -177,7 +186,7 @@ bool EngineImpl::DrainQueues() {
 void EngineImpl::Admit(std::unique_ptr<InflightBatch> b) {
   PeerState& p = *b->peer;
   if (p.killed) {
-    b->status = p.death.ok() ? Status(Code::kTransferPeerDead, "peer is dead") : p.death;
+    b->status = p.kill_status;
     InflightBatch* raw = b.release();
     inflight_.push_back(raw);
     Finish(raw);
@@ -211,7 +220,7 @@ void EngineImpl::AdmitDeferred() {
     std::unique_ptr<InflightBatch> b = std::move(deferred_low_.front());
     deferred_low_.pop_front();
     if (b->peer->killed) {
-      b->status = b->peer->death;
+      b->status = b->peer->kill_status;
       InflightBatch* raw = b.release();
       inflight_.push_back(raw);
       Finish(raw);
@@ -252,6 +261,21 @@ Result<ucp_rkey_h> EngineImpl::Rkey(PeerState& p, int c, uint32_t region,
   return rkey;
 }
 
+Status EngineImpl::PostError(PeerState& p, ucs_status_t st, std::string_view what) {
+  // Posting fails on an endpoint UCX has already declared failed (its error callback may not
+  // have run yet): that is the peer's death, reported as such, and the peer is closed.
+  std::string reason = fmt::format("{}: {}", what, ucs_status_string(st));
+  if (!p.killed && p.pending_kill.empty()) {
+    p.pending_kill = reason;
+    auto it = by_engine_id_.find(p.engine_id);
+    if (it != by_engine_id_.end()) {
+      to_kill_.push_back(it->second);
+    }
+  }
+  return Status(Code::kTransferPeerDead,
+                fmt::format("peer {} ({}): {}", p.id.value(), p.name, reason));
+}
+
 void EngineImpl::Post(InflightBatch* b) {
   PeerState& p = *b->peer;
   const int c = ClassIndex(b->req.cls);
@@ -288,7 +312,7 @@ void EngineImpl::Post(InflightBatch* b) {
                               : ucp_get_nbx(ep, reinterpret_cast<void*>(d.local_addr), d.length,
                                             d.remote_addr, rkey, &param);
     if (UCS_PTR_IS_ERR(sp)) {
-      b->status = UcsStatus(UCS_PTR_STATUS(sp), fmt::format("post descriptor {}", i));
+      b->status = PostError(p, UCS_PTR_STATUS(sp), fmt::format("post descriptor {}", i));
       break;
     }
     ++posted;
@@ -304,7 +328,7 @@ void EngineImpl::Post(InflightBatch* b) {
     ucs_status_ptr_t sp = ucp_ep_flush_nbx(ep, &param);
     if (UCS_PTR_IS_ERR(sp)) {
       if (b->status.ok()) {
-        b->status = UcsStatus(UCS_PTR_STATUS(sp), "ucp_ep_flush_nbx");
+        b->status = PostError(p, UCS_PTR_STATUS(sp), "ucp_ep_flush_nbx");
       }
     } else if (sp != nullptr) {
       ++b->outstanding;
@@ -323,8 +347,8 @@ void EngineImpl::OnOpDone(InflightBatch* b, ucs_status_t st) {
   PeerState& p = *b->peer;
   p.last_progress = clock_.Now();
   if (st != UCS_OK && b->status.ok()) {
-    b->status = st == UCS_ERR_CANCELED && !p.death.ok()
-                    ? p.death
+    b->status = st == UCS_ERR_CANCELED && p.killed
+                    ? p.kill_status
                     : Status(Code::kTransferPeerDead, fmt::format("peer {} ({}): {}", p.id.value(),
                                                                   p.name, ucs_status_string(st)));
   }
@@ -354,7 +378,7 @@ void EngineImpl::PhaseDone(InflightBatch* b) {
     ucs_status_ptr_t sp = ucp_am_send_nbx(p.ep[c], kNoticeAmId, &b->notice_buf,
                                           sizeof b->notice_buf, nullptr, 0, &param);
     if (UCS_PTR_IS_ERR(sp)) {
-      b->status = UcsStatus(UCS_PTR_STATUS(sp), "send notice");
+      b->status = PostError(p, UCS_PTR_STATUS(sp), "send notice");
     } else if (sp != nullptr) {
       b->outstanding = 1;
       ++ops_outstanding_;
@@ -479,6 +503,7 @@ void EngineImpl::KillPeer(PeerState& p, const std::string& reason) {
       p.death = Status(Code::kTransferPeerDead,
                        fmt::format("peer {} ({}): {}", p.id.value(), p.name, reason));
     }
+    p.kill_status = p.death;
   }
   log::Debug("transfer: peer {} dead: {}", p.id.value(), reason);
   // Fail the user's batches now (the deadline is what the caller is promised); the batch
@@ -486,7 +511,7 @@ void EngineImpl::KillPeer(PeerState& p, const std::string& reason) {
   for (InflightBatch* b : std::vector<InflightBatch*>(inflight_)) {
     if (b->peer.get() == &p && !b->user_notified) {
       if (b->status.ok()) {
-        b->status = p.death;
+        b->status = p.kill_status;
       }
       b->user_notified = true;
       batches_failed_.fetch_add(1);
@@ -516,6 +541,20 @@ void EngineImpl::KillPeer(PeerState& p, const std::string& reason) {
     }
   }
   p.channel->Close();
+  // Batches of this peer still waiting for the low-class budget fail now rather than when they
+  // reach the head of the queue.
+  std::deque<std::unique_ptr<InflightBatch>> keep;
+  for (auto& b : deferred_low_) {
+    if (b->peer.get() == &p) {
+      b->status = p.kill_status;
+      InflightBatch* raw = b.release();
+      inflight_.push_back(raw);
+      Finish(raw);
+    } else {
+      keep.push_back(std::move(b));
+    }
+  }
+  deferred_low_.swap(keep);
   AdmitDeferred();
 }
 

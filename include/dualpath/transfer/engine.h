@@ -54,6 +54,8 @@ struct EngineConfig {
   // Spin on the workers while operations are outstanding (lowest latency, one core busy); when
   // false the progress thread sleeps on the workers' event descriptors between events.
   bool busy_poll = true;
+  // With busy_poll, keep spinning this long after the last event before sleeping.
+  Nanos idle_spin = 200 * kNanosPerMicro;
 };
 
 struct Batch {
