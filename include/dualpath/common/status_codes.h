@@ -71,5 +71,7 @@
   /* testbed */                                                                  \
   X(kTestbedNotRoot, 1000, "testbed: needs root")                                \
   X(kTestbedExists, 1001, "testbed: cluster already exists")                     \
+  X(kTestbedNotFound, 1002, "testbed: no such cluster")                          \
+  X(kTestbedCommandFailed, 1003, "testbed: setup command failed")                \
   /* cli */                                                                      \
   X(kCliUsage, 1100, "usage error")

@@ -1,0 +1,48 @@
+// Bringing an emulated cluster up and down (what `dualpath cluster up|down` do).
+//
+// ClusterUp creates, for the planned Cluster: one network namespace per node, a storage namespace
+// running glusterd with one brick, a compute switch namespace, tbf- (or, with DSCP priority,
+// htb-) shaped veth links, and a GlusterFS FUSE mount per node whose client runs in the node's
+// namespace. Everything it writes lives in Cluster::state_dir; the cluster owns the namespaces
+// "dp-<name>.*" and the processes inside them. The mechanism is the shell script
+// scripts/testbed/testbed.sh, embedded in the binary at build time (EmbeddedScript()).
+//
+// ClusterDown stops those processes by PID, unmounts, deletes the namespaces (and with them
+// every interface and qdisc) and removes state_dir. It is idempotent and also cleans up after an
+// `up` that crashed half-way (it finds the namespaces by name).
+//
+// Both need root (kTestbedNotRoot otherwise). Thread safety: none; one cluster name must not be
+// brought up or down by two callers at once.
+#pragma once
+
+#include <string>
+#include <string_view>
+
+#include "dualpath/common/status.h"
+#include "dualpath/testbed/cluster.h"
+
+namespace dualpath::testbed {
+
+struct UpReport {
+  double seconds = 0;      // wall time of the whole bring-up
+  std::string script_log;  // the script's own output (includes a "timing_ms ..." line)
+};
+
+// Plans (PlanCluster), checks root and that no cluster of that name exists (kTestbedExists),
+// builds it and writes <state_dir>/cluster.json. On failure everything created is torn down
+// again and the error names the step that failed (kTestbedCommandFailed).
+Result<Cluster> ClusterUp(const ClusterOptions& options, UpReport* report = nullptr);
+
+// Tears down cluster `name` under `state_root` (empty: StateRoot()). OK if nothing exists.
+Status ClusterDown(std::string_view name, std::string_view state_root = {});
+
+// True if the state directory or any namespace of the cluster exists.
+bool ClusterExists(std::string_view name, std::string_view state_root = {});
+
+// Fails with kTestbedNotRoot unless the effective uid is 0.
+Status RequireRoot(std::string_view what);
+
+// The text of scripts/testbed/testbed.sh as of the build.
+std::string_view EmbeddedScript();
+
+}  // namespace dualpath::testbed
