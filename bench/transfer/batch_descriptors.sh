@@ -16,6 +16,8 @@ BATCH=${BATCH:-1000}
 ITERS=${ITERS:-200}
 ADDR=${ADDR:-127.0.0.1}
 PORT=${PORT:-$((20000 + RANDOM % 20000))}
+[[ -n "${NET_DEVICES:-}" ]] && export UCX_NET_DEVICES=$NET_DEVICES
+RUN=0
 
 ns_exec() {
   local ns=$1
@@ -23,8 +25,8 @@ ns_exec() {
   if [[ -n "$ns" ]]; then ip netns exec "$ns" "$@"; else "$@"; fi
 }
 
-run() {  # run TLS SIZE BATCH ITERS -> JSON line
-  PORT=$((PORT + 1))
+run() {  # run TLS SIZE BATCH ITERS PORT -> JSON line
+  local PORT=$5
   local log
   log=$(mktemp)
   ns_exec "${SERVER_NS:-}" "$BIN" bench transfer --listen "$ADDR:$PORT" --tls "$1" >"$log" 2>&1 &
@@ -45,7 +47,8 @@ for mode in $MODES; do
     for b in 1 "$BATCH"; do
       iters=$ITERS
       (( b == 1 )) && iters=$(( ITERS * BATCH / 10 ))  # same order of descriptors
-      j=$(run "$tls" "$size" "$b" "$iters")
+      RUN=$((RUN + 1))
+      j=$(run "$tls" "$size" "$b" "$iters" $((PORT + RUN)))
       printf "%-5s %6s %6s %14s %12s %16s %14s\n" "$mode" "$size" "$b" \
         "$(echo "$j" | field descs_per_s)" "$(echo "$j" | field gbps)" \
         "$(echo "$j" | field submit_ns_per_desc)" "$(echo "$j" | field post_ns_per_desc)"

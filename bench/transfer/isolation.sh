@@ -18,6 +18,8 @@ COMP_RATE=${COMP_RATE:-2gbit}
 PROBES=${PROBES:-2000}
 NAME=${NAME:-txiso}
 PORT=$((20000 + RANDOM % 20000))
+# Only the compute link: UCX's tcp transport would otherwise add the storage interface as a rail.
+export UCX_NET_DEVICES=comp0
 
 [[ $(id -u) == 0 ]] || { echo "isolation.sh: needs root" >&2; exit 2; }
 trap '"$BIN" cluster down --name "$NAME" >/dev/null 2>&1 || true' EXIT
@@ -60,9 +62,11 @@ wait
 probe_s=$(awk -v a="$t0" -v b="$t1" 'BEGIN { printf "%d", (b - a) / 1e9 + 1 }')
 BULK_SECONDS=${BULK_SECONDS:-$(( probe_s * 6 + 6 ))}
 
-loaded() {  # loaded PROBE_EXTRA...: bulk in the background, probe once the bulk has started
-  PORT=$((PORT + 1)); local pb=$PORT; server $pb "$tmp/sb"
-  PORT=$((PORT + 1)); local pp=$PORT; server $pp "$tmp/sp"
+loaded() {  # loaded BASE_PORT PROBE_EXTRA...: bulk in the background, probe once it has started
+  local pb=$1 pp=$(($1 + 1))
+  shift
+  server $pb "$tmp/sb"
+  server $pp "$tmp/sp"
   bulk $pb "$BULK_SECONDS" >"$tmp/bulk" &
   local bulk_pid=$!
   # Start probing once the bulk stream has filled the link: watch d0's received bytes grow by
@@ -83,9 +87,9 @@ loaded() {  # loaded PROBE_EXTRA...: bulk in the background, probe once the bulk
   wait
 }
 
-with_classes=$(loaded)
+with_classes=$(loaded $((PORT + 10)))
 bulk_classes=$(field gbps <"$tmp/bulk")
-without=$(loaded --no-dscp)
+without=$(loaded $((PORT + 20)) --no-dscp)
 bulk_none=$(field gbps <"$tmp/bulk")
 
 p99_idle=$(echo "$idle" | field p99_us)

@@ -12,6 +12,8 @@
 #   ADDR=127.0.0.1           server address
 #   SERVER_NS / CLIENT_NS    run server / client inside these network namespaces (testbed)
 #   LINK_GBPS                if set, also report goodput as a fraction of this link rate
+#   NET_DEVICES              UCX_NET_DEVICES for both tools (testbed: comp0, or UCX would also
+#                            use the storage link's interface as a second rail)
 #   DEPTH=4                  batches in flight for dualpath (ucx_perftest keeps its own window)
 #   FOOTPRINT=same           same: dualpath reuses one SIZE-byte buffer per side, as ucx_perftest
 #                            does (cache-resident); distinct: every descriptor has its own memory
@@ -32,6 +34,8 @@ FOOTPRINT=${FOOTPRINT:-same}
 EXTRA=()
 [[ "$FOOTPRINT" == same ]] && EXTRA+=(--same-buffer)
 PORT=${PORT:-$((20000 + RANDOM % 20000))}
+[[ -n "${NET_DEVICES:-}" ]] && export UCX_NET_DEVICES=$NET_DEVICES
+RUN=0  # each run gets its own port: PORT + RUN (functions run in $(...) subshells)
 
 ns_exec() {  # ns_exec NS cmd...
   local ns=$1
@@ -56,9 +60,8 @@ wait_listening() {  # wait_listening FILE: until the server printed its address 
   return 1
 }
 
-perftest_gbps() {  # perftest_gbps TLS SIZE
-  local tls=$1 size=$2 iters=$(( BYTES / $2 ))
-  PORT=$((PORT + 1))
+perftest_gbps() {  # perftest_gbps TLS SIZE PORT
+  local tls=$1 size=$2 iters=$(( BYTES / $2 )) PORT=$3
   UCX_TLS=$tls ns_exec "${SERVER_NS:-}" ucx_perftest -p "$PORT" >/dev/null 2>&1 &
   local srv=$!
   local out=""
@@ -74,9 +77,8 @@ perftest_gbps() {  # perftest_gbps TLS SIZE
   echo "$out" | awk '/^Final:/ {printf "%.4f\n", $7 * 1048576 * 8 / 1e9}'
 }
 
-dualpath_gbps() {  # dualpath_gbps TLS SIZE
-  local tls=$1 size=$2 iters=$(( BYTES / $2 / BATCH ))
-  PORT=$((PORT + 1))
+dualpath_gbps() {  # dualpath_gbps TLS SIZE PORT
+  local tls=$1 size=$2 iters=$(( BYTES / $2 / BATCH )) PORT=$3
   local log
   log=$(mktemp)
   ns_exec "${SERVER_NS:-}" "$BIN" bench transfer --listen "$ADDR:$PORT" --tls "$tls" >"$log" 2>&1 &
@@ -95,10 +97,12 @@ for mode in $MODES; do
   for size in $SIZES; do
     for rep in $(seq 1 "$REPS"); do
       # Alternate which tool goes first so drift on the shared machine hits both alike.
+      RUN=$((RUN + 2))
+      pp=$((PORT + RUN)) dp=$((PORT + RUN + 1))
       if (( rep % 2 )); then
-        p=$(perftest_gbps "$tls" "$size"); d=$(dualpath_gbps "$tls" "$size")
+        p=$(perftest_gbps "$tls" "$size" $pp); d=$(dualpath_gbps "$tls" "$size" $dp)
       else
-        d=$(dualpath_gbps "$tls" "$size"); p=$(perftest_gbps "$tls" "$size")
+        d=$(dualpath_gbps "$tls" "$size" $dp); p=$(perftest_gbps "$tls" "$size" $pp)
       fi
       r=$(awk -v d="$d" -v p="$p" 'BEGIN { if (p > 0) printf "%.3f", d / p; else print "nan" }')
       echo "run mode=$mode size=$size batch=$BATCH rep=$rep perftest_gbps=$p dualpath_gbps=$d ratio=$r"

@@ -5,6 +5,7 @@
 //
 // The `bench` group is shared with other components' benchmarks: GetOrAddGroup (command.h) adds
 // it only when no other cmd_*.cc registered it first.
+#include <algorithm>
 #include <iostream>
 #include <memory>
 
@@ -42,6 +43,13 @@ void Register(CLI::App& root, int* exit_code) {
   sub->add_option("--tls", o->engine.ucx_tls, "UCX_TLS for the engine (default: UCX's choice)");
   sub->add_option("--region-bytes", o->region_bytes, "Server: bytes to expose (default 256 MiB)");
   sub->add_option("--timeout-ms", *timeout_ms, "Peer timeout in ms (default 5000)");
+  auto spin_us = std::make_shared<int64_t>(200);
+  auto busy_poll = std::make_shared<bool>(false);
+  sub->add_option("--spin-us", *spin_us,
+                  "Progress thread keeps polling this long after the last event (default 200)");
+  sub->add_flag("--busy-poll", *busy_poll,
+                "Progress thread spins while operations are outstanding (default: sleeps on the "
+                "workers' event fds)");
   sub->add_option("--low-inflight", *low_limit, "Low-class bytes in flight (0: unlimited)");
   sub->add_option("--dscp-high", *dscp_high, "DSCP of the high class (default 46, EF)");
   sub->add_option("--dscp-low", *dscp_low, "DSCP of the low class (default 8, CS1)");
@@ -58,6 +66,8 @@ void Register(CLI::App& root, int* exit_code) {
     o->op = *op == "put" ? transfer::Op::kPut : transfer::Op::kGet;
     o->engine.peer_timeout = *timeout_ms * kNanosPerMilli;
     o->engine.low_inflight_bytes = *low_limit;
+    o->engine.idle_spin = std::max<int64_t>(0, *spin_us) * kNanosPerMicro;
+    o->engine.busy_poll = *busy_poll;
     o->engine.classes[0].dscp = *no_dscp ? -1 : *dscp_high;
     o->engine.classes[1].dscp = *no_dscp ? -1 : *dscp_low;
     if (*timeout_ms <= 0) {

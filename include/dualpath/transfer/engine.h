@@ -52,8 +52,10 @@ struct EngineConfig {
   // A peer with outstanding operations and no completion for this long is declared dead.
   Nanos peer_timeout = 5 * kNanosPerSecond;
   // Spin on the workers while operations are outstanding (lowest latency, one core busy); when
-  // false the progress thread sleeps on the workers' event descriptors between events.
-  bool busy_poll = true;
+  // false the progress thread sleeps on the workers' event descriptors between events. Off by
+  // default: on a host with fewer cores than busy threads (measured on the 2-core development
+  // VM), spinning progress threads starve the peer and cut throughput several-fold.
+  bool busy_poll = false;
   // With busy_poll, keep spinning this long after the last event before sleeping.
   Nanos idle_spin = 200 * kNanosPerMicro;
 };
