@@ -11,7 +11,9 @@
 # The p99 ratio loaded/idle is the figure; the bulk stream's goodput shows it kept the link busy.
 #
 #   bench/transfer/isolation.sh [path/to/dualpath]      (needs root; builds and removes a cluster)
-# Environment: COMP_RATE=2gbit, PROBES=2000, BULK_SECONDS (derived), NAME=txiso
+# Environment: COMP_RATE=2gbit, PROBES=2000, BULK_SECONDS (derived), NAME=txiso,
+#   GSO_MAX (unset): if set, gso_max_size of every compute interface (e.g. 1500: MTU-sized
+#   packets reach the qdisc, as on a switch port, instead of 64 KiB GSO super-packets)
 set -euo pipefail
 BIN=$(realpath "${1:-build/release/bin/dualpath}")
 COMP_RATE=${COMP_RATE:-2gbit}
@@ -28,6 +30,13 @@ trap '"$BIN" cluster down --name "$NAME" >/dev/null 2>&1 || true' EXIT
 D0=$("$BIN" cluster get --name "$NAME" d0.compute_addr)
 NS_P=dp-$NAME.p0
 NS_D=dp-$NAME.d0
+if [[ -n "${GSO_MAX:-}" ]]; then
+  ip netns exec "$NS_P" ip link set dev comp0 gso_max_size "$GSO_MAX"
+  ip netns exec "$NS_D" ip link set dev comp0 gso_max_size "$GSO_MAX"
+  for port in c-p0 c-d0; do
+    ip netns exec "dp-$NAME.sw" ip link set dev "$port" gso_max_size "$GSO_MAX"
+  done
+fi
 tmp=$(mktemp -d)
 
 server() {  # server PORT LOG: a bench server on d0, waits until it listens
@@ -95,7 +104,7 @@ bulk_none=$(field gbps <"$tmp/bulk")
 p99_idle=$(echo "$idle" | field p99_us)
 p99_cls=$(echo "$with_classes" | field p99_us)
 p99_none=$(echo "$without" | field p99_us)
-echo "compute link $COMP_RATE (htb, DSCP 46 prioritised), probe: 4 KiB high-class puts, depth 1, $PROBES each"
+echo "compute link $COMP_RATE (htb, DSCP 46 prioritised), gso_max_size ${GSO_MAX:-default}, probe: 4 KiB high-class puts, depth 1, $PROBES each"
 printf "%-34s %10s %10s %14s %12s\n" phase p50_us p99_us p99/idle bulk_gbps
 printf "%-34s %10s %10s %14s %12s\n" "idle link" "$(echo "$idle" | field p50_us)" "$p99_idle" 1.00 -
 printf "%-34s %10s %10s %14s %12s\n" "bulk low + probe high (classes)" \
