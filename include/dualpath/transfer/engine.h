@@ -1,0 +1,134 @@
+// TransferEngine: one-sided KV transfers between processes over UCX, in two traffic classes.
+//
+// What it does (DualPath §4.1, §5; Mooncake's background I/O thread):
+//   - registers memory regions with UCX (once per traffic-class context) and advertises them,
+//     with their packed remote keys and this engine's worker addresses, to every connected peer
+//     over a ControlChannel;
+//   - runs batches of (local, remote, length) descriptors as one-sided puts or gets, with one
+//     completion per batch, and optionally delivers a notice (a 64-bit tag) to the remote side
+//     once the batch's data is visible there (a put batch, an endpoint flush, then an active
+//     message, so a prefill engine knows layer i has arrived);
+//   - owns a progress thread that alone touches UCP workers: Submit() only validates and queues,
+//     so a caller never blocks on the network;
+//   - keeps a high class (control, model traffic) and a low class (KV) on separate UCP contexts,
+//     workers and endpoints, marked per class (class_config.h), and bounds the low class's bytes
+//     in flight (byte_budget.h);
+//   - fails instead of hanging: a peer whose endpoint reports an error, whose control channel
+//     closes, or which makes no progress for `peer_timeout` while operations are outstanding is
+//     declared dead; all its outstanding and queued batches complete with kTransferPeerDead and
+//     later submissions to it are rejected. Other peers are unaffected.
+//
+// Ownership: the engine owns its UCX contexts, workers, endpoints and registrations; the caller
+// owns registered memory and must keep it mapped until DeregisterRegion (or engine destruction)
+// and until every batch using it has completed.
+//
+// Thread safety: all public methods may be called from any thread, except from inside a
+// completion or notice callback, which run on the progress thread and must not block or call
+// Connect/Listen/Register/Deregister (Submit is allowed).
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "dualpath/common/clock.h"
+#include "dualpath/common/status.h"
+#include "dualpath/transfer/class_config.h"
+#include "dualpath/transfer/region_index.h"
+#include "dualpath/transfer/types.h"
+
+namespace dualpath::transfer {
+
+struct EngineConfig {
+  std::array<ClassConfig, kNumClasses> classes = {DefaultHighClass(), DefaultLowClass()};
+  // UCX_TLS for both class contexts; empty keeps UCX's default (and the environment's UCX_TLS).
+  std::string ucx_tls;
+  // In-process limit on low-class bytes in flight; 0 = unlimited.
+  uint64_t low_inflight_bytes = 64ull << 20;
+  // A peer with outstanding operations and no completion for this long is declared dead.
+  Nanos peer_timeout = 5 * kNanosPerSecond;
+  // Spin on the workers while operations are outstanding (lowest latency, one core busy); when
+  // false the progress thread sleeps on the workers' event descriptors between events. Off by
+  // default: on a host with fewer cores than busy threads (measured on the 2-core development
+  // VM), spinning progress threads starve the peer and cut throughput several-fold.
+  bool busy_poll = false;
+  // With busy_poll, keep spinning this long after the last event before sleeping.
+  Nanos idle_spin = 200 * kNanosPerMicro;
+};
+
+struct Batch {
+  PeerId peer;
+  TrafficClass cls = TrafficClass::kLow;
+  Op op = Op::kPut;
+  std::vector<Descriptor> descs;
+  // Deliver this tag to the peer's notice handler after the data is complete at the peer.
+  bool notify = false;
+  uint64_t notice_tag = 0;
+  // Called exactly once on the progress thread: OK, or why the batch failed.
+  std::function<void(const Status&)> on_complete;
+};
+
+// Called on the progress thread when a peer's notice arrives.
+using NoticeHandler = std::function<void(PeerId from, uint64_t tag)>;
+
+class TransferEngine {
+ public:
+  static Result<std::unique_ptr<TransferEngine>> Create(const EngineConfig& config,
+                                                        Clock& clock = SteadyClock::Default());
+  virtual ~TransferEngine() = default;
+
+  // Registers [addr, addr + length) in every class context and advertises it to all peers
+  // (current and future). AlreadyExists if it overlaps a registered region.
+  virtual Result<RegionId> RegisterRegion(void* addr, uint64_t length) = 0;
+  // Allocates `length` bytes through UCX and registers them like RegisterRegion; the engine owns
+  // the memory (freed by DeregisterRegion or the destructor). The low (KV) class's context
+  // allocates, so on shared memory the pages come from a segment a peer can map and a put
+  // becomes a memcpy into that mapping instead of a cross-process copy syscall or an active
+  // message; the high class registers the same pages as ordinary memory.
+  virtual Result<std::pair<RegionId, void*>> AllocateRegion(uint64_t length) = 0;
+  // NotFound for an unknown id. Peers learn about it asynchronously; batches already submitted
+  // against the region must have completed.
+  virtual Status DeregisterRegion(RegionId id) = 0;
+
+  // Accepts peers on "ADDR:PORT" (port 0: any) in a background thread; returns the bound address.
+  virtual Result<std::string> Listen(const std::string& addr_port) = 0;
+  // Connects to a listening engine, exchanges HELLOs and creates endpoints for both classes.
+  // Blocks for the handshake (control plane, not data path).
+  virtual Result<PeerId> Connect(const std::string& addr_port) = 0;
+  // Blocks until at least `n` peers have ever connected (either direction), or `timeout` passes
+  // (kTimeout). For servers and tests that must know a peer has arrived.
+  virtual Status WaitForPeers(size_t n, Nanos timeout) = 0;
+  virtual std::vector<PeerId> Peers() const = 0;
+  // The regions a peer advertised (NotFound for an unknown peer).
+  virtual Result<std::vector<RegionRange>> RemoteRegions(PeerId peer) const = 0;
+
+  // Validates the batch against the local and the peer's registered ranges and queues it.
+  // Returns an error (and never calls on_complete) when the batch is rejected: an unknown or
+  // dead peer (kTransferPeerDead / NotFound), an empty batch, or a descriptor outside the
+  // registered ranges (kTransferBadDescriptor). Nothing of a rejected batch is sent.
+  virtual Status Submit(Batch batch) = 0;
+
+  virtual void SetNoticeHandler(NoticeHandler handler) = 0;
+
+  // Counters for benchmarks and tests.
+  struct Stats {
+    uint64_t batches_completed = 0;
+    uint64_t batches_failed = 0;
+    uint64_t ops_posted = 0;
+    uint64_t low_bytes_in_flight = 0;
+    uint64_t low_bytes_in_flight_max = 0;
+    uint64_t low_batches_deferred = 0;  // batches that waited for the in-flight budget
+    // Time the progress thread spent posting descriptors to UCX (put/get calls and the batch's
+    // flush), for the per-descriptor submission cost (DualPath §5.2: ~1 us per RDMA work
+    // request).
+    uint64_t post_nanos = 0;
+    uint64_t descs_posted = 0;
+  };
+  virtual Stats GetStats() const = 0;
+};
+
+}  // namespace dualpath::transfer
