@@ -105,12 +105,30 @@ BlockHash Sha256CborBlockOpenSsl(const BlockHash& parent, std::span<const TokenI
 }
 
 // SHA-NI path: the message is encoded into a 64-byte aligned buffer that keeps sha256::kPadRoom
-// bytes free, so a block that fits (every block up to ~380 tokens) is padded where it lies and
+// bytes free, so a block that fits (up to ~370 tokens, no extra keys) is padded where it lies and
 // compressed with no copy; longer messages compress whole 64-byte blocks as they fill up.
 BlockHash Sha256CborBlockNi(const BlockHash& parent, std::span<const TokenId> tokens,
                             std::span<const std::string_view> extra_keys) {
   constexpr size_t kLimit = kStageBytes - sha256::kPadRoom;
+  // Token count whose whole message (35-byte head + <= 5-byte array head + 5 bytes per token +
+  // null) fits below kLimit with the encoder's slack.
+  constexpr size_t kWholeTokens = (kLimit - cbor::kEncodeSlack - 35 - 5 - 1) / 5;
   alignas(64) uint8_t buf[kStageBytes];
+  BlockHash out;
+  if (extra_keys.empty() && tokens.size() <= kWholeTokens) {
+    // Hot path: the whole padded message is built here except the parent bytes (3..34), which
+    // DigestWithPrefix32 takes from `parent` directly (registers, not a copy through buf).
+    size_t n = 3 + parent.bytes.size();
+    buf[0] = 0x83;
+    cbor::WriteHead(cbor::Major::kByteString, parent.bytes.size(), buf + 1);  // 2 bytes
+    n += cbor::WriteHead(cbor::Major::kArray, tokens.size(), buf + n);
+    const size_t encoded = EncodeTokenChunk(tokens, kLimit, buf, &n);
+    DUALPATH_CHECK(encoded == tokens.size(), "sha256_cbor: staging buffer too small");
+    buf[n++] = cbor::kNull;
+    const size_t nblocks = sha256::PadInPlace(buf, n, n);
+    sha256::DigestWithPrefix32(buf, nblocks, parent.bytes.data(), out.bytes.data());
+    return out;
+  }
   size_t n = WriteMessageHead(parent, tokens.size(), buf);
   sha256::NiState sha;
   size_t i = 0;
@@ -131,7 +149,6 @@ BlockHash Sha256CborBlockNi(const BlockHash& parent, std::span<const TokenId> to
       sha.AbsorbBlocks(buf, &n);
     }
   }
-  BlockHash out;
   sha.Finish(buf, n, out.bytes.data());  // n <= kLimit: kPadRoom bytes free for the padding
   return out;
 }

@@ -56,14 +56,7 @@ void NiState::AbsorbBlocks(uint8_t* buf, size_t* n) {
 }
 
 void NiState::Finish(uint8_t* buf, size_t n, uint8_t out[32]) {
-  const uint64_t bits = (absorbed_ + n) * 8;
-  // Pad in place: 0x80, zeros up to 56 mod 64, then the big-endian bit length.
-  buf[n] = 0x80;
-  const size_t total = (n + 1 + 8 + kBlockBytes - 1) / kBlockBytes * kBlockBytes;
-  std::memset(buf + n + 1, 0, total - 8 - (n + 1));
-  const uint64_t be_bits = __builtin_bswap64(bits);
-  std::memcpy(buf + total - 8, &be_bits, 8);
-  CompressShaNi(h_, buf, total / kBlockBytes);
+  CompressShaNi(h_, buf, PadInPlace(buf, n, absorbed_ + n));
   for (int i = 0; i < 8; ++i) {
     const uint32_t be = __builtin_bswap32(h_[i]);
     std::memcpy(out + 4 * i, &be, 4);

@@ -12,6 +12,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 
 namespace dualpath::kv::sha256 {
 
@@ -49,6 +50,24 @@ class NiState {
 // The SHA-NI compression function over `nblocks` consecutive 64-byte blocks (sha256_ni.cc, built
 // with -msha -msse4.1). Only call when HaveShaNi().
 void CompressShaNi(uint32_t state[8], const uint8_t* blocks, size_t nblocks);
+
+// Digest of the padded message msg[0, 64 * nblocks) (see PadInPlace) whose bytes 3..34 are
+// `prefix` instead (msg's own bytes there are not read). This is the sha256_cbor chain's hot path:
+// the parent digest goes from the previous block's output straight into the first message block
+// in registers, off the memory round trip. nblocks >= 1. Only call when HaveShaNi().
+void DigestWithPrefix32(const uint8_t* msg, size_t nblocks, const uint8_t prefix[32],
+                        uint8_t out[32]);
+
+// Appends SHA-256 padding for a whole n-byte message at buf[n] (buf needs n + kPadRoom bytes) and
+// returns the number of 64-byte blocks.
+inline size_t PadInPlace(uint8_t* buf, size_t n, uint64_t total_bytes) {
+  const size_t total = (n + 1 + 8 + kBlockBytes - 1) / kBlockBytes * kBlockBytes;
+  buf[n] = 0x80;
+  std::memset(buf + n + 1, 0, total - 8 - (n + 1));
+  const uint64_t be_bits = __builtin_bswap64(total_bytes * 8);
+  std::memcpy(buf + total - 8, &be_bits, 8);
+  return total / kBlockBytes;
+}
 
 // One-shot digests through each path (tests, and BlockHasher's NONE_HASH).
 void DigestShaNi(const void* data, size_t n, uint8_t out[32]);

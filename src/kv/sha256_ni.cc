@@ -22,57 +22,103 @@ alignas(64) constexpr uint32_t kK[64] = {
     0x19a4c116, 0x1e376c08, 0x2748774c, 0x34b0bcb5, 0x391c0cb3, 0x4ed8aa4a, 0x5b9cca4f, 0x682e6ff3,
     0x748f82ee, 0x78a5636f, 0x84c87814, 0x8cc70208, 0x90befffa, 0xa4506ceb, 0xbef9a3f7, 0xc67178f2};
 
+// Big-endian message words / digest bytes: reverses the bytes of each 32-bit lane.
+inline __m128i Bswap32(__m128i v) {
+  return _mm_shuffle_epi8(v, _mm_set_epi64x(0x0c0d0e0f08090a0bLL, 0x0405060700010203LL));
+}
+
+// One 64-byte block (message words m0..m3, already big-endian) on the state in the SHA-NI
+// instructions' ABEF / CDGH layout.
+inline void Rounds(__m128i* abef_io, __m128i* cdgh_io, __m128i m0, __m128i m1, __m128i m2,
+                   __m128i m3) {
+  __m128i abef = *abef_io;
+  __m128i cdgh = *cdgh_io;
+  __m128i w[4] = {m0, m1, m2, m3};
+#pragma GCC unroll 16
+  for (int g = 0; g < 16; ++g) {  // 16 groups of 4 rounds
+    if (g >= 4) {
+      // W[t] = σ1(W[t-2]) + W[t-7] + σ0(W[t-15]) + W[t-16], four words at a time.
+      const __m128i prev = w[(g - 1) & 3];
+      __m128i cur = _mm_sha256msg1_epu32(w[g & 3], w[(g - 3) & 3]);
+      cur = _mm_add_epi32(cur, _mm_alignr_epi8(prev, w[(g - 2) & 3], 4));
+      w[g & 3] = _mm_sha256msg2_epu32(cur, prev);
+    }
+    __m128i wk =
+        _mm_add_epi32(w[g & 3], _mm_load_si128(reinterpret_cast<const __m128i*>(kK + 4 * g)));
+    cdgh = _mm_sha256rnds2_epu32(cdgh, abef, wk);
+    wk = _mm_shuffle_epi32(wk, 0x0E);
+    abef = _mm_sha256rnds2_epu32(abef, cdgh, wk);
+  }
+  *abef_io = _mm_add_epi32(abef, *abef_io);
+  *cdgh_io = _mm_add_epi32(cdgh, *cdgh_io);
+}
+
+inline __m128i Load(const uint8_t* p) {
+  return _mm_loadu_si128(reinterpret_cast<const __m128i*>(p));
+}
+
+void CompressBlocks(__m128i* abef, __m128i* cdgh, const uint8_t* blocks, size_t nblocks) {
+  for (; nblocks > 0; --nblocks, blocks += kBlockBytes) {
+    Rounds(abef, cdgh, Bswap32(Load(blocks)), Bswap32(Load(blocks + 16)),
+           Bswap32(Load(blocks + 32)), Bswap32(Load(blocks + 48)));
+  }
+}
+
+// state[0..7] (A..H) <-> ABEF / CDGH.
+void ToShaNiLayout(const uint32_t state[8], __m128i* abef, __m128i* cdgh) {
+  const __m128i dcba = _mm_shuffle_epi32(Load(reinterpret_cast<const uint8_t*>(state)), 0xB1);
+  *cdgh = _mm_shuffle_epi32(Load(reinterpret_cast<const uint8_t*>(state + 4)), 0x1B);
+  *abef = _mm_alignr_epi8(dcba, *cdgh, 8);
+  *cdgh = _mm_blend_epi16(*cdgh, dcba, 0xF0);
+}
+
+// ABEF / CDGH -> (A, B, C, D) and (E, F, G, H) as 32-bit lanes.
+void FromShaNiLayout(__m128i abef, __m128i cdgh, __m128i* abcd, __m128i* efgh) {
+  const __m128i feba = _mm_shuffle_epi32(abef, 0x1B);
+  const __m128i dchg = _mm_shuffle_epi32(cdgh, 0xB1);
+  *abcd = _mm_blend_epi16(feba, dchg, 0xF0);
+  *efgh = _mm_alignr_epi8(dchg, feba, 8);
+}
+
 }  // namespace
 
 void CompressShaNi(uint32_t state[8], const uint8_t* blocks, size_t nblocks) {
-  // Big-endian message words.
-  const __m128i bswap = _mm_set_epi64x(0x0c0d0e0f08090a0bLL, 0x0405060700010203LL);
-  // The SHA-NI round instructions keep the state as ABEF / CDGH.
-  __m128i tmp = _mm_shuffle_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(state)), 0xB1);
-  __m128i cdgh =
-      _mm_shuffle_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(state + 4)), 0x1B);
-  __m128i abef = _mm_alignr_epi8(tmp, cdgh, 8);
-  cdgh = _mm_blend_epi16(cdgh, tmp, 0xF0);
+  __m128i abef, cdgh;
+  ToShaNiLayout(state, &abef, &cdgh);
+  CompressBlocks(&abef, &cdgh, blocks, nblocks);
+  __m128i abcd, efgh;
+  FromShaNiLayout(abef, cdgh, &abcd, &efgh);
+  _mm_storeu_si128(reinterpret_cast<__m128i*>(state), abcd);
+  _mm_storeu_si128(reinterpret_cast<__m128i*>(state + 4), efgh);
+}
 
-  for (; nblocks > 0; --nblocks, blocks += kBlockBytes) {
-    const __m128i abef_in = abef;
-    const __m128i cdgh_in = cdgh;
-    __m128i w[4];
-#pragma GCC unroll 16
-    for (int g = 0; g < 16; ++g) {  // 16 groups of 4 rounds
-      __m128i cur;
-      if (g < 4) {
-        cur = _mm_shuffle_epi8(_mm_loadu_si128(reinterpret_cast<const __m128i*>(blocks + 16 * g)),
-                               bswap);
-      } else {
-        // W[t] = σ1(W[t-2]) + W[t-7] + σ0(W[t-15]) + W[t-16], four words at a time.
-        const __m128i prev = w[(g - 1) & 3];
-        cur = _mm_sha256msg1_epu32(w[g & 3], w[(g - 3) & 3]);
-        cur = _mm_add_epi32(cur, _mm_alignr_epi8(prev, w[(g - 2) & 3], 4));
-        cur = _mm_sha256msg2_epu32(cur, prev);
-      }
-      w[g & 3] = cur;
-      __m128i wk = _mm_add_epi32(cur, _mm_load_si128(reinterpret_cast<const __m128i*>(kK + 4 * g)));
-      cdgh = _mm_sha256rnds2_epu32(cdgh, abef, wk);
-      wk = _mm_shuffle_epi32(wk, 0x0E);
-      abef = _mm_sha256rnds2_epu32(abef, cdgh, wk);
-    }
-    abef = _mm_add_epi32(abef, abef_in);
-    cdgh = _mm_add_epi32(cdgh, cdgh_in);
-  }
-
-  tmp = _mm_shuffle_epi32(abef, 0x1B);      // FEBA
-  cdgh = _mm_shuffle_epi32(cdgh, 0xB1);     // DCHG
-  abef = _mm_blend_epi16(tmp, cdgh, 0xF0);  // DCBA
-  cdgh = _mm_alignr_epi8(cdgh, tmp, 8);     // HGFE
-  _mm_storeu_si128(reinterpret_cast<__m128i*>(state), abef);
-  _mm_storeu_si128(reinterpret_cast<__m128i*>(state + 4), cdgh);
+void DigestWithPrefix32(const uint8_t* msg, size_t nblocks, const uint8_t prefix[32],
+                        uint8_t out[32]) {
+  static constexpr uint32_t kIv[8] = {0x6a09e667, 0xbb67ae85, 0x3c6ef372, 0xa54ff53a,
+                                      0x510e527f, 0x9b05688c, 0x1f83d9ab, 0x5be0cd19};
+  __m128i abef, cdgh;
+  ToShaNiLayout(kIv, &abef, &cdgh);
+  // First block: msg[0..2], prefix[0..31], msg[35..63]. alignr(hi, lo, 13) = lo[13..15] hi[0..12].
+  const __m128i p0 = Load(prefix);
+  const __m128i p1 = Load(prefix + 16);
+  const __m128i b0 = _mm_alignr_epi8(p0, _mm_slli_si128(Load(msg), 13), 13);
+  const __m128i b1 = _mm_alignr_epi8(p1, p0, 13);
+  const __m128i b2 = _mm_alignr_epi8(Load(msg + 35), p1, 13);
+  Rounds(&abef, &cdgh, Bswap32(b0), Bswap32(b1), Bswap32(b2), Bswap32(Load(msg + 48)));
+  CompressBlocks(&abef, &cdgh, msg + kBlockBytes, nblocks - 1);
+  __m128i abcd, efgh;
+  FromShaNiLayout(abef, cdgh, &abcd, &efgh);
+  // Digest bytes are the big-endian state words; two 16-byte stores, so a following 16-byte load
+  // of the digest (the next block's parent) is store-forwarded.
+  _mm_storeu_si128(reinterpret_cast<__m128i*>(out), Bswap32(abcd));
+  _mm_storeu_si128(reinterpret_cast<__m128i*>(out + 16), Bswap32(efgh));
 }
 
 #else
 
-// Not built for x86-64 with SHA: HaveShaNi() is false there, so this is never reached.
+// Not built for x86-64 with SHA: HaveShaNi() is false there, so these are never reached.
 void CompressShaNi(uint32_t*, const uint8_t*, size_t) { __builtin_trap(); }
+void DigestWithPrefix32(const uint8_t*, size_t, const uint8_t*, uint8_t*) { __builtin_trap(); }
 
 #endif
 
