@@ -104,36 +104,44 @@ BlockHash Sha256CborBlockOpenSsl(const BlockHash& parent, std::span<const TokenI
   return out;
 }
 
+constexpr size_t kNiLimit = kStageBytes - sha256::kPadRoom;
+// Token count whose whole message (35-byte head + <= 5-byte array head + 5 bytes per token +
+// null) fits below kNiLimit with the encoder's slack.
+constexpr size_t kWholeTokens = (kNiLimit - cbor::kEncodeSlack - 35 - 5 - 1) / 5;
+
+// Builds the padded message of a block without extra keys in buf, except the parent bytes
+// (3..34), which the SHA-NI digest functions take separately; returns the 64-byte block count.
+// tokens.size() <= kWholeTokens.
+size_t BuildWholeMessage(std::span<const TokenId> tokens, uint8_t* buf) {
+  buf[0] = 0x83;
+  cbor::WriteHead(cbor::Major::kByteString, 32, buf + 1);  // 2 bytes: 0x58 0x20
+  size_t n = 3 + 32;
+  n += cbor::WriteHead(cbor::Major::kArray, tokens.size(), buf + n);
+  const size_t encoded = EncodeTokenChunk(tokens, kNiLimit, buf, &n);
+  DUALPATH_CHECK(encoded == tokens.size(), "sha256_cbor: staging buffer too small");
+  buf[n++] = cbor::kNull;
+  return sha256::PadInPlace(buf, n, n);
+}
+
 // SHA-NI path: the message is encoded into a 64-byte aligned buffer that keeps sha256::kPadRoom
 // bytes free, so a block that fits (up to ~370 tokens, no extra keys) is padded where it lies and
 // compressed with no copy; longer messages compress whole 64-byte blocks as they fill up.
 BlockHash Sha256CborBlockNi(const BlockHash& parent, std::span<const TokenId> tokens,
                             std::span<const std::string_view> extra_keys) {
-  constexpr size_t kLimit = kStageBytes - sha256::kPadRoom;
-  // Token count whose whole message (35-byte head + <= 5-byte array head + 5 bytes per token +
-  // null) fits below kLimit with the encoder's slack.
-  constexpr size_t kWholeTokens = (kLimit - cbor::kEncodeSlack - 35 - 5 - 1) / 5;
   alignas(64) uint8_t buf[kStageBytes];
   BlockHash out;
   if (extra_keys.empty() && tokens.size() <= kWholeTokens) {
     // Hot path: the whole padded message is built here except the parent bytes (3..34), which
     // DigestWithPrefix32 takes from `parent` directly (registers, not a copy through buf).
-    size_t n = 3 + parent.bytes.size();
-    buf[0] = 0x83;
-    cbor::WriteHead(cbor::Major::kByteString, parent.bytes.size(), buf + 1);  // 2 bytes
-    n += cbor::WriteHead(cbor::Major::kArray, tokens.size(), buf + n);
-    const size_t encoded = EncodeTokenChunk(tokens, kLimit, buf, &n);
-    DUALPATH_CHECK(encoded == tokens.size(), "sha256_cbor: staging buffer too small");
-    buf[n++] = cbor::kNull;
-    const size_t nblocks = sha256::PadInPlace(buf, n, n);
-    sha256::DigestWithPrefix32(buf, nblocks, parent.bytes.data(), out.bytes.data());
+    sha256::DigestWithPrefix32(buf, BuildWholeMessage(tokens, buf), parent.bytes.data(),
+                               out.bytes.data());
     return out;
   }
   size_t n = WriteMessageHead(parent, tokens.size(), buf);
   sha256::NiState sha;
   size_t i = 0;
   while (true) {
-    i += EncodeTokenChunk(tokens.subspan(i), kLimit, buf, &n);
+    i += EncodeTokenChunk(tokens.subspan(i), kNiLimit, buf, &n);
     if (i == tokens.size()) break;
     sha.AbsorbBlocks(buf, &n);
   }
@@ -142,16 +150,28 @@ BlockHash Sha256CborBlockNi(const BlockHash& parent, std::span<const TokenId> to
   } else {
     const std::string tail = ExtraKeysTail(extra_keys);
     for (size_t off = 0; off < tail.size();) {
-      const size_t take = std::min(tail.size() - off, kLimit - n);
+      const size_t take = std::min(tail.size() - off, kNiLimit - n);
       std::memcpy(buf + n, tail.data() + off, take);
       n += take;
       off += take;
       sha.AbsorbBlocks(buf, &n);
     }
   }
-  sha.Finish(buf, n, out.bytes.data());  // n <= kLimit: kPadRoom bytes free for the padding
+  sha.Finish(buf, n, out.bytes.data());  // n <= kNiLimit: kPadRoom bytes free for the padding
   return out;
 }
+
+struct ChainCtx {
+  std::span<const TokenId> tokens;
+  uint32_t block_size;
+};
+
+size_t BuildChainMessage(void* ctx, size_t step, uint8_t* msg) {
+  const auto* c = static_cast<const ChainCtx*>(ctx);
+  return BuildWholeMessage(c->tokens.subspan(step * c->block_size, c->block_size), msg);
+}
+
+static_assert(sizeof(BlockHash) == 32, "DigestChain writes BlockHashes as packed 32-byte rows");
 
 BlockHash Sha256CborBlock(const BlockHash& parent, std::span<const TokenId> tokens,
                           std::span<const std::string_view> extra_keys) {
@@ -258,6 +278,19 @@ void BlockHasher::HashBlocks(const BlockHash& parent, std::span<const TokenId> t
   // reserve() below may move *out.
   BlockHash prev = parent;
   const size_t full = tokens.size() / block_size_;
+  if (algo_ == HashAlgo::kSha256Cbor && sha256::ActiveImpl() == sha256::Impl::kShaNi &&
+      block_size_ <= kWholeTokens && full > 0) {
+    // The chain's hot path: digests stay in registers from block to block (see DigestChain).
+    const size_t first = out->size();
+    out->resize(first + full);
+    ChainCtx ctx{tokens, block_size_};
+    alignas(64) uint8_t buf0[kStageBytes];
+    alignas(64) uint8_t buf1[kStageBytes];
+    uint8_t* const bufs[2] = {buf0, buf1};
+    sha256::DigestChain(prev.bytes.data(), full, &BuildChainMessage, &ctx, bufs,
+                        (*out)[first].bytes.data());
+    return;
+  }
   out->reserve(out->size() + full);
   for (size_t b = 0; b < full; ++b) {
     prev = HashBlock(prev, tokens.subspan(b * block_size_, block_size_));

@@ -58,6 +58,15 @@ void CompressShaNi(uint32_t state[8], const uint8_t* blocks, size_t nblocks);
 void DigestWithPrefix32(const uint8_t* msg, size_t nblocks, const uint8_t prefix[32],
                         uint8_t out[32]);
 
+// A chain of such digests, each message's prefix being the previous digest (`prefix` for the
+// first): for step in [0, count), build(ctx, step, msg) writes step's padded message into msg
+// (one of msg_bufs, alternating; bytes 3..34 are not read) and returns its block count (>= 1);
+// the digest goes to out + 32 * step. The digest never leaves registers between steps, and step
+// + 1's message is built before step's compressions so the two overlap. Only when HaveShaNi().
+using BuildFn = size_t (*)(void* ctx, size_t step, uint8_t* msg);
+void DigestChain(const uint8_t prefix[32], size_t count, BuildFn build, void* ctx,
+                 uint8_t* const msg_bufs[2], uint8_t* out);
+
 // Appends SHA-256 padding for a whole n-byte message at buf[n] (buf needs n + kPadRoom bytes) and
 // returns the number of 64-byte blocks.
 inline size_t PadInPlace(uint8_t* buf, size_t n, uint64_t total_bytes) {

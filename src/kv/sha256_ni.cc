@@ -92,26 +92,53 @@ void CompressShaNi(uint32_t state[8], const uint8_t* blocks, size_t nblocks) {
   _mm_storeu_si128(reinterpret_cast<__m128i*>(state + 4), efgh);
 }
 
-void DigestWithPrefix32(const uint8_t* msg, size_t nblocks, const uint8_t prefix[32],
-                        uint8_t out[32]) {
+namespace {
+
+// The digest of msg with bytes 3..34 replaced by (*p0, *p1), returned in (*p0, *p1) as digest
+// bytes, all in registers.
+inline void DigestPrefixRegs(const uint8_t* msg, size_t nblocks, __m128i* p0, __m128i* p1) {
   static constexpr uint32_t kIv[8] = {0x6a09e667, 0xbb67ae85, 0x3c6ef372, 0xa54ff53a,
                                       0x510e527f, 0x9b05688c, 0x1f83d9ab, 0x5be0cd19};
   __m128i abef, cdgh;
   ToShaNiLayout(kIv, &abef, &cdgh);
   // First block: msg[0..2], prefix[0..31], msg[35..63]. alignr(hi, lo, 13) = lo[13..15] hi[0..12].
-  const __m128i p0 = Load(prefix);
-  const __m128i p1 = Load(prefix + 16);
-  const __m128i b0 = _mm_alignr_epi8(p0, _mm_slli_si128(Load(msg), 13), 13);
-  const __m128i b1 = _mm_alignr_epi8(p1, p0, 13);
-  const __m128i b2 = _mm_alignr_epi8(Load(msg + 35), p1, 13);
+  const __m128i b0 = _mm_alignr_epi8(*p0, _mm_slli_si128(Load(msg), 13), 13);
+  const __m128i b1 = _mm_alignr_epi8(*p1, *p0, 13);
+  const __m128i b2 = _mm_alignr_epi8(Load(msg + 35), *p1, 13);
   Rounds(&abef, &cdgh, Bswap32(b0), Bswap32(b1), Bswap32(b2), Bswap32(Load(msg + 48)));
   CompressBlocks(&abef, &cdgh, msg + kBlockBytes, nblocks - 1);
   __m128i abcd, efgh;
   FromShaNiLayout(abef, cdgh, &abcd, &efgh);
-  // Digest bytes are the big-endian state words; two 16-byte stores, so a following 16-byte load
-  // of the digest (the next block's parent) is store-forwarded.
-  _mm_storeu_si128(reinterpret_cast<__m128i*>(out), Bswap32(abcd));
-  _mm_storeu_si128(reinterpret_cast<__m128i*>(out + 16), Bswap32(efgh));
+  *p0 = Bswap32(abcd);  // digest bytes are the big-endian state words
+  *p1 = Bswap32(efgh);
+}
+
+}  // namespace
+
+void DigestWithPrefix32(const uint8_t* msg, size_t nblocks, const uint8_t prefix[32],
+                        uint8_t out[32]) {
+  __m128i p0 = Load(prefix);
+  __m128i p1 = Load(prefix + 16);
+  DigestPrefixRegs(msg, nblocks, &p0, &p1);
+  _mm_storeu_si128(reinterpret_cast<__m128i*>(out), p0);
+  _mm_storeu_si128(reinterpret_cast<__m128i*>(out + 16), p1);
+}
+
+void DigestChain(const uint8_t prefix[32], size_t count, BuildFn build, void* ctx,
+                 uint8_t* const msg_bufs[2], uint8_t* out) {
+  if (count == 0) return;
+  __m128i p0 = Load(prefix);
+  __m128i p1 = Load(prefix + 16);
+  size_t nblocks = build(ctx, 0, msg_bufs[0]);
+  for (size_t b = 0; b < count; ++b) {
+    // Build the next message first (it does not depend on this digest), so the out-of-order core
+    // overlaps its encoding with the latency-bound compressions below.
+    const size_t next = b + 1 < count ? build(ctx, b + 1, msg_bufs[(b + 1) & 1]) : 0;
+    DigestPrefixRegs(msg_bufs[b & 1], nblocks, &p0, &p1);
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(out + 32 * b), p0);
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(out + 32 * b + 16), p1);
+    nblocks = next;
+  }
 }
 
 #else
@@ -119,6 +146,9 @@ void DigestWithPrefix32(const uint8_t* msg, size_t nblocks, const uint8_t prefix
 // Not built for x86-64 with SHA: HaveShaNi() is false there, so these are never reached.
 void CompressShaNi(uint32_t*, const uint8_t*, size_t) { __builtin_trap(); }
 void DigestWithPrefix32(const uint8_t*, size_t, const uint8_t*, uint8_t*) { __builtin_trap(); }
+void DigestChain(const uint8_t*, size_t, BuildFn, void*, uint8_t* const*, uint8_t*) {
+  __builtin_trap();
+}
 
 #endif
 
