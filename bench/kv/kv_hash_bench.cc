@@ -6,7 +6,9 @@
 //   Sha256PerBlock   SHA-256 of each pre-encoded CBOR message (one digest per block, framing
 //                    already done: isolates the per-block digest init/final cost)
 //   Sha256TokenBytes one SHA-256 stream over the raw u32 token ids (4 bytes per token)
-//   HashSha256Cbor   BlockHasher sha256_cbor (vLLM-compatible): encode + digest per block
+//   HashSha256Cbor   BlockHasher sha256_cbor (vLLM-compatible): encode + digest per block, on the
+//                    path the CPU selects (SHA-NI where available)
+//   HashSha256CborOpenSsl  the same, forced onto the OpenSSL fallback path (the pre-SHA-NI code)
 //   HashXxh3         BlockHasher xxh3 (internal mode)
 // All report bytes_per_second over the CBOR message bytes (TokenBytes: over its own 4 B/token),
 // so bench/kv/hash_ratio.sh can print throughput ratios. Tokens come from a seeded RNG.
@@ -20,6 +22,7 @@
 
 #include "dualpath/kv/hasher.h"
 #include "kv/cbor.h"
+#include "kv/sha256.h"
 
 namespace dualpath::kv {
 namespace {
@@ -137,6 +140,11 @@ void HashWith(benchmark::State& state, HashAlgo algo) {
 }
 
 void HashSha256Cbor(benchmark::State& state) { HashWith(state, HashAlgo::kSha256Cbor); }
+void HashSha256CborOpenSsl(benchmark::State& state) {
+  sha256::ForceImpl(sha256::Impl::kOpenSsl);
+  HashWith(state, HashAlgo::kSha256Cbor);
+  sha256::ResetImpl();
+}
 void HashXxh3(benchmark::State& state) { HashWith(state, HashAlgo::kXxh3); }
 
 void Args(benchmark::internal::Benchmark* b) {
@@ -151,6 +159,7 @@ BENCHMARK(Sha256Raw)->Apply(Args);
 BENCHMARK(Sha256PerBlock)->Apply(Args);
 BENCHMARK(Sha256TokenBytes)->Apply(Args);
 BENCHMARK(HashSha256Cbor)->Apply(Args);
+BENCHMARK(HashSha256CborOpenSsl)->Apply(Args);
 BENCHMARK(HashXxh3)->Apply(Args);
 
 }  // namespace

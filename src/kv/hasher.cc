@@ -15,17 +15,20 @@
 #include "dualpath/common/check.h"
 #include "kv/cbor.h"
 #include "kv/cbor_encode.h"
+#include "kv/sha256.h"
 
 namespace dualpath::kv {
 namespace {
 
 // ---- SHA-256 -----------------------------------------------------------------------------------
 
-// OpenSSL's low-level SHA256_Init/Update/Final (deprecated in 3.0 in favour of EVP, still shipped
-// and still using the same SHA-NI/AVX2 assembly). A block hash digests only ~100-2,600 bytes, and
-// EVP's per-digest provider dispatch cost about as much as hashing a 16-token block: with EVP the
-// chain ran at ~0.4x raw SHA-256 for 16-token blocks; the low-level calls remove that overhead,
-// and SHA256_CTX lives on the stack (no allocation, no thread-local state).
+// Two paths with identical digests (kv/sha256.h): SHA-NI, where the message is padded in place in
+// the staging buffer and compressed directly (no digest context, no per-call bookkeeping), and
+// OpenSSL's low-level SHA256_Init/Update/Final as the fallback on CPUs without SHA-NI.
+//
+// OpenSSL's low-level calls (deprecated in 3.0 in favour of EVP) rather than EVP: a block hash
+// digests only ~100-2,600 bytes, and EVP's per-digest provider dispatch cost about as much as
+// hashing a 16-token block.
 class Sha256Stream {
  public:
   Sha256Stream() { DUALPATH_CHECK(SHA256_Init(&ctx_) == 1, "SHA256_Init"); }
@@ -44,49 +47,137 @@ class Sha256Stream {
 // SHA-256 in chunks, so the message is never materialized whole and nothing is allocated.
 constexpr size_t kStageBytes = 2048;
 
-BlockHash Sha256CborBlock(const BlockHash& parent, std::span<const TokenId> tokens,
-                          std::span<const std::string_view> extra_keys) {
-  uint8_t buf[kStageBytes];
+// Writes the message head up to the token array: 0x83 (3-array), bytes(parent), array(ntokens).
+size_t WriteMessageHead(const BlockHash& parent, size_t ntokens, uint8_t* buf) {
   size_t n = 0;
-  // [parent_hash_bytes, [tokens...], extra_keys or null]
   buf[n++] = 0x83;
   n += cbor::WriteHead(cbor::Major::kByteString, parent.bytes.size(), buf + n);
   std::memcpy(buf + n, parent.bytes.data(), parent.bytes.size());
   n += parent.bytes.size();
-  n += cbor::WriteHead(cbor::Major::kArray, tokens.size(), buf + n);
+  n += cbor::WriteHead(cbor::Major::kArray, ntokens, buf + n);
+  return n;
+}
 
+// Encodes as many tokens as fit below `limit` (keeping the encoder's slack) at buf + *n; returns
+// how many were encoded.
+size_t EncodeTokenChunk(std::span<const TokenId> tokens, size_t limit, uint8_t* buf, size_t* n) {
+  const size_t room = (limit - *n - cbor::kEncodeSlack) / 5;  // 5 bytes per token worst case
+  const size_t count = std::min(tokens.size(), room);
+  uint32_t or_all = 0;
+  *n += cbor::EncodeUint32s(tokens.data(), count, buf + *n, &or_all);
+  DUALPATH_CHECK(or_all <= kMaxTokenId, "token id > 2^31-1 (validate input with ValidateTokens)");
+  return count;
+}
+
+// The extra-keys tail (LoRA name / cache salt): cold path, built as a string.
+std::string ExtraKeysTail(std::span<const std::string_view> extra_keys) {
+  std::string tail;
+  cbor::AppendArrayHead(extra_keys.size(), &tail);
+  for (std::string_view k : extra_keys) {
+    cbor::AppendText(k, &tail);
+  }
+  return tail;
+}
+
+BlockHash Sha256CborBlockOpenSsl(const BlockHash& parent, std::span<const TokenId> tokens,
+                                 std::span<const std::string_view> extra_keys) {
+  uint8_t buf[kStageBytes];
+  size_t n = WriteMessageHead(parent, tokens.size(), buf);
   Sha256Stream sha;
-  // Encode in chunks that always fit the staging buffer (5 bytes per token worst case, plus the
-  // slack the vector encoder stores past its output), so the encoder needs no bounds checks.
   size_t i = 0;
-  while (i < tokens.size()) {
-    const size_t room = (kStageBytes - n - cbor::kEncodeSlack) / 5;
-    const size_t count = std::min(tokens.size() - i, room);
-    uint32_t or_all = 0;
-    n += cbor::EncodeUint32s(tokens.data() + i, count, buf + n, &or_all);
-    DUALPATH_CHECK(or_all <= kMaxTokenId, "token id > 2^31-1 (validate input with ValidateTokens)");
-    i += count;
-    if (i < tokens.size()) {
-      sha.Update(buf, n);
-      n = 0;
-    }
+  while (true) {
+    i += EncodeTokenChunk(tokens.subspan(i), kStageBytes, buf, &n);
+    if (i == tokens.size()) break;
+    sha.Update(buf, n);
+    n = 0;
   }
   if (extra_keys.empty()) {
-    buf[n++] = cbor::kNull;  // room: the chunking above leaves >= kEncodeSlack bytes free
+    buf[n++] = cbor::kNull;  // room: the encoder leaves >= kEncodeSlack bytes free
     sha.Update(buf, n);
   } else {
-    // Cold path (LoRA / cache salt): build the tail as a string.
     sha.Update(buf, n);
-    std::string tail;
-    cbor::AppendArrayHead(extra_keys.size(), &tail);
-    for (std::string_view k : extra_keys) {
-      cbor::AppendText(k, &tail);
-    }
+    const std::string tail = ExtraKeysTail(extra_keys);
     sha.Update(tail.data(), tail.size());
   }
   BlockHash out;
   sha.Final(&out);
   return out;
+}
+
+constexpr size_t kNiLimit = kStageBytes - sha256::kPadRoom;
+// Token count whose whole message (35-byte head + <= 5-byte array head + 5 bytes per token +
+// null) fits below kNiLimit with the encoder's slack.
+constexpr size_t kWholeTokens = (kNiLimit - cbor::kEncodeSlack - 35 - 5 - 1) / 5;
+
+// Builds the padded message of a block without extra keys in buf, except the parent bytes
+// (3..34), which the SHA-NI digest functions take separately; returns the 64-byte block count.
+// tokens.size() <= kWholeTokens.
+size_t BuildWholeMessage(std::span<const TokenId> tokens, uint8_t* buf) {
+  buf[0] = 0x83;
+  cbor::WriteHead(cbor::Major::kByteString, 32, buf + 1);  // 2 bytes: 0x58 0x20
+  size_t n = 3 + 32;
+  n += cbor::WriteHead(cbor::Major::kArray, tokens.size(), buf + n);
+  const size_t encoded = EncodeTokenChunk(tokens, kNiLimit, buf, &n);
+  DUALPATH_CHECK(encoded == tokens.size(), "sha256_cbor: staging buffer too small");
+  buf[n++] = cbor::kNull;
+  return sha256::PadInPlace(buf, n, n);
+}
+
+// SHA-NI path: the message is encoded into a 64-byte aligned buffer that keeps sha256::kPadRoom
+// bytes free, so a block that fits (up to ~370 tokens, no extra keys) is padded where it lies and
+// compressed with no copy; longer messages compress whole 64-byte blocks as they fill up.
+BlockHash Sha256CborBlockNi(const BlockHash& parent, std::span<const TokenId> tokens,
+                            std::span<const std::string_view> extra_keys) {
+  alignas(64) uint8_t buf[kStageBytes];
+  BlockHash out;
+  if (extra_keys.empty() && tokens.size() <= kWholeTokens) {
+    // Hot path: the whole padded message is built here except the parent bytes (3..34), which
+    // DigestWithPrefix32 takes from `parent` directly (registers, not a copy through buf).
+    sha256::DigestWithPrefix32(buf, BuildWholeMessage(tokens, buf), parent.bytes.data(),
+                               out.bytes.data());
+    return out;
+  }
+  size_t n = WriteMessageHead(parent, tokens.size(), buf);
+  sha256::NiState sha;
+  size_t i = 0;
+  while (true) {
+    i += EncodeTokenChunk(tokens.subspan(i), kNiLimit, buf, &n);
+    if (i == tokens.size()) break;
+    sha.AbsorbBlocks(buf, &n);
+  }
+  if (extra_keys.empty()) {
+    buf[n++] = cbor::kNull;  // room: n <= kLimit - kEncodeSlack before this
+  } else {
+    const std::string tail = ExtraKeysTail(extra_keys);
+    for (size_t off = 0; off < tail.size();) {
+      const size_t take = std::min(tail.size() - off, kNiLimit - n);
+      std::memcpy(buf + n, tail.data() + off, take);
+      n += take;
+      off += take;
+      sha.AbsorbBlocks(buf, &n);
+    }
+  }
+  sha.Finish(buf, n, out.bytes.data());  // n <= kNiLimit: kPadRoom bytes free for the padding
+  return out;
+}
+
+struct ChainCtx {
+  std::span<const TokenId> tokens;
+  uint32_t block_size;
+};
+
+size_t BuildChainMessage(void* ctx, size_t step, uint8_t* msg) {
+  const auto* c = static_cast<const ChainCtx*>(ctx);
+  return BuildWholeMessage(c->tokens.subspan(step * c->block_size, c->block_size), msg);
+}
+
+static_assert(sizeof(BlockHash) == 32, "DigestChain writes BlockHashes as packed 32-byte rows");
+
+BlockHash Sha256CborBlock(const BlockHash& parent, std::span<const TokenId> tokens,
+                          std::span<const std::string_view> extra_keys) {
+  return sha256::ActiveImpl() == sha256::Impl::kShaNi
+             ? Sha256CborBlockNi(parent, tokens, extra_keys)
+             : Sha256CborBlockOpenSsl(parent, tokens, extra_keys);
 }
 
 // ---- XXH3-128 -------------------------------------------------------------------------------
@@ -157,9 +248,7 @@ BlockHasher::BlockHasher(HashAlgo algo, std::string seed, uint32_t block_size)
     // NONE_HASH = sha256(cbor2.dumps(seed_string, canonical=True)).
     std::string msg;
     cbor::AppendText(seed_, &msg);
-    Sha256Stream sha;
-    sha.Update(msg.data(), msg.size());
-    sha.Final(&none_hash_);
+    sha256::Digest(msg.data(), msg.size(), none_hash_.bytes.data());
   } else {
     StoreXxh128(XXH3_128bits(seed_.data(), seed_.size()), &none_hash_);
   }
@@ -189,6 +278,19 @@ void BlockHasher::HashBlocks(const BlockHash& parent, std::span<const TokenId> t
   // reserve() below may move *out.
   BlockHash prev = parent;
   const size_t full = tokens.size() / block_size_;
+  if (algo_ == HashAlgo::kSha256Cbor && sha256::ActiveImpl() == sha256::Impl::kShaNi &&
+      block_size_ <= kWholeTokens && full > 0) {
+    // The chain's hot path: digests stay in registers from block to block (see DigestChain).
+    const size_t first = out->size();
+    out->resize(first + full);
+    ChainCtx ctx{tokens, block_size_};
+    alignas(64) uint8_t buf0[kStageBytes];
+    alignas(64) uint8_t buf1[kStageBytes];
+    uint8_t* const bufs[2] = {buf0, buf1};
+    sha256::DigestChain(prev.bytes.data(), full, &BuildChainMessage, &ctx, bufs,
+                        (*out)[first].bytes.data());
+    return;
+  }
   out->reserve(out->size() + full);
   for (size_t b = 0; b < full; ++b) {
     prev = HashBlock(prev, tokens.subspan(b * block_size_, block_size_));

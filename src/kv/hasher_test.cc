@@ -2,10 +2,12 @@
 
 #include <gtest/gtest.h>
 
+#include <random>
 #include <set>
 #include <thread>
 
 #include "kv/cbor.h"
+#include "kv/sha256.h"
 #include "kv/test_tokens.h"
 
 namespace dualpath::kv {
@@ -27,9 +29,22 @@ BlockHasher MustCreate(HashAlgo algo, std::string_view seed, uint32_t block_size
   return std::move(h).value();
 }
 
+// The vector tests run once per SHA-256 path (SHA-NI and the OpenSSL fallback), forced for the
+// duration of each test.
+class HasherVllmVectorsTest : public ::testing::TestWithParam<sha256::Impl> {
+ protected:
+  void SetUp() override {
+    if (GetParam() == sha256::Impl::kShaNi && !sha256::HaveShaNi()) {
+      GTEST_SKIP() << "CPU lacks SHA-NI";
+    }
+    sha256::ForceImpl(GetParam());
+  }
+  void TearDown() override { sha256::ResetImpl(); }
+};
+
 // Acceptance 2: byte-exact with vLLM's sha256_cbor chain for every committed vector (random
 // sequences up to 10,000 tokens, ids up to 2^31-1, block sizes 16/64/256/512, seeds "0"/"42").
-TEST(HasherVllmVectorsTest, EveryCaseMatches) {
+TEST_P(HasherVllmVectorsTest, EveryCaseMatches) {
   const nlohmann::json v = testing::LoadVectors();
   ASSERT_EQ(v["cases"].size(), 24u);
   std::set<std::pair<std::string, uint32_t>> covered;
@@ -53,7 +68,7 @@ TEST(HasherVllmVectorsTest, EveryCaseMatches) {
   EXPECT_EQ(covered.size(), 8u);  // 2 seeds x 4 block sizes
 }
 
-TEST(HasherVllmVectorsTest, NoneHashForSeeds) {
+TEST_P(HasherVllmVectorsTest, NoneHashForSeeds) {
   const nlohmann::json v = testing::LoadVectors();
   for (const auto& [seed, hex] : v["seed_none_hash"].items()) {
     EXPECT_EQ(MustCreate(HashAlgo::kSha256Cbor, seed, 16).none_hash().Hex(), hex) << seed;
@@ -62,7 +77,7 @@ TEST(HasherVllmVectorsTest, NoneHashForSeeds) {
 
 // The CBOR bytes themselves, as cbor2.dumps(..., canonical=True) writes them, and the hash of a
 // block with vLLM extra keys (cache salt / LoRA name as text strings).
-TEST(HasherVllmVectorsTest, CborMessagesAndExtraKeys) {
+TEST_P(HasherVllmVectorsTest, CborMessagesAndExtraKeys) {
   const nlohmann::json v = testing::LoadVectors();
   ASSERT_FALSE(v["messages"].empty());
   const BlockHasher hasher = MustCreate(HashAlgo::kSha256Cbor, "0", 16);
@@ -88,6 +103,35 @@ TEST(HasherVllmVectorsTest, CborMessagesAndExtraKeys) {
 
     std::vector<std::string_view> extra_views(extra.begin(), extra.end());
     EXPECT_EQ(hasher.HashBlock(*parent, tokens, extra_views).Hex(), m["hash"]);
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Sha256Paths, HasherVllmVectorsTest,
+                         ::testing::Values(sha256::Impl::kShaNi, sha256::Impl::kOpenSsl),
+                         [](const ::testing::TestParamInfo<sha256::Impl>& p) {
+                           return p.param == sha256::Impl::kShaNi ? "ShaNi" : "OpenSsl";
+                         });
+
+// Beyond the vectors: both paths agree on blocks whose message overflows the 2 KiB staging buffer
+// (up to 1,000 tokens) and on extra keys long enough to be absorbed in several pieces.
+TEST(HasherSha256PathsTest, ShaNiAndOpenSslAgree) {
+  if (!sha256::HaveShaNi()) GTEST_SKIP() << "CPU lacks SHA-NI";
+  std::mt19937_64 rng(99);
+  const BlockHasher hasher = MustCreate(HashAlgo::kSha256Cbor, "0", 16);
+  const std::string long_key(5000, 'k');
+  for (int iter = 0; iter < 60; ++iter) {
+    std::vector<TokenId> tokens(rng() % 1001);
+    for (TokenId& t : tokens) t = static_cast<TokenId>(rng() % (uint64_t{kMaxTokenId} + 1));
+    BlockHash parent;
+    for (uint8_t& b : parent.bytes) b = static_cast<uint8_t>(rng());
+    std::vector<std::string_view> extra;
+    if (iter % 3 == 1) extra = {"salt", std::string_view(long_key).substr(0, rng() % 5000)};
+    sha256::ForceImpl(sha256::Impl::kShaNi);
+    const BlockHash ni = hasher.HashBlock(parent, tokens, extra);
+    sha256::ForceImpl(sha256::Impl::kOpenSsl);
+    const BlockHash ossl = hasher.HashBlock(parent, tokens, extra);
+    sha256::ResetImpl();
+    ASSERT_EQ(ni, ossl) << "iteration " << iter << ", " << tokens.size() << " tokens";
   }
 }
 

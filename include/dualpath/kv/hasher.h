@@ -14,7 +14,7 @@
 // real vocabularies are < 2^20; the bound keeps ids representable as int32 everywhere.
 //
 // Thread safety: a BlockHasher is immutable after Create(); all const methods may be called
-// concurrently from any thread (each call uses its own digest context).
+// concurrently from any thread (each call keeps its SHA-256 state on its own stack).
 #pragma once
 
 #include <cstdint>
