@@ -714,7 +714,10 @@ Result<SimResult> Simulate(const SimConfig& config, const kv::ModelGeometry& mod
   if (model.KvBytesPerToken() == 0 || model.num_layers == 0) {
     return InvalidArgument("model " + model.name + " has no KV geometry");
   }
-  Simulation sim(config, model, workload, spec);
+  // Per-model engine constants for this cluster shape (docs/sim.md).
+  ASSIGN_OR_RETURN(SimConfig resolved,
+                   ResolveEngine(config, model, spec.shape.prefill_nodes, spec.shape.decode_nodes));
+  Simulation sim(resolved, model, workload, spec);
   return sim.Run();
 }
 
