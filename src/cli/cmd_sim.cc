@@ -173,6 +173,13 @@ int RunSim(const Options& o) {
   if (!model.ok()) return ReportError("sim", model.status());
   Result<sim::ClusterShape> shape = sim::ParseClusterShape(o.pd);
   if (!shape.ok()) return ReportError("sim", shape.status());
+  {
+    // Model-derived engine constants, resolved here so --json records the values used.
+    Result<sim::SimConfig> resolved =
+        sim::ResolveEngine(config, *model, shape->prefill_nodes, shape->decode_nodes);
+    if (!resolved.ok()) return ReportError("sim", resolved.status());
+    config = *resolved;
+  }
   Result<uint64_t> agents = ParseCount("--agents", o.agents);
   if (!agents.ok()) return ReportError("sim", agents.status());
   if (*agents > 10'000'000) {

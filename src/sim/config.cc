@@ -19,7 +19,9 @@ using nlohmann::json;
   X(linear_efficiency) X(attention_efficiency) X(linear_half_tokens) X(layer_overhead_us) \
   X(compute_quota_ms) X(pe_hbm_reserved_gb) X(decode_overhead_ms)                        \
   X(decode_compute_efficiency) X(decode_hbm_efficiency) X(de_hbm_reserved_gb)            \
-  X(decode_weight_gb) X(max_decode_batch) X(pe_ep_nodes) X(de_ep_nodes) X(block_tokens)
+  X(decode_weight_gb) X(weight_bytes_per_param) X(ep_pe_workspace_gb) X(ep_de_workspace_gb)    \
+  X(dp_workspace_gb) X(decode_layer_overhead_us) X(decode_moe_layer_overhead_us)         \
+  X(max_decode_batch) X(pe_ep_nodes) X(de_ep_nodes) X(block_tokens)
 #define DP_SCHED_FIELDS(X) X(short_read_queue_s) X(unfinished_token_limit_s) X(fetch_interval_ms)
 #define DP_TOP_FIELDS(X)                                                                 \
   X(snic_window_s) X(balance_phase_fraction) X(online_horizon_s) X(synthetic_trajectories)
@@ -118,12 +120,18 @@ Status SimConfig::Validate() const {
   RETURN_IF_ERROR(Positive(engine.de_ep_nodes, "engine.de_ep_nodes"));
   RETURN_IF_ERROR(Positive(engine.block_tokens, "engine.block_tokens"));
   if (engine.linear_half_tokens < 0 || engine.layer_overhead_us < 0 ||
-      engine.decode_overhead_ms < 0 || engine.decode_weight_gb < 0) {
+      engine.ep_pe_workspace_gb < 0 || engine.ep_de_workspace_gb < 0 ||
+      engine.dp_workspace_gb < 0 || engine.decode_layer_overhead_us < 0 ||
+      engine.decode_moe_layer_overhead_us < 0) {
     return Status(Code::kSimBadConfig, "engine: overheads and sizes must not be negative");
   }
+  // Negative = derived from the model (ResolveEngine); explicit values must fit in HBM.
   if (engine.pe_hbm_reserved_gb >= hw.hbm_gb || engine.de_hbm_reserved_gb >= hw.hbm_gb) {
     return Status(Code::kSimBadConfig,
                   "engine.pe_hbm_reserved_gb / de_hbm_reserved_gb must be below hardware.hbm_gb");
+  }
+  if (engine.weight_bytes_per_param == 0) {
+    return Status(Code::kSimBadConfig, "engine.weight_bytes_per_param must be > 0 (or < 0: auto)");
   }
   RETURN_IF_ERROR(Positive(sched.short_read_queue_s, "sched.short_read_queue_s"));
   RETURN_IF_ERROR(Positive(sched.unfinished_token_limit_s, "sched.unfinished_token_limit_s"));

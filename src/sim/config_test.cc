@@ -62,3 +62,63 @@ TEST(SimConfigTest, MissingFileIsNotFound) {
 
 }  // namespace
 }  // namespace dualpath::sim
+
+namespace dualpath::sim {
+namespace {
+
+kv::ModelGeometry Model(const char* name) {
+  auto m = kv::FindModel(name);
+  EXPECT_TRUE(m.ok());
+  return *m;
+}
+
+TEST(ResolveEngineTest, Ds660bOn2P4DGivesTheCalibratedConstants) {
+  auto r = ResolveEngine(SimConfig{}, Model("ds660b"), 2, 4);
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  const EngineConfig& e = r->engine;
+  EXPECT_DOUBLE_EQ(e.weight_bytes_per_param, 1.0);  // MoE: FP8
+  EXPECT_NEAR(e.decode_weight_gb, 21.0, 0.1);       // 672 GB over EP32
+  EXPECT_NEAR(e.de_hbm_reserved_gb, 38.0, 0.1);
+  EXPECT_NEAR(e.pe_hbm_reserved_gb, 48.0, 0.1);  // 672 GB over EP16 + 6
+  EXPECT_NEAR(e.decode_overhead_ms, 29.0, 0.1);  // 61 layers x 475 us
+  EXPECT_EQ(e.pe_ep_nodes, 2u);
+  EXPECT_EQ(e.de_ep_nodes, 4u);
+}
+
+TEST(ResolveEngineTest, SmallMoeOnOneNodeShardsOverThatNode) {
+  auto r = ResolveEngine(SimConfig{}, Model("ds27b"), 1, 1);
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_NEAR(r->engine.decode_weight_gb, 27.2 / 8, 0.05);
+  EXPECT_LT(r->engine.decode_overhead_ms, 29.0 / 2);  // 30 layers instead of 61
+}
+
+TEST(ResolveEngineTest, DenseModelRunsDataParallelWithAFullBf16Replica) {
+  auto r = ResolveEngine(SimConfig{}, Model("qwen2.5-32b"), 1, 2);
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  const EngineConfig& e = r->engine;
+  EXPECT_DOUBLE_EQ(e.weight_bytes_per_param, 2.0);
+  EXPECT_EQ(e.pe_ep_nodes, 1u);
+  EXPECT_EQ(e.de_ep_nodes, 1u);
+  EXPECT_NEAR(e.decode_weight_gb, 65.5, 0.1);
+  EXPECT_NEAR(e.de_hbm_reserved_gb, 65.5 + SimConfig{}.engine.dp_workspace_gb, 0.1);
+  EXPECT_LT(e.decode_overhead_ms, 5.0);  // no all-to-all
+}
+
+TEST(ResolveEngineTest, ExplicitValuesAreKeptAndOversizedWeightsRejected) {
+  SimConfig c;
+  c.engine.decode_weight_gb = 7;
+  c.engine.decode_overhead_ms = 3;
+  auto r = ResolveEngine(c, Model("ds660b"), 2, 4);
+  ASSERT_TRUE(r.ok());
+  EXPECT_DOUBLE_EQ(r->engine.decode_weight_gb, 7);
+  EXPECT_DOUBLE_EQ(r->engine.decode_overhead_ms, 3);
+  // A dense model in FP32 on one GPU: 131 GB of weights cannot fit in 80 GB.
+  c.engine.weight_bytes_per_param = 4;
+  auto bad = ResolveEngine(c, Model("qwen2.5-32b"), 1, 2);
+  ASSERT_FALSE(bad.ok());
+  EXPECT_EQ(bad.status().code(), Code::kSimBadConfig);
+  EXPECT_NE(bad.status().message().find("hbm_gb"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace dualpath::sim

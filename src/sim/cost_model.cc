@@ -2,7 +2,19 @@
 
 namespace dualpath::sim {
 
-CostModel::CostModel(const SimConfig& c, const kv::ModelGeometry& model)
+namespace {
+// Simulate() resolves the model-derived constants for its cluster shape before building the cost
+// model; a CostModel built directly (tests, tools) resolves them without a shape.
+SimConfig Resolved(const SimConfig& c, const kv::ModelGeometry& model) {
+  Result<SimConfig> r = ResolveEngine(c, model, 0, 0);
+  return r.ok() ? *r : c;
+}
+}  // namespace
+
+CostModel::CostModel(const SimConfig& config, const kv::ModelGeometry& model)
+    : CostModel(Resolved(config, model), model, 0) {}
+
+CostModel::CostModel(const SimConfig& c, const kv::ModelGeometry& model, int /*resolved*/)
     : model_(model),
       kv_bytes_per_token_(static_cast<double>(model.KvBytesPerToken())),
       attn_flops_per_s_(c.hw.gpu_bf16_tflops * 1e12 * c.engine.attention_efficiency),

@@ -17,6 +17,7 @@ namespace dualpath::sim {
 
 class CostModel {
  public:
+  // Model-derived engine fields still negative in `config` are resolved (ResolveEngine).
   CostModel(const SimConfig& config, const kv::ModelGeometry& model);
 
   const kv::ModelGeometry& model() const { return model_; }
@@ -58,6 +59,8 @@ class CostModel {
   double de_kv_capacity_bytes() const { return de_kv_capacity_bytes_; }
 
  private:
+  CostModel(const SimConfig& resolved, const kv::ModelGeometry& model, int);
+
   kv::ModelGeometry model_;
   double kv_bytes_per_token_;
   double attn_flops_per_s_;

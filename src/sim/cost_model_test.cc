@@ -36,8 +36,11 @@ TEST(CostModelTest, GemmEfficiencyImprovesWithBatch) {
 TEST(CostModelTest, DecodeIsTheSlowerOfComputeAndMemory) {
   SimConfig c;
   CostModel cost(c, Ds660b());
+  // decode_weight_gb is derived from the model when not set (ResolveEngine): 672 GB / EP32.
+  const double weight_gb = ResolveEngine(c, Ds660b(), 2, 4)->engine.decode_weight_gb;
+  EXPECT_NEAR(weight_gb, 21.0, 0.1);
   const double weights_only =
-      c.engine.decode_weight_gb * 1e9 / (c.hw.hbm_tbps * 1e12 * c.engine.decode_hbm_efficiency);
+      weight_gb * 1e9 / (c.hw.hbm_tbps * 1e12 * c.engine.decode_hbm_efficiency);
   EXPECT_NEAR(cost.DecodeGpuTime(0, 0, 1), weights_only, 1e-12);
   EXPECT_GT(cost.DecodeGpuTime(1e15, 0, 1), weights_only);  // compute-bound
   EXPECT_EQ(cost.DecodeGpuTime(1e15, 1e12, 0), 0);          // idle GPU

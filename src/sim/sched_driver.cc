@@ -112,8 +112,10 @@ Result<std::unique_ptr<SchedDriver>> SchedDriver::Create(const ClusterState& c,
   ASSIGN_OR_RETURN(std::unique_ptr<sched::Scheduler> s, sched::Scheduler::Create(desc, config));
   std::unique_ptr<SchedDriver> d(new SchedDriver(std::move(s)));
   d->group_engines_.resize(static_cast<size_t>(desc.num_groups()));
+  d->group_is_prefill_.assign(static_cast<size_t>(desc.num_groups()), false);
   for (const sched::EngineDesc& e : desc.engines) {
     d->group_engines_[e.group.value()].push_back(e.id.value());
+    if (e.id.value() < c.pes.size()) d->group_is_prefill_[e.group.value()] = true;
   }
   return d;
 }
@@ -155,6 +157,17 @@ Status SchedDriver::FetchGroup(uint32_t group, const ClusterState& c, double now
                                std::vector<sched::DecodeAssignment>* decode,
                                std::vector<sched::Assignment>* prefill) {
   reports_.clear();
+  if (group_is_prefill_[group]) {
+    // The read side (§6.1) compares the PE node's queue, which this group reports below, with
+    // the DE node's. A decode node's queue otherwise reaches sched only when its own group
+    // fetches, and in between sched's view keeps every read it placed there but none of the
+    // draining: it overstates DE queues and tilts reads to the prefill nodes. A real scheduler
+    // sees each node's storage-NIC telemetry; give it the current decode-node queues.
+    for (uint32_t n = c.prefill_nodes; n < c.nics.size(); ++n) {
+      RETURN_IF_ERROR(
+          sched_->ApplyNodeReadQueue(NodeId(n), static_cast<int64_t>(c.ReadQueueTokens(n, now))));
+    }
+  }
   for (uint32_t e : group_engines_[group]) reports_.push_back(Report(c, e, now));
   out_.Clear();
   RETURN_IF_ERROR(sched_->FetchForGroup(sched::GroupId(group), reports_, &out_));

@@ -52,6 +52,7 @@ class SchedDriver {
 
   std::unique_ptr<sched::Scheduler> sched_;
   std::vector<std::vector<uint32_t>> group_engines_;  // by sched group id
+  std::vector<bool> group_is_prefill_;                // by sched group id
   std::vector<sched::EngineReport> reports_;
   sched::FetchResult out_;
 };

@@ -17,6 +17,7 @@
 #include <string_view>
 
 #include "dualpath/common/status.h"
+#include "dualpath/kv/model.h"
 
 namespace dualpath::sim {
 
@@ -42,15 +43,26 @@ struct EngineConfig {
   double linear_half_tokens = 512;  // GEMM efficiency halves at this many tokens per GPU batch
   double layer_overhead_us = 150;   // per layer per forward: EP dispatch/combine latency, launch
   double compute_quota_ms = 300;    // §6.2 / A.4: attention time budget per forward batch
-  double pe_hbm_reserved_gb = 48;   // weights + activations per prefill GPU (EP over pe_ep_nodes)
+  // Model-dependent constants: a negative value means "derive from the model geometry and the
+  // cluster shape" (ResolveEngine below, docs/sim.md "Per-model engine constants"); a config file
+  // may still set any of them explicitly.
+  double pe_hbm_reserved_gb = -1;  // weights + workspace per prefill GPU
   // Decode: step time = overhead + max(compute, HBM traffic) over the EP group's slowest GPU.
-  double decode_overhead_ms = 29;  // two all-to-alls per layer + launch, per step
+  double decode_overhead_ms = -1;  // per step: launches + (MoE) two all-to-alls per layer
   double decode_compute_efficiency = 0.25;
   double decode_hbm_efficiency = 0.70;
-  double de_hbm_reserved_gb = 38;   // weights + activations per decode GPU
-  double decode_weight_gb = 21;     // weight bytes read per step per decode GPU
-  uint32_t max_decode_batch = 128;  // requests per decode GPU
-  // Parallelism: expert-parallel groups step in lockstep (§6.2).
+  double de_hbm_reserved_gb = -1;      // weights + workspace per decode GPU
+  double decode_weight_gb = -1;        // weight bytes read per step per decode GPU
+  double weight_bytes_per_param = -1;  // auto: MoE (DeepSeek, FP8 checkpoints) 1, dense 2 (BF16)
+  // What the derivation adds on top of the resident weights (model-independent runtime costs).
+  double ep_pe_workspace_gb = 6;   // EP prefill GPU: activations + all-to-all buffers
+  double ep_de_workspace_gb = 17;  // EP decode GPU: replicated attention/dense weights + buffers
+  double dp_workspace_gb = 4;      // DP-only (dense) GPU: activations, no all-to-all buffers
+  double decode_layer_overhead_us = 25;       // per layer per step: launches, norms, sampling
+  double decode_moe_layer_overhead_us = 450;  // per layer per step: EP dispatch + combine
+  uint32_t max_decode_batch = 128;            // requests per decode GPU
+  // Parallelism: expert-parallel groups step in lockstep (§6.2). MoE models use EP over this many
+  // nodes; dense models run DP only (§7.2: "For Qwen 32B, we use DP only"), i.e. one node.
   uint32_t pe_ep_nodes = 2;
   uint32_t de_ep_nodes = 4;
   uint32_t block_tokens = 64;  // full-block size persisted during decode (§4.1)
@@ -82,6 +94,18 @@ struct SimConfig {
   // Validates ranges; kSimBadConfig naming the field otherwise.
   Status Validate() const;
 };
+
+// Fills the negative ("derive") engine fields from the model geometry (docs/sim.md):
+//   w        = weight_bytes_per_param, auto 1 for MoE (params_active < params_total), else 2
+//   ep GPUs  = MoE: min(ep_nodes, nodes) x gpus_per_node; dense: 1 (DP, full replica per GPU)
+//   decode_weight_gb   = params_total x w / decode ep GPUs
+//   pe/de_hbm_reserved = resident weights per GPU + workspace (EP or DP)
+//   decode_overhead_ms = layers x (decode_layer_overhead + MoE ? decode_moe_layer_overhead : 0)
+// and, for dense models, pe_ep_nodes = de_ep_nodes = 1. Fields already >= 0 are kept. Nodes of
+// 0 mean "unknown shape" (no min() with the node count). kSimBadConfig if the derived weights do
+// not fit in HBM (e.g. a dense model too large for one GPU).
+Result<SimConfig> ResolveEngine(const SimConfig& config, const kv::ModelGeometry& model,
+                                uint32_t prefill_nodes, uint32_t decode_nodes);
 
 // Defaults overridden by the JSON object in `text` (`origin` names it in errors).
 Result<SimConfig> ParseSimConfig(std::string_view text, std::string_view origin);
