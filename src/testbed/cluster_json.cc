@@ -19,36 +19,16 @@ class Reader {
   Reader(const json& obj, std::string path) : obj_(obj), path_(std::move(path)) {}
 
   Status Str(const char* key, std::string* out) const {
-    const json* v = Find(key);
-    if (v == nullptr || !v->is_string()) {
-      return Bad(key, "a string");
-    }
-    *out = v->get<std::string>();
-    return Status::Ok();
+    return Get(key, out, &json::is_string, "a string");
   }
   Status Int(const char* key, int* out) const {
-    const json* v = Find(key);
-    if (v == nullptr || !v->is_number_integer()) {
-      return Bad(key, "an integer");
-    }
-    *out = v->get<int>();
-    return Status::Ok();
+    return Get(key, out, &json::is_number_integer, "an integer");
   }
   Status U64(const char* key, uint64_t* out) const {
-    const json* v = Find(key);
-    if (v == nullptr || !v->is_number_unsigned()) {
-      return Bad(key, "a non-negative integer");
-    }
-    *out = v->get<uint64_t>();
-    return Status::Ok();
+    return Get(key, out, &json::is_number_unsigned, "a non-negative integer");
   }
   Status Bool(const char* key, bool* out) const {
-    const json* v = Find(key);
-    if (v == nullptr || !v->is_boolean()) {
-      return Bad(key, "a boolean");
-    }
-    *out = v->get<bool>();
-    return Status::Ok();
+    return Get(key, out, &json::is_boolean, "a boolean");
   }
   Result<Reader> Obj(const char* key) const {
     const json* v = Find(key);
@@ -66,6 +46,18 @@ class Reader {
   }
 
  private:
+  // One typed field: present, of the JSON type `is_type` accepts, converted to T.
+  template <typename T>
+  Status Get(const char* key, T* out, bool (json::*is_type)() const noexcept,
+             const char* what) const {
+    const json* v = Find(key);
+    if (v == nullptr || !(v->*is_type)()) {
+      return Bad(key, what);
+    }
+    *out = v->get<T>();
+    return Status::Ok();
+  }
+
   const json* Find(const char* key) const {
     auto it = obj_.find(key);
     return it == obj_.end() ? nullptr : &*it;
