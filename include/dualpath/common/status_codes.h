@@ -8,7 +8,8 @@
 //   1-99     common (generic conditions any component may use)
 //   100-199  kv          200-299  storage     300-399  pool      400-499  transfer
 //   500-599  sched       600-699  sim         700-799  trace     800-899  engine
-//   900-999  control     1000-1099 testbed    1100-1199 cli
+//   900-999  control     1000-1099 testbed    1100-1199 cli     1200-1299 model
+//   1300-1399 replay
 #pragma once
 
 // X(name, value, description)

@@ -1,0 +1,116 @@
+// RefModel: the reference CPU model the engines run when there is no GPU. A small decoder-only
+// transformer (RMSNorm, GQA attention with rotary positions, SwiGLU MLP, tied-free LM head) whose
+// weights are generated deterministically from a seed, so every process that builds a RefModel
+// from the same RefModelConfig holds bit-identical weights and every byte of KV it produces is
+// real.
+//
+// The property the whole end-to-end system leans on (issue 8, acceptance 1): the computation of
+// one token is independent of how tokens are grouped. ForwardLayer over tokens [start, start+n)
+// produces, for each token, exactly the same bits (hidden state and K/V) as running the tokens one
+// at a time or in any other chunking, as long as the KV of positions [0, start) is bit-identical.
+// So hit KV that arrives from storage (PE path), from a decode engine (DE path), or is recomputed
+// from scratch gives bit-identical logits and tokens. Implementations keep a fixed reduction order
+// per token (no batched GEMM whose blocking depends on n, no threads splitting one reduction, no
+// -ffast-math).
+//
+// KV layout of one layer for T tokens (what `layer_kv` spans point at): [T][bpt] bytes where
+// bpt = KvBytesPerTokenPerLayer() = 2 * kv_heads * head_dim * sizeof(float); per token the K
+// vector (kv_heads * head_dim floats, rotary already applied) then the V vector. This is the
+// kv::BlockShape layout (a Layer Block is [tokens][bpt]), so Full Blocks from storage hold
+// [layers][block_tokens][bpt] of exactly these bytes.
+//
+// Thread safety: a RefModel is immutable after Create; all const methods may be called from any
+// number of threads concurrently (they use only caller-provided buffers).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "dualpath/common/status.h"
+#include "dualpath/kv/model.h"
+
+namespace dualpath::model {
+
+struct RefModelConfig {
+  uint32_t layers = 8;
+  uint32_t q_heads = 4;
+  uint32_t kv_heads = 4;  // divides q_heads (GQA); == q_heads is MHA
+  uint32_t head_dim = 32;
+  uint32_t ffn_dim = 256;
+  uint32_t vocab = 4096;
+  uint64_t seed = 1;
+  float rope_theta = 10000.0f;
+
+  uint32_t hidden() const { return q_heads * head_dim; }
+  uint64_t KvBytesPerTokenPerLayer() const { return 2ull * kv_heads * head_dim * sizeof(float); }
+  // kInvalidArgument naming the field (zero sizes, kv_heads not dividing q_heads, head_dim odd,
+  // sizes so large the weights would exceed 1 GiB).
+  Status Validate() const;
+  // The kv geometry (name "ref", MHA/GQA, fp32 KV, parameter counts) so block shapes, block
+  // hashing, storage fingerprints and the scheduler's token accounting work unchanged.
+  kv::ModelGeometry Geometry() const;
+  // Parses "layers=8,q_heads=4,kv_heads=4,head_dim=32,ffn_dim=256,vocab=4096,seed=1" (any subset;
+  // the rest keep their defaults). kInvalidArgument naming the bad key or value.
+  static Result<RefModelConfig> Parse(std::string_view spec);
+  std::string ToString() const;  // the Parse format, every key
+};
+
+class RefModel {
+ public:
+  static Result<std::unique_ptr<RefModel>> Create(const RefModelConfig& config);
+  ~RefModel();
+  RefModel(const RefModel&) = delete;
+  RefModel& operator=(const RefModel&) = delete;
+
+  const RefModelConfig& config() const;
+
+  // hidden[i * hidden() ...] = embedding of tokens[i]. tokens must be < vocab (checked: a bad id is
+  // a programming error here; callers validate request input first).
+  void Embed(std::span<const uint32_t> tokens, std::span<float> hidden) const;
+
+  // Runs layer `layer` for the n = hidden.size() / hidden() tokens at positions [start, start+n).
+  // layer_kv spans (start + n) * bpt bytes: [0, start) is the cached KV of this layer (read),
+  // [start, start + n) is written with the new tokens' K/V. hidden is updated in place (the
+  // residual stream). Causal: token start+i attends to positions [0, start+i].
+  void ForwardLayer(uint32_t layer, uint64_t start, std::span<std::byte> layer_kv,
+                    std::span<float> hidden) const;
+
+  // Final norm + LM head of one token's hidden row → vocab logits.
+  void Logits(std::span<const float> hidden_row, std::span<float> logits) const;
+
+  // Greedy sampling: the lowest index among the maximal logits.
+  static uint32_t Argmax(std::span<const float> logits);
+  // A 64-bit digest of the logits' exact bits (for bit-identity checks across processes).
+  static uint64_t LogitsDigest(std::span<const float> logits);
+
+ private:
+  struct Weights;
+  explicit RefModel(const RefModelConfig& config);
+  RefModelConfig config_;
+  std::unique_ptr<Weights> w_;
+};
+
+// What a request produced: the tokens generated (greedy) and the digest of the first generated
+// token's logits. Engines report this; the checker compares it with a from-scratch recompute.
+struct Generation {
+  std::vector<uint32_t> tokens;
+  uint64_t first_logits_digest = 0;
+  bool operator==(const Generation&) const = default;
+};
+
+// The from-scratch reference for one request, with teacher forcing: prefill `prompt` from empty
+// KV, the first generated token is Argmax(logits of the last prompt token); then for j = 1 ..
+// gen_tokens - 1 the decode step feeds teacher[j - 1] (the recorded token at that position, not
+// the model's own choice, so the next turn's prompt and block hashes are independent of model
+// output) at position prompt.size() + j - 1 and records Argmax of its logits. Returns
+// gen_tokens tokens. If kv_out is not null it receives the KV of every computed position
+// ([layers][prompt.size() + gen_tokens - 1][bpt]). teacher.size() must be >= gen_tokens - 1.
+Generation Reference(const RefModel& model, std::span<const uint32_t> prompt,
+                     std::span<const uint32_t> teacher, uint32_t gen_tokens,
+                     std::vector<std::byte>* kv_out = nullptr);
+
+}  // namespace dualpath::model
