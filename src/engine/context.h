@@ -47,6 +47,12 @@ struct Context {
   std::chrono::steady_clock::time_point Deadline() const {
     return std::chrono::steady_clock::now() + std::chrono::nanoseconds(options.request_timeout);
   }
+  // gRPC deadlines take the system clock.
+  std::chrono::system_clock::time_point RpcDeadline() const {
+    return std::chrono::system_clock::now() +
+           std::chrono::duration_cast<std::chrono::system_clock::duration>(
+               std::chrono::nanoseconds(options.request_timeout));
+  }
   uint64_t TokenBytes() const { return uint64_t{layers} * bpt; }  // all layers of one token
 };
 

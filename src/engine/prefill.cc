@@ -181,7 +181,7 @@ Status Prefiller::Load(const std::shared_ptr<PeJob>& self) {
   req.set_decode_read_tokens(p.decode_read);
   v1::StartDecodeReply reply;
   grpc::ClientContext cctx;
-  cctx.set_deadline(ctx_.Deadline());
+  cctx.set_deadline(ctx_.RpcDeadline());
   RETURN_IF_ERROR(FromGrpc(job.de_stub->StartDecode(&cctx, req, &reply),
                            fmt::format("StartDecode at {} ({})", job.a.decode().name(),
                                        job.a.decode().peer_addr())));
@@ -367,7 +367,7 @@ Status Prefiller::Compute(const std::shared_ptr<PeJob>& self) {
   done.set_first_token_ns(first_token_ns);
   v1::PrefillDoneReply reply;
   grpc::ClientContext cctx;
-  cctx.set_deadline(ctx_.Deadline());
+  cctx.set_deadline(ctx_.RpcDeadline());
   return FromGrpc(job.de_stub->PrefillDone(&cctx, done, &reply),
                   fmt::format("PrefillDone at {}", job.a.decode().name()));
 }
