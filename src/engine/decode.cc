@@ -101,9 +101,9 @@ Result<v1::StartDecodeReply> Decoder::StartDecode(const v1::StartDecodeRequest& 
   if (!r->plan.none) {
     int64_t pr = req.prefill_read_tokens(), dr = req.decode_read_tokens();
     if (pr < 0 || dr < 0 || pr % bt != 0 || dr % bt != 0 || pr + dr > r->plan.hit) {
-      return InvalidArgument(fmt::format(
-          "request {}: read split {}+{} tokens does not fit hit {} in blocks of {}",
-          spec.request_id(), pr, dr, r->plan.hit, bt));
+      return InvalidArgument(
+          fmt::format("request {}: read split {}+{} tokens does not fit hit {} in blocks of {}",
+                      spec.request_id(), pr, dr, r->plan.hit, bt));
     }
     r->plan.prefill_read = pr;
     r->plan.decode_read = dr;
@@ -122,8 +122,8 @@ Result<v1::StartDecodeReply> Decoder::StartDecode(const v1::StartDecodeRequest& 
       return Status(Code::kEngineStopped, "decode engine stopping");
     }
   }
-  ASSIGN_OR_RETURN(r->area, ctx_.arena->Allocate(ctx_.TokenBytes() * r->capacity, r->capacity,
-                                                 ctx_.Deadline()));
+  ASSIGN_OR_RETURN(
+      r->area, ctx_.arena->Allocate(ctx_.TokenBytes() * r->capacity, r->capacity, ctx_.Deadline()));
   v1::StartDecodeReply reply;
   {
     std::lock_guard<std::mutex> lock(mu_);
@@ -188,8 +188,7 @@ void Decoder::OnNotice(const Notice& n) {
     std::lock_guard<std::mutex> lock(mu_);
     auto it = reqs_.find(n.xfer_id);
     if (it == reqs_.end() || n.layer >= ctx_.layers) {
-      log::Debug("engine {}: stray notice xfer={} layer={}", ctx_.options.name, n.xfer_id,
-                 n.layer);
+      log::Debug("engine {}: stray notice xfer={} layer={}", ctx_.options.name, n.xfer_id, n.layer);
       return;
     }
     auto& r = it->second;
@@ -262,8 +261,8 @@ void Decoder::ReadAndPush(const std::shared_ptr<DeReq>& r) {
   }
   Result<transfer::PeerId> pe = ctx_.peers->Transfer(r->pe_transfer_addr);
   if (!pe.ok()) {
-    log::Warn("engine {}: request {}: cannot reach PE {}: {}", ctx_.options.name,
-              spec.request_id(), r->pe_name, pe.status().ToString());
+    log::Warn("engine {}: request {}: cannot reach PE {}: {}", ctx_.options.name, spec.request_id(),
+              r->pe_name, pe.status().ToString());
     std::lock_guard<std::mutex> lock(mu_);
     r->aborted = !r->queued;
     return;
@@ -335,8 +334,7 @@ void Decoder::DecodeLoop() {
     {
       std::unique_lock<std::mutex> lock(mu_);
       // The timed wait is for the reaper (timeouts have no other event to wake on).
-      cv_.wait_for(lock, std::chrono::milliseconds(200),
-                   [&] { return stop_ || !ready_.empty(); });
+      cv_.wait_for(lock, std::chrono::milliseconds(200), [&] { return stop_ || !ready_.empty(); });
       if (stop_) {
         return;
       }

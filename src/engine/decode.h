@@ -70,12 +70,12 @@ class Decoder {
   mutable std::mutex mu_;
   std::condition_variable cv_;
   std::map<uint32_t, std::shared_ptr<DeReq>> reqs_;  // by DE xfer id; guarded by mu_
-  std::deque<std::shared_ptr<DeReq>> to_read_;        // guarded by mu_
-  std::deque<std::shared_ptr<DeReq>> ready_;          // guarded by mu_
-  uint32_t last_xfer_id_ = 0;                         // guarded by mu_
-  int64_t queued_read_tokens_ = 0;                    // guarded by mu_
-  int64_t unfinished_tokens_ = 0;                     // guarded by mu_
-  bool stop_ = false;                                 // guarded by mu_
+  std::deque<std::shared_ptr<DeReq>> to_read_;       // guarded by mu_
+  std::deque<std::shared_ptr<DeReq>> ready_;         // guarded by mu_
+  uint32_t last_xfer_id_ = 0;                        // guarded by mu_
+  int64_t queued_read_tokens_ = 0;                   // guarded by mu_
+  int64_t unfinished_tokens_ = 0;                    // guarded by mu_
+  bool stop_ = false;                                // guarded by mu_
   std::thread reader_thread_;
   std::thread decode_thread_;
 };

@@ -112,8 +112,8 @@ Status Engine::Impl::RegisterAndBuild() {
     return mc.status().WithContext("model spec from the scheduler");
   }
   if (mc->layers >= kMaxLayers) {
-    return InvalidArgument(fmt::format("model has {} layers; the engine handles < {}", mc->layers,
-                                       kMaxLayers));
+    return InvalidArgument(
+        fmt::format("model has {} layers; the engine handles < {}", mc->layers, kMaxLayers));
   }
   if (reply.block_tokens() == 0) {
     return InvalidArgument("scheduler gave block_tokens 0");
@@ -140,8 +140,8 @@ Status Engine::Impl::RegisterAndBuild() {
   ctx.arena = arena.get();
   ctx.peers = peers.get();
   ctx.scheduler = scheduler.get();
-  capacity_tokens = o.hbm_tokens > 0 ? o.hbm_tokens
-                                     : static_cast<int64_t>(arena->capacity() / ctx.TokenBytes());
+  capacity_tokens =
+      o.hbm_tokens > 0 ? o.hbm_tokens : static_cast<int64_t>(arena->capacity() / ctx.TokenBytes());
   if (o.role == Role::kPrefill) {
     prefiller = std::make_unique<Prefiller>(ctx);
   } else {
@@ -158,8 +158,7 @@ Status Engine::Impl::RegisterAndBuild() {
   service.SetDecoder(decoder.get());
   log::Info("engine {} ({}) registered as {} group {}: peer {} transfer {} store {} model {}",
             o.name, o.role == Role::kPrefill ? "prefill" : "decode", ctx.engine_id, group_id,
-            ctx.info.peer_addr(), ctx.info.transfer_addr(), store->model_dir(),
-            reply.model_spec());
+            ctx.info.peer_addr(), ctx.info.transfer_addr(), store->model_dir(), reply.model_spec());
   return Status::Ok();
 }
 

@@ -300,11 +300,11 @@ TEST_F(EngineTest, EveryReadSideGivesReferenceOutputsAndTurnsHitWhatEarlierTurns
     EXPECT_EQ(r.hit_tokens(), hit);
     EXPECT_EQ(r.loaded_tokens(), hit);  // every hit token was really loaded, not recomputed
     EXPECT_EQ(r.side(), c.side);
-    int64_t file_bytes = static_cast<int64_t>(storage::BlockStore::FileBytes(
-        kv::BlockShape::For(config_.Geometry(), kBt)));
-    int64_t pe_blocks = c.side == v1c::READ_SIDE_PREFILL  ? hit / kBt
+    int64_t file_bytes = static_cast<int64_t>(
+        storage::BlockStore::FileBytes(kv::BlockShape::For(config_.Geometry(), kBt)));
+    int64_t pe_blocks = c.side == v1c::READ_SIDE_PREFILL ? hit / kBt
                         : c.side == v1c::READ_SIDE_SPLIT ? prefill_read / kBt
-                                                          : 0;
+                                                         : 0;
     EXPECT_EQ(r.read_bytes_prefill(), pe_blocks * file_bytes);
     EXPECT_EQ(r.read_bytes_decode(), (hit / kBt - pe_blocks) * file_bytes);
     EXPECT_GT(r.timing().first_token_ns(), 0);
@@ -325,8 +325,7 @@ TEST_F(EngineTest, CorruptHitBlockIsRecomputedWithIdenticalOutputs) {
   v1c::RequestSpec t1 = agent.NextTurn(1, 70, 5);
   ExpectReference(t1, Run(t1, v1c::READ_SIDE_PREFILL, 0));
   uint64_t id = 2;
-  for (v1c::ReadSide side : {v1c::READ_SIDE_PREFILL, v1c::READ_SIDE_DECODE,
-                             v1c::READ_SIDE_SPLIT}) {
+  for (v1c::ReadSide side : {v1c::READ_SIDE_PREFILL, v1c::READ_SIDE_DECODE, v1c::READ_SIDE_SPLIT}) {
     SCOPED_TRACE(v1c::ReadSide_Name(side));
     v1c::RequestSpec s = agent.NextTurn(id++, 20, 5);
     int64_t hit = HitTokens(s);

@@ -47,8 +47,8 @@ HitReadResult HitReader::Read(std::span<const kv::BlockHash> hashes, uint64_t fi
       if (r.block.payload.size() == shape_.FullBytes()) {
         uint64_t token0 = (first_block + i) * shape_.tokens;
         for (uint32_t l = 0; l < shape_.num_layers; ++l) {
-          std::memcpy(area + l * layer_stride + token0 * bpt, r.block.payload.data() + l * layer_bytes,
-                      layer_bytes);
+          std::memcpy(area + l * layer_stride + token0 * bpt,
+                      r.block.payload.data() + l * layer_bytes, layer_bytes);
         }
         bytes[i] = storage::BlockStore::FileBytes(shape_);
       } else {

@@ -61,9 +61,10 @@ Result<std::byte*> KvArena::Allocate(uint64_t bytes, int64_t tokens,
       if (std::byte* p = TryAllocateLocked(bytes, tokens)) {
         return p;
       }
-      return Timeout(fmt::format("no {} bytes of buffer memory free before the deadline ({} of {} "
-                                 "in use)",
-                                 bytes, used_bytes_, size_));
+      return Timeout(
+          fmt::format("no {} bytes of buffer memory free before the deadline ({} of {} "
+                      "in use)",
+                      bytes, used_bytes_, size_));
     }
   }
 }

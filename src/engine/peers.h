@@ -35,8 +35,8 @@ class PeerDirectory {
  private:
   transfer::TransferEngine& transfer_;
   std::mutex mu_;
-  std::map<std::string, transfer::PeerId> transfer_peers_;                  // guarded by mu_
-  std::map<std::string, std::shared_ptr<v1::EnginePeer::Stub>> stubs_;     // guarded by mu_
+  std::map<std::string, transfer::PeerId> transfer_peers_;              // guarded by mu_
+  std::map<std::string, std::shared_ptr<v1::EnginePeer::Stub>> stubs_;  // guarded by mu_
 };
 
 // grpc::Status -> Status: UNAVAILABLE (peer down) -> kEnginePeerFailed, DEADLINE_EXCEEDED ->

@@ -94,8 +94,7 @@ void Prefiller::OnNotice(const Notice& n) {
     std::lock_guard<std::mutex> lock(mu_);
     auto it = by_xfer_.find(n.xfer_id);
     if (it == by_xfer_.end() || n.layer >= ctx_.layers) {
-      log::Debug("engine {}: stray notice xfer={} layer={}", ctx_.options.name, n.xfer_id,
-                 n.layer);
+      log::Debug("engine {}: stray notice xfer={} layer={}", ctx_.options.name, n.xfer_id, n.layer);
       return;
     }
     PeJob& j = *it->second;
@@ -154,8 +153,8 @@ Status Prefiller::Load(const std::shared_ptr<PeJob>& self) {
   const v1c::RequestSpec& r = job.a.request();
   RETURN_IF_ERROR(ValidateRequest(r, ctx_.model->config().vocab));
   const ReadPlan& p = job.plan;
-  ASSIGN_OR_RETURN(job.area, ctx_.arena->Allocate(ctx_.TokenBytes() * p.prompt, p.prompt,
-                                                  ctx_.Deadline()));
+  ASSIGN_OR_RETURN(job.area,
+                   ctx_.arena->Allocate(ctx_.TokenBytes() * p.prompt, p.prompt, ctx_.Deadline()));
   {
     std::lock_guard<std::mutex> lock(mu_);
     // The area is registered under a fresh xfer id before the DE can learn it (StartDecode), so
@@ -182,9 +181,9 @@ Status Prefiller::Load(const std::shared_ptr<PeJob>& self) {
   v1::StartDecodeReply reply;
   grpc::ClientContext cctx;
   cctx.set_deadline(ctx_.RpcDeadline());
-  RETURN_IF_ERROR(FromGrpc(job.de_stub->StartDecode(&cctx, req, &reply),
-                           fmt::format("StartDecode at {} ({})", job.a.decode().name(),
-                                       job.a.decode().peer_addr())));
+  RETURN_IF_ERROR(FromGrpc(
+      job.de_stub->StartDecode(&cctx, req, &reply),
+      fmt::format("StartDecode at {} ({})", job.a.decode().name(), job.a.decode().peer_addr())));
   job.de_started = true;
   job.de_addr = reply.de_area_addr();
   job.de_stride = reply.de_layer_stride();
@@ -198,9 +197,8 @@ Status Prefiller::Load(const std::shared_ptr<PeJob>& self) {
     }
   } else if (p.prefill_read > 0) {
     const uint64_t blocks = p.prefill_read / ctx_.block_tokens;
-    std::vector<kv::BlockHash> hashes =
-        HashRange(*ctx_.hasher, {r.prompt().data(), static_cast<size_t>(r.prompt_size())}, 0,
-                  blocks);
+    std::vector<kv::BlockHash> hashes = HashRange(
+        *ctx_.hasher, {r.prompt().data(), static_cast<size_t>(r.prompt_size())}, 0, blocks);
     HitReadResult rr = reader_.Read(hashes, 0, job.area, p.prompt * bpt);
     job.pe_loaded = static_cast<int64_t>(rr.loaded_blocks) * ctx_.block_tokens;
     job.read_bytes = static_cast<int64_t>(rr.bytes_read);
@@ -275,15 +273,16 @@ Status Prefiller::PutLayer(const std::shared_ptr<PeJob>& job, uint32_t layer) {
     std::lock_guard<std::mutex> lock(mu_);
     de_has = p.decode_read > 0 ? job->de_loaded : 0;
   }
-  transfer::Batch b{.peer = job->de_peer, .cls = transfer::TrafficClass::kLow,
-                    .op = transfer::Op::kPut};
+  transfer::Batch b{
+      .peer = job->de_peer, .cls = transfer::TrafficClass::kLow, .op = transfer::Op::kPut};
   const uint64_t local = Addr(job->area) + layer * p.prompt * bpt;
   const uint64_t remote = job->de_addr + layer * job->de_stride;
   // The DE lacks everything but the part of its own share it loaded: [0, prefill_read) and
   // [prefill_read + de_has, prompt).
   auto add = [&](int64_t t0, int64_t t1) {
     if (t1 > t0) {
-      b.descs.push_back({local + t0 * bpt, remote + t0 * bpt, static_cast<uint64_t>(t1 - t0) * bpt});
+      b.descs.push_back(
+          {local + t0 * bpt, remote + t0 * bpt, static_cast<uint64_t>(t1 - t0) * bpt});
     }
   };
   add(0, p.prefill_read);

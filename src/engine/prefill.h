@@ -71,8 +71,8 @@ class Prefiller {
   mutable std::mutex mu_;
   std::condition_variable queue_cv_;   // loader: incoming_ non-empty; compute: loaded_ non-empty
   std::condition_variable notice_cv_;  // layer notices and put completions
-  std::deque<std::shared_ptr<PeJob>> incoming_;     // guarded by mu_
-  std::deque<std::shared_ptr<PeJob>> loaded_;       // guarded by mu_
+  std::deque<std::shared_ptr<PeJob>> incoming_;         // guarded by mu_
+  std::deque<std::shared_ptr<PeJob>> loaded_;           // guarded by mu_
   std::map<uint32_t, std::shared_ptr<PeJob>> by_xfer_;  // jobs with an area; guarded by mu_
   uint32_t last_xfer_id_ = 0;                           // guarded by mu_
   int64_t unfinished_requests_ = 0;                     // guarded by mu_

@@ -44,8 +44,8 @@ class GrpcSchedulerLink final : public SchedulerLink {
     ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
     ctx.set_wait_for_ready(true);  // the service may still be starting
     v1c::RegisterEngineReply reply;
-    RETURN_IF_ERROR(FromGrpcStatus(stub_->RegisterEngine(&ctx, request, &reply), "RegisterEngine",
-                                   address_));
+    RETURN_IF_ERROR(
+        FromGrpcStatus(stub_->RegisterEngine(&ctx, request, &reply), "RegisterEngine", address_));
     return reply;
   }
 

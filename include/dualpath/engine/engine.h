@@ -36,13 +36,13 @@ enum class Role { kPrefill, kDecode };
 
 struct EngineOptions {
   Role role = Role::kPrefill;
-  std::string name;               // unique engine name, e.g. "p0.0"
-  std::string node;               // node name, e.g. "p0" (engines of a node share its storage NIC)
-  std::string listen_ip = "127.0.0.1";  // compute address: EnginePeer gRPC + transfer engine
-  uint16_t peer_port = 0;               // 0: any free port
-  uint16_t transfer_port = 0;           // 0: any free port
-  std::string store_root;               // the node's store mount
-  std::string store_subdir;             // optional subdirectory (one per system and run)
+  std::string name;  // unique engine name, e.g. "p0.0"
+  std::string node;  // node name, e.g. "p0" (engines of a node share its storage NIC)
+  std::string listen_ip = "127.0.0.1";   // compute address: EnginePeer gRPC + transfer engine
+  uint16_t peer_port = 0;                // 0: any free port
+  uint16_t transfer_port = 0;            // 0: any free port
+  std::string store_root;                // the node's store mount
+  std::string store_subdir;              // optional subdirectory (one per system and run)
   uint64_t buffer_bytes = 256ull << 20;  // the registered region: buffers + "HBM"
   int64_t hbm_tokens = 0;                // 0: whatever fits in buffer_bytes
   std::string ucx_tls = "tcp";           // UCX_TLS of the transfer engine
