@@ -47,6 +47,15 @@ kv::ModelGeometry ModelSpecInfo::Geometry() const {
   return g;
 }
 
+std::string ModelSpecInfo::ToString() const {
+  std::string s = "layers=" + std::to_string(layers) + ",q_heads=" + std::to_string(q_heads) +
+                  ",kv_heads=" + std::to_string(kv_heads) +
+                  ",head_dim=" + std::to_string(head_dim) + ",ffn_dim=" + std::to_string(ffn_dim) +
+                  ",vocab=" + std::to_string(vocab) + ",seed=" + std::to_string(seed);
+  if (rope_theta != 10000.0) s += ",rope_theta=" + std::to_string(rope_theta);
+  return s;
+}
+
 Result<ModelSpecInfo> ParseModelSpec(std::string_view spec) {
   ModelSpecInfo m;
   std::string_view rest = spec;

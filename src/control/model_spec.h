@@ -28,6 +28,9 @@ struct ModelSpecInfo {
   double rope_theta = 10000.0;
 
   kv::ModelGeometry Geometry() const;
+  // "layers=8,q_heads=4,kv_heads=4,head_dim=32,ffn_dim=256,vocab=4096,seed=1" (every key but
+  // rope_theta, which is printed only when not the default).
+  std::string ToString() const;
 };
 
 // Parses "layers=8,q_heads=4,kv_heads=4,head_dim=32,ffn_dim=256,vocab=4096,seed=1" (any subset,

@@ -365,6 +365,11 @@ TEST_F(ServiceTest, FailedAttemptIsResubmittedThenForwardedAsFailed) {
   EXPECT_EQ(first->prefill(0).attempt(), 0u);
 
   ASSERT_TRUE(ReportResult(5, false, 0).ok());
+  // The retry waits until both engines of the failed attempt fetch again (a dead one would not).
+  auto pe_only = Fetch(0, {}, 0);
+  ASSERT_TRUE(pe_only.ok());
+  EXPECT_EQ(pe_only->prefill_size(), 0);
+  ASSERT_TRUE(Fetch(1, {}, 0).ok());
   auto second = Fetch(0, {}, kLongWaitMs);
   ASSERT_TRUE(second.ok());
   ASSERT_EQ(second->prefill_size(), 1);
@@ -384,6 +389,74 @@ TEST_F(ServiceTest, FailedAttemptIsResubmittedThenForwardedAsFailed) {
   EXPECT_FALSE(res.results(0).result().ok());
   EXPECT_EQ(res.results(0).result().attempt(), 1u);
   EXPECT_EQ(res.results(0).result().error(), "injected failure");
+}
+
+// A decode engine in a long poll is told to fetch again (its poll ends early) so that a deferred
+// retry proceeds after one round trip. The DE's poll wait is longer than the test's CTest timeout:
+// without the early end this test would time out.
+TEST_F(ServiceTest, FailedAttemptPingsTheDecodeEnginesPoll) {
+  Start(Options(SystemKind::kDualPath, k1P1D));
+  Register1P1D();
+  constexpr uint32_t kForever = 600000;
+  std::vector<v1::Assignment> decode_seen;
+  std::thread de([&] {
+    // Polls until it has been told to decode attempt 1 of request 5.
+    for (;;) {
+      auto r = Fetch(1, {Report(1, 0)}, kForever);
+      ASSERT_TRUE(r.ok()) << r.status().ToString();
+      for (const auto& a : r->decode()) decode_seen.push_back(a);
+      if (!decode_seen.empty() && decode_seen.back().attempt() == 1) return;
+    }
+  });
+  ASSERT_TRUE(Submit(Spec(5, Tokens(70, 1))).ok());
+  auto first = Fetch(0, {}, kLongWaitMs);
+  ASSERT_TRUE(first.ok());
+  ASSERT_EQ(first->prefill_size(), 1);
+  ASSERT_TRUE(ReportResult(5, false, 0).ok());
+  // The PE fetches again (its own proof of life); the DE's proof comes from its loop.
+  auto second = Fetch(0, {}, kLongWaitMs);
+  ASSERT_TRUE(second.ok());
+  ASSERT_EQ(second->prefill_size(), 1);
+  EXPECT_EQ(second->prefill(0).attempt(), 1u);
+  de.join();
+  ASSERT_EQ(decode_seen.size(), 2u);
+  EXPECT_EQ(decode_seen[0].attempt(), 0u);
+  EXPECT_EQ(decode_seen[1].request().request_id(), 5u);
+}
+
+// Acceptance 4's path: the DE is killed, the PE reports the request failed at once; the retry waits
+// until liveness declares the DE dead and then goes to the surviving DE, without using up attempts
+// on the dead one.
+TEST_F(ServiceTest, FailureReportedForAKilledDecodeEngineWaitsThenGoesToTheSurvivor) {
+  ServiceOptions o =
+      Options(SystemKind::kDualPath, "p0.0:prefill:p0,d0.0:decode:d0,d1.0:decode:d1");
+  o.max_attempts = 2;
+  Start(o);
+  ASSERT_TRUE(Register("p0.0", v1::ROLE_PREFILL, "p0").ok());
+  ASSERT_TRUE(Register("d0.0", v1::ROLE_DECODE, "d0").ok());
+  ASSERT_TRUE(Register("d1.0", v1::ROLE_DECODE, "d1").ok());
+  ASSERT_TRUE(Submit(Spec(1, Tokens(80, 1))).ok());
+  auto pe = Fetch(0, {}, kLongWaitMs);
+  ASSERT_TRUE(pe.ok());
+  ASSERT_EQ(pe->prefill_size(), 1);
+  ASSERT_EQ(pe->prefill(0).decode_engine(), 1u);
+  ASSERT_TRUE(ReportResult(1, false, 0).ok());  // StartDecode to d0 failed: d0 is gone
+  auto waiting = Fetch(0, {}, 0);
+  ASSERT_TRUE(waiting.ok());
+  EXPECT_EQ(waiting->prefill_size(), 0);
+  clock_.Advance(2 * kNanosPerSecond);
+  ASSERT_TRUE(Fetch(0, {}, 0).ok());
+  ASSERT_TRUE(Fetch(2, {}, 0).ok());
+  clock_.Advance(2 * kNanosPerSecond);
+  auto retry = Fetch(0, {}, kLongWaitMs);
+  ASSERT_TRUE(retry.ok());
+  ASSERT_EQ(retry->prefill_size(), 1);
+  EXPECT_EQ(retry->prefill(0).attempt(), 1u);
+  EXPECT_EQ(retry->prefill(0).decode_engine(), 2u);
+  ASSERT_TRUE(ReportResult(1, true, 1).ok());
+  auto res = WaitResults(0, kLongWaitMs);
+  ASSERT_EQ(res.results_size(), 1);
+  EXPECT_TRUE(res.results(0).result().ok());
 }
 
 TEST_F(ServiceTest, DeadDecodeEngineRequestsAreResubmittedToTheSurvivor) {

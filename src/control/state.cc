@@ -13,6 +13,9 @@
 namespace dualpath::control {
 namespace {
 
+// The initial free-HBM view of a decode engine that registered without hbm_tokens.
+constexpr int64_t kUndeclaredHbmTokens = int64_t{1} << 40;
+
 sched::SchedConfig MakeSchedConfig(const ServiceOptions& o) {
   sched::SchedConfig c =
       o.system == SystemKind::kBasic ? sched::SchedConfig::Basic() : sched::SchedConfig::DualPath();
@@ -118,7 +121,7 @@ Result<v1::RegisterEngineReply> ControlState::Register(const v1::EngineInfo& inf
               info.name(), e.in_flight.size());
     const std::vector<uint64_t> lost(e.in_flight.begin(), e.in_flight.end());
     for (uint64_t rid : lost)
-      RetryOrFailLocked(rid, "engine " + info.name() + " restarted", nullptr);
+      RetryOrFailLocked(rid, "engine " + info.name() + " restarted", nullptr, false);
   }
   e.info = info;
   e.registered = true;
@@ -127,7 +130,17 @@ Result<v1::RegisterEngineReply> ControlState::Register(const v1::EngineInfo& inf
   e.last_seen = clock_->Now();
   e.last_report = sched::EngineReport{};
   e.last_report.hbm_free_tokens = info.hbm_tokens();
+  if (info.role() == v1::ROLE_DECODE && info.hbm_tokens() == 0) {
+    // Undeclared capacity: do not block scheduling before the engine's first report.
+    e.last_report.hbm_free_tokens = kUndeclaredHbmTokens;
+    log::Warn(
+        "control: decode engine {} registered without hbm_tokens; assuming unlimited until "
+        "it reports hbm_free_tokens",
+        info.name());
+  }
   e.pending_decode.clear();
+  e.ping = false;
+  ReleaseDeferredLocked(id);
   log::Info("control: registered engine {} id={} role={} node={} peer={} hbm_tokens={}",
             info.name(), id, sched::RoleName(ToSchedRole(info.role())), info.node(),
             info.peer_addr(), info.hbm_tokens());
@@ -144,7 +157,8 @@ Result<v1::RegisterEngineReply> ControlState::Register(const v1::EngineInfo& inf
   reply.set_engine_id(id);
   reply.set_group_id(id);  // each engine is its own group
   reply.set_system(std::string(SystemName(options_.system)));
-  reply.set_model_spec(options_.model_spec);
+  // The spec as given (engines parse it; an empty flag means the defaults, spelled out).
+  reply.set_model_spec(options_.model_spec.empty() ? model_.ToString() : options_.model_spec);
   reply.set_block_tokens(options_.block_tokens);
   reply.set_heartbeat_s(options_.heartbeat_s);
   reply.set_hash_algo(options_.hash_algo);
@@ -228,8 +242,9 @@ int ControlState::CheckLivenessLocked() {
         e.in_flight.size());
     const std::vector<uint64_t> lost(e.in_flight.begin(), e.in_flight.end());
     for (uint64_t rid : lost) {
-      RetryOrFailLocked(rid, "engine " + e.info.name() + " died", nullptr);
+      RetryOrFailLocked(rid, "engine " + e.info.name() + " died", nullptr, false);
     }
+    ReleaseDeferredLocked(static_cast<uint32_t>(&e - engines_.data()));
   }
   if (dead > 0) {
     RebuildLocked();
@@ -247,16 +262,35 @@ void ControlState::ReleaseInFlightLocked(RequestState& st, uint64_t request_id) 
 }
 
 void ControlState::RetryOrFailLocked(uint64_t request_id, const std::string& why,
-                                     const v1::RequestResult* result) {
+                                     const v1::RequestResult* result, bool defer) {
   RequestState& st = requests_.at(request_id);
+  const uint32_t engines[] = {st.prefill, st.decode};
   ReleaseInFlightLocked(st, request_id);
   if (st.attempt + 1 < options_.max_attempts) {
     ++st.attempt;
     ++stats_.resubmitted;
-    st.phase = Phase::kQueued;
-    log::Warn("control: request {} attempt {} failed ({}); re-submitting as attempt {}", request_id,
-              st.attempt - 1, why, st.attempt);
-    SubmitToSchedLocked(request_id);
+    log::Warn("control: request {} attempt {} failed ({}); re-submitting as attempt {}{}",
+              request_id, st.attempt - 1, why, st.attempt,
+              defer ? " once its engines fetch again" : "");
+    st.waiting_for.clear();
+    if (defer) {
+      for (uint32_t id : engines) {
+        if (id == kNone || !engines_[id].alive) continue;
+        if (std::find(st.waiting_for.begin(), st.waiting_for.end(), id) != st.waiting_for.end()) {
+          continue;
+        }
+        st.waiting_for.push_back(id);
+        engines_[id].ping = true;
+      }
+    }
+    if (st.waiting_for.empty()) {
+      st.phase = Phase::kQueued;
+      SubmitToSchedLocked(request_id);
+    } else {
+      st.phase = Phase::kDeferred;
+      deferred_.insert(request_id);
+      cv_.notify_all();  // the pings
+    }
     return;
   }
   log::Error("control: request {} failed after {} attempts: {}", request_id, st.attempt + 1, why);
@@ -270,6 +304,21 @@ void ControlState::RetryOrFailLocked(uint64_t request_id, const std::string& why
   failed.set_hit_tokens(st.hit_tokens);
   ++stats_.failed;
   PushResultLocked(std::move(failed));
+}
+
+void ControlState::ReleaseDeferredLocked(uint32_t engine) {
+  for (auto it = deferred_.begin(); it != deferred_.end();) {
+    RequestState& st = requests_.at(*it);
+    std::erase(st.waiting_for, engine);
+    if (!st.waiting_for.empty()) {
+      ++it;
+      continue;
+    }
+    st.phase = Phase::kQueued;
+    SubmitToSchedLocked(*it);
+    it = deferred_.erase(it);
+    cv_.notify_all();
+  }
 }
 
 void ControlState::PushResultLocked(v1::RequestResult result) {

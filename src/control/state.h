@@ -6,6 +6,12 @@
 //   kQueued   submitted (or re-submitted) and inside sched::Scheduler, not yet a full assignment;
 //             it may already have a decode assignment (advisory, see docs/control.md)
 //   kAssigned handed to a prefill engine in a complete Assignment; in flight on its PE and DE
+//   kDeferred an engine reported the attempt failed; re-submitted (as the next attempt) once both
+//             engines of the failed attempt have started a new Fetch, or died. A PE whose DE was
+//             killed fails fast; re-submitting at once could pick the same dead DE (it is not yet
+//             declared dead) and burn every attempt within milliseconds. Waiting for a fresh Fetch
+//             costs a live engine one round trip: its long poll is "pinged" (returns empty) so it
+//             fetches again at once.
 //   kDone     its result (ok, or failed after max_attempts) is in results_
 // A request's `attempt` grows each time it is re-submitted; results of an older attempt are stale
 // and dropped, so an engine declared dead that still reports cannot produce a duplicate result.
@@ -64,7 +70,7 @@ class ControlState {
   const ServiceOptions& options() const { return options_; }
 
  private:
-  enum class Phase { kQueued, kAssigned, kDone };
+  enum class Phase { kQueued, kAssigned, kDeferred, kDone };
   static constexpr uint32_t kNone = UINT32_MAX;
 
   struct EngineState {
@@ -73,7 +79,8 @@ class ControlState {
     bool registered = false;
     bool alive = false;
     bool saw_shutdown = false;
-    int in_poll = 0;  // Fetch calls of this engine in progress: alive by definition
+    bool ping = false;  // a deferred retry waits for this engine: end its current poll early
+    int in_poll = 0;    // Fetch calls of this engine in progress: alive by definition
     Nanos last_seen = 0;
     sched::EngineReport last_report;             // engine field unused (mapped at apply time)
     std::set<uint64_t> in_flight;                // request ids assigned to it as PE or DE
@@ -87,6 +94,7 @@ class ControlState {
     Phase phase = Phase::kQueued;
     uint32_t prefill = kNone;  // service engine ids while kAssigned
     uint32_t decode = kNone;
+    std::vector<uint32_t> waiting_for;  // kDeferred: engines that must fetch again first
   };
 
   // All *Locked methods require mu_.
@@ -99,8 +107,12 @@ class ControlState {
   int CheckLivenessLocked();
   // The request's attempt failed (why): re-submit, or forward a failed result once attempts are
   // exhausted. `result` is the engine's failed result, or null when the service decided.
+  // `defer`: wait for the failed attempt's engines to fetch again (see kDeferred).
   void RetryOrFailLocked(uint64_t request_id, const std::string& why,
-                         const v1::RequestResult* result);
+                         const v1::RequestResult* result, bool defer);
+  // Engine `engine` proved alive (a new Fetch or registration) or died: deferred requests stop
+  // waiting for it, and those waiting for nobody are re-submitted.
+  void ReleaseDeferredLocked(uint32_t engine);
   void ReleaseInFlightLocked(RequestState& st, uint64_t request_id);
   void PushResultLocked(v1::RequestResult result);
   bool AllExpectedRegisteredLocked() const;
@@ -123,6 +135,7 @@ class ControlState {
   std::vector<uint32_t> engine_to_sched_;  // service engine id -> sched EngineId (kNone: out)
   std::unordered_map<uint64_t, RequestState> requests_;
   std::vector<uint64_t> order_;               // request ids in submission order
+  std::set<uint64_t> deferred_;               // request ids in kDeferred
   std::vector<v1::SequencedResult> results_;  // results_[i].seq == i + 1
   sched::FetchResult scratch_;
   ServiceStats stats_;

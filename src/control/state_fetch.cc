@@ -86,6 +86,10 @@ Status ControlState::Fetch(const v1::FetchRequest& request, v1::FetchReply* repl
       self->engines_[id].last_seen = self->clock_->Now();
     }
   } guard{this, id};
+  // A new Fetch proves the engine alive: deferred retries stop waiting for it. (A poll already in
+  // progress does not count: its caller may have died since it started.)
+  engines_[id].ping = false;
+  ReleaseDeferredLocked(id);
   CheckLivenessLocked();
 
   const bool prefill = engines_[id].info.role() == v1::ROLE_PREFILL;
@@ -94,6 +98,11 @@ Status ControlState::Fetch(const v1::FetchRequest& request, v1::FetchReply* repl
       engines_[id].saw_shutdown = true;
       reply->set_shutdown(true);
       cv_.notify_all();  // WaitFinished may be waiting for this engine
+      return Status::Ok();
+    }
+    if (engines_[id].ping) {
+      // A deferred retry waits for this engine to fetch again: end this poll so it does.
+      engines_[id].ping = false;
       return Status::Ok();
     }
     if (sched_ != nullptr && engines_[id].alive) {

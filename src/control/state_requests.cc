@@ -89,7 +89,7 @@ Status ControlState::Report(const v1::RequestResult& result) {
   }
   if (!result.ok()) {
     RetryOrFailLocked(id, result.error().empty() ? "engine reported failure" : result.error(),
-                      &result);
+                      &result, /*defer=*/true);
     cv_.notify_all();
     return Status::Ok();
   }
