@@ -18,10 +18,10 @@ namespace dualpath::engine {
 
 namespace v1c = control::v1;
 
-// Hashing of block names: the same as the scheduler service's Submit (docs/e2e.md), so the
-// blocks the DE writes are the ones the service finds for the next turn.
-inline constexpr kv::HashAlgo kBlockHashAlgo = kv::HashAlgo::kSha256Cbor;
-inline constexpr std::string_view kBlockHashSeed = "0";
+// Hashing of block names when the service does not say (docs/e2e.md): the blocks the DE writes
+// must be keyed exactly as the service's Submit probes them, so the reply's algo/seed win.
+inline constexpr std::string_view kDefaultHashAlgo = "sha256_cbor";
+inline constexpr std::string_view kDefaultHashSeed = "0";
 
 struct Engine::Impl {
   Context ctx;
@@ -83,6 +83,8 @@ Status Engine::Impl::StartServers() {
   builder.AddListeningPort(fmt::format("{}:{}", o.listen_ip, o.peer_port),
                            grpc::InsecureServerCredentials(), &port);
   builder.RegisterService(&service);
+  // StartDecode carries every prompt token id (hundreds of KiB for long agentic contexts).
+  builder.SetMaxReceiveMessageSize(-1);
   server = builder.BuildAndStart();
   if (server == nullptr || port == 0) {
     return Unavailable(
@@ -97,10 +99,10 @@ Status Engine::Impl::RegisterAndBuild() {
   ctx.info.set_name(o.name);
   ctx.info.set_node(o.node);
   ctx.info.set_role(o.role == Role::kPrefill ? v1c::ROLE_PREFILL : v1c::ROLE_DECODE);
-  // The model (and so the bytes per token) is known only after registering; without an explicit
-  // --hbm-tokens the advertised capacity assumes the default reference model's 64 KiB per token.
-  ctx.info.set_hbm_tokens(o.hbm_tokens > 0 ? o.hbm_tokens
-                                           : static_cast<int64_t>(o.buffer_bytes / (64 << 10)));
+  // The model (and so the bytes per token) is known only after registering: without an explicit
+  // --hbm-tokens the engine registers 0 ("undeclared") and its Fetch reports carry the real free
+  // tokens from then on.
+  ctx.info.set_hbm_tokens(o.hbm_tokens);
   v1c::RegisterEngineRequest req;
   *req.mutable_engine() = ctx.info;
   ASSIGN_OR_RETURN(v1c::RegisterEngineReply reply, scheduler->Register(req));
@@ -124,8 +126,16 @@ Status Engine::Impl::RegisterAndBuild() {
   ctx.block_tokens = reply.block_tokens();
   const kv::ModelGeometry geometry = mc->Geometry();
   ctx.shape = kv::BlockShape::For(geometry, ctx.block_tokens);
-  ASSIGN_OR_RETURN(kv::BlockHasher hasher,
-                   kv::BlockHasher::Create(kBlockHashAlgo, kBlockHashSeed, ctx.block_tokens));
+  Result<kv::HashAlgo> algo = kv::ParseHashAlgo(
+      reply.hash_algo().empty() ? kDefaultHashAlgo : std::string_view(reply.hash_algo()));
+  if (!algo.ok()) {
+    return algo.status().WithContext("hash algorithm from the scheduler");
+  }
+  ASSIGN_OR_RETURN(
+      kv::BlockHasher hasher,
+      kv::BlockHasher::Create(
+          *algo, reply.hash_seed().empty() ? kDefaultHashSeed : std::string_view(reply.hash_seed()),
+          ctx.block_tokens));
   ctx.hasher = std::make_unique<kv::BlockHasher>(std::move(hasher));
 
   storage::StoreOptions so;

@@ -44,6 +44,8 @@ std::shared_ptr<v1::EnginePeer::Stub> PeerDirectory::Stub(const std::string& add
   // minutes): a failed peer must fail its requests promptly so the scheduler re-submits them.
   args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 100);
   args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 1000);
+  args.SetMaxReceiveMessageSize(-1);  // StartDecode carries every prompt token id
+  args.SetMaxSendMessageSize(-1);
   auto channel = grpc::CreateCustomChannel(address, grpc::InsecureChannelCredentials(), args);
   auto stub = std::shared_ptr<v1::EnginePeer::Stub>(v1::EnginePeer::NewStub(channel));
   stubs_.emplace(address, stub);

@@ -35,6 +35,8 @@ class GrpcSchedulerLink final : public SchedulerLink {
     // The service may start after the engines (or restart): retry connecting quickly.
     args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 100);
     args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 1000);
+    args.SetMaxReceiveMessageSize(-1);  // assignments carry every prompt token id
+    args.SetMaxSendMessageSize(-1);
     stub_ = v1c::Scheduler::NewStub(
         grpc::CreateCustomChannel(address, grpc::InsecureChannelCredentials(), args));
   }
