@@ -10,13 +10,13 @@ grpc::Status PeerService::Refusal() const {
   return grpc::Status(grpc::StatusCode::UNAVAILABLE, "engine not ready (not yet registered)");
 }
 
-grpc::Status PeerService::StartDecode(grpc::ServerContext*, const v1::StartDecodeRequest* req,
+grpc::Status PeerService::StartDecode(grpc::ServerContext* ctx, const v1::StartDecodeRequest* req,
                                       v1::StartDecodeReply* reply) {
   Decoder* d = decoder_.load(std::memory_order_acquire);
   if (d == nullptr) {
     return Refusal();
   }
-  Result<v1::StartDecodeReply> r = d->StartDecode(*req);
+  Result<v1::StartDecodeReply> r = d->StartDecode(*req, [ctx] { return ctx->IsCancelled(); });
   if (!r.ok()) {
     return ToGrpc(r.status());
   }
@@ -34,12 +34,17 @@ grpc::Status PeerService::PrefillDone(grpc::ServerContext*, const v1::PrefillDon
 }
 
 grpc::Status PeerService::AbortDecode(grpc::ServerContext*, const v1::AbortDecodeRequest* req,
-                                      v1::AbortDecodeReply*) {
+                                      v1::AbortDecodeReply* reply) {
   Decoder* d = decoder_.load(std::memory_order_acquire);
   if (d == nullptr) {
     return Refusal();
   }
-  return ToGrpc(d->AbortDecode(*req));
+  Result<v1::AbortDecodeReply> r = d->AbortDecode(*req);
+  if (!r.ok()) {
+    return ToGrpc(r.status());
+  }
+  *reply = std::move(r).value();
+  return grpc::Status::OK;
 }
 
 }  // namespace dualpath::engine

@@ -17,6 +17,7 @@ struct PeJob {
   std::byte* area = nullptr;  // [layers][prompt][bpt]
   uint32_t xfer_id = 0;
   // The DE, once StartDecode succeeded.
+  bool start_sent = false;  // StartDecode was sent (the DE may hold state even if it failed)
   bool de_started = false;
   std::shared_ptr<v1::EnginePeer::Stub> de_stub;
   transfer::PeerId de_peer;
@@ -371,6 +372,42 @@ Status Prefiller::Compute(const std::shared_ptr<PeJob>& self) {
                   fmt::format("PrefillDone at {}", job.a.decode().name()));
 }
 
+bool Prefiller::ReleaseDe(PeJob& j, const Status& why) {
+  v1::AbortDecodeRequest abort;
+  abort.set_de_xfer_id(j.de_xfer_id);
+  abort.set_request_id(j.a.request().request_id());
+  abort.set_reason(why.ToString());
+  abort.set_attempt(j.a.attempt());
+  v1::AbortDecodeReply reply;
+  grpc::ClientContext cctx;
+  cctx.set_deadline(ctx_.RpcDeadline());
+  grpc::Status s = j.de_stub->AbortDecode(&cctx, abort, &reply);
+  const bool de_pushes = !j.plan.none && j.plan.decode_read > 0;
+  if (!j.de_started && !s.ok()) {
+    // StartDecode never answered and the DE does not answer now either; if it is alive it may
+    // still start pushing, so only a dead DE makes the area safe.
+    return !de_pushes || !ctx_.peers->Alive(j.de_peer);
+  }
+  if (!de_pushes || (s.ok() && reply.quiesced())) {
+    return true;  // nothing of the DE's can still land in the area
+  }
+  // No word from the DE: it may still be pushing its share into the area. Safe once every layer
+  // arrived or the DE is gone; otherwise the caller leaks the area.
+  auto deadline = ctx_.Deadline();
+  std::unique_lock<std::mutex> lock(mu_);
+  while (j.arrived_count < ctx_.layers) {
+    if (!ctx_.peers->Alive(j.de_peer)) {
+      return true;
+    }
+    if (std::chrono::steady_clock::now() >= deadline) {
+      return false;
+    }
+    notice_cv_.wait_until(lock, std::min(deadline, std::chrono::steady_clock::now() +
+                                                       std::chrono::milliseconds(100)));
+  }
+  return true;
+}
+
 void Prefiller::Finish(const std::shared_ptr<PeJob>& job, Status status) {
   PeJob& j = *job;
   bool safe_to_free = true;
@@ -383,25 +420,8 @@ void Prefiller::Finish(const std::shared_ptr<PeJob>& job, Status status) {
       if (!puts.ok() && puts.code() == Code::kTimeout) {
         safe_to_free = false;
       }
-      if (j.de_started) {
-        v1::AbortDecodeRequest abort;
-        abort.set_de_xfer_id(j.de_xfer_id);
-        abort.set_request_id(j.a.request().request_id());
-        abort.set_reason(status.ToString());
-        v1::AbortDecodeReply reply;
-        grpc::ClientContext cctx;
-        cctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(2));
-        (void)j.de_stub->AbortDecode(&cctx, abort, &reply);  // best effort: it may be dead
-        // The DE may still be pushing its share into the area: wait until every layer arrived
-        // or the DE is gone, so a later request's area is never overwritten.
-        if (!j.plan.none && j.plan.decode_read > 0) {
-          for (uint32_t l = 0; l < ctx_.layers && safe_to_free; ++l) {
-            Status w = WaitLayer(j, l);
-            if (!w.ok() && w.code() != Code::kEnginePeerFailed) {
-              safe_to_free = false;
-            }
-          }
-        }
+      if (j.start_sent && !ReleaseDe(j, status)) {
+        safe_to_free = false;
       }
     }
     Status rs = ctx_.scheduler->ReportResult(FailedResult(j.a, status));

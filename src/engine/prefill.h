@@ -63,6 +63,8 @@ class Prefiller {
   Status WaitLayer(PeJob& job, uint32_t layer);
   Status WaitPuts(PeJob& job);
   Status PutLayer(const std::shared_ptr<PeJob>& job, uint32_t layer);
+  // Aborts the request at the DE; true once no put of the DE's can still land in the area.
+  bool ReleaseDe(PeJob& job, const Status& why);
   // Reports failures, frees the area once it is safe, forgets the job.
   void Finish(const std::shared_ptr<PeJob>& job, Status status);
 
