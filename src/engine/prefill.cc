@@ -126,7 +126,11 @@ void Prefiller::LoaderLoop() {
     std::shared_ptr<PeJob> job;
     {
       std::unique_lock<std::mutex> lock(mu_);
-      queue_cv_.wait(lock, [&] { return stop_ || !incoming_.empty(); });
+      // Load ahead of compute by at most prefetch_requests requests (memory bounds it too).
+      queue_cv_.wait(lock, [&] {
+        return stop_ || (!incoming_.empty() &&
+                         loaded_.size() + (computing_ ? 1 : 0) <= ctx_.options.prefetch_requests);
+      });
       if (stop_) {
         return;
       }
@@ -223,9 +227,15 @@ void Prefiller::ComputeLoop() {
       }
       job = loaded_.front();
       loaded_.pop_front();
+      computing_ = true;
     }
     Status s = Compute(job);
     Finish(job, s);
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      computing_ = false;
+    }
+    queue_cv_.notify_all();
   }
 }
 

@@ -81,6 +81,7 @@ class Prefiller {
   int64_t unfinished_tokens_ = 0;                       // guarded by mu_
   int64_t queued_read_tokens_ = 0;                      // guarded by mu_
   bool stop_ = false;                                   // guarded by mu_
+  bool computing_ = false;                              // guarded by mu_
   std::thread loader_;
   std::thread compute_;
 };
