@@ -196,6 +196,13 @@ Result<v1::AbortDecodeReply> Decoder::AbortDecode(const v1::AbortDecodeRequest& 
   if (!r->queued) {
     r->aborted = true;
   }
+  // Not yet picked up by the reader: drop it from the queue instead of waiting for its turn.
+  auto queued_at = std::find(to_read_.begin(), to_read_.end(), r);
+  if (queued_at != to_read_.end()) {
+    to_read_.erase(queued_at);
+    queued_read_tokens_ -= r->plan.decode_read;
+    r->reading = false;
+  }
   log::Info("engine {}: request {} aborted by its PE: {}", ctx_.options.name, req.request_id(),
             req.reason());
   cv_.notify_all();
