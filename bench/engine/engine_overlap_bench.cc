@@ -181,7 +181,7 @@ int Main(int argc, char** argv) {
   uint64_t next_id = 1000;
   bool identical = true;
   for (int round = 0; round < a.rounds; ++round) {
-    double makespan[2];
+    double makespan[2] = {1, 1};
     for (int k = 0; k < 2; ++k) {
       // Alternate which configuration goes first, so drift in machine load hits both.
       const bool overlap = ((round + k) % 2) == 0;
