@@ -32,7 +32,7 @@ sched::Role ToSchedRole(v1::Role role) {
 
 }  // namespace
 
-ControlState::ControlState(const ServiceOptions& options, const ModelSpecInfo& model,
+ControlState::ControlState(const ServiceOptions& options, const model::RefModelConfig& model,
                            std::unique_ptr<HitProbe> probe)
     : options_(options),
       model_(model),
@@ -157,8 +157,8 @@ Result<v1::RegisterEngineReply> ControlState::Register(const v1::EngineInfo& inf
   reply.set_engine_id(id);
   reply.set_group_id(id);  // each engine is its own group
   reply.set_system(std::string(SystemName(options_.system)));
-  // The spec as given (engines parse it; an empty flag means the defaults, spelled out).
-  reply.set_model_spec(options_.model_spec.empty() ? model_.ToString() : options_.model_spec);
+  // Canonical form (every key): engines compare it with their own config.
+  reply.set_model_spec(model_.ToString());
   reply.set_block_tokens(options_.block_tokens);
   reply.set_heartbeat_s(options_.heartbeat_s);
   reply.set_hash_algo(options_.hash_algo);
