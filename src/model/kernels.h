@@ -1,0 +1,179 @@
+// Numeric kernels of the reference model (private to src/model).
+//
+// Every reduction here has a FIXED order that depends only on its length, never on how many tokens
+// the caller processes at once or where they start: that is what makes ForwardLayer chunking
+// invariant (ref_model.h). Dot products use 8 independent lanes held in two SSE-sized GCC vectors
+// (lane k accumulates elements i with i % 8 == k, in increasing i), combined as
+// ((l0+l1)+(l2+l3))+((l4+l5)+(l6+l7)). Explicit vectors instead of relying on the
+// auto-vectorizer: the order is the same whether or not the compiler vectorizes, at -O1 (dev,
+// debug) and -O2 (release) alike, and no -ffast-math is needed. The component is compiled with
+// -ffp-contract=off so no multiply-add is fused differently in two inlined copies.
+//
+// Loads and stores go through memcpy: KV bytes come from engine buffers (std::byte spans), and
+// memcpy is the aliasing- and alignment-safe way to read floats from them; GCC turns it into
+// movups.
+//
+// Thread safety: pure functions on caller memory.
+#pragma once
+
+#include <cmath>
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+
+namespace dualpath::model::internal {
+
+// 16-byte vectors only: 32-byte GCC vectors would change the calling convention without AVX
+// (-Wpsabi) and the build targets baseline x86-64.
+typedef float V4 __attribute__((vector_size(16)));
+
+inline V4 Load4(const void* p) {
+  V4 v;
+  std::memcpy(&v, p, sizeof(v));
+  return v;
+}
+inline void Store4(void* p, V4 v) { std::memcpy(p, &v, sizeof(v)); }
+inline float LoadF(const void* p) {
+  float f;
+  std::memcpy(&f, p, sizeof(f));
+  return f;
+}
+inline V4 Splat4(float f) { return V4{f, f, f, f}; }
+
+// ((l0+l1)+(l2+l3))+((l4+l5)+(l6+l7)) of the lanes lo = (l0..l3), hi = (l4..l7), with shuffles
+// instead of a store and seven scalar adds; the additions are exactly those of the formula.
+inline float SumLanes(V4 lo, V4 hi) {
+  typedef int32_t I4 __attribute__((vector_size(16)));
+  const V4 pairs = __builtin_shuffle(lo, hi, I4{0, 2, 4, 6}) +
+                   __builtin_shuffle(lo, hi, I4{1, 3, 5, 7});  // (l0+l1, l2+l3, l4+l5, l6+l7)
+  const V4 quads =
+      __builtin_shuffle(pairs, I4{0, 2, 0, 2}) + __builtin_shuffle(pairs, I4{1, 3, 1, 3});
+  return quads[0] + quads[1];
+}
+
+// Sum of a[i] * b[i] for i < n in the fixed 8-lane order described above.
+inline float Dot(const float* a, const float* b, size_t n) {
+  V4 lo = {0, 0, 0, 0};
+  V4 hi = {0, 0, 0, 0};
+  size_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    lo += Load4(a + i) * Load4(b + i);
+    hi += Load4(a + i + 4) * Load4(b + i + 4);
+  }
+  if (i < n) {  // tail: element i still goes to lane i % 8
+    float lanes[8];
+    std::memcpy(lanes, &lo, sizeof(lo));
+    std::memcpy(lanes + 4, &hi, sizeof(hi));
+    for (; i < n; ++i) lanes[i & 7] += LoadF(a + i) * LoadF(b + i);
+    lo = Load4(lanes);
+    hi = Load4(lanes + 4);
+  }
+  return SumLanes(lo, hi);
+}
+
+// Sum of x[i] for i < n in the same 8-lane order as Dot.
+inline float Sum(const float* x, size_t n) {
+  V4 lo = {0, 0, 0, 0};
+  V4 hi = {0, 0, 0, 0};
+  size_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    lo += Load4(x + i);
+    hi += Load4(x + i + 4);
+  }
+  if (i < n) {
+    float lanes[8];
+    std::memcpy(lanes, &lo, sizeof(lo));
+    std::memcpy(lanes + 4, &hi, sizeof(hi));
+    for (; i < n; ++i) lanes[i & 7] += LoadF(x + i);
+    lo = Load4(lanes);
+    hi = Load4(lanes + 4);
+  }
+  return SumLanes(lo, hi);
+}
+
+// exp(x) for 4 floats, from IEEE basic operations only (Cephes expf: Cody-Waite reduction
+// x = n ln2 + r, a degree-7 polynomial in r, then 2^n built in the exponent bits). Not libm's
+// expf on purpose: glibc picks an expf implementation per CPU at load time (__expf_fma on
+// machines with FMA), so libm results may differ between two hosts running the same binary,
+// while this is the same everywhere; it is also vectorizable without -ffast-math. Relative error
+// < 2e-7 (tested against std::exp; measured 7.7e-8). Inputs are clamped to [-87, 88]: exp(-87)
+// ~ 1.6e-38 is still a normal float, and the model never needs larger values.
+inline V4 Exp4(V4 x) {
+  typedef int32_t I4 __attribute__((vector_size(16)));
+  const V4 lo_clamp = Splat4(-87.0f);
+  const V4 hi_clamp = Splat4(88.0f);
+  x = x < lo_clamp ? lo_clamp : x;
+  x = x > hi_clamp ? hi_clamp : x;
+  // n = floor(x * log2(e) + 0.5): truncate, then step down where truncation rounded up.
+  const V4 fx = x * Splat4(1.44269504088896341f) + Splat4(0.5f);
+  V4 n = __builtin_convertvector(__builtin_convertvector(fx, I4), V4);
+  n -= __builtin_convertvector((n > fx) & I4{1, 1, 1, 1}, V4);
+  // r = x - n ln2, in two steps: 0.693359375 has few bits, so n * it is exact.
+  V4 r = x - n * Splat4(0.693359375f);
+  r = r - n * Splat4(-2.12194440e-4f);
+  V4 p = Splat4(1.9875691500e-4f);
+  p = p * r + Splat4(1.3981999507e-3f);
+  p = p * r + Splat4(8.3334519073e-3f);
+  p = p * r + Splat4(4.1665795894e-2f);
+  p = p * r + Splat4(1.6666665459e-1f);
+  p = p * r + Splat4(5.0000001201e-1f);
+  p = p * (r * r) + r + Splat4(1.0f);
+  // 2^n: n in [-126, 127] after the clamp, a normal float.
+  const I4 bits = (__builtin_convertvector(n, I4) + I4{127, 127, 127, 127}) << 23;
+  V4 scale;
+  std::memcpy(&scale, &bits, sizeof(scale));
+  return p * scale;
+}
+
+// The scalar form: lane 0 of Exp4, so scalar and vector paths give the same bits.
+inline float Exp(float x) { return Exp4(Splat4(x))[0]; }
+
+// x[i] = Exp(x[i] - shift) for i < n.
+inline void ExpShifted(float* x, size_t n, float shift) {
+  const V4 sv = Splat4(shift);
+  size_t i = 0;
+  for (; i + 4 <= n; i += 4) Store4(x + i, Exp4(Load4(x + i) - sv));
+  for (; i < n; ++i) x[i] = Exp(x[i] - shift);
+}
+
+// y[i] += s * x[i] for i < n (elementwise: no reduction, so vector width cannot change results).
+inline void Axpy(float s, const float* x, float* y, size_t n) {
+  const V4 sv = Splat4(s);
+  size_t i = 0;
+  for (; i + 4 <= n; i += 4) Store4(y + i, Load4(y + i) + sv * Load4(x + i));
+  for (; i < n; ++i) y[i] += s * LoadF(x + i);
+}
+
+// y[r] = Dot(w + r * cols, x, cols) for r < rows: a [rows][cols] row-major matrix times a vector.
+inline void MatVec(const float* w, size_t rows, size_t cols, const float* x, float* y) {
+  for (size_t r = 0; r < rows; ++r) y[r] = Dot(w + r * cols, x, cols);
+}
+
+// The same for `n` token rows x[t * cols ...] → y[t * rows ...]. Tokens are processed in groups so
+// the group's inputs stay in L1 while the weights stream from L2; each output is still exactly
+// Dot(row, token) — the grouping changes the loop order, not any reduction.
+inline void MatVecTokens(const float* w, size_t rows, size_t cols, const float* x, float* y,
+                         size_t n) {
+  constexpr size_t kGroup = 8;
+  for (size_t t0 = 0; t0 < n; t0 += kGroup) {
+    const size_t t1 = t0 + kGroup < n ? t0 + kGroup : n;
+    for (size_t r = 0; r < rows; ++r) {
+      const float* row = w + r * cols;
+      for (size_t t = t0; t < t1; ++t) y[t * rows + r] = Dot(row, x + t * cols, cols);
+    }
+  }
+}
+
+inline constexpr float kRmsEps = 1e-5f;
+
+// out[i] = (x[i] * inv_rms) * gain[i], inv_rms = 1 / sqrt(mean(x^2) + eps).
+inline void RmsNorm(const float* x, const float* gain, size_t n, float* out) {
+  const float mean_sq = Dot(x, x, n) / static_cast<float>(n);
+  const float inv = 1.0f / std::sqrt(mean_sq + kRmsEps);
+  for (size_t i = 0; i < n; ++i) out[i] = (x[i] * inv) * gain[i];
+}
+
+// SiLU(g) * u, SiLU(g) = g / (1 + exp(-g)).
+inline float SwiGlu(float g, float u) { return g / (1.0f + Exp(-g)) * u; }
+
+}  // namespace dualpath::model::internal
