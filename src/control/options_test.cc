@@ -2,9 +2,6 @@
 
 #include <gtest/gtest.h>
 
-#include "control/model_spec.h"
-#include "dualpath/kv/block_file.h"
-
 namespace dualpath::control {
 namespace {
 
@@ -64,33 +61,6 @@ TEST(Options, ValidateNamesTheField) {
   b = o;
   b.hash_algo = "md5";
   EXPECT_FALSE(b.Validate().ok());
-}
-
-TEST(ModelSpec, DefaultsAndOverrides) {
-  auto d = ParseModelSpec("");
-  ASSERT_TRUE(d.ok());
-  EXPECT_EQ(d->layers, 8u);
-  EXPECT_EQ(d->vocab, 4096u);
-  // docs/e2e.md: the default model has 8 KiB of KV per token.
-  EXPECT_EQ(d->Geometry().KvBytesPerToken(), 8u * 1024);
-  EXPECT_TRUE(d->Geometry().Validate().ok());
-  auto m = ParseModelSpec("layers=2, kv_heads=2 ,vocab=100");
-  ASSERT_TRUE(m.ok()) << m.status().ToString();
-  EXPECT_EQ(m->layers, 2u);
-  EXPECT_EQ(m->vocab, 100u);
-  EXPECT_EQ(m->Geometry().attention, kv::AttentionKind::kGqa);
-  // The fingerprint (store directory) changes with the KV layout.
-  EXPECT_NE(kv::ModelFingerprint(d->Geometry()), kv::ModelFingerprint(m->Geometry()));
-}
-
-TEST(ModelSpec, RejectsBadKeysAndValues) {
-  auto k = ParseModelSpec("layer=8");
-  ASSERT_FALSE(k.ok());
-  EXPECT_NE(k.status().message().find("layer"), std::string::npos);
-  EXPECT_FALSE(ParseModelSpec("layers=x").ok());
-  EXPECT_FALSE(ParseModelSpec("layers=0").ok());
-  EXPECT_FALSE(ParseModelSpec("q_heads=4,kv_heads=3").ok());
-  EXPECT_FALSE(ParseModelSpec("layers").ok());
 }
 
 }  // namespace

@@ -4,15 +4,16 @@
 #include <utility>
 
 #include "control/hit_probe.h"
-#include "control/model_spec.h"
 #include "control/state.h"
 #include "dualpath/control/client.h"
+#include "dualpath/model/ref_model.h"
 
 namespace dualpath::control {
 
 Result<std::unique_ptr<SchedulerService>> SchedulerService::Create(const ServiceOptions& options) {
   RETURN_IF_ERROR(options.Validate());
-  ASSIGN_OR_RETURN(ModelSpecInfo model, ParseModelSpec(options.model_spec));
+  ASSIGN_OR_RETURN(model::RefModelConfig model, model::RefModelConfig::Parse(options.model_spec));
+  RETURN_IF_ERROR(model.Validate());
   std::unique_ptr<HitProbe> probe;
   if (!options.store_root.empty()) {
     std::string root = options.store_root;

@@ -12,12 +12,12 @@
 #include <thread>
 #include <vector>
 
-#include "control/model_spec.h"
 #include "dualpath/common/clock.h"
 #include "dualpath/control/client.h"
 #include "dualpath/control/server.h"
 #include "dualpath/kv/block_file.h"
 #include "dualpath/kv/hasher.h"
+#include "dualpath/model/ref_model.h"
 #include "dualpath/storage/block_store.h"
 
 namespace dualpath::control {
@@ -88,7 +88,7 @@ class ServiceTest : public ::testing::Test {
   // Publishes the KV blocks of prompt[0, blocks * kBlock) into the store the service probes,
   // keyed exactly as engines key them (sha256_cbor, seed "0").
   void WriteBlocks(const std::vector<uint32_t>& prompt, uint32_t first, uint32_t blocks) {
-    auto model = ParseModelSpec(kSpec);
+    auto model = model::RefModelConfig::Parse(kSpec);
     ASSERT_TRUE(model.ok());
     storage::StoreOptions so;
     so.root = dir_ + "/store/run";
@@ -191,7 +191,7 @@ TEST_F(ServiceTest, RegistrationFetchAssignmentRoundTrip) {
   EXPECT_EQ(p->engine_id(), 0u);
   EXPECT_EQ(p->group_id(), 0u);
   EXPECT_EQ(p->system(), "dualpath");
-  EXPECT_EQ(p->model_spec(), kSpec);
+  EXPECT_EQ(p->model_spec(), model::RefModelConfig::Parse(kSpec)->ToString());
   EXPECT_EQ(p->block_tokens(), kBlock);
   EXPECT_EQ(p->hash_algo(), "sha256_cbor");
   EXPECT_EQ(p->hash_seed(), "0");
@@ -518,6 +518,24 @@ TEST_F(ServiceTest, DeadDecodeEngineRequestsAreResubmittedToTheSurvivor) {
   // Re-registering brings the engine back into scheduling.
   ASSERT_TRUE(Register("d0.0", v1::ROLE_DECODE, "d0").ok());
   EXPECT_TRUE(Fetch(victim, {}, 0).ok());
+}
+
+// The run is finished once every live engine saw shutdown; an engine that died meanwhile does
+// not hold it up forever.
+TEST_F(ServiceTest, ShutdownFinishesWhenLiveEnginesSawItOrTheRestDied) {
+  Start(Options(SystemKind::kDualPath, k1P1D));
+  Register1P1D();
+  ShutdownRun();
+  auto pe = Fetch(0, {}, kLongWaitMs);
+  ASSERT_TRUE(pe.ok());
+  EXPECT_TRUE(pe->shutdown());
+  EXPECT_FALSE(server_->service().Finished());  // d0.0 has not seen it
+  clock_.Advance(4 * kNanosPerSecond);
+  // Both are silent now (p0.0 left its poll); the server's liveness thread may get there first.
+  server_->service().CheckLiveness();
+  EXPECT_EQ(server_->service().stats().engines_dead, 2);
+  EXPECT_TRUE(server_->service().Finished());
+  EXPECT_TRUE(server_->Wait());
 }
 
 TEST_F(ServiceTest, BadInputIsInvalidArgumentNamingTheProblem) {

@@ -32,7 +32,7 @@ sched::Role ToSchedRole(v1::Role role) {
 
 }  // namespace
 
-ControlState::ControlState(const ServiceOptions& options, const ModelSpecInfo& model,
+ControlState::ControlState(const ServiceOptions& options, const model::RefModelConfig& model,
                            std::unique_ptr<HitProbe> probe)
     : options_(options),
       model_(model),
@@ -157,8 +157,8 @@ Result<v1::RegisterEngineReply> ControlState::Register(const v1::EngineInfo& inf
   reply.set_engine_id(id);
   reply.set_group_id(id);  // each engine is its own group
   reply.set_system(std::string(SystemName(options_.system)));
-  // The spec as given (engines parse it; an empty flag means the defaults, spelled out).
-  reply.set_model_spec(options_.model_spec.empty() ? model_.ToString() : options_.model_spec);
+  // Canonical form (every key): engines compare it with their own config.
+  reply.set_model_spec(model_.ToString());
   reply.set_block_tokens(options_.block_tokens);
   reply.set_heartbeat_s(options_.heartbeat_s);
   reply.set_hash_algo(options_.hash_algo);
@@ -226,7 +226,7 @@ int ControlState::CheckLiveness() {
 }
 
 int ControlState::CheckLivenessLocked() {
-  if (!started_ || shutdown_ || stopping_) return 0;
+  if (!started_ || stopping_) return 0;
   const Nanos now = clock_->Now();
   const Nanos limit = FromSeconds(3 * options_.heartbeat_s);
   int dead = 0;
@@ -235,6 +235,12 @@ int ControlState::CheckLivenessLocked() {
     e.alive = false;
     ++dead;
     ++stats_.engines_dead;
+    if (shutdown_) {
+      // The run is over: nothing to re-submit, but the run is finished without this engine.
+      log::Warn("control: engine {} ({}) died before it saw shutdown", e.info.name(),
+                e.info.node());
+      continue;
+    }
     log::Error(
         "control: engine {} ({}) declared dead: no fetch for {:.3f} s (limit {:.3f} s); "
         "re-submitting its {} in-flight requests",
@@ -247,7 +253,7 @@ int ControlState::CheckLivenessLocked() {
     ReleaseDeferredLocked(static_cast<uint32_t>(&e - engines_.data()));
   }
   if (dead > 0) {
-    RebuildLocked();
+    if (!shutdown_) RebuildLocked();
     cv_.notify_all();
   }
   return dead;

@@ -37,19 +37,19 @@
 #include <vector>
 
 #include "control/hit_probe.h"
-#include "control/model_spec.h"
 #include "dualpath/common/clock.h"
 #include "dualpath/common/status.h"
 #include "dualpath/control/options.h"
 #include "dualpath/control/service.h"
 #include "dualpath/control/v1/scheduler.pb.h"
+#include "dualpath/model/ref_model.h"
 #include "dualpath/sched/scheduler.h"
 
 namespace dualpath::control {
 
 class ControlState {
  public:
-  ControlState(const ServiceOptions& options, const ModelSpecInfo& model,
+  ControlState(const ServiceOptions& options, const model::RefModelConfig& model,
                std::unique_ptr<HitProbe> probe);
   ~ControlState();
 
@@ -119,7 +119,7 @@ class ControlState {
   bool FinishedLocked() const;
 
   const ServiceOptions options_;
-  const ModelSpecInfo model_;
+  const model::RefModelConfig model_;
   const Clock* clock_;
   sched::SchedConfig sched_config_;
   std::unique_ptr<HitProbe> probe_;

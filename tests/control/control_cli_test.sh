@@ -28,7 +28,7 @@ bad "unknown system 'fast'" --listen "$sock" --system fast "${ok_engines[@]}"
 bad "unknown role 'prefil'" --listen "$sock" --engines p0.0:prefil:p0
 bad "needs at least one prefill and one decode" --listen "$sock" --engines p0.0:prefill:p0
 bad "at least 1 prefill and 1 decode" --listen "$sock"
-bad "bad value 'x' for layers" --listen "$sock" --model-spec layers=x "${ok_engines[@]}"
+bad "layers='x'" --listen "$sock" --model-spec layers=x "${ok_engines[@]}"
 bad "block_tokens" --listen "$sock" --block-tokens 0 "${ok_engines[@]}"
 bad "heartbeat_s" --listen "$sock" --heartbeat-s 0 "${ok_engines[@]}"
 bad "without store_root" --listen "$sock" --store-subdir basic "${ok_engines[@]}"
