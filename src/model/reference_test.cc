@@ -77,6 +77,15 @@ TEST_F(ReferenceTest, TeacherTokensSteerLaterStepsOnly) {
   EXPECT_EQ(other.first_logits_digest, base.first_logits_digest);
 }
 
+TEST_F(ReferenceTest, GreedyEqualsReferenceFedWithItsOwnTokens) {
+  const auto prompt = RandomTokens(9, 97, 13);
+  const Generation g = Greedy(*model_, prompt, 7);
+  ASSERT_EQ(g.tokens.size(), 7u);
+  const std::vector<uint32_t> fed(g.tokens.begin(), g.tokens.end() - 1);
+  EXPECT_EQ(Reference(*model_, prompt, fed, 7), g);
+  EXPECT_EQ(Greedy(*model_, prompt, 0).first_logits_digest, g.first_logits_digest);
+}
+
 TEST_F(ReferenceTest, ZeroGenTokensIsPrefillOnly) {
   const auto prompt = RandomTokens(5, 97, 6);
   std::vector<std::byte> kv;
