@@ -144,6 +144,48 @@ inline void Axpy(float s, const float* x, float* y, size_t n) {
   for (; i < n; ++i) y[i] += s * LoadF(x + i);
 }
 
+// y[i] = (((y[i] + s0 * x0[i]) + s1 * x1[i]) + s2 * x2[i]) + s3 * x3[i]: four Axpy calls in
+// sequence, with the same additions in the same order per element, but y loaded and stored once.
+inline void Axpy4(const float* s, const float* x0, const float* x1, const float* x2,
+                  const float* x3, float* y, size_t n) {
+  const V4 s0 = Splat4(s[0]), s1 = Splat4(s[1]), s2 = Splat4(s[2]), s3 = Splat4(s[3]);
+  size_t i = 0;
+  for (; i + 4 <= n; i += 4) {
+    V4 acc = Load4(y + i);
+    acc += s0 * Load4(x0 + i);
+    acc += s1 * Load4(x1 + i);
+    acc += s2 * Load4(x2 + i);
+    acc += s3 * Load4(x3 + i);
+    Store4(y + i, acc);
+  }
+  for (; i < n; ++i) {
+    float acc = y[i];
+    acc += s[0] * LoadF(x0 + i);
+    acc += s[1] * LoadF(x1 + i);
+    acc += s[2] * LoadF(x2 + i);
+    acc += s[3] * LoadF(x3 + i);
+    y[i] = acc;
+  }
+}
+
+// max of x[i], i < n (n >= 1). Max is exact, so the lane order cannot change the value; the only
+// order-dependent case (the sign of a zero maximum) does not change exp(s - max).
+inline float Max(const float* x, size_t n) {
+  size_t i = 0;
+  float m = x[0];
+  if (n >= 4) {
+    V4 mv = Load4(x);
+    for (i = 4; i + 4 <= n; i += 4) {
+      const V4 v = Load4(x + i);
+      mv = v > mv ? v : mv;
+    }
+    m = mv[0];
+    for (int k = 1; k < 4; ++k) m = mv[k] > m ? mv[k] : m;
+  }
+  for (; i < n; ++i) m = x[i] > m ? x[i] : m;
+  return m;
+}
+
 // y[r] = Dot(w + r * cols, x, cols) for r < rows: a [rows][cols] row-major matrix times a vector.
 inline void MatVec(const float* w, size_t rows, size_t cols, const float* x, float* y) {
   for (size_t r = 0; r < rows; ++r) y[r] = Dot(w + r * cols, x, cols);

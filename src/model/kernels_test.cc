@@ -5,6 +5,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <random>
@@ -47,6 +48,22 @@ TEST(Kernels, DotAndSumFollowTheLaneFormulaForEveryLength) {
     order_matters += !SameBits(seq, want);
   }
   EXPECT_GT(order_matters, 10);
+}
+
+TEST(Kernels, Axpy4EqualsFourAxpysAndMaxIsTheMaximum) {
+  const auto x = Values(4 * 37, 3);
+  const float w[4] = {0.75f, -1.5f, 3.0e-3f, 12.5f};
+  for (size_t n = 0; n <= 37; ++n) {
+    std::vector<float> one = Values(n, 4);
+    std::vector<float> four = one;
+    for (int k = 0; k < 4; ++k) Axpy(w[k], x.data() + k * 37, one.data(), n);
+    Axpy4(w, x.data(), x.data() + 37, x.data() + 74, x.data() + 111, four.data(), n);
+    for (size_t i = 0; i < n; ++i) EXPECT_TRUE(SameBits(one[i], four[i])) << n << " " << i;
+    if (n > 0) {
+      const auto v = Values(n, 5 + n);
+      EXPECT_EQ(Max(v.data(), n), *std::max_element(v.begin(), v.end())) << n;
+    }
+  }
 }
 
 TEST(Kernels, ExpIsAccurateAndScalarEqualsVector) {
