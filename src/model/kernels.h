@@ -71,6 +71,33 @@ inline float Dot(const float* a, const float* b, size_t n) {
   return SumLanes(lo, hi);
 }
 
+// out[k] = Dot(a, b[k], n) for k < 4, with the bits of four Dot calls: `a` is loaded once for
+// four rows (the attention scores of one query against four positions).
+inline void Dot4(const float* a, const float* const b[4], size_t n, float out[4]) {
+  if (n % 8 != 0) {
+    for (int k = 0; k < 4; ++k) out[k] = Dot(a, b[k], n);
+    return;
+  }
+  V4 lo0 = {0, 0, 0, 0}, hi0 = lo0, lo1 = lo0, hi1 = lo0, lo2 = lo0, hi2 = lo0, lo3 = lo0,
+     hi3 = lo0;
+  for (size_t i = 0; i < n; i += 8) {
+    const V4 al = Load4(a + i);
+    const V4 ah = Load4(a + i + 4);
+    lo0 += al * Load4(b[0] + i);
+    hi0 += ah * Load4(b[0] + i + 4);
+    lo1 += al * Load4(b[1] + i);
+    hi1 += ah * Load4(b[1] + i + 4);
+    lo2 += al * Load4(b[2] + i);
+    hi2 += ah * Load4(b[2] + i + 4);
+    lo3 += al * Load4(b[3] + i);
+    hi3 += ah * Load4(b[3] + i + 4);
+  }
+  out[0] = SumLanes(lo0, hi0);
+  out[1] = SumLanes(lo1, hi1);
+  out[2] = SumLanes(lo2, hi2);
+  out[3] = SumLanes(lo3, hi3);
+}
+
 // Sum of x[i] for i < n in the same 8-lane order as Dot.
 inline float Sum(const float* x, size_t n) {
   V4 lo = {0, 0, 0, 0};

@@ -43,6 +43,13 @@ TEST(Kernels, DotAndSumFollowTheLaneFormulaForEveryLength) {
     const float want = LiteralDot(a, b, n);
     EXPECT_TRUE(SameBits(Dot(a.data(), b.data(), n), want)) << "n=" << n;
     EXPECT_TRUE(SameBits(Sum(a.data(), n), LiteralDot(a, ones, n))) << "n=" << n;
+    const float* rows[4] = {b.data(), a.data(), ones.data(), b.data()};
+    float four[4];
+    Dot4(a.data(), rows, n, four);
+    EXPECT_TRUE(SameBits(four[0], want)) << "n=" << n;
+    EXPECT_TRUE(SameBits(four[1], LiteralDot(a, a, n))) << "n=" << n;
+    EXPECT_TRUE(SameBits(four[2], LiteralDot(a, ones, n))) << "n=" << n;
+    EXPECT_TRUE(SameBits(four[3], want)) << "n=" << n;
     float seq = 0;
     for (size_t i = 0; i < n; ++i) seq += a[i] * b[i];
     order_matters += !SameBits(seq, want);
