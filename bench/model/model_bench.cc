@@ -1,5 +1,5 @@
 // RefModel speed: one layer of a 32-token prefill chunk and of one decode step over 2,048 cached
-// tokens (the shapes an engine runs), the whole-model decode step, and weight generation.
+// tokens (the shapes an engine runs), whole-model decode and prefill, and weight generation.
 //
 // Counters: attn_flops/s counts only attention FLOPs (QK^T and AV: 2 * q_heads * 2 * head_dim per
 // attended (query, key) pair, as kv::ModelGeometry::AttentionFlops) over the whole ForwardLayer
@@ -88,8 +88,35 @@ void BM_ModelDecodeStepOver2K(benchmark::State& state) {
     benchmark::DoNotOptimize(RefModel::Argmax(logits));
   }
   const double attn = AttnFlopsLayer(c, kCached, 1) * c.layers;
+  state.SetItemsProcessed(static_cast<int64_t>(state.iterations()));  // tokens decoded
   state.counters["attn_flops/s"] =
       benchmark::Counter(attn, benchmark::Counter::kIsIterationInvariantRate);
+}
+
+// A whole-model prefill of 512 new tokens after 1,536 cached ones (an agent's append over its
+// context): tokens/s is what a prefill engine computes per core.
+void BM_ModelPrefill512Over1536(benchmark::State& state) {
+  auto model = Model();
+  const RefModelConfig& c = model->config();
+  constexpr uint64_t kNew = 512;
+  constexpr uint64_t kCtx = 1536;
+  std::vector<std::vector<std::byte>> kv(c.layers);
+  for (auto& l : kv) l = FakeKv(c, kCtx + kNew);
+  std::vector<uint32_t> tokens(kNew);
+  for (uint64_t i = 0; i < kNew; ++i) tokens[i] = static_cast<uint32_t>(i * 17 % c.vocab);
+  std::vector<float> hidden(kNew * c.hidden());
+  std::vector<float> logits(c.vocab);
+  for (auto _ : state) {
+    model->Embed(tokens, hidden);
+    for (uint32_t l = 0; l < c.layers; ++l) model->ForwardLayer(l, kCtx, kv[l], hidden);
+    model->Logits(std::span<const float>(hidden).last(c.hidden()), logits);
+    benchmark::DoNotOptimize(RefModel::Argmax(logits));
+  }
+  state.SetItemsProcessed(static_cast<int64_t>(state.iterations() * kNew));
+  const double flops =
+      (AttnFlopsLayer(c, kCtx, kNew) + LinearFlopsPerTokenLayer(c) * kNew) * c.layers;
+  state.counters["flops/s"] =
+      benchmark::Counter(flops, benchmark::Counter::kIsIterationInvariantRate);
 }
 
 // Baseline: the attention of one decode step (all query heads, one layer) as plain scalar loops.
@@ -138,6 +165,7 @@ BENCHMARK(BM_NaiveAttentionDecodeOver2K);
 BENCHMARK(BM_DecodeStepOver2K);
 BENCHMARK(BM_PrefillChunk32Over2K);
 BENCHMARK(BM_ModelDecodeStepOver2K);
+BENCHMARK(BM_ModelPrefill512Over1536)->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_CreateDefaultModel)->Unit(benchmark::kMillisecond);
 
 }  // namespace
