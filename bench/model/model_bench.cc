@@ -6,7 +6,8 @@
 // time, so it is a lower bound on the attention kernel's rate; flops/s adds the projections and
 // the MLP. Baseline in the same run: BM_NaiveAttention, the same decode-step attention written as
 // textbook scalar loops (one accumulator per dot product), so the ratio shows what the fixed-order
-// 8-lane kernels buy.
+// 8-lane kernels and the KV-row-major blocking buy (BM_NaiveAttentionChunk32Over2K for the
+// prefill chunk).
 #include <benchmark/benchmark.h>
 
 #include <cmath>
@@ -119,49 +120,57 @@ void BM_ModelPrefill512Over1536(benchmark::State& state) {
       benchmark::Counter(flops, benchmark::Counter::kIsIterationInvariantRate);
 }
 
-// Baseline: the attention of one decode step (all query heads, one layer) as plain scalar loops.
-void BM_NaiveAttentionDecodeOver2K(benchmark::State& state) {
+// Baseline: the attention of n new tokens (all query heads, one layer) as textbook scalar loops,
+// token by token, head by head; no projections or MLP, so it flatters the baseline.
+void RunNaiveAttention(benchmark::State& state, uint64_t n) {
   const RefModelConfig c;
-  const auto kv = FakeKv(c, kCached + 1);
+  const auto kv = FakeKv(c, kCached + n);
   std::vector<float> kvf(kv.size() / sizeof(float));
   std::memcpy(kvf.data(), kv.data(), kv.size());
   const size_t hd = c.head_dim;
   const size_t kv_dim = size_t{c.kv_heads} * hd;
   const size_t stride = 2 * kv_dim;
-  const size_t ctx = kCached + 1;
-  std::vector<float> q(c.hidden(), 0.1f), out(c.hidden()), scores(ctx);
   const size_t group = c.q_heads / c.kv_heads;
+  std::vector<float> q(n * c.hidden(), 0.1f), out(n * c.hidden()), scores(kCached + n);
   for (auto _ : state) {
-    for (size_t h = 0; h < c.q_heads; ++h) {
-      const size_t g = h / group;
-      float mx = -INFINITY;
-      for (size_t j = 0; j < ctx; ++j) {
-        float s = 0;
-        for (size_t d = 0; d < hd; ++d) s += q[h * hd + d] * kvf[j * stride + g * hd + d];
-        scores[j] = s;
-        mx = std::max(mx, s);
-      }
-      float sum = 0;
-      for (size_t j = 0; j < ctx; ++j) sum += scores[j] = std::exp(scores[j] - mx);
-      for (size_t d = 0; d < hd; ++d) out[h * hd + d] = 0;
-      for (size_t j = 0; j < ctx; ++j) {
-        for (size_t d = 0; d < hd; ++d) {
-          out[h * hd + d] += scores[j] * kvf[j * stride + kv_dim + g * hd + d];
+    for (size_t t = 0; t < n; ++t) {
+      const size_t ctx = kCached + t + 1;
+      for (size_t h = 0; h < c.q_heads; ++h) {
+        const size_t g = h / group;
+        const float* qh = q.data() + t * c.hidden() + h * hd;
+        float* oh = out.data() + t * c.hidden() + h * hd;
+        float mx = -INFINITY;
+        for (size_t j = 0; j < ctx; ++j) {
+          float s = 0;
+          for (size_t d = 0; d < hd; ++d) s += qh[d] * kvf[j * stride + g * hd + d];
+          scores[j] = s;
+          mx = std::max(mx, s);
         }
+        float sum = 0;
+        for (size_t j = 0; j < ctx; ++j) sum += scores[j] = std::exp(scores[j] - mx);
+        for (size_t d = 0; d < hd; ++d) oh[d] = 0;
+        for (size_t j = 0; j < ctx; ++j) {
+          for (size_t d = 0; d < hd; ++d)
+            oh[d] += scores[j] * kvf[j * stride + kv_dim + g * hd + d];
+        }
+        for (size_t d = 0; d < hd; ++d) oh[d] /= sum;
       }
-      for (size_t d = 0; d < hd; ++d) out[h * hd + d] /= sum;
     }
     benchmark::DoNotOptimize(out.data());
   }
   state.counters["attn_flops/s"] = benchmark::Counter(
-      AttnFlopsLayer(c, kCached, 1), benchmark::Counter::kIsIterationInvariantRate);
+      AttnFlopsLayer(c, kCached, n), benchmark::Counter::kIsIterationInvariantRate);
 }
+
+void BM_NaiveAttentionDecodeOver2K(benchmark::State& state) { RunNaiveAttention(state, 1); }
+void BM_NaiveAttentionChunk32Over2K(benchmark::State& state) { RunNaiveAttention(state, 32); }
 
 void BM_CreateDefaultModel(benchmark::State& state) {
   for (auto _ : state) benchmark::DoNotOptimize(Model());
 }
 
 BENCHMARK(BM_NaiveAttentionDecodeOver2K);
+BENCHMARK(BM_NaiveAttentionChunk32Over2K);
 BENCHMARK(BM_DecodeStepOver2K);
 BENCHMARK(BM_PrefillChunk32Over2K);
 BENCHMARK(BM_ModelDecodeStepOver2K);
