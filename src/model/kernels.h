@@ -73,7 +73,8 @@ inline float Dot(const float* a, const float* b, size_t n) {
 
 // out[k] = Dot(a, b[k], n) for k < 4, with the bits of four Dot calls: `a` is loaded once for
 // four rows (the attention scores of one query against four positions).
-inline void Dot4(const float* a, const float* const b[4], size_t n, float out[4]) {
+[[gnu::always_inline]] inline void Dot4(const float* a, const float* const b[4], size_t n,
+                                        float out[4]) {
   if (n % 8 != 0) {
     for (int k = 0; k < 4; ++k) out[k] = Dot(a, b[k], n);
     return;
@@ -219,14 +220,22 @@ inline void MatVec(const float* w, size_t rows, size_t cols, const float* x, flo
 }
 
 // The same for `n` token rows x[t * cols ...] → y[t * rows ...]. Tokens are processed in groups so
-// the group's inputs stay in L1 while the weights stream from L2; each output is still exactly
-// Dot(row, token) — the grouping changes the loop order, not any reduction.
+// the group's inputs stay in L1 while the weights stream from L2, and four weight rows at a time
+// share each load of the token (Dot4; a * b == b * a exactly in IEEE arithmetic, so
+// Dot4(x, rows) has the bits of Dot(row, x)). Each output is still exactly Dot(row, token): the
+// grouping changes the loop order, not any reduction.
 inline void MatVecTokens(const float* w, size_t rows, size_t cols, const float* x, float* y,
                          size_t n) {
   constexpr size_t kGroup = 8;
   for (size_t t0 = 0; t0 < n; t0 += kGroup) {
     const size_t t1 = t0 + kGroup < n ? t0 + kGroup : n;
-    for (size_t r = 0; r < rows; ++r) {
+    size_t r = 0;
+    for (; r + 4 <= rows; r += 4) {
+      const float* four[4] = {w + r * cols, w + (r + 1) * cols, w + (r + 2) * cols,
+                              w + (r + 3) * cols};
+      for (size_t t = t0; t < t1; ++t) Dot4(x + t * cols, four, cols, y + t * rows + r);
+    }
+    for (; r < rows; ++r) {
       const float* row = w + r * cols;
       for (size_t t = t0; t < t1; ++t) y[t * rows + r] = Dot(row, x + t * cols, cols);
     }
