@@ -109,7 +109,8 @@ class EngineTest : public ::testing::Test {
     o.buffer_bytes = 16 << 20;
     o.ucx_tls = "tcp";
     o.fetch_wait_ms = 50;
-    o.request_timeout = 30 * kNanosPerSecond;
+    o.request_timeout = request_timeout_;
+    o.faults = role == Role::kDecode ? de_faults_ : nullptr;
     o.peer_timeout = 5 * kNanosPerSecond;
     auto e = Engine::Create(o, sched_.Link());
     EXPECT_TRUE(e.ok()) << e.status().ToString();
@@ -176,6 +177,10 @@ class EngineTest : public ::testing::Test {
     std::vector<uint32_t> prompt(s.prompt().begin(), s.prompt().end());
     return hasher_->HashPrefix(prompt);
   }
+
+  // Set by derived fixtures before SetUp.
+  Nanos request_timeout_ = 30 * kNanosPerSecond;
+  storage::StorageFaults* de_faults_ = nullptr;
 
   std::string root_;
   model::RefModelConfig config_;
@@ -285,6 +290,70 @@ TEST_F(EngineTest, DeadDecodeEngineFailsTheRequestInsteadOfHanging) {
   ASSERT_TRUE(de_);
   v1c::RequestSpec s = agent.NextTurn(4, 20, 4);
   ExpectReference(s, Run(s, v1c::READ_SIDE_DECODE, HitTokens(s)));
+}
+
+// A decode engine whose storage read never completes (until the test ends): the PE must give up
+// on the DE-path layers at its deadline, fail the request, and keep serving.
+class StuckReads final : public storage::StorageFaults {
+ public:
+  Status BeforeRead(const kv::BlockHash&) override {
+    std::unique_lock<std::mutex> lock(mu_);
+    if (!stuck_) {
+      return Status::Ok();
+    }
+    cv_.wait(lock, [&] { return !stuck_; });
+    return IoError("injected: read released at test end");
+  }
+  void Stick() {
+    std::lock_guard<std::mutex> lock(mu_);
+    stuck_ = true;
+  }
+  void Release() {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      stuck_ = false;
+    }
+    cv_.notify_all();
+  }
+
+ private:
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool stuck_ = false;
+};
+
+class StuckDecodeReadTest : public EngineTest {
+ protected:
+  StuckDecodeReadTest() {
+    request_timeout_ = kNanosPerSecond;  // the deadline under test; not a timing assertion
+    de_faults_ = &stuck_;
+  }
+  void TearDown() override {
+    stuck_.Release();  // lets the DE's reader finish so the engines can stop
+    EngineTest::TearDown();
+  }
+  StuckReads stuck_;
+};
+
+TEST_F(StuckDecodeReadTest, PeFailsARequestWhoseDecodePathKvNeverArrives) {
+  ASSERT_TRUE(pe_ && de_);
+  Agent agent(3);
+  v1c::RequestSpec t1 = agent.NextTurn(1, 40, 4);
+  ExpectReference(t1, Run(t1, v1c::READ_SIDE_PREFILL, 0));
+  stuck_.Stick();
+  v1c::RequestSpec t2 = agent.NextTurn(2, 20, 4);
+  int64_t hit = HitTokens(t2);
+  ASSERT_GT(hit, 0);
+  v1c::RequestResult r = Run(t2, v1c::READ_SIDE_DECODE, hit);
+  EXPECT_FALSE(r.ok());
+  EXPECT_NE(r.error().find("did not arrive"), std::string::npos) << r.error();
+  // The DE never confirmed it stopped pushing (its read is still stuck), so the PE keeps that
+  // area out of use: the next request must not share it. Let the read fail now; the DE saw the
+  // abort and pushes nothing.
+  stuck_.Release();
+  // The PE keeps serving: a PE-path request (no DE reads) completes with reference outputs.
+  v1c::RequestSpec t3 = agent.NextTurn(3, 20, 4);
+  ExpectReference(t3, Run(t3, v1c::READ_SIDE_PREFILL, HitTokens(t3)));
 }
 
 }  // namespace

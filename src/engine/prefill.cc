@@ -186,6 +186,7 @@ Status Prefiller::Load(const std::shared_ptr<PeJob>& self) {
   v1::StartDecodeReply reply;
   grpc::ClientContext cctx;
   cctx.set_deadline(ctx_.RpcDeadline());
+  job.start_sent = true;
   RETURN_IF_ERROR(FromGrpc(
       job.de_stub->StartDecode(&cctx, req, &reply),
       fmt::format("StartDecode at {} ({})", job.a.decode().name(), job.a.decode().peer_addr())));
