@@ -17,7 +17,8 @@ struct PeJob {
   std::byte* area = nullptr;  // [layers][prompt][bpt]
   uint32_t xfer_id = 0;
   // The DE, once StartDecode succeeded.
-  bool start_sent = false;  // StartDecode was sent (the DE may hold state even if it failed)
+  bool start_sent = false;     // StartDecode was sent (the DE may hold state even if it failed)
+  bool start_refused = false;  // ... and the DE answered it with a refusal (it holds nothing)
   bool de_started = false;
   std::shared_ptr<v1::EnginePeer::Stub> de_stub;
   transfer::PeerId de_peer;
@@ -187,9 +188,15 @@ Status Prefiller::Load(const std::shared_ptr<PeJob>& self) {
   grpc::ClientContext cctx;
   cctx.set_deadline(ctx_.RpcDeadline());
   job.start_sent = true;
-  RETURN_IF_ERROR(FromGrpc(
-      job.de_stub->StartDecode(&cctx, req, &reply),
-      fmt::format("StartDecode at {} ({})", job.a.decode().name(), job.a.decode().peer_addr())));
+  grpc::Status gs = job.de_stub->StartDecode(&cctx, req, &reply);
+  // A refusal the DE itself answered leaves nothing at the DE; a lost or timed-out call may have.
+  const grpc::StatusCode c = gs.error_code();
+  job.start_refused = c == grpc::StatusCode::RESOURCE_EXHAUSTED ||
+                      c == grpc::StatusCode::INVALID_ARGUMENT ||
+                      c == grpc::StatusCode::FAILED_PRECONDITION ||
+                      c == grpc::StatusCode::CANCELLED || c == grpc::StatusCode::NOT_FOUND;
+  RETURN_IF_ERROR(FromGrpc(gs, fmt::format("StartDecode at {} ({})", job.a.decode().name(),
+                                           job.a.decode().peer_addr())));
   job.de_started = true;
   job.de_addr = reply.de_area_addr();
   job.de_stride = reply.de_layer_stride();
@@ -431,7 +438,7 @@ void Prefiller::Finish(const std::shared_ptr<PeJob>& job, Status status) {
       if (!puts.ok() && puts.code() == Code::kTimeout) {
         safe_to_free = false;
       }
-      if (j.start_sent && !ReleaseDe(j, status)) {
+      if (j.start_sent && !j.start_refused && !ReleaseDe(j, status)) {
         safe_to_free = false;
       }
     }
