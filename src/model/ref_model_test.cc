@@ -107,17 +107,18 @@ INSTANTIATE_TEST_SUITE_P(Configs, Invariance, ::testing::Values(SmallGqa(), OddM
                          [](const auto& info) { return info.index == 0 ? "Gqa" : "OddMha"; });
 
 // The engines' shape (default heads and dims, 2 layers to keep the test fast) over a context long
-// enough to cross the attention's 16-token groups and 8-lane sums many times.
+// enough to cross the attention's 16-token groups, the 8-lane sums and ForwardLayer's internal
+// 256-token passes.
 TEST(RefModel, DefaultShapeLongContextChunkings) {
   RefModelConfig c;
   c.layers = 2;
   auto model = testing::MakeModel(c);
   ASSERT_NE(model, nullptr);
-  const auto tokens = RandomTokens(230, c.vocab, 6);
+  const auto tokens = RandomTokens(300, c.vocab, 6);
   const PrefillResult whole = PrefillOneCall(*model, tokens);
   for (const std::vector<size_t>& chunks :
-       {std::vector<size_t>{100, 1, 63, 66}, std::vector<size_t>{17, 16, 15, 182},
-        std::vector<size_t>{229, 1}}) {
+       {std::vector<size_t>{100, 1, 63, 136}, std::vector<size_t>{17, 16, 15, 252},
+        std::vector<size_t>{299, 1}}) {
     PrefillResult chunked;
     PrefillChunks(*model, tokens, chunks, 0, true, &chunked);
     EXPECT_TRUE(SameBytes(whole.kv, chunked.kv)) << chunks[0];
