@@ -256,6 +256,8 @@ void Decoder::ReaderLoop() {
     ReadAndPush(r);
     {
       std::lock_guard<std::mutex> lock(mu_);
+      // Counted until the read is done: the store's queue shows only the in-flight blocks of a
+      // stream (<= read depth), so counting those twice beats hiding the rest.
       queued_read_tokens_ -= r->plan.decode_read;
       r->reading = false;
       r->deadline = ctx_.Deadline();

@@ -26,6 +26,7 @@ struct PeJob {
   uint64_t de_stride = 0;
   uint32_t de_xfer_id = 0;
   // PE-side reads.
+  bool read_counted = true;  // prefill_read is in queued_read_tokens_; guarded by Prefiller::mu_
   int64_t pe_loaded = 0;
   int64_t read_bytes = 0;
   // Guarded by Prefiller::mu_: DE-path layer notices and our puts in flight.
@@ -122,6 +123,13 @@ int64_t Prefiller::queued_read_tokens() const {
   return queued_read_tokens_;
 }
 
+void Prefiller::UncountQueuedReadLocked(PeJob& job) {
+  if (job.read_counted) {
+    queued_read_tokens_ -= job.plan.prefill_read;
+    job.read_counted = false;
+  }
+}
+
 void Prefiller::LoaderLoop() {
   while (true) {
     std::shared_ptr<PeJob> job;
@@ -141,7 +149,7 @@ void Prefiller::LoaderLoop() {
     Status s = Load(job);
     {
       std::lock_guard<std::mutex> lock(mu_);
-      queued_read_tokens_ -= job->plan.prefill_read;
+      UncountQueuedReadLocked(*job);
       if (s.ok()) {
         loaded_.push_back(job);
       }
@@ -212,7 +220,14 @@ Status Prefiller::Load(const std::shared_ptr<PeJob>& self) {
     const uint64_t blocks = p.prefill_read / ctx_.block_tokens;
     std::vector<kv::BlockHash> hashes = HashRange(
         *ctx_.hasher, {r.prompt().data(), static_cast<size_t>(r.prompt_size())}, 0, blocks);
+    // The blocks stay counted in queued_read_tokens_ until the whole read is done: a ReadStream
+    // shows only its in-flight blocks (<= read depth) in the store's queue, so uncounting earlier
+    // would hide the rest; counting those few twice is the smaller error.
     HitReadResult rr = reader_.Read(hashes, 0, job.area, p.prompt * bpt);
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      UncountQueuedReadLocked(job);
+    }
     job.pe_loaded = static_cast<int64_t>(rr.loaded_blocks) * ctx_.block_tokens;
     job.read_bytes = static_cast<int64_t>(rr.bytes_read);
     if (!rr.first_error.ok()) {
@@ -459,6 +474,7 @@ void Prefiller::Finish(const std::shared_ptr<PeJob>& job, Status status) {
     }
   }
   std::lock_guard<std::mutex> lock(mu_);
+  UncountQueuedReadLocked(j);
   if (j.xfer_id != 0) {
     by_xfer_.erase(j.xfer_id);
   }

@@ -65,6 +65,8 @@ class Prefiller {
   Status PutLayer(const std::shared_ptr<PeJob>& job, uint32_t layer);
   // Aborts the request at the DE; true once no put of the DE's can still land in the area.
   bool ReleaseDe(PeJob& job, const Status& why);
+  // Takes the job's PE-side read out of queued_read_tokens_ (once).
+  void UncountQueuedReadLocked(PeJob& job);
   // Reports failures, frees the area once it is safe, forgets the job.
   void Finish(const std::shared_ptr<PeJob>& job, Status status);
 
