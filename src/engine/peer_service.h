@@ -1,0 +1,45 @@
+// PeerService: the EnginePeer gRPC service of one engine. It forwards to the engine's Decoder.
+// The server starts before the engine registers (its address goes into the registration), and the
+// scheduler may hand a PE work for this DE the moment it registers, before the model and store are
+// ready: calls arriving in that window wait (bounded) for the Decoder instead of failing. On a
+// prefill engine, or once the engine closes, calls are refused naming why.
+//
+// Thread safety: gRPC calls handlers on its own threads; SetDecoder and Close may be called from
+// any thread.
+#pragma once
+
+#include <condition_variable>
+#include <mutex>
+
+#include "dualpath/engine/v1/engine.grpc.pb.h"
+#include "engine/decode.h"
+
+namespace dualpath::engine {
+
+class PeerService final : public v1::EnginePeer::Service {
+ public:
+  void SetPrefill(bool prefill);
+  void SetDecoder(Decoder* decoder);
+  // Refuses every later call and wakes calls waiting for the Decoder.
+  void Close();
+
+  grpc::Status StartDecode(grpc::ServerContext* ctx, const v1::StartDecodeRequest* req,
+                           v1::StartDecodeReply* reply) override;
+  grpc::Status PrefillDone(grpc::ServerContext* ctx, const v1::PrefillDoneRequest* req,
+                           v1::PrefillDoneReply* reply) override;
+  grpc::Status AbortDecode(grpc::ServerContext* ctx, const v1::AbortDecodeRequest* req,
+                           v1::AbortDecodeReply* reply) override;
+
+ private:
+  // The Decoder, waiting up to the call's deadline (at most 30 s) while the engine is starting;
+  // nullptr with *refusal set otherwise.
+  Decoder* Get(grpc::ServerContext* ctx, grpc::Status* refusal);
+
+  std::mutex mu_;
+  std::condition_variable cv_;
+  Decoder* decoder_ = nullptr;  // guarded by mu_
+  bool prefill_ = false;        // guarded by mu_
+  bool closed_ = false;         // guarded by mu_
+};
+
+}  // namespace dualpath::engine
