@@ -19,6 +19,10 @@
 #                            does (cache-resident); distinct: every descriptor has its own memory
 #   BATCH=1                  puts per dualpath batch (one completion + flush per batch); each
 #                            put is still SIZE bytes, as in ucx_perftest
+#   SUBMIT=inline            inline: the engine runs with post_on_submit (Submit posts to UCX
+#                            itself when the progress thread is asleep, as ucx_perftest posts
+#                            from its only thread); queue: every batch is handed to the
+#                            progress thread (the engine's default)
 # Output: one line per run and a summary table; exit status 0 (figures are for a human/CI log).
 set -euo pipefail
 
@@ -32,7 +36,9 @@ DEPTH=${DEPTH:-4}
 BATCH=${BATCH:-1}
 FOOTPRINT=${FOOTPRINT:-same}
 EXTRA=()
+SUBMIT=${SUBMIT:-inline}
 [[ "$FOOTPRINT" == same ]] && EXTRA+=(--same-buffer)
+[[ "$SUBMIT" == inline ]] && EXTRA+=(--post-on-submit)
 PORT=${PORT:-$((20000 + RANDOM % 20000))}
 [[ -n "${NET_DEVICES:-}" ]] && export UCX_NET_DEVICES=$NET_DEVICES
 RUN=0  # each run gets its own port: PORT + RUN (functions run in $(...) subshells)
@@ -116,7 +122,7 @@ done
 median() { tr ' ' '\n' | grep -v '^$' | sort -g | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}'; }
 
 echo
-echo "dualpath: --batch $BATCH --depth $DEPTH footprint=$FOOTPRINT; $REPS runs each, medians"
+echo "dualpath: --batch $BATCH --depth $DEPTH footprint=$FOOTPRINT submit=$SUBMIT; $REPS runs each, medians"
 printf "%-5s %9s %14s %14s %12s" mode size perftest_gbps dualpath_gbps median_ratio
 [[ -n "${LINK_GBPS:-}" ]] && printf " %12s" of_link
 echo

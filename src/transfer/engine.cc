@@ -114,7 +114,10 @@ Status EngineImpl::InitClass(int c) {
 
   ucp_worker_params_t wp{};
   wp.field_mask = UCP_WORKER_PARAM_FIELD_THREAD_MODE;
-  wp.thread_mode = UCS_THREAD_MODE_SINGLE;
+  // SERIALIZED, not SINGLE: the worker is created here and driven by the progress thread, and
+  // with post_on_submit a submitting thread may post while holding progress_mu_. UCX adds no
+  // locking in this mode (that is MULTI); the engine's mutex provides the one-at-a-time rule.
+  wp.thread_mode = UCS_THREAD_MODE_SERIALIZED;
   {
     // The tcp transport creates its listening socket here: mark it with the class's DSCP so
     // connections accepted on it inherit the mark.
@@ -505,6 +508,7 @@ TransferEngine::Stats EngineImpl::GetStats() const {
   s.low_batches_deferred = low_deferred_.load();
   s.post_nanos = post_nanos_.load();
   s.descs_posted = s.ops_posted;
+  s.batches_posted_inline = posted_inline_.load();
   return s;
 }
 

@@ -23,7 +23,8 @@
 // and until every batch using it has completed.
 //
 // Thread safety: all public methods may be called from any thread, except from inside a
-// completion or notice callback, which run on the progress thread and must not block or call
+// completion or notice callback, which run on the progress thread (completions: or inside Submit
+// with EngineConfig::post_on_submit) and must not block or call
 // Connect/Listen/Register/Deregister (Submit is allowed).
 #pragma once
 
@@ -58,6 +59,15 @@ struct EngineConfig {
   bool busy_poll = false;
   // With busy_poll, keep spinning this long after the last event before sleeping.
   Nanos idle_spin = 200 * kNanosPerMicro;
+  // Submit posts the batch to UCX itself (on the caller's thread, under the lock the progress
+  // thread holds while awake) when the progress thread is asleep and nothing is queued ahead of
+  // it; otherwise it queues as usual. This removes the hand-off (an eventfd wake-up and a
+  // context switch) per batch, which dominates small batches on shared memory, where a put is a
+  // memcpy. Posting never waits for the network (UCX non-blocking calls only). Consequence for
+  // callers: a batch that completes while being posted (shared memory) runs its on_complete on
+  // the caller's thread before Submit returns, so on_complete must not take a lock the caller
+  // holds across Submit. Off by default for that reason.
+  bool post_on_submit = false;
 };
 
 struct Batch {
@@ -68,7 +78,8 @@ struct Batch {
   // Deliver this tag to the peer's notice handler after the data is complete at the peer.
   bool notify = false;
   uint64_t notice_tag = 0;
-  // Called exactly once on the progress thread: OK, or why the batch failed.
+  // Called exactly once on the progress thread (or, with EngineConfig::post_on_submit, possibly
+  // on the submitting thread inside Submit): OK, or why the batch failed.
   std::function<void(const Status&)> on_complete;
 };
 
@@ -127,6 +138,8 @@ class TransferEngine {
     // request).
     uint64_t post_nanos = 0;
     uint64_t descs_posted = 0;
+    // Batches Submit posted on the caller's thread (post_on_submit), not via the progress thread.
+    uint64_t batches_posted_inline = 0;
   };
   virtual Stats GetStats() const = 0;
 };
