@@ -8,26 +8,38 @@
 #   idle      the probe alone on the link;
 #   classes   with a low-class bulk stream (1 MiB puts) saturating the same link;
 #   none      the same bulk stream, with the probe unmarked (--no-dscp): no classes.
+#   cpu       the same bulk stream on p0's *storage* link (to a server in the storage namespace;
+#             the cluster's storage links run at COMP_RATE): the probe's link stays idle but the
+#             machine does the same sending, receiving and shaping work. This control separates
+#             CPU contention (on a small shared VM, wake-up latency of the probe's processes)
+#             from queueing on the link, which is all the traffic classes can remove.
 # The p99 ratio loaded/idle is the figure; the bulk stream's goodput shows it kept the link busy.
 #
 #   bench/transfer/isolation.sh [path/to/dualpath]      (needs root; builds and removes a cluster)
 # Environment: COMP_RATE=2gbit, PROBES=2000, BULK_SECONDS (derived), NAME=txiso,
 #   GSO_MAX (unset): if set, gso_max_size of every compute interface (e.g. 1500: MTU-sized
 #   packets reach the qdisc, as on a switch port, instead of 64 KiB GSO super-packets)
+#   PROBE_SCHED (unset): command prefix for the probe's two processes, e.g. "chrt -f 10"
+#   (real-time scheduling: removes most CPU wake-up delay, leaving the network's share)
+#   PROBE_ARGS (unset): extra `bench transfer` options of the probe client (e.g.
+#   --post-on-submit)
 set -euo pipefail
 BIN=$(realpath "${1:-build/release/bin/dualpath}")
 COMP_RATE=${COMP_RATE:-2gbit}
 PROBES=${PROBES:-2000}
 NAME=${NAME:-txiso}
 PORT=$((20000 + RANDOM % 20000))
-# Only the compute link: UCX's tcp transport would otherwise add the storage interface as a rail.
-export UCX_NET_DEVICES=comp0
 
 [[ $(id -u) == 0 ]] || { echo "isolation.sh: needs root" >&2; exit 2; }
 trap '"$BIN" cluster down --name "$NAME" >/dev/null 2>&1 || true' EXIT
 "$BIN" cluster down --name "$NAME" >/dev/null 2>&1 || true
-"$BIN" cluster up --name "$NAME" --pd 1P1D --comp-rate "$COMP_RATE" --dscp >/dev/null
+"$BIN" cluster up --name "$NAME" --pd 1P1D --comp-rate "$COMP_RATE" --stor-rate "$COMP_RATE" \
+  --dscp >/dev/null
 D0=$("$BIN" cluster get --name "$NAME" d0.compute_addr)
+STOR=$("$BIN" cluster get --name "$NAME" storage.address)
+NS_S=dp-$NAME.stor
+read -r -a SCHED <<<"${PROBE_SCHED:-}"
+read -r -a PARGS <<<"${PROBE_ARGS:-}"
 NS_P=dp-$NAME.p0
 NS_D=dp-$NAME.d0
 if [[ -n "${GSO_MAX:-}" ]]; then
@@ -39,31 +51,38 @@ if [[ -n "${GSO_MAX:-}" ]]; then
 fi
 tmp=$(mktemp -d)
 
-server() {  # server PORT LOG: a bench server on d0, waits until it listens
-  ip netns exec "$NS_D" "$BIN" bench transfer --listen "$D0:$1" --tls tcp >"$2" 2>&1 &
-  for _ in $(seq 1 200); do grep -q "listening on" "$2" && return 0; sleep 0.05; done
-  echo "server did not start: $(cat "$2")" >&2
+server() {  # server PORT LOG [NS ADDR [PREFIX...]]: a bench server (default on d0), waits until it listens
+  local port=$1 log=$2 ns=${3:-$NS_D} addr=${4:-$D0}
+  shift 4 2>/dev/null || shift $#
+  UCX_NET_DEVICES=$(dev_of "$ns") "$@" ip netns exec "$ns" "$BIN" bench transfer \
+    --listen "$addr:$port" --tls tcp >"$log" 2>&1 &
+  for _ in $(seq 1 200); do grep -q "listening on" "$log" && return 0; sleep 0.05; done
+  echo "server did not start: $(cat "$log")" >&2
   exit 1
 }
+
+# UCX's tcp transport would otherwise add every other interface (the storage link) as a rail.
+dev_of() { [[ $1 == "$NS_S" ]] && echo sbr || echo comp0; }
 
 probe() {  # probe PORT EXTRA...: small high-class puts, one at a time; prints the JSON
   local port=$1
   shift
-  ip netns exec "$NS_P" "$BIN" bench transfer --connect "$D0:$port" --tls tcp --class high \
-    --size 4096 --batch 1 --depth 1 --iters "$PROBES" --warmup 50 --json "$@"
+  UCX_NET_DEVICES=comp0 "${SCHED[@]}" ip netns exec "$NS_P" "$BIN" bench transfer --connect "$D0:$port" --tls tcp \
+    --class high --size 4096 --batch 1 --depth 1 --iters "$PROBES" --warmup 50 --json \
+    "${PARGS[@]}" "$@"
 }
 
-bulk() {  # bulk PORT SECONDS EXTRA...: low-class 1 MiB puts saturating the link
-  local port=$1 secs=$2
-  shift 2
-  ip netns exec "$NS_P" "$BIN" bench transfer --connect "$D0:$port" --tls tcp --class low \
-    --size 1048576 --batch 4 --depth 4 --duration "$secs" --json "$@"
+bulk() {  # bulk PORT SECONDS ADDR DEV EXTRA...: low-class 1 MiB puts saturating p0's link DEV
+  local port=$1 secs=$2 addr=$3 dev=$4
+  shift 4
+  UCX_NET_DEVICES=$dev ip netns exec "$NS_P" "$BIN" bench transfer --connect "$addr:$port" \
+    --tls tcp --class low --size 1048576 --batch 4 --depth 4 --duration "$secs" --json "$@"
 }
 
 field() { sed -n "s/.*\"$1\":\([0-9.]*\).*/\1/p"; }
 
 # Idle, and how long the probe takes (the bulk stream must outlast the loaded probes).
-PORT=$((PORT + 1)); server $PORT "$tmp/s1"
+PORT=$((PORT + 1)); server $PORT "$tmp/s1" "$NS_D" "$D0" "${SCHED[@]}"
 t0=$(date +%s%N)
 idle=$(probe $PORT)
 t1=$(date +%s%N)
@@ -71,23 +90,27 @@ wait
 probe_s=$(awk -v a="$t0" -v b="$t1" 'BEGIN { printf "%d", (b - a) / 1e9 + 1 }')
 BULK_SECONDS=${BULK_SECONDS:-$(( probe_s * 6 + 6 ))}
 
-loaded() {  # loaded BASE_PORT PROBE_EXTRA...: bulk in the background, probe once it has started
-  local pb=$1 pp=$(($1 + 1))
-  shift
-  server $pb "$tmp/sb"
-  server $pp "$tmp/sp"
-  bulk $pb "$BULK_SECONDS" >"$tmp/bulk" &
+loaded() {  # loaded BASE_PORT WHERE(comp|stor) PROBE_EXTRA...: bulk in the background, probe
+  local pb=$1 pp=$(($1 + 1)) where=$2
+  shift 2
+  local bns=$NS_D baddr=$D0 bdev=comp0 rxdev=comp0
+  if [[ $where == stor ]]; then
+    bns=$NS_S baddr=$STOR bdev=stor0 rxdev=sbr
+  fi
+  server $pb "$tmp/sb" "$bns" "$baddr"
+  server $pp "$tmp/sp" "$NS_D" "$D0" "${SCHED[@]}"
+  bulk $pb "$BULK_SECONDS" "$baddr" "$bdev" >"$tmp/bulk" &
   local bulk_pid=$!
-  # Start probing once the bulk stream has filled the link: watch d0's received bytes grow by
+  # Start probing once the bulk stream has filled its link: watch the receiver's bytes grow by
   # at least one second's worth of the link rate (bounded wait, no fixed sleep).
   local rate_bps
   rate_bps=$("$BIN" cluster get --name "$NAME" comp_rate_bps)
   local want=$(( rate_bps / 8 ))
   local rx0
-  rx0=$(ip netns exec "$NS_D" cat /sys/class/net/comp0/statistics/rx_bytes)
+  rx0=$(ip netns exec "$bns" cat /sys/class/net/$rxdev/statistics/rx_bytes)
   for _ in $(seq 1 400); do
     local rx
-    rx=$(ip netns exec "$NS_D" cat /sys/class/net/comp0/statistics/rx_bytes)
+    rx=$(ip netns exec "$bns" cat /sys/class/net/$rxdev/statistics/rx_bytes)
     (( rx - rx0 >= want )) && break
     sleep 0.05
   done
@@ -96,15 +119,18 @@ loaded() {  # loaded BASE_PORT PROBE_EXTRA...: bulk in the background, probe onc
   wait
 }
 
-with_classes=$(loaded $((PORT + 10)))
+with_classes=$(loaded $((PORT + 10)) comp)
 bulk_classes=$(field gbps <"$tmp/bulk")
-without=$(loaded $((PORT + 20)) --no-dscp)
+without=$(loaded $((PORT + 20)) comp --no-dscp)
 bulk_none=$(field gbps <"$tmp/bulk")
+cpu_only=$(loaded $((PORT + 30)) stor)
+bulk_cpu=$(field gbps <"$tmp/bulk")
 
 p99_idle=$(echo "$idle" | field p99_us)
 p99_cls=$(echo "$with_classes" | field p99_us)
 p99_none=$(echo "$without" | field p99_us)
-echo "compute link $COMP_RATE (htb, DSCP 46 prioritised), gso_max_size ${GSO_MAX:-default}, probe: 4 KiB high-class puts, depth 1, $PROBES each"
+p99_cpu=$(echo "$cpu_only" | field p99_us)
+echo "compute link $COMP_RATE (htb, DSCP 46 prioritised), gso_max_size ${GSO_MAX:-default}, probe: 4 KiB high-class puts, depth 1, $PROBES each, sched '${PROBE_SCHED:-}' args '${PROBE_ARGS:-}'"
 printf "%-34s %10s %10s %14s %12s\n" phase p50_us p99_us p99/idle bulk_gbps
 printf "%-34s %10s %10s %14s %12s\n" "idle link" "$(echo "$idle" | field p50_us)" "$p99_idle" 1.00 -
 printf "%-34s %10s %10s %14s %12s\n" "bulk low + probe high (classes)" \
@@ -113,4 +139,9 @@ printf "%-34s %10s %10s %14s %12s\n" "bulk low + probe high (classes)" \
 printf "%-34s %10s %10s %14s %12s\n" "bulk low + probe unmarked (none)" \
   "$(echo "$without" | field p50_us)" "$p99_none" \
   "$(awk -v a="$p99_none" -v b="$p99_idle" 'BEGIN { printf "%.2f", a / b }')" "$bulk_none"
+printf "%-34s %10s %10s %14s %12s\n" "bulk on storage link (cpu only)" \
+  "$(echo "$cpu_only" | field p50_us)" "$p99_cpu" \
+  "$(awk -v a="$p99_cpu" -v b="$p99_idle" 'BEGIN { printf "%.2f", a / b }')" "$bulk_cpu"
+echo "classes p99 / cpu-only p99 (the link's share of the inflation): $(awk -v a="$p99_cls" \
+  -v b="$p99_cpu" 'BEGIN { printf "%.2f", a / b }')"
 rm -rf "$tmp"
