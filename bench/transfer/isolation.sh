@@ -16,7 +16,7 @@
 # The p99 ratio loaded/idle is the figure; the bulk stream's goodput shows it kept the link busy.
 #
 #   bench/transfer/isolation.sh [path/to/dualpath]      (needs root; builds and removes a cluster)
-# Environment: COMP_RATE=2gbit, PROBES=2000, BULK_SECONDS (derived), NAME=txiso,
+# Environment: COMP_RATE=2gbit, PROBES=2000, REPS=3, BULK_SECONDS (derived), NAME=txiso,
 #   GSO_MAX (unset): if set, gso_max_size of every compute interface (e.g. 1500: MTU-sized
 #   packets reach the qdisc, as on a switch port, instead of 64 KiB GSO super-packets)
 #   PROBE_SCHED (unset): command prefix for the probe's two processes, e.g. "chrt -f 10"
@@ -27,6 +27,7 @@ set -euo pipefail
 BIN=$(realpath "${1:-build/release/bin/dualpath}")
 COMP_RATE=${COMP_RATE:-2gbit}
 PROBES=${PROBES:-2000}
+REPS=${REPS:-3}
 NAME=${NAME:-txiso}
 PORT=$((20000 + RANDOM % 20000))
 
@@ -52,11 +53,14 @@ fi
 tmp=$(mktemp -d)
 
 server() {  # server PORT LOG [NS ADDR [PREFIX...]]: a bench server (default on d0), waits until it listens
-  local port=$1 log=$2 ns=${3:-$NS_D} addr=${4:-$D0}
+  local port=$1 log=$2.$1 ns=${3:-$NS_D} addr=${4:-$D0}
   shift 4 2>/dev/null || shift $#
+  # One log per port: the redirection below truncates asynchronously (in the background job), so
+  # a reused log could still show the previous server's "listening on" line.
+  rm -f "$log"
   UCX_NET_DEVICES=$(dev_of "$ns") "$@" ip netns exec "$ns" "$BIN" bench transfer \
     --listen "$addr:$port" --tls tcp >"$log" 2>&1 &
-  for _ in $(seq 1 200); do grep -q "listening on" "$log" && return 0; sleep 0.05; done
+  for _ in $(seq 1 200); do grep -q "listening on" "$log" 2>/dev/null && return 0; sleep 0.05; done
   echo "server did not start: $(cat "$log")" >&2
   exit 1
 }
@@ -81,12 +85,17 @@ bulk() {  # bulk PORT SECONDS ADDR DEV EXTRA...: low-class 1 MiB puts saturating
 
 field() { sed -n "s/.*\"$1\":\([0-9.]*\).*/\1/p"; }
 
-# Idle, and how long the probe takes (the bulk stream must outlast the loaded probes).
-PORT=$((PORT + 1)); server $PORT "$tmp/s1" "$NS_D" "$D0" "${SCHED[@]}"
+idle() {  # idle PORT: the probe alone
+  server $1 "$tmp/s1" "$NS_D" "$D0" "${SCHED[@]}"
+  probe $1
+  wait
+}
+
+# How long the probe takes (the bulk stream must outlast the loaded probes).
+PORT=$((PORT + 1))
 t0=$(date +%s%N)
-idle=$(probe $PORT)
+idle $PORT >/dev/null
 t1=$(date +%s%N)
-wait
 probe_s=$(awk -v a="$t0" -v b="$t1" 'BEGIN { printf "%d", (b - a) / 1e9 + 1 }')
 BULK_SECONDS=${BULK_SECONDS:-$(( probe_s * 6 + 6 ))}
 
@@ -99,7 +108,7 @@ loaded() {  # loaded BASE_PORT WHERE(comp|stor) PROBE_EXTRA...: bulk in the back
   fi
   server $pb "$tmp/sb" "$bns" "$baddr"
   server $pp "$tmp/sp" "$NS_D" "$D0" "${SCHED[@]}"
-  bulk $pb "$BULK_SECONDS" "$baddr" "$bdev" >"$tmp/bulk" &
+  bulk $pb "$BULK_SECONDS" "$baddr" "$bdev" >"$tmp/bulk" 2>&1 &
   local bulk_pid=$!
   # Start probing once the bulk stream has filled its link: watch the receiver's bytes grow by
   # at least one second's worth of the link rate (bounded wait, no fixed sleep).
@@ -117,31 +126,52 @@ loaded() {  # loaded BASE_PORT WHERE(comp|stor) PROBE_EXTRA...: bulk in the back
   probe $pp "$@"
   wait "$bulk_pid"
   wait
+  grep -q gbps "$tmp/bulk" || echo "bulk stream failed ($where): $(cat "$tmp/bulk" "$tmp/sb.$pb")" >&2
 }
 
-with_classes=$(loaded $((PORT + 10)) comp)
-bulk_classes=$(field gbps <"$tmp/bulk")
-without=$(loaded $((PORT + 20)) comp --no-dscp)
-bulk_none=$(field gbps <"$tmp/bulk")
-cpu_only=$(loaded $((PORT + 30)) stor)
-bulk_cpu=$(field gbps <"$tmp/bulk")
+median() { tr ' ' '\n' | grep -v '^$' | sort -g | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}'; }
+ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (b > 0) printf "%.2f", a / b; else print "nan" }'; }
 
-p99_idle=$(echo "$idle" | field p99_us)
-p99_cls=$(echo "$with_classes" | field p99_us)
-p99_none=$(echo "$without" | field p99_us)
-p99_cpu=$(echo "$cpu_only" | field p99_us)
-echo "compute link $COMP_RATE (htb, DSCP 46 prioritised), gso_max_size ${GSO_MAX:-default}, probe: 4 KiB high-class puts, depth 1, $PROBES each, sched '${PROBE_SCHED:-}' args '${PROBE_ARGS:-}'"
-printf "%-34s %10s %10s %14s %12s\n" phase p50_us p99_us p99/idle bulk_gbps
-printf "%-34s %10s %10s %14s %12s\n" "idle link" "$(echo "$idle" | field p50_us)" "$p99_idle" 1.00 -
-printf "%-34s %10s %10s %14s %12s\n" "bulk low + probe high (classes)" \
-  "$(echo "$with_classes" | field p50_us)" "$p99_cls" \
-  "$(awk -v a="$p99_cls" -v b="$p99_idle" 'BEGIN { printf "%.2f", a / b }')" "$bulk_classes"
-printf "%-34s %10s %10s %14s %12s\n" "bulk low + probe unmarked (none)" \
-  "$(echo "$without" | field p50_us)" "$p99_none" \
-  "$(awk -v a="$p99_none" -v b="$p99_idle" 'BEGIN { printf "%.2f", a / b }')" "$bulk_none"
-printf "%-34s %10s %10s %14s %12s\n" "bulk on storage link (cpu only)" \
-  "$(echo "$cpu_only" | field p50_us)" "$p99_cpu" \
-  "$(awk -v a="$p99_cpu" -v b="$p99_idle" 'BEGIN { printf "%.2f", a / b }')" "$bulk_cpu"
-echo "classes p99 / cpu-only p99 (the link's share of the inflation): $(awk -v a="$p99_cls" \
-  -v b="$p99_cpu" 'BEGIN { printf "%.2f", a / b }')"
+# Phases interleaved, REPS times: on a shared machine the idle p99 itself moves by 10x between
+# minutes, so each rep's ratios use that rep's own idle figure and the medians are reported.
+declare -A P50 P99 BULKG RAT
+for rep in $(seq 1 "$REPS"); do
+  base=$((PORT + rep * 100))
+  declare -A J=()
+  J[idle]=$(idle $((base + 1)))
+  J[classes]=$(loaded $((base + 10)) comp)
+  B_classes=$(field gbps <"$tmp/bulk")
+  J[none]=$(loaded $((base + 20)) comp --no-dscp)
+  B_none=$(field gbps <"$tmp/bulk")
+  J[cpu]=$(loaded $((base + 30)) stor)
+  B_cpu=$(field gbps <"$tmp/bulk")
+  p99_idle=$(echo "${J[idle]}" | field p99_us)
+  for ph in idle classes none cpu; do
+    echo "raw rep=$rep $ph ${J[$ph]}"
+    P50[$ph]+="$(echo "${J[$ph]}" | field p50_us) "
+    p99=$(echo "${J[$ph]}" | field p99_us)
+    P99[$ph]+="$p99 "
+    RAT[$ph]+="$(ratio "$p99" "$p99_idle") "
+  done
+  BULKG[classes]+="$B_classes " BULKG[none]+="$B_none " BULKG[cpu]+="$B_cpu "
+  echo "rep $rep: p99 idle=$p99_idle classes=$(echo "${J[classes]}" | field p99_us)" \
+    "none=$(echo "${J[none]}" | field p99_us) cpu=$(echo "${J[cpu]}" | field p99_us) us;" \
+    "bulk Gbit/s $B_classes / $B_none / $B_cpu"
+done
+
+echo "compute link $COMP_RATE (htb, DSCP 46 prioritised), gso_max_size ${GSO_MAX:-default}," \
+  "probe: 4 KiB high-class puts, depth 1, $PROBES each, sched '${PROBE_SCHED:-}'," \
+  "args '${PROBE_ARGS:-}'; $REPS reps, medians"
+printf "%-34s %10s %10s %16s %12s\n" phase p50_us p99_us "p99/idle(med)" bulk_gbps
+row() {  # row LABEL PHASE
+  printf "%-34s %10s %10s %16s %12s\n" "$1" "$(echo "${P50[$2]}" | median)" \
+    "$(echo "${P99[$2]}" | median)" "$(echo "${RAT[$2]}" | median)" \
+    "$(echo "${BULKG[$2]:-}" | median)"
+}
+row "idle link" idle
+row "bulk low + probe high (classes)" classes
+row "bulk low + probe unmarked (none)" none
+row "bulk on storage link (cpu only)" cpu
+echo "classes p99 / cpu-only p99 (medians; the link's share): $(ratio \
+  "$(echo "${P99[classes]}" | median)" "$(echo "${P99[cpu]}" | median)")"
 rm -rf "$tmp"
