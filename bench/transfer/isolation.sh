@@ -52,7 +52,8 @@ if [[ -n "${GSO_MAX:-}" ]]; then
 fi
 tmp=$(mktemp -d)
 
-server() {  # server PORT LOG [NS ADDR [PREFIX...]]: a bench server (default on d0), waits until it listens
+# server PORT LOG [NS ADDR [PREFIX...]]: a bench server (default on d0); waits until it listens
+server() {
   local port=$1 log=$2.$1 ns=${3:-$NS_D} addr=${4:-$D0}
   shift 4 2>/dev/null || shift $#
   # One log per port: the redirection below truncates asynchronously (in the background job), so
@@ -71,7 +72,8 @@ dev_of() { [[ $1 == "$NS_S" ]] && echo sbr || echo comp0; }
 probe() {  # probe PORT EXTRA...: small high-class puts, one at a time; prints the JSON
   local port=$1
   shift
-  UCX_NET_DEVICES=comp0 "${SCHED[@]}" ip netns exec "$NS_P" "$BIN" bench transfer --connect "$D0:$port" --tls tcp \
+  UCX_NET_DEVICES=comp0 "${SCHED[@]}" ip netns exec "$NS_P" "$BIN" bench transfer \
+    --connect "$D0:$port" --tls tcp \
     --class high --size 4096 --batch 1 --depth 1 --iters "$PROBES" --warmup 50 --json \
     "${PARGS[@]}" "$@"
 }
@@ -126,7 +128,8 @@ loaded() {  # loaded BASE_PORT WHERE(comp|stor) PROBE_EXTRA...: bulk in the back
   probe $pp "$@"
   wait "$bulk_pid"
   wait
-  grep -q gbps "$tmp/bulk" || echo "bulk stream failed ($where): $(cat "$tmp/bulk" "$tmp/sb.$pb")" >&2
+  grep -q gbps "$tmp/bulk" ||
+    echo "bulk stream failed ($where): $(cat "$tmp/bulk" "$tmp/sb.$pb")" >&2
 }
 
 median() { tr ' ' '\n' | grep -v '^$' | sort -g | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}'; }

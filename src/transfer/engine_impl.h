@@ -189,6 +189,7 @@ class EngineImpl final : public TransferEngine {
   // Held by the progress thread except while it sleeps in epoll_wait; a submitter that gets it
   // (try_lock) may act as the progress thread for one batch (post_on_submit).
   std::mutex progress_mu_;
+  std::atomic<bool> progress_waking_{false};  // left epoll_wait, about to take progress_mu_
   std::atomic<bool> stop_progress_{false};
 
   // Shared, guarded by mu_.

@@ -76,7 +76,10 @@ std::unique_ptr<InflightBatch> EngineImpl::TryPostInline(std::unique_ptr<Infligh
   std::unique_lock<std::mutex> lock(progress_mu_, std::try_to_lock);
   // The progress thread is awake (it will pick the batch up within a round), or something is
   // queued that must go first (tasks, earlier batches: a caller's batches stay in order).
+  // `progress_waking_`: the progress thread has left epoll_wait and waits for the lock; a caller
+  // submitting in a loop could otherwise win the (unfair) mutex every time and starve it.
   if (!lock.owns_lock() || queued_.load(std::memory_order_seq_cst) ||
+      progress_waking_.load(std::memory_order_relaxed) ||
       stop_progress_.load(std::memory_order_relaxed)) {
     return b;
   }
@@ -191,7 +194,9 @@ void EngineImpl::SleepOnWorkers(std::unique_lock<std::mutex>& progress_lock) {
   // Asleep, the thread gives up the workers: a submitter may post meanwhile (post_on_submit).
   progress_lock.unlock();
   int n = epoll_wait(epfd_, evs, 4, timeout_ms);
+  progress_waking_.store(true, std::memory_order_relaxed);
   progress_lock.lock();
+  progress_waking_.store(false, std::memory_order_relaxed);
   for (int i = 0; i < n; ++i) {
     if (evs[i].data.u32 == 1000) {
       uint64_t v = 0;
