@@ -50,6 +50,9 @@ void Register(CLI::App& root, int* exit_code) {
   sub->add_flag("--busy-poll", *busy_poll,
                 "Progress thread spins while operations are outstanding (default: sleeps on the "
                 "workers' event fds)");
+  sub->add_flag("--post-on-submit", o->engine.post_on_submit,
+                "Submit posts to UCX itself when the progress thread is asleep (no hand-off; "
+                "completions may run on the submitting thread)");
   sub->add_option("--low-inflight", *low_limit, "Low-class bytes in flight (0: unlimited)");
   sub->add_option("--dscp-high", *dscp_high, "DSCP of the high class (default 46, EF)");
   sub->add_option("--dscp-low", *dscp_low, "DSCP of the low class (default 8, CS1)");

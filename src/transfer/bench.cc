@@ -56,9 +56,9 @@ std::string BenchReport::ToJson() const {
   return fmt::format(
       "{{\"op\":\"{}\",\"size\":{},\"batch\":{},\"gbps\":{:.4f},\"p50_us\":{:.2f},"
       "\"p99_us\":{:.2f},\"depth\":{},\"batches\":{},\"seconds\":{:.4f},\"descs_per_s\":{:.0f},"
-      "\"submit_ns_per_desc\":{:.1f},\"post_ns_per_desc\":{:.1f}}}",
+      "\"submit_ns_per_desc\":{:.1f},\"post_ns_per_desc\":{:.1f},\"inline_fraction\":{:.3f}}}",
       op, size, batch, gbps, p50_us, p99_us, depth, batches, seconds, descs_per_s,
-      submit_ns_per_desc, post_ns_per_desc);
+      submit_ns_per_desc, post_ns_per_desc, inline_fraction);
 }
 
 Status ValidateBenchOptions(const BenchOptions& o) {
@@ -281,6 +281,12 @@ Result<BenchReport> RunBenchClient(const BenchOptions& o) {
   r.submit_ns_per_desc = submitted_descs > 0
                              ? static_cast<double>(submit_ns) / static_cast<double>(submitted_descs)
                              : 0;
+  uint64_t completed = stats1.batches_completed - stats0.batches_completed;
+  r.inline_fraction =
+      completed > 0
+          ? static_cast<double>(stats1.batches_posted_inline - stats0.batches_posted_inline) /
+                static_cast<double>(completed)
+          : 0;
   uint64_t posted = stats1.descs_posted - stats0.descs_posted;
   r.post_ns_per_desc = posted > 0 ? static_cast<double>(stats1.post_nanos - stats0.post_nanos) /
                                         static_cast<double>(posted)

@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <cstdlib>
 #include <cstring>
 #include <random>
 
@@ -41,6 +42,21 @@ bool HaveInfiniband() {
 }
 
 int Tos(const ClassConfig& c) { return c.dscp < 0 ? -1 : TosForDscp(c.dscp); }
+
+// Whether UCX will consider its tcp transport: the engine's list, else UCX_TLS, else UCX's
+// default (all transports). Setting a tcp key when tcp is excluded would make UCX warn about an
+// unused key.
+bool UsesTcp(const std::string& engine_tls) {
+  std::string tls = engine_tls;
+  if (tls.empty()) {
+    const char* env = std::getenv("UCX_TLS");
+    tls = env != nullptr ? env : "";
+  }
+  if (tls.empty() || tls == "all") {
+    return true;
+  }
+  return tls[0] != '^' && tls.find("tcp") != std::string::npos;
+}
 
 // Waits until `fd` is readable or `timeout` passes.
 Status WaitReadable(int fd, Nanos timeout, std::string_view what) {
@@ -102,6 +118,22 @@ Status EngineImpl::InitClass(int c) {
       return UcsStatus(st, fmt::format("ucp_config_modify {}={}", key, value));
     }
   }
+  // Transport options go in without their table's prefix: UCX rejected "TCP_TX_SEG_SIZE" here
+  // ("invalid configurations" at worker creation) and applies "TX_SEG_SIZE", a field only the
+  // tcp transport has in UCX 1.13.
+  if (UsesTcp(config_.ucx_tls) && config_.tcp_seg_size > 0) {
+    const std::string seg = std::to_string(config_.tcp_seg_size);
+    for (const char* key : {"TX_SEG_SIZE", "RX_SEG_SIZE"}) {
+      if (std::getenv(fmt::format("UCX_TCP_{}", key).c_str()) != nullptr) {
+        continue;  // the operator's explicit setting wins
+      }
+      ucs_status_t st = ucp_config_modify(cfg, key, seg.c_str());
+      if (st != UCS_OK) {
+        ucp_config_release(cfg);
+        return UcsStatus(st, fmt::format("ucp_config_modify {}={}", key, seg));
+      }
+    }
+  }
   ucp_params_t params{};
   params.field_mask =
       UCP_PARAM_FIELD_FEATURES | UCP_PARAM_FIELD_MT_WORKERS_SHARED | UCP_PARAM_FIELD_NAME;
@@ -114,7 +146,10 @@ Status EngineImpl::InitClass(int c) {
 
   ucp_worker_params_t wp{};
   wp.field_mask = UCP_WORKER_PARAM_FIELD_THREAD_MODE;
-  wp.thread_mode = UCS_THREAD_MODE_SINGLE;
+  // SERIALIZED, not SINGLE: the worker is created here and driven by the progress thread, and
+  // with post_on_submit a submitting thread may post while holding progress_mu_. UCX adds no
+  // locking in this mode (that is MULTI); the engine's mutex provides the one-at-a-time rule.
+  wp.thread_mode = UCS_THREAD_MODE_SERIALIZED;
   {
     // The tcp transport creates its listening socket here: mark it with the class's DSCP so
     // connections accepted on it inherit the mark.
@@ -505,6 +540,7 @@ TransferEngine::Stats EngineImpl::GetStats() const {
   s.low_batches_deferred = low_deferred_.load();
   s.post_nanos = post_nanos_.load();
   s.descs_posted = s.ops_posted;
+  s.batches_posted_inline = posted_inline_.load();
   return s;
 }
 

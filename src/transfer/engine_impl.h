@@ -2,8 +2,11 @@
 //
 // Threads:
 //   - the progress thread owns every UCX object (contexts, workers, endpoints, registrations,
-//     unpacked rkeys). Other threads reach it only through RunOnProgress / CallOnProgress tasks
-//     and the submission queue; this is why workers run in UCS_THREAD_MODE_SINGLE.
+//     unpacked rkeys). Other threads reach it through RunOnProgress / CallOnProgress tasks and
+//     the submission queue, and (post_on_submit) by posting a batch themselves while holding
+//     progress_mu_, which the progress thread holds whenever it is not asleep. "Progress thread
+//     only" state below therefore means "whoever holds progress_mu_". UCX is told so: workers
+//     run in UCS_THREAD_MODE_SERIALIZED (any thread, one at a time) rather than SINGLE.
 //   - the control thread accepts peers and reads their control channels (REGIONS updates, EOF).
 //   - caller threads validate batches and queue them.
 // Shared state (peer tables, queues) is guarded by mu_; state marked "progress thread" is touched
@@ -155,7 +158,11 @@ class EngineImpl final : public TransferEngine {
   void CheckTimeouts();
   Status CreateEndpoints(const std::shared_ptr<PeerState>& peer, const Hello& hello);
   void Shutdown();
-  void SleepOnWorkers();
+  void SleepOnWorkers(std::unique_lock<std::mutex>& progress_lock);
+  // post_on_submit: posts `b` on the calling thread if the progress thread is asleep and nothing
+  // is queued ahead of it; returns b back (not posted) otherwise.
+  std::unique_ptr<InflightBatch> TryPostInline(std::unique_ptr<InflightBatch> b);
+  void Wake();
 
   const EngineConfig config_;
   Clock& clock_;
@@ -179,6 +186,10 @@ class EngineImpl final : public TransferEngine {
   NoticeHandler notice_handler_;  // copied from notice_handler_shared_ on change
   std::thread progress_;
   std::atomic<bool> sleeping_{false};
+  // Held by the progress thread except while it sleeps in epoll_wait; a submitter that gets it
+  // (try_lock) may act as the progress thread for one batch (post_on_submit).
+  std::mutex progress_mu_;
+  std::atomic<bool> progress_waking_{false};  // left epoll_wait, about to take progress_mu_
   std::atomic<bool> stop_progress_{false};
 
   // Shared, guarded by mu_.
@@ -211,6 +222,7 @@ class EngineImpl final : public TransferEngine {
   std::atomic<uint64_t> low_in_flight_max_{0};
   std::atomic<uint64_t> low_deferred_{0};
   std::atomic<uint64_t> post_nanos_{0};
+  std::atomic<uint64_t> posted_inline_{0};
 };
 
 // ucs_status_t → Status with UCX's description and `what` as context.

@@ -15,6 +15,11 @@ namespace {
 
 int Tos(const ClassConfig& c) { return c.dscp < 0 ? -1 : TosForDscp(c.dscp); }
 
+// The engine whose progress_mu_ this thread holds (the progress thread, or a submitter posting
+// inline). A callback that runs there and calls Submit must queue rather than try_lock a mutex
+// its own thread holds.
+thread_local const void* t_progress_owner = nullptr;
+
 void OpCallback(void* request, ucs_status_t status, void* user_data) {
   auto* b = static_cast<InflightBatch*>(user_data);
   ucp_request_free(request);
@@ -47,6 +52,12 @@ Status EngineImpl::Submit(Batch batch) {
     b->bytes += d.length;
   }
   b->req = std::move(batch);
+  if (config_.post_on_submit && t_progress_owner != this) {
+    b = TryPostInline(std::move(b));
+    if (b == nullptr) {
+      return Status::Ok();
+    }
+  }
   bool wake = false;
   {
     std::lock_guard<std::mutex> lock(mu_);
@@ -59,6 +70,38 @@ Status EngineImpl::Submit(Batch batch) {
     (void)!write(wakefd_, &one, sizeof one);
   }
   return Status::Ok();
+}
+
+std::unique_ptr<InflightBatch> EngineImpl::TryPostInline(std::unique_ptr<InflightBatch> b) {
+  std::unique_lock<std::mutex> lock(progress_mu_, std::try_to_lock);
+  // The progress thread is awake (it will pick the batch up within a round), or something is
+  // queued that must go first (tasks, earlier batches: a caller's batches stay in order).
+  // `progress_waking_`: the progress thread has left epoll_wait and waits for the lock; a caller
+  // submitting in a loop could otherwise win the (unfair) mutex every time and starve it.
+  if (!lock.owns_lock() || queued_.load(std::memory_order_seq_cst) ||
+      progress_waking_.load(std::memory_order_relaxed) ||
+      stop_progress_.load(std::memory_order_relaxed)) {
+    return b;
+  }
+  t_progress_owner = this;
+  posted_inline_.fetch_add(1, std::memory_order_relaxed);
+  Admit(std::move(b));
+  // The progress thread armed the workers before it went to sleep, and the calls above may have
+  // consumed the events that would have woken it. Anything left outstanding (this batch over
+  // TCP, older batches, a deferred low-class batch, a peer to kill) needs it awake to re-arm.
+  // On shared memory the batch usually completed above and nobody is woken.
+  bool wake = !inflight_.empty() || !deferred_low_.empty() || !to_kill_.empty();
+  t_progress_owner = nullptr;
+  lock.unlock();
+  if (wake) {
+    Wake();
+  }
+  return nullptr;
+}
+
+void EngineImpl::Wake() {
+  uint64_t one = 1;
+  (void)!write(wakefd_, &one, sizeof one);
 }
 
 void EngineImpl::RunOnProgress(std::function<void()> task) {
@@ -78,6 +121,8 @@ void EngineImpl::RunOnProgress(std::function<void()> task) {
 // ---- progress thread ----
 
 void EngineImpl::ProgressLoop() {
+  std::unique_lock<std::mutex> progress_lock(progress_mu_);
+  t_progress_owner = this;
   unsigned spins = 0;
   Nanos last_activity = 0;
   while (!stop_progress_.load(std::memory_order_relaxed)) {
@@ -122,11 +167,11 @@ void EngineImpl::ProgressLoop() {
         (!inflight_.empty() || clock_.Now() - last_activity < config_.idle_spin)) {
       continue;
     }
-    SleepOnWorkers();
+    SleepOnWorkers(progress_lock);
   }
 }
 
-void EngineImpl::SleepOnWorkers() {
+void EngineImpl::SleepOnWorkers(std::unique_lock<std::mutex>& progress_lock) {
   sleeping_.store(true, std::memory_order_seq_cst);
   if (queued_.load(std::memory_order_seq_cst)) {
     sleeping_.store(false, std::memory_order_relaxed);
@@ -146,7 +191,12 @@ void EngineImpl::SleepOnWorkers() {
         static_cast<int>(std::clamp<Nanos>(config_.peer_timeout / 4 / kNanosPerMilli, 1, 1000));
   }
   epoll_event evs[4];
+  // Asleep, the thread gives up the workers: a submitter may post meanwhile (post_on_submit).
+  progress_lock.unlock();
   int n = epoll_wait(epfd_, evs, 4, timeout_ms);
+  progress_waking_.store(true, std::memory_order_relaxed);
+  progress_lock.lock();
+  progress_waking_.store(false, std::memory_order_relaxed);
   for (int i = 0; i < n; ++i) {
     if (evs[i].data.u32 == 1000) {
       uint64_t v = 0;

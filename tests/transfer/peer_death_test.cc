@@ -89,10 +89,11 @@ struct Fixture {
   std::unique_ptr<TransferEngine> engine;
   std::vector<uint8_t> buf = std::vector<uint8_t>(32 << 20, 0x42);
 
-  explicit Fixture(Nanos timeout) {
+  Fixture(Nanos timeout, bool post_on_submit) {
     EngineConfig cfg;
     cfg.ucx_tls = "tcp";
     cfg.busy_poll = false;
+    cfg.post_on_submit = post_on_submit;
     cfg.peer_timeout = timeout;
     engine = std::move(TransferEngine::Create(cfg)).value();
     EXPECT_TRUE(engine->RegisterRegion(buf.data(), buf.size()).ok());
@@ -139,8 +140,12 @@ void TransferWorks(Fixture& fx) {
   EXPECT_TRUE(st.ok()) << st.ToString();
 }
 
-TEST(PeerDeathTest, KilledPeerFailsOutstandingBatchesThenNewPeersWork) {
-  Fixture fx(10 * kNanosPerSecond);
+// Parameter: EngineConfig::post_on_submit (batches posted by the submitting thread must fail
+// on a dead or silent peer exactly like queued ones).
+class PeerDeathTest : public ::testing::TestWithParam<bool> {};
+
+TEST_P(PeerDeathTest, KilledPeerFailsOutstandingBatchesThenNewPeersWork) {
+  Fixture fx(10 * kNanosPerSecond, GetParam());
   PeerProcess peer;
   ASSERT_FALSE(peer.addr().empty());
   Result<PeerId> id = fx.engine->Connect(peer.addr());
@@ -173,10 +178,10 @@ TEST(PeerDeathTest, KilledPeerFailsOutstandingBatchesThenNewPeersWork) {
   TransferWorks(fx);
 }
 
-TEST(PeerDeathTest, UnresponsivePeerTimesOut) {
+TEST_P(PeerDeathTest, UnresponsivePeerTimesOut) {
   // The peer is alive (its sockets stay open) but makes no progress: only the engine's own
   // deadline can end the batch.
-  Fixture fx(300 * kNanosPerMilli);
+  Fixture fx(300 * kNanosPerMilli, GetParam());
   PeerProcess peer;
   ASSERT_FALSE(peer.addr().empty());
   Result<PeerId> id = fx.engine->Connect(peer.addr());
@@ -191,6 +196,10 @@ TEST(PeerDeathTest, UnresponsivePeerTimesOut) {
 
   TransferWorks(fx);
 }
+
+INSTANTIATE_TEST_SUITE_P(Submit, PeerDeathTest, ::testing::Bool(), [](const auto& info) {
+  return std::string(info.param ? "PostOnSubmit" : "Queued");
+});
 
 }  // namespace
 }  // namespace dualpath::transfer

@@ -55,6 +55,7 @@ struct BenchReport {
   double descs_per_s = 0;
   double submit_ns_per_desc = 0;  // caller side: validation + queueing (Submit)
   double post_ns_per_desc = 0;    // progress thread: UCX put/get calls, flush included
+  double inline_fraction = 0;     // batches Submit posted itself (post_on_submit)
   std::string ToJson() const;
 };
 

@@ -23,7 +23,8 @@
 // and until every batch using it has completed.
 //
 // Thread safety: all public methods may be called from any thread, except from inside a
-// completion or notice callback, which run on the progress thread and must not block or call
+// completion or notice callback, which run on the progress thread (completions: or inside Submit
+// with EngineConfig::post_on_submit) and must not block or call
 // Connect/Listen/Register/Deregister (Submit is allowed).
 #pragma once
 
@@ -58,6 +59,22 @@ struct EngineConfig {
   bool busy_poll = false;
   // With busy_poll, keep spinning this long after the last event before sleeping.
   Nanos idle_spin = 200 * kNanosPerMicro;
+  // Submit posts the batch to UCX itself (on the caller's thread, under the lock the progress
+  // thread holds while awake) when the progress thread is asleep and nothing is queued ahead of
+  // it; otherwise it queues as usual. This removes the hand-off (an eventfd wake-up and a
+  // context switch) per batch, which dominates small batches on shared memory, where a put is a
+  // memcpy. Posting never waits for the network (UCX non-blocking calls only). Consequence for
+  // callers: a batch that completes while being posted (shared memory) runs its on_complete on
+  // the caller's thread before Submit returns, so on_complete must not take a lock the caller
+  // holds across Submit. Off by default for that reason.
+  bool post_on_submit = false;
+  // UCX tcp transport segment size (UCX_TCP_TX_SEG_SIZE / UCX_TCP_RX_SEG_SIZE) for both class
+  // contexts, when the transport list includes tcp; 0 keeps UCX's default (8 KiB), and the
+  // environment variables, if set, win. Puts over tcp are active messages cut into segments:
+  // with 72 KiB a 64 KiB put (plus headers) travels as one segment instead of nine, which
+  // measured 2-4x more 64 KiB puts per CPU second on loopback (docs/transfer.md). Costs
+  // receive buffers of this size per connection.
+  uint64_t tcp_seg_size = 72 * 1024;
 };
 
 struct Batch {
@@ -68,7 +85,8 @@ struct Batch {
   // Deliver this tag to the peer's notice handler after the data is complete at the peer.
   bool notify = false;
   uint64_t notice_tag = 0;
-  // Called exactly once on the progress thread: OK, or why the batch failed.
+  // Called exactly once on the progress thread (or, with EngineConfig::post_on_submit, possibly
+  // on the submitting thread inside Submit): OK, or why the batch failed.
   std::function<void(const Status&)> on_complete;
 };
 
@@ -127,6 +145,8 @@ class TransferEngine {
     // request).
     uint64_t post_nanos = 0;
     uint64_t descs_posted = 0;
+    // Batches Submit posted on the caller's thread (post_on_submit), not via the progress thread.
+    uint64_t batches_posted_inline = 0;
   };
   virtual Stats GetStats() const = 0;
 };
