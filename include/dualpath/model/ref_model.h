@@ -47,6 +47,8 @@ struct RefModelConfig {
 
   uint32_t hidden() const { return q_heads * head_dim; }
   uint64_t KvBytesPerTokenPerLayer() const { return 2ull * kv_heads * head_dim * sizeof(float); }
+  // Every weight: embedding, per layer (two norms, Q/K/V/O, gate/up/down), final norm, LM head.
+  uint64_t ParameterCount() const;
   // kInvalidArgument naming the field (zero sizes, kv_heads not dividing q_heads, head_dim odd,
   // sizes so large the weights would exceed 1 GiB).
   Status Validate() const;
@@ -76,6 +78,9 @@ class RefModel {
   // layer_kv spans (start + n) * bpt bytes: [0, start) is the cached KV of this layer (read),
   // [start, start + n) is written with the new tokens' K/V. hidden is updated in place (the
   // residual stream). Causal: token start+i attends to positions [0, start+i].
+  // layer_kv may be longer than (start + n) * bpt (e.g. a whole request's buffer); bytes beyond
+  // (start + n) * bpt are neither read nor written. Sizes are checked (abort on a caller bug).
+  // No threads inside: callers parallelize across requests.
   void ForwardLayer(uint32_t layer, uint64_t start, std::span<std::byte> layer_kv,
                     std::span<float> hidden) const;
 
@@ -109,6 +114,10 @@ struct Generation {
 // output) at position prompt.size() + j - 1 and records Argmax of its logits. Returns
 // gen_tokens tokens. If kv_out is not null it receives the KV of every computed position
 // ([layers][prompt.size() + gen_tokens - 1][bpt]). teacher.size() must be >= gen_tokens - 1.
+// prompt must not be empty and every token must be < vocab (checked: abort; ReferenceSession::Run
+// returns a Status instead). gen_tokens == 0 runs the prefill only: no tokens, the digest of the
+// logits of the last prompt token, and kv_out holds the prompt's positions.
+// Incremental form for many requests sharing prefixes: ReferenceSession (reference_session.h).
 Generation Reference(const RefModel& model, std::span<const uint32_t> prompt,
                      std::span<const uint32_t> teacher, uint32_t gen_tokens,
                      std::vector<std::byte>* kv_out = nullptr);

@@ -1,0 +1,204 @@
+// RefModel: creation, embedding, one decoder layer, the LM head.
+//
+// Chunking invariance (ref_model.h) holds because every quantity of token t is computed from
+// token t's own row (norms, projections, rotary, MLP) or from the KV rows [0, start + t] in
+// increasing position order (attention), with the fixed-order reductions of kernels.h. Nothing
+// sums across tokens of one call, and nothing depends on n, start or the token-group blocking.
+#include "dualpath/model/ref_model.h"
+
+#include <cmath>
+#include <cstring>
+#include <string>
+
+#include "dualpath/common/check.h"
+#include "model/kernels.h"
+#include "model/weights.h"
+
+namespace dualpath::model {
+
+using internal::Axpy;
+using internal::Dot;
+using internal::MatVec;
+using internal::MatVecTokens;
+using internal::RmsNorm;
+using internal::SwiGlu;
+
+RefModel::RefModel(const RefModelConfig& config)
+    : config_(config), w_(std::make_unique<Weights>(Weights::Generate(config))) {}
+
+RefModel::~RefModel() = default;
+
+Result<std::unique_ptr<RefModel>> RefModel::Create(const RefModelConfig& config) {
+  RETURN_IF_ERROR(config.Validate());
+  return std::unique_ptr<RefModel>(new RefModel(config));
+}
+
+const RefModelConfig& RefModel::config() const { return config_; }
+
+void RefModel::Embed(std::span<const uint32_t> tokens, std::span<float> hidden) const {
+  const size_t h = config_.hidden();
+  DUALPATH_CHECK(hidden.size() == tokens.size() * h, "Embed: hidden must hold tokens x hidden()");
+  for (size_t i = 0; i < tokens.size(); ++i) {
+    DUALPATH_CHECK(tokens[i] < config_.vocab, "Embed: token id " + std::to_string(tokens[i]) +
+                                                  " >= vocab " + std::to_string(config_.vocab));
+    std::memcpy(hidden.data() + i * h, w_->embedding.data() + size_t{tokens[i]} * h,
+                h * sizeof(float));
+  }
+}
+
+namespace {
+
+// Rotates the (x[2i], x[2i+1]) pairs of each of `heads` heads of `head_dim` by position * freq_i.
+void ApplyRotary(float* x, size_t heads, size_t head_dim, const float* cos_v, const float* sin_v) {
+  for (size_t hh = 0; hh < heads; ++hh) {
+    float* v = x + hh * head_dim;
+    for (size_t i = 0; i < head_dim / 2; ++i) {
+      const float a = v[2 * i];
+      const float b = v[2 * i + 1];
+      v[2 * i] = a * cos_v[i] - b * sin_v[i];
+      v[2 * i + 1] = a * sin_v[i] + b * cos_v[i];
+    }
+  }
+}
+
+}  // namespace
+
+void RefModel::ForwardLayer(uint32_t layer, uint64_t start, std::span<std::byte> layer_kv,
+                            std::span<float> hidden) const {
+  const RefModelConfig& c = config_;
+  const size_t h = c.hidden();
+  const size_t hd = c.head_dim;
+  const size_t q_dim = h;
+  const size_t kv_dim = size_t{c.kv_heads} * hd;
+  const size_t group = c.q_heads / c.kv_heads;
+  const size_t ffn = c.ffn_dim;
+  const size_t bpt = c.KvBytesPerTokenPerLayer();
+  DUALPATH_CHECK(layer < c.layers, "ForwardLayer: layer " + std::to_string(layer) + " >= layers");
+  DUALPATH_CHECK(hidden.size() % h == 0, "ForwardLayer: hidden is not a whole number of rows");
+  const size_t n = hidden.size() / h;
+  if (n == 0) return;
+  const uint64_t end = start + n;
+  DUALPATH_CHECK(layer_kv.size() >= end * bpt,
+                 "ForwardLayer: layer_kv holds " + std::to_string(layer_kv.size()) +
+                     " bytes, need (start + n) * bpt = " + std::to_string(end * bpt));
+  const LayerWeights& lw = w_->layers[layer];
+  const size_t qkv_rows = q_dim + 2 * kv_dim;
+
+  // One scratch allocation per call: normed input, Q/K/V, attention output, MLP activations,
+  // per-head scores and the rotary table of one token.
+  std::vector<float> scratch(n * h + n * qkv_rows + n * q_dim + n * 2 * ffn + n * ffn + n * h +
+                             end + hd);
+  float* xn = scratch.data();
+  float* qkv = xn + n * h;
+  float* attn = qkv + n * qkv_rows;
+  float* gate_up = attn + n * q_dim;
+  float* act = gate_up + n * 2 * ffn;
+  float* proj = act + n * ffn;
+  float* scores = proj + n * h;
+  float* cos_v = scores + end;
+  float* sin_v = cos_v + hd / 2;
+
+  // Attention input: RMSNorm, then Q, K, V for every new token.
+  for (size_t t = 0; t < n; ++t) RmsNorm(hidden.data() + t * h, lw.attn_norm.data(), h, xn + t * h);
+  MatVecTokens(lw.wqkv.data(), qkv_rows, h, xn, qkv, n);
+
+  // Rotary positions on Q and K (angles in double, rounded once), then K/V into the cache.
+  std::byte* kv = layer_kv.data();
+  for (size_t t = 0; t < n; ++t) {
+    const uint64_t pos = start + t;
+    for (size_t i = 0; i < hd / 2; ++i) {
+      const double angle = static_cast<double>(pos) * w_->inv_freq[i];
+      cos_v[i] = static_cast<float>(std::cos(angle));
+      sin_v[i] = static_cast<float>(std::sin(angle));
+    }
+    float* row = qkv + t * qkv_rows;
+    ApplyRotary(row, c.q_heads, hd, cos_v, sin_v);
+    ApplyRotary(row + q_dim, c.kv_heads, hd, cos_v, sin_v);
+    std::memcpy(kv + pos * bpt, row + q_dim, 2 * kv_dim * sizeof(float));  // K then V
+  }
+
+  // Causal attention of token start + t over positions [0, start + t], one query head at a time.
+  const float scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(hd)));
+  std::vector<float> q_scaled(hd);
+  for (size_t t = 0; t < n; ++t) {
+    const size_t ctx = start + t + 1;
+    for (size_t qh = 0; qh < c.q_heads; ++qh) {
+      const size_t g = qh / group;
+      const float* q = qkv + t * qkv_rows + qh * hd;
+      for (size_t d = 0; d < hd; ++d) q_scaled[d] = q[d] * scale;
+      const std::byte* k_base = kv + g * hd * sizeof(float);
+      const std::byte* v_base = kv + (kv_dim + g * hd) * sizeof(float);
+      float max_s = -INFINITY;
+      for (size_t j = 0; j < ctx; ++j) {
+        const float s = Dot(q_scaled.data(), reinterpret_cast<const float*>(k_base + j * bpt), hd);
+        scores[j] = s;
+        max_s = s > max_s ? s : max_s;
+      }
+      // Softmax shifted by the max (exp never overflows; the max's weight is exactly 1), summed
+      // in 8 lanes by position.
+      float lanes[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+      for (size_t j = 0; j < ctx; ++j) {
+        const float e = std::exp(scores[j] - max_s);
+        scores[j] = e;
+        lanes[j & 7] += e;
+      }
+      const float sum = ((lanes[0] + lanes[1]) + (lanes[2] + lanes[3])) +
+                        ((lanes[4] + lanes[5]) + (lanes[6] + lanes[7]));
+      float* out = attn + t * q_dim + qh * hd;
+      for (size_t d = 0; d < hd; ++d) out[d] = 0.0f;
+      for (size_t j = 0; j < ctx; ++j) {
+        Axpy(scores[j], reinterpret_cast<const float*>(v_base + j * bpt), out, hd);
+      }
+      const float inv_sum = 1.0f / sum;
+      for (size_t d = 0; d < hd; ++d) out[d] *= inv_sum;
+    }
+  }
+
+  // Output projection into the residual stream.
+  MatVecTokens(lw.wo.data(), h, q_dim, attn, proj, n);
+  for (size_t i = 0; i < n * h; ++i) hidden[i] += proj[i];
+
+  // SwiGLU MLP into the residual stream.
+  for (size_t t = 0; t < n; ++t) RmsNorm(hidden.data() + t * h, lw.mlp_norm.data(), h, xn + t * h);
+  MatVecTokens(lw.w_gate_up.data(), 2 * ffn, h, xn, gate_up, n);
+  for (size_t t = 0; t < n; ++t) {
+    const float* gu = gate_up + t * 2 * ffn;
+    for (size_t f = 0; f < ffn; ++f) act[t * ffn + f] = SwiGlu(gu[f], gu[ffn + f]);
+  }
+  MatVecTokens(lw.w_down.data(), h, ffn, act, proj, n);
+  for (size_t i = 0; i < n * h; ++i) hidden[i] += proj[i];
+}
+
+void RefModel::Logits(std::span<const float> hidden_row, std::span<float> logits) const {
+  const size_t h = config_.hidden();
+  DUALPATH_CHECK(hidden_row.size() == h, "Logits: hidden_row must hold hidden() floats");
+  DUALPATH_CHECK(logits.size() == config_.vocab, "Logits: logits must hold vocab floats");
+  std::vector<float> xn(h);
+  RmsNorm(hidden_row.data(), w_->final_norm.data(), h, xn.data());
+  MatVec(w_->lm_head.data(), config_.vocab, h, xn.data(), logits.data());
+}
+
+uint32_t RefModel::Argmax(std::span<const float> logits) {
+  DUALPATH_CHECK(!logits.empty(), "Argmax: empty logits");
+  uint32_t best = 0;
+  for (uint32_t i = 1; i < logits.size(); ++i) {
+    if (logits[i] > logits[best]) best = i;  // strict: ties keep the lowest index
+  }
+  return best;
+}
+
+uint64_t RefModel::LogitsDigest(std::span<const float> logits) {
+  // FNV-1a 64 over the little-endian bytes of the float bits: any single-bit change shows.
+  uint64_t hash = 0xcbf29ce484222325ull;
+  for (float f : logits) {
+    uint32_t bits;
+    std::memcpy(&bits, &f, sizeof(bits));
+    for (int b = 0; b < 4; ++b) {
+      hash ^= (bits >> (8 * b)) & 0xffu;
+      hash *= 0x100000001b3ull;
+    }
+  }
+  return hash;
+}
+
+}  // namespace dualpath::model
