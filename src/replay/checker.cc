@@ -5,71 +5,10 @@
 #include <thread>
 #include <unordered_map>
 
+#include "dualpath/model/reference_session.h"
+
 namespace dualpath::replay {
 namespace {
-
-// One agent's model state: the tokens whose KV is computed, and that KV per layer
-// ([positions][bpt] bytes, the layout ForwardLayer reads and writes).
-class AgentState {
- public:
-  explicit AgentState(const model::RefModel& m)
-      : m_(m),
-        bpt_(m.config().KvBytesPerTokenPerLayer()),
-        hidden_dim_(m.config().hidden()),
-        kv_(m.config().layers) {}
-
-  // Runs `tokens` at positions [history.size(), ...); returns the logits of the last one.
-  void Extend(std::span<const uint32_t> tokens, std::vector<float>& logits) {
-    const uint64_t start = history_.size();
-    const size_t n = tokens.size();
-    std::vector<float> hidden(n * hidden_dim_);
-    m_.Embed(tokens, hidden);
-    for (uint32_t l = 0; l < kv_.size(); ++l) {
-      kv_[l].resize((start + n) * bpt_);
-      m_.ForwardLayer(l, start, kv_[l], hidden);
-    }
-    logits.resize(m_.config().vocab);
-    m_.Logits(std::span<const float>(hidden).subspan((n - 1) * hidden_dim_, hidden_dim_), logits);
-    history_.insert(history_.end(), tokens.begin(), tokens.end());
-  }
-
-  // Keeps the KV of the first `positions` tokens only.
-  void Truncate(size_t positions) {
-    history_.resize(positions);
-    for (auto& layer : kv_) layer.resize(positions * bpt_);
-  }
-
-  const std::vector<uint32_t>& history() const { return history_; }
-
- private:
-  const model::RefModel& m_;
-  uint64_t bpt_;
-  uint32_t hidden_dim_;
-  std::vector<uint32_t> history_;
-  std::vector<std::vector<std::byte>> kv_;
-};
-
-// The same computation as model::Reference for one turn, reusing the agent's computed prefix.
-model::Generation RunTurn(AgentState& st, const TurnSpec& t) {
-  const std::vector<uint32_t>& hist = st.history();
-  size_t lcp = 0;
-  while (lcp < hist.size() && lcp < t.prompt.size() && hist[lcp] == t.prompt[lcp]) ++lcp;
-  // At least the last prompt token runs: its logits give the first generated token.
-  const size_t start = std::min(lcp, t.prompt.size() - 1);
-  st.Truncate(start);
-  std::vector<float> logits;
-  st.Extend(std::span<const uint32_t>(t.prompt).subspan(start), logits);
-  model::Generation g;
-  g.first_logits_digest = model::RefModel::LogitsDigest(logits);
-  g.tokens.push_back(model::RefModel::Argmax(logits));
-  for (uint32_t j = 1; j < t.gen_tokens; ++j) {
-    // Teacher forcing: the recorded token goes in, the model's choice is only recorded.
-    const uint32_t fed = t.teacher[j - 1];
-    st.Extend(std::span<const uint32_t>(&fed, 1), logits);
-    g.tokens.push_back(model::RefModel::Argmax(logits));
-  }
-  return g;
-}
 
 Status ValidateTurn(const TurnSpec& t, uint32_t vocab, uint64_t agent) {
   const std::string where = "agent " + std::to_string(agent) + " turn " + std::to_string(t.turn);
@@ -107,8 +46,14 @@ Result<References> ComputeReferences(const ReplayWorkload& workload, const model
   std::atomic<size_t> next{0};
   auto worker = [&] {
     for (size_t a = next++; a < workload.agents.size(); a = next++) {
-      AgentState st(model);
-      for (const TurnSpec& t : workload.agents[a].turns) refs[a].push_back(RunTurn(st, t));
+      // One session per agent: each turn reuses the KV of the previous turns' positions.
+      model::ReferenceSession session(model);
+      for (const TurnSpec& t : workload.agents[a].turns) {
+        Result<model::Generation> g = session.Run(t.prompt, t.teacher, t.gen_tokens);
+        // Inputs were validated above; a failure here is a bug, kept as an empty generation
+        // (every engine result then mismatches, which the run reports).
+        refs[a].push_back(g.ok() ? std::move(*g) : model::Generation{});
+      }
     }
   };
   std::vector<std::thread> pool;

@@ -4,9 +4,9 @@
 //
 // References are computed once per workload and shared by every system of a run (the workload,
 // and so the right answer, is the same for Basic and DualPath). Per agent the computation is
-// incremental: the KV of the longest token prefix already computed is kept and only new positions
-// run, which is exact because RefModel::ForwardLayer is chunking-invariant (ref_model.h). Agents
-// are independent, so they are spread over threads.
+// incremental (model::ReferenceSession: the KV of the longest token prefix already computed is
+// kept and only new positions run, exact because RefModel::ForwardLayer is chunking-invariant).
+// Agents are independent, so they are spread over threads.
 //
 // Thread safety: functions; ComputeReferences starts and joins its own threads and only reads the
 // model (RefModel's const methods are thread-safe).
