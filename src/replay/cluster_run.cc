@@ -156,6 +156,15 @@ Status StartSystem(const ClusterRunOptions& o, const testbed::Cluster& c, const 
                                     subdir,
                                     "--heartbeat-s",
                                     std::to_string(o.heartbeat_s)};
+  // The service learns the engine set up front (NAME:ROLE:NODE), so it can tell a missing
+  // engine from one that has not registered yet.
+  std::string engines;
+  for (const testbed::Node& n : c.nodes) {
+    engines += (engines.empty() ? "" : ",") + n.name + ".0:" +
+               std::string(testbed::RoleName(n.role)) + ":" + n.name;
+  }
+  serve.push_back("--engines");
+  serve.push_back(engines);
   serve.insert(serve.end(), o.service_args.begin(), o.service_args.end());
   ASSIGN_OR_RETURN(Child service, Child::Spawn(serve, work + "/" + system + "_service.log"));
   procs.service.emplace(std::move(service));
