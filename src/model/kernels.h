@@ -40,6 +40,17 @@ inline float LoadF(const void* p) {
 }
 inline V4 Splat4(float f) { return V4{f, f, f, f}; }
 
+// ((l0+l1)+(l2+l3))+((l4+l5)+(l6+l7)) of the lanes lo = (l0..l3), hi = (l4..l7), with shuffles
+// instead of a store and seven scalar adds; the additions are exactly those of the formula.
+inline float SumLanes(V4 lo, V4 hi) {
+  typedef int32_t I4 __attribute__((vector_size(16)));
+  const V4 pairs = __builtin_shuffle(lo, hi, I4{0, 2, 4, 6}) +
+                   __builtin_shuffle(lo, hi, I4{1, 3, 5, 7});  // (l0+l1, l2+l3, l4+l5, l6+l7)
+  const V4 quads =
+      __builtin_shuffle(pairs, I4{0, 2, 0, 2}) + __builtin_shuffle(pairs, I4{1, 3, 1, 3});
+  return quads[0] + quads[1];
+}
+
 // Sum of a[i] * b[i] for i < n in the fixed 8-lane order described above.
 inline float Dot(const float* a, const float* b, size_t n) {
   V4 lo = {0, 0, 0, 0};
@@ -49,12 +60,80 @@ inline float Dot(const float* a, const float* b, size_t n) {
     lo += Load4(a + i) * Load4(b + i);
     hi += Load4(a + i + 4) * Load4(b + i + 4);
   }
-  float lanes[8];
-  std::memcpy(lanes, &lo, sizeof(lo));
-  std::memcpy(lanes + 4, &hi, sizeof(hi));
-  for (; i < n; ++i) lanes[i & 7] += LoadF(a + i) * LoadF(b + i);
-  return ((lanes[0] + lanes[1]) + (lanes[2] + lanes[3])) +
-         ((lanes[4] + lanes[5]) + (lanes[6] + lanes[7]));
+  if (i < n) {  // tail: element i still goes to lane i % 8
+    float lanes[8];
+    std::memcpy(lanes, &lo, sizeof(lo));
+    std::memcpy(lanes + 4, &hi, sizeof(hi));
+    for (; i < n; ++i) lanes[i & 7] += LoadF(a + i) * LoadF(b + i);
+    lo = Load4(lanes);
+    hi = Load4(lanes + 4);
+  }
+  return SumLanes(lo, hi);
+}
+
+// Sum of x[i] for i < n in the same 8-lane order as Dot.
+inline float Sum(const float* x, size_t n) {
+  V4 lo = {0, 0, 0, 0};
+  V4 hi = {0, 0, 0, 0};
+  size_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    lo += Load4(x + i);
+    hi += Load4(x + i + 4);
+  }
+  if (i < n) {
+    float lanes[8];
+    std::memcpy(lanes, &lo, sizeof(lo));
+    std::memcpy(lanes + 4, &hi, sizeof(hi));
+    for (; i < n; ++i) lanes[i & 7] += LoadF(x + i);
+    lo = Load4(lanes);
+    hi = Load4(lanes + 4);
+  }
+  return SumLanes(lo, hi);
+}
+
+// exp(x) for 4 floats, from IEEE basic operations only (Cephes expf: Cody-Waite reduction
+// x = n ln2 + r, a degree-7 polynomial in r, then 2^n built in the exponent bits). Not libm's
+// expf on purpose: glibc picks an expf implementation per CPU at load time (__expf_fma on
+// machines with FMA), so libm results may differ between two hosts running the same binary,
+// while this is the same everywhere; it is also vectorizable without -ffast-math. Relative error
+// < 2e-7 (tested against std::exp; measured 7.7e-8). Inputs are clamped to [-87, 88]: exp(-87)
+// ~ 1.6e-38 is still a normal float, and the model never needs larger values.
+inline V4 Exp4(V4 x) {
+  typedef int32_t I4 __attribute__((vector_size(16)));
+  const V4 lo_clamp = Splat4(-87.0f);
+  const V4 hi_clamp = Splat4(88.0f);
+  x = x < lo_clamp ? lo_clamp : x;
+  x = x > hi_clamp ? hi_clamp : x;
+  // n = floor(x * log2(e) + 0.5): truncate, then step down where truncation rounded up.
+  const V4 fx = x * Splat4(1.44269504088896341f) + Splat4(0.5f);
+  V4 n = __builtin_convertvector(__builtin_convertvector(fx, I4), V4);
+  n -= __builtin_convertvector((n > fx) & I4{1, 1, 1, 1}, V4);
+  // r = x - n ln2, in two steps: 0.693359375 has few bits, so n * it is exact.
+  V4 r = x - n * Splat4(0.693359375f);
+  r = r - n * Splat4(-2.12194440e-4f);
+  V4 p = Splat4(1.9875691500e-4f);
+  p = p * r + Splat4(1.3981999507e-3f);
+  p = p * r + Splat4(8.3334519073e-3f);
+  p = p * r + Splat4(4.1665795894e-2f);
+  p = p * r + Splat4(1.6666665459e-1f);
+  p = p * r + Splat4(5.0000001201e-1f);
+  p = p * (r * r) + r + Splat4(1.0f);
+  // 2^n: n in [-126, 127] after the clamp, a normal float.
+  const I4 bits = (__builtin_convertvector(n, I4) + I4{127, 127, 127, 127}) << 23;
+  V4 scale;
+  std::memcpy(&scale, &bits, sizeof(scale));
+  return p * scale;
+}
+
+// The scalar form: lane 0 of Exp4, so scalar and vector paths give the same bits.
+inline float Exp(float x) { return Exp4(Splat4(x))[0]; }
+
+// x[i] = Exp(x[i] - shift) for i < n.
+inline void ExpShifted(float* x, size_t n, float shift) {
+  const V4 sv = Splat4(shift);
+  size_t i = 0;
+  for (; i + 4 <= n; i += 4) Store4(x + i, Exp4(Load4(x + i) - sv));
+  for (; i < n; ++i) x[i] = Exp(x[i] - shift);
 }
 
 // y[i] += s * x[i] for i < n (elementwise: no reduction, so vector width cannot change results).
@@ -95,6 +174,6 @@ inline void RmsNorm(const float* x, const float* gain, size_t n, float* out) {
 }
 
 // SiLU(g) * u, SiLU(g) = g / (1 + exp(-g)).
-inline float SwiGlu(float g, float u) { return g / (1.0f + std::exp(-g)) * u; }
+inline float SwiGlu(float g, float u) { return g / (1.0f + Exp(-g)) * u; }
 
 }  // namespace dualpath::model::internal

@@ -11,13 +11,12 @@
 #include <string>
 
 #include "dualpath/common/check.h"
+#include "model/attention.h"
 #include "model/kernels.h"
 #include "model/weights.h"
 
 namespace dualpath::model {
 
-using internal::Axpy;
-using internal::Dot;
 using internal::MatVec;
 using internal::MatVecTokens;
 using internal::RmsNorm;
@@ -70,7 +69,6 @@ void RefModel::ForwardLayer(uint32_t layer, uint64_t start, std::span<std::byte>
   const size_t hd = c.head_dim;
   const size_t q_dim = h;
   const size_t kv_dim = size_t{c.kv_heads} * hd;
-  const size_t group = c.q_heads / c.kv_heads;
   const size_t ffn = c.ffn_dim;
   const size_t bpt = c.KvBytesPerTokenPerLayer();
   DUALPATH_CHECK(layer < c.layers, "ForwardLayer: layer " + std::to_string(layer) + " >= layers");
@@ -84,18 +82,16 @@ void RefModel::ForwardLayer(uint32_t layer, uint64_t start, std::span<std::byte>
   const LayerWeights& lw = w_->layers[layer];
   const size_t qkv_rows = q_dim + 2 * kv_dim;
 
-  // One scratch allocation per call: normed input, Q/K/V, attention output, MLP activations,
-  // per-head scores and the rotary table of one token.
-  std::vector<float> scratch(n * h + n * qkv_rows + n * q_dim + n * 2 * ffn + n * ffn + n * h +
-                             end + hd);
+  // One scratch allocation per call: normed input, Q/K/V, attention output, MLP activations and
+  // the rotary table of one token.
+  std::vector<float> scratch(n * h + n * qkv_rows + n * q_dim + n * 2 * ffn + n * ffn + n * h + hd);
   float* xn = scratch.data();
   float* qkv = xn + n * h;
   float* attn = qkv + n * qkv_rows;
   float* gate_up = attn + n * q_dim;
   float* act = gate_up + n * 2 * ffn;
   float* proj = act + n * ffn;
-  float* scores = proj + n * h;
-  float* cos_v = scores + end;
+  float* cos_v = proj + n * h;
   float* sin_v = cos_v + hd / 2;
 
   // Attention input: RMSNorm, then Q, K, V for every new token.
@@ -117,42 +113,10 @@ void RefModel::ForwardLayer(uint32_t layer, uint64_t start, std::span<std::byte>
     std::memcpy(kv + pos * bpt, row + q_dim, 2 * kv_dim * sizeof(float));  // K then V
   }
 
-  // Causal attention of token start + t over positions [0, start + t], one query head at a time.
-  const float scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(hd)));
-  std::vector<float> q_scaled(hd);
-  for (size_t t = 0; t < n; ++t) {
-    const size_t ctx = start + t + 1;
-    for (size_t qh = 0; qh < c.q_heads; ++qh) {
-      const size_t g = qh / group;
-      const float* q = qkv + t * qkv_rows + qh * hd;
-      for (size_t d = 0; d < hd; ++d) q_scaled[d] = q[d] * scale;
-      const std::byte* k_base = kv + g * hd * sizeof(float);
-      const std::byte* v_base = kv + (kv_dim + g * hd) * sizeof(float);
-      float max_s = -INFINITY;
-      for (size_t j = 0; j < ctx; ++j) {
-        const float s = Dot(q_scaled.data(), reinterpret_cast<const float*>(k_base + j * bpt), hd);
-        scores[j] = s;
-        max_s = s > max_s ? s : max_s;
-      }
-      // Softmax shifted by the max (exp never overflows; the max's weight is exactly 1), summed
-      // in 8 lanes by position.
-      float lanes[8] = {0, 0, 0, 0, 0, 0, 0, 0};
-      for (size_t j = 0; j < ctx; ++j) {
-        const float e = std::exp(scores[j] - max_s);
-        scores[j] = e;
-        lanes[j & 7] += e;
-      }
-      const float sum = ((lanes[0] + lanes[1]) + (lanes[2] + lanes[3])) +
-                        ((lanes[4] + lanes[5]) + (lanes[6] + lanes[7]));
-      float* out = attn + t * q_dim + qh * hd;
-      for (size_t d = 0; d < hd; ++d) out[d] = 0.0f;
-      for (size_t j = 0; j < ctx; ++j) {
-        Axpy(scores[j], reinterpret_cast<const float*>(v_base + j * bpt), out, hd);
-      }
-      const float inv_sum = 1.0f / sum;
-      for (size_t d = 0; d < hd; ++d) out[d] *= inv_sum;
-    }
-  }
+  // Causal attention of each new token over positions [0, start + t] (attention.h).
+  internal::AttentionShape shape{c.q_heads, c.kv_heads, hd, bpt};
+  std::vector<float> attn_scratch;
+  internal::CausalAttention(shape, start, n, qkv, qkv_rows, kv, attn, &attn_scratch);
 
   // Output projection into the residual stream.
   MatVecTokens(lw.wo.data(), h, q_dim, attn, proj, n);

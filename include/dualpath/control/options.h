@@ -1,0 +1,85 @@
+// Configuration of the scheduler service (DualPath §6.1 behind gRPC): which system it schedules
+// for (basic, dualpath, oracle), the model and block size it hashes prompts with, where it probes
+// storage for hits, which engines it waits for, and its liveness heartbeat.
+//
+// The service starts scheduling once every expected engine has registered: either a named list
+// (`p0.0:prefill:p0,d0.0:decode:d0`, engine ids = list positions) or a count per role (engine ids
+// in registration order). Each engine is its own sched group (and its own sched "node", so the
+// sched invariant "all engines of a node are in one group" holds even with two engines on one
+// physical node; they report the same read queue).
+//
+// Ownership: plain values. Thread safety: values.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "dualpath/common/clock.h"
+#include "dualpath/common/status.h"
+#include "dualpath/sched/cluster.h"
+
+namespace dualpath::control {
+
+enum class SystemKind : uint8_t {
+  kBasic,     // PE read path only (sched Basic preset)
+  kDualPath,  // sched DualPath preset: read side with the shorter queue
+  kOracle,    // DualPath engine choice; no storage read, no KV transfer (side NONE)
+};
+
+std::string_view SystemName(SystemKind system);  // "basic", "dualpath", "oracle"
+// kInvalidArgument naming the accepted values.
+Result<SystemKind> ParseSystem(std::string_view name);
+
+struct ExpectedEngine {
+  std::string name;  // e.g. "p0.0"
+  sched::Role role = sched::Role::kPrefill;
+  std::string node;  // e.g. "p0"
+};
+
+// Parses "NAME:ROLE:NODE[,NAME:ROLE:NODE...]" with ROLE prefill|decode. kInvalidArgument naming
+// the bad entry (empty field, unknown role, duplicate name).
+Result<std::vector<ExpectedEngine>> ParseEngineList(std::string_view text);
+
+struct ServiceOptions {
+  SystemKind system = SystemKind::kDualPath;
+  // model::RefModelConfig spec ("layers=8,q_heads=4,..."); gives vocab and the KV geometry whose
+  // fingerprint names the store directory.
+  std::string model_spec;
+  uint32_t block_tokens = 64;
+  // Hits are probed in <store_root>/<store_subdir> (BlockStore layout). Empty store_root: no
+  // probing, every request has hit_tokens 0.
+  std::string store_root;
+  std::string store_subdir;
+  // Prompt block hashing (kv::BlockHasher), announced to engines at registration.
+  std::string hash_algo = "sha256_cbor";
+  std::string hash_seed = "0";
+
+  // Expected engines: a named list, or counts per role (used when the list is empty).
+  std::vector<ExpectedEngine> engines;
+  int expect_prefill = 0;
+  int expect_decode = 0;
+
+  // An engine that has not fetched for 3 x heartbeat (and is not waiting in a Fetch) is dead.
+  double heartbeat_s = 1.0;
+  // A request whose attempt fails (ok=false result, or its engine died) is re-submitted until it
+  // has been tried this many times, then forwarded as failed.
+  uint32_t max_attempts = 3;
+
+  // sched thresholds (tokens); 0 keeps the sched defaults. See docs/sched.md.
+  int64_t short_read_queue_tokens = 0;
+  int64_t unfinished_token_limit = 0;
+  bool split_reads = false;
+
+  // The liveness clock (not owned; default SteadyClock). Long-poll timeouts are real time.
+  const Clock* clock = nullptr;
+
+  // kInvalidArgument naming the field.
+  Status Validate() const;
+  int expected_engines() const {
+    return engines.empty() ? expect_prefill + expect_decode : static_cast<int>(engines.size());
+  }
+};
+
+}  // namespace dualpath::control

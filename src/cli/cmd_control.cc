@@ -1,0 +1,176 @@
+// `dualpath control serve|engines|shutdown`: the scheduler service (docs/control.md) and two small
+// clients for operators and scripts.
+#include <pthread.h>
+#include <signal.h>
+
+#include <atomic>
+#include <cstdio>
+#include <iostream>
+#include <memory>
+#include <string>
+#include <thread>
+
+#include "cli/command.h"
+#include "dualpath/common/log.h"
+#include "dualpath/control/client.h"
+#include "dualpath/control/options.h"
+#include "dualpath/control/server.h"
+
+namespace dualpath::cli {
+namespace {
+
+struct ServeArgs {
+  std::string listen;
+  std::string system = "dualpath";
+  std::string model_spec;
+  uint32_t block_tokens = 64;
+  std::string store_root;
+  std::string store_subdir;
+  std::string engines;
+  int expect_prefill = 0;
+  int expect_decode = 0;
+  double heartbeat_s = 1.0;
+  uint32_t max_attempts = 3;
+  int64_t short_read_queue_tokens = 0;
+  int64_t unfinished_token_limit = 0;
+  bool split_reads = false;
+  std::string hash_seed = "0";
+};
+
+int Serve(const ServeArgs& a) {
+  control::ServiceOptions o;
+  auto system = control::ParseSystem(a.system);
+  if (!system.ok()) return ReportError("control serve: --system", system.status());
+  o.system = *system;
+  o.model_spec = a.model_spec;
+  o.block_tokens = a.block_tokens;
+  o.store_root = a.store_root;
+  o.store_subdir = a.store_subdir;
+  if (!a.engines.empty()) {
+    auto engines = control::ParseEngineList(a.engines);
+    if (!engines.ok()) return ReportError("control serve: --engines", engines.status());
+    o.engines = std::move(engines).value();
+  }
+  o.expect_prefill = a.expect_prefill;
+  o.expect_decode = a.expect_decode;
+  o.heartbeat_s = a.heartbeat_s;
+  o.max_attempts = a.max_attempts;
+  o.short_read_queue_tokens = a.short_read_queue_tokens;
+  o.unfinished_token_limit = a.unfinished_token_limit;
+  o.split_reads = a.split_reads;
+  o.hash_seed = a.hash_seed;
+
+  // SIGTERM/SIGINT are taken by one thread (sigwait) rather than a handler: blocked here, before
+  // gRPC starts its threads, so every thread inherits the mask.
+  sigset_t signals;
+  sigemptyset(&signals);
+  sigaddset(&signals, SIGTERM);
+  sigaddset(&signals, SIGINT);
+  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+
+  auto server = control::ControlServer::Start(a.listen, o);
+  if (!server.ok()) return ReportError("control serve", server.status());
+  control::ControlServer& s = **server;
+  std::cout << "listening on " << s.address() << std::endl;
+
+  std::atomic<bool> done{false};
+  std::thread watcher([&] {
+    const timespec tick{0, 200'000'000};
+    while (!done.load()) {
+      const int sig = sigtimedwait(&signals, nullptr, &tick);
+      if (sig == SIGTERM || sig == SIGINT) {
+        log::Info("control: signal {}: stopping", sig);
+        s.RequestStop();
+        return;
+      }
+    }
+  });
+  const bool finished = s.Wait();
+  done.store(true);
+  watcher.join();
+  const control::ServiceStats st = s.service().stats();
+  log::Info(
+      "control: {} submitted={} assigned={} completed={} failed={} resubmitted={} "
+      "engines_dead={} stale_results={}",
+      finished ? "run finished" : "stopped", st.submitted, st.assigned, st.completed, st.failed,
+      st.resubmitted, st.engines_dead, st.stale_results);
+  server->reset();
+  return kExitOk;
+}
+
+int Engines(const std::string& addr) {
+  auto stub = control::Connect(addr);
+  grpc::ClientContext ctx;
+  ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
+  control::v1::ListEnginesReply reply;
+  Status st = control::FromGrpc(stub->ListEngines(&ctx, {}, &reply), "ListEngines");
+  if (!st.ok()) return ReportError("control engines", st);
+  std::printf("%-4s %-12s %-8s %-8s %-6s %s\n", "id", "name", "role", "node", "alive", "peer");
+  for (int i = 0; i < reply.engines_size(); ++i) {
+    const auto& e = reply.engines(i);
+    std::printf("%-4u %-12s %-8s %-8s %-6s %s\n", reply.engine_ids(i), e.name().c_str(),
+                e.role() == control::v1::ROLE_DECODE ? "decode" : "prefill", e.node().c_str(),
+                reply.alive(i) ? "yes" : "no", e.peer_addr().c_str());
+  }
+  return kExitOk;
+}
+
+int ShutdownRun(const std::string& addr) {
+  auto stub = control::Connect(addr);
+  grpc::ClientContext ctx;
+  ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
+  control::v1::ShutdownReply reply;
+  Status st = control::FromGrpc(stub->Shutdown(&ctx, {}, &reply), "Shutdown");
+  if (!st.ok()) return ReportError("control shutdown", st);
+  return kExitOk;
+}
+
+void Register(CLI::App& root, int* exit_code) {
+  CLI::App* control = root.add_subcommand("control", "The scheduler service (DualPath §6.1)");
+  control->require_subcommand(1);
+
+  auto a = std::make_shared<ServeArgs>();
+  CLI::App* serve = control->add_subcommand(
+      "serve", "Run the scheduler service; prints 'listening on ADDR' when ready");
+  serve->add_option("--listen", a->listen, "unix:PATH or HOST:PORT (port 0: any free port)")
+      ->required();
+  serve->add_option("--system", a->system, "basic|dualpath|oracle (default dualpath)");
+  serve->add_option("--model-spec", a->model_spec,
+                    "reference model spec, e.g. layers=8,q_heads=4,kv_heads=4,head_dim=32");
+  serve->add_option("--block-tokens", a->block_tokens, "tokens per KV block (default 64)");
+  serve->add_option("--store-root", a->store_root,
+                    "block store root probed for hits (metadata only; empty: no hits)");
+  serve->add_option("--store-subdir", a->store_subdir, "per-run directory under --store-root");
+  serve->add_option("--engines", a->engines,
+                    "expected engines NAME:ROLE:NODE,... (e.g. p0.0:prefill:p0,d0.0:decode:d0)");
+  serve->add_option("--expect-prefill", a->expect_prefill,
+                    "expected prefill engines (when --engines is not given)");
+  serve->add_option("--expect-decode", a->expect_decode,
+                    "expected decode engines (when --engines is not given)");
+  serve->add_option("--heartbeat-s", a->heartbeat_s,
+                    "engines silent for 3 x this are declared dead (default 1)");
+  serve->add_option("--max-attempts", a->max_attempts,
+                    "tries per request before it is reported failed (default 3)");
+  serve->add_option("--short-read-queue-tokens", a->short_read_queue_tokens,
+                    "sched alpha in tokens (0: sched default)");
+  serve->add_option("--unfinished-token-limit", a->unfinished_token_limit,
+                    "sched beta in tokens (0: sched default)");
+  serve->add_flag("--split-reads", a->split_reads, "dualpath: split reads when both queues long");
+  serve->add_option("--hash-seed", a->hash_seed, "prompt block hash seed (default \"0\")");
+  serve->callback([a, exit_code] { *exit_code = Serve(*a); });
+
+  auto addr = std::make_shared<std::string>();
+  CLI::App* engines = control->add_subcommand("engines", "List the engines a service knows");
+  engines->add_option("--scheduler", *addr, "service address")->required();
+  engines->callback([addr, exit_code] { *exit_code = Engines(*addr); });
+
+  CLI::App* shutdown =
+      control->add_subcommand("shutdown", "End the run: engines get shutdown on their next fetch");
+  shutdown->add_option("--scheduler", *addr, "service address")->required();
+  shutdown->callback([addr, exit_code] { *exit_code = ShutdownRun(*addr); });
+}
+
+DUALPATH_CLI_COMMAND(Register);
+
+}  // namespace
+}  // namespace dualpath::cli

@@ -1,0 +1,106 @@
+#include "dualpath/control/options.h"
+
+#include <fmt/format.h>
+
+#include <set>
+
+#include "dualpath/kv/hasher.h"
+
+namespace dualpath::control {
+
+std::string_view SystemName(SystemKind system) {
+  switch (system) {
+    case SystemKind::kBasic:
+      return "basic";
+    case SystemKind::kDualPath:
+      return "dualpath";
+    case SystemKind::kOracle:
+      return "oracle";
+  }
+  return "unknown";
+}
+
+Result<SystemKind> ParseSystem(std::string_view name) {
+  if (name == "basic") return SystemKind::kBasic;
+  if (name == "dualpath") return SystemKind::kDualPath;
+  if (name == "oracle") return SystemKind::kOracle;
+  return InvalidArgument(
+      fmt::format("unknown system '{}' (expected basic, dualpath or oracle)", name));
+}
+
+Result<std::vector<ExpectedEngine>> ParseEngineList(std::string_view text) {
+  std::vector<ExpectedEngine> out;
+  std::set<std::string> names;
+  std::string_view rest = text;
+  while (!rest.empty()) {
+    const size_t comma = rest.find(',');
+    const std::string_view item = rest.substr(0, comma);
+    rest = comma == std::string_view::npos ? std::string_view() : rest.substr(comma + 1);
+    const size_t c1 = item.find(':');
+    const size_t c2 = c1 == std::string_view::npos ? c1 : item.find(':', c1 + 1);
+    if (c2 == std::string_view::npos || item.find(':', c2 + 1) != std::string_view::npos) {
+      return InvalidArgument(
+          fmt::format("engine list: '{}' is not NAME:ROLE:NODE (e.g. p0.0:prefill:p0)", item));
+    }
+    ExpectedEngine e;
+    e.name = std::string(item.substr(0, c1));
+    const std::string_view role = item.substr(c1 + 1, c2 - c1 - 1);
+    e.node = std::string(item.substr(c2 + 1));
+    if (e.name.empty() || e.node.empty()) {
+      return InvalidArgument(fmt::format("engine list: empty name or node in '{}'", item));
+    }
+    if (role == "prefill") {
+      e.role = sched::Role::kPrefill;
+    } else if (role == "decode") {
+      e.role = sched::Role::kDecode;
+    } else {
+      return InvalidArgument(fmt::format(
+          "engine list: unknown role '{}' in '{}' (expected prefill or decode)", role, item));
+    }
+    if (!names.insert(e.name).second) {
+      return InvalidArgument(fmt::format("engine list: duplicate engine name '{}'", e.name));
+    }
+    out.push_back(std::move(e));
+  }
+  if (out.empty()) return InvalidArgument("engine list: no engines");
+  return out;
+}
+
+Status ServiceOptions::Validate() const {
+  if (block_tokens == 0 || block_tokens > kv::kMaxBlockSize) {
+    return InvalidArgument(
+        fmt::format("block_tokens must be in [1, {}], got {}", kv::kMaxBlockSize, block_tokens));
+  }
+  if (!(heartbeat_s > 0)) {
+    return InvalidArgument(fmt::format("heartbeat_s must be > 0, got {}", heartbeat_s));
+  }
+  if (max_attempts == 0) return InvalidArgument("max_attempts must be >= 1, got 0");
+  if (!store_subdir.empty() && store_root.empty()) {
+    return InvalidArgument("store_subdir '" + store_subdir + "' given without store_root");
+  }
+  if (store_subdir.find('/') != std::string::npos || store_subdir == "..") {
+    return InvalidArgument("store_subdir must be one directory name, got '" + store_subdir + "'");
+  }
+  if (short_read_queue_tokens < 0 || unfinished_token_limit < 0) {
+    return InvalidArgument("sched thresholds must be >= 0 (0 = default)");
+  }
+  if (engines.empty()) {
+    if (expect_prefill < 1 || expect_decode < 1) {
+      return InvalidArgument(fmt::format(
+          "expected engines: give an engine list or at least 1 prefill and 1 decode engine "
+          "(got {} prefill, {} decode)",
+          expect_prefill, expect_decode));
+    }
+  } else {
+    bool p = false;
+    bool d = false;
+    for (const ExpectedEngine& e : engines) {
+      p |= e.role == sched::Role::kPrefill;
+      d |= e.role == sched::Role::kDecode;
+    }
+    if (!p || !d) return InvalidArgument("engine list: needs at least one prefill and one decode");
+  }
+  return kv::ParseHashAlgo(hash_algo).status();
+}
+
+}  // namespace dualpath::control

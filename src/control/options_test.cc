@@ -1,0 +1,67 @@
+#include "dualpath/control/options.h"
+
+#include <gtest/gtest.h>
+
+namespace dualpath::control {
+namespace {
+
+TEST(EngineList, ParsesNamesRolesNodes) {
+  auto r = ParseEngineList("p0.0:prefill:p0,d0.0:decode:d0");
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  ASSERT_EQ(r->size(), 2u);
+  EXPECT_EQ((*r)[0].name, "p0.0");
+  EXPECT_EQ((*r)[0].role, sched::Role::kPrefill);
+  EXPECT_EQ((*r)[0].node, "p0");
+  EXPECT_EQ((*r)[1].role, sched::Role::kDecode);
+}
+
+TEST(EngineList, RejectsBadEntriesNamingThem) {
+  auto bad_role = ParseEngineList("p0.0:prefil:p0");
+  ASSERT_FALSE(bad_role.ok());
+  EXPECT_NE(bad_role.status().message().find("prefil"), std::string::npos);
+  auto dup = ParseEngineList("a:prefill:p0,a:decode:d0");
+  ASSERT_FALSE(dup.ok());
+  EXPECT_NE(dup.status().message().find("duplicate"), std::string::npos);
+  EXPECT_FALSE(ParseEngineList("a:prefill").ok());
+  EXPECT_FALSE(ParseEngineList("a:prefill:p0:x").ok());
+  EXPECT_FALSE(ParseEngineList(":prefill:p0").ok());
+  EXPECT_FALSE(ParseEngineList("").ok());
+}
+
+TEST(System, ParsesTheThreeSystems) {
+  EXPECT_EQ(*ParseSystem("basic"), SystemKind::kBasic);
+  EXPECT_EQ(*ParseSystem("dualpath"), SystemKind::kDualPath);
+  EXPECT_EQ(*ParseSystem("oracle"), SystemKind::kOracle);
+  auto bad = ParseSystem("Basic");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_EQ(bad.status().code(), Code::kInvalidArgument);
+  EXPECT_EQ(SystemName(SystemKind::kOracle), "oracle");
+}
+
+TEST(Options, ValidateNamesTheField) {
+  ServiceOptions o;
+  o.expect_prefill = 1;
+  o.expect_decode = 1;
+  EXPECT_TRUE(o.Validate().ok());
+  ServiceOptions b = o;
+  b.block_tokens = 0;
+  EXPECT_NE(b.Validate().message().find("block_tokens"), std::string::npos);
+  b = o;
+  b.heartbeat_s = 0;
+  EXPECT_NE(b.Validate().message().find("heartbeat_s"), std::string::npos);
+  b = o;
+  b.expect_decode = 0;
+  EXPECT_FALSE(b.Validate().ok());
+  b = o;
+  b.engines = *ParseEngineList("p0:prefill:p0");
+  EXPECT_NE(b.Validate().message().find("decode"), std::string::npos);
+  b = o;
+  b.store_subdir = "x";
+  EXPECT_NE(b.Validate().message().find("store_root"), std::string::npos);
+  b = o;
+  b.hash_algo = "md5";
+  EXPECT_FALSE(b.Validate().ok());
+}
+
+}  // namespace
+}  // namespace dualpath::control

@@ -1,0 +1,87 @@
+// SchedulerService: the gRPC adapter over ControlState.
+#include "dualpath/control/service.h"
+
+#include <utility>
+
+#include "control/hit_probe.h"
+#include "control/state.h"
+#include "dualpath/control/client.h"
+#include "dualpath/model/ref_model.h"
+
+namespace dualpath::control {
+
+Result<std::unique_ptr<SchedulerService>> SchedulerService::Create(const ServiceOptions& options) {
+  RETURN_IF_ERROR(options.Validate());
+  ASSIGN_OR_RETURN(model::RefModelConfig model, model::RefModelConfig::Parse(options.model_spec));
+  RETURN_IF_ERROR(model.Validate());
+  std::unique_ptr<HitProbe> probe;
+  if (!options.store_root.empty()) {
+    std::string root = options.store_root;
+    if (!options.store_subdir.empty()) root += "/" + options.store_subdir;
+    ASSIGN_OR_RETURN(kv::HashAlgo algo, kv::ParseHashAlgo(options.hash_algo));
+    ASSIGN_OR_RETURN(probe, HitProbe::Open(root, model.Geometry(), algo, options.hash_seed,
+                                           options.block_tokens));
+  }
+  return std::unique_ptr<SchedulerService>(
+      new SchedulerService(std::make_unique<ControlState>(options, model, std::move(probe))));
+}
+
+SchedulerService::SchedulerService(std::unique_ptr<ControlState> state)
+    : state_(std::move(state)) {}
+SchedulerService::~SchedulerService() = default;
+
+grpc::Status SchedulerService::RegisterEngine(grpc::ServerContext*,
+                                              const v1::RegisterEngineRequest* req,
+                                              v1::RegisterEngineReply* reply) {
+  auto r = state_->Register(req->engine());
+  if (!r.ok()) return ToGrpc(r.status());
+  *reply = std::move(r).value();
+  return grpc::Status::OK;
+}
+
+grpc::Status SchedulerService::Fetch(grpc::ServerContext*, const v1::FetchRequest* req,
+                                     v1::FetchReply* reply) {
+  return ToGrpc(state_->Fetch(*req, reply));
+}
+
+grpc::Status SchedulerService::ReportResult(grpc::ServerContext*, const v1::RequestResult* req,
+                                            v1::ReportResultReply*) {
+  return ToGrpc(state_->Report(*req));
+}
+
+grpc::Status SchedulerService::Submit(grpc::ServerContext*, const v1::SubmitRequest* req,
+                                      v1::SubmitReply* reply) {
+  auto r = state_->Submit(req->request());
+  if (!r.ok()) return ToGrpc(r.status());
+  reply->set_hit_tokens(*r);
+  return grpc::Status::OK;
+}
+
+grpc::Status SchedulerService::WaitResults(grpc::ServerContext*, const v1::WaitResultsRequest* req,
+                                           v1::WaitResultsReply* reply) {
+  state_->WaitResults(*req, reply);
+  return grpc::Status::OK;
+}
+
+grpc::Status SchedulerService::ListEngines(grpc::ServerContext*, const v1::ListEnginesRequest*,
+                                           v1::ListEnginesReply* reply) {
+  state_->ListEngines(reply);
+  return grpc::Status::OK;
+}
+
+grpc::Status SchedulerService::Shutdown(grpc::ServerContext*, const v1::ShutdownRequest*,
+                                        v1::ShutdownReply*) {
+  state_->Shutdown();
+  return grpc::Status::OK;
+}
+
+int SchedulerService::CheckLiveness() { return state_->CheckLiveness(); }
+void SchedulerService::Stop() { state_->Stop(); }
+bool SchedulerService::Finished() const { return state_->Finished(); }
+bool SchedulerService::WaitFinished(std::chrono::milliseconds timeout) const {
+  return state_->WaitFinished(timeout);
+}
+ServiceStats SchedulerService::stats() const { return state_->stats(); }
+const ServiceOptions& SchedulerService::options() const { return state_->options(); }
+
+}  // namespace dualpath::control

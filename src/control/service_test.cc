@@ -1,0 +1,622 @@
+// The scheduler service end to end over gRPC: an in-process ControlServer on a Unix socket in a
+// scratch directory, fake engines as gRPC clients (threads where a long poll must block). No
+// sleeps: long polls return when work arrives, and liveness runs on a ManualClock.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <memory>
+#include <numeric>
+#include <optional>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "dualpath/common/clock.h"
+#include "dualpath/control/client.h"
+#include "dualpath/control/server.h"
+#include "dualpath/kv/block_file.h"
+#include "dualpath/kv/hasher.h"
+#include "dualpath/model/ref_model.h"
+#include "dualpath/storage/block_store.h"
+
+namespace dualpath::control {
+namespace {
+
+// A small model: 2 layers x 64 tokens x 128 bytes = 16 KiB per block file payload.
+constexpr const char* kSpec = "layers=2,q_heads=2,kv_heads=2,head_dim=16,vocab=512";
+constexpr uint32_t kBlock = 64;
+constexpr uint32_t kLongWaitMs = 20000;  // long polls that must return early (work arrives)
+
+std::vector<uint32_t> Tokens(uint32_t n, uint32_t salt) {
+  std::vector<uint32_t> t(n);
+  for (uint32_t i = 0; i < n; ++i) t[i] = (i * 7 + salt * 13 + 1) % 500;
+  return t;
+}
+
+v1::RequestSpec Spec(uint64_t id, std::vector<uint32_t> prompt, uint32_t gen = 4) {
+  v1::RequestSpec s;
+  s.set_request_id(id);
+  s.set_agent_id(id % 3);
+  s.set_turn(0);
+  for (uint32_t t : prompt) s.add_prompt(t);
+  s.set_gen_tokens(gen);
+  for (uint32_t i = 0; i + 1 < gen; ++i) s.add_teacher(i + 1);
+  return s;
+}
+
+v1::EngineReport Report(uint32_t engine, int64_t read_queue, int64_t hbm_free = 1'000'000) {
+  v1::EngineReport r;
+  r.set_engine_id(engine);
+  r.set_read_queue_tokens(read_queue);
+  r.set_hbm_free_tokens(hbm_free);
+  return r;
+}
+
+class ServiceTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    std::string tmpl = "/var/tmp/dp_control_test_XXXXXX";
+    ASSERT_NE(::mkdtemp(tmpl.data()), nullptr);
+    dir_ = tmpl;
+  }
+  void TearDown() override {
+    server_.reset();
+    std::error_code ec;
+    std::filesystem::remove_all(dir_, ec);
+  }
+
+  ServiceOptions Options(SystemKind system, const std::string& engines) {
+    ServiceOptions o;
+    o.system = system;
+    o.model_spec = kSpec;
+    o.block_tokens = kBlock;
+    o.store_root = dir_ + "/store";
+    o.store_subdir = "run";
+    o.engines = *ParseEngineList(engines);
+    o.clock = &clock_;
+    return o;
+  }
+
+  void Start(const ServiceOptions& o) {
+    auto s = ControlServer::Start("unix:" + dir_ + "/sched.sock", o);
+    ASSERT_TRUE(s.ok()) << s.status().ToString();
+    server_ = std::move(s).value();
+    stub_ = Connect(server_->address());
+  }
+
+  // Publishes the KV blocks of prompt[0, blocks * kBlock) into the store the service probes,
+  // keyed exactly as engines key them (sha256_cbor, seed "0").
+  void WriteBlocks(const std::vector<uint32_t>& prompt, uint32_t first, uint32_t blocks) {
+    auto model = model::RefModelConfig::Parse(kSpec);
+    ASSERT_TRUE(model.ok());
+    storage::StoreOptions so;
+    so.root = dir_ + "/store/run";
+    so.model_fingerprint = kv::ModelFingerprint(model->Geometry());
+    auto store = storage::BlockStore::Open(so);
+    ASSERT_TRUE(store.ok()) << store.status().ToString();
+    auto hasher = kv::BlockHasher::Create(kv::HashAlgo::kSha256Cbor, "0", kBlock);
+    ASSERT_TRUE(hasher.ok());
+    const std::vector<kv::BlockHash> hashes = hasher->HashPrefix(prompt);
+    const kv::BlockShape shape = kv::BlockShape::For(model->Geometry(), kBlock);
+    std::vector<std::byte> payload(shape.FullBytes(), std::byte{7});
+    for (uint32_t b = first; b < first + blocks; ++b) {
+      ASSERT_TRUE((*store)->Write(hashes.at(b), shape, payload).ok());
+    }
+  }
+
+  Result<v1::RegisterEngineReply> Register(const std::string& name, v1::Role role,
+                                           const std::string& node, int64_t hbm = 1'000'000) {
+    v1::RegisterEngineRequest req;
+    req.mutable_engine()->set_name(name);
+    req.mutable_engine()->set_role(role);
+    req.mutable_engine()->set_node(node);
+    req.mutable_engine()->set_peer_addr("10.99.2.1:" + std::to_string(7000 + name.size()));
+    req.mutable_engine()->set_hbm_tokens(hbm);
+    grpc::ClientContext ctx;
+    v1::RegisterEngineReply reply;
+    RETURN_IF_ERROR(FromGrpc(stub_->RegisterEngine(&ctx, req, &reply), "RegisterEngine"));
+    return reply;
+  }
+
+  Result<v1::FetchReply> Fetch(uint32_t group, std::vector<v1::EngineReport> reports,
+                               uint32_t wait_ms) {
+    v1::FetchRequest req;
+    req.set_group_id(group);
+    for (auto& r : reports) *req.add_reports() = r;
+    req.set_wait_ms(wait_ms);
+    grpc::ClientContext ctx;
+    ctx.set_deadline(LongPollDeadline(wait_ms));
+    v1::FetchReply reply;
+    RETURN_IF_ERROR(FromGrpc(stub_->Fetch(&ctx, req, &reply), "Fetch"));
+    return reply;
+  }
+
+  Result<int64_t> Submit(const v1::RequestSpec& spec) {
+    v1::SubmitRequest req;
+    *req.mutable_request() = spec;
+    grpc::ClientContext ctx;
+    v1::SubmitReply reply;
+    RETURN_IF_ERROR(FromGrpc(stub_->Submit(&ctx, req, &reply), "Submit"));
+    return reply.hit_tokens();
+  }
+
+  Status ReportResult(uint64_t id, bool ok, uint32_t attempt, uint32_t first_token = 42) {
+    v1::RequestResult r;
+    r.set_request_id(id);
+    r.set_ok(ok);
+    r.set_attempt(attempt);
+    if (!ok) r.set_error("injected failure");
+    r.add_generated(first_token);
+    grpc::ClientContext ctx;
+    v1::ReportResultReply reply;
+    return FromGrpc(stub_->ReportResult(&ctx, r, &reply), "ReportResult");
+  }
+
+  v1::WaitResultsReply WaitResults(uint64_t after, uint32_t wait_ms) {
+    v1::WaitResultsRequest req;
+    req.set_after_seq(after);
+    req.set_wait_ms(wait_ms);
+    grpc::ClientContext ctx;
+    ctx.set_deadline(LongPollDeadline(wait_ms));
+    v1::WaitResultsReply reply;
+    EXPECT_TRUE(stub_->WaitResults(&ctx, req, &reply).ok());
+    return reply;
+  }
+
+  void ShutdownRun() {
+    grpc::ClientContext ctx;
+    v1::ShutdownReply reply;
+    ASSERT_TRUE(stub_->Shutdown(&ctx, {}, &reply).ok());
+  }
+
+  // Registers p0.0 (id 0) and d0.0 (id 1) of a "p0.0:prefill:p0,d0.0:decode:d0" service.
+  void Register1P1D() {
+    ASSERT_TRUE(Register("p0.0", v1::ROLE_PREFILL, "p0").ok());
+    ASSERT_TRUE(Register("d0.0", v1::ROLE_DECODE, "d0").ok());
+  }
+
+  std::string dir_;
+  ManualClock clock_{0};
+  std::unique_ptr<ControlServer> server_;
+  std::unique_ptr<v1::Scheduler::Stub> stub_;
+};
+
+constexpr const char* k1P1D = "p0.0:prefill:p0,d0.0:decode:d0";
+
+TEST_F(ServiceTest, RegistrationFetchAssignmentRoundTrip) {
+  Start(Options(SystemKind::kDualPath, k1P1D));
+  auto p = Register("p0.0", v1::ROLE_PREFILL, "p0");
+  ASSERT_TRUE(p.ok()) << p.status().ToString();
+  EXPECT_EQ(p->engine_id(), 0u);
+  EXPECT_EQ(p->group_id(), 0u);
+  EXPECT_EQ(p->system(), "dualpath");
+  EXPECT_EQ(p->model_spec(), model::RefModelConfig::Parse(kSpec)->ToString());
+  EXPECT_EQ(p->block_tokens(), kBlock);
+  EXPECT_EQ(p->hash_algo(), "sha256_cbor");
+  EXPECT_EQ(p->hash_seed(), "0");
+
+  // Not every expected engine is there: work waits.
+  ASSERT_TRUE(Submit(Spec(7, Tokens(100, 1))).ok());
+  auto early = Fetch(0, {}, 0);
+  ASSERT_TRUE(early.ok()) << early.status().ToString();
+  EXPECT_EQ(early->prefill_size(), 0);
+
+  // The PE's long poll is woken by the decode engine's registration, which starts scheduling.
+  std::optional<Result<v1::FetchReply>> pe_result;
+  std::thread pe_thread([&] { pe_result.emplace(Fetch(0, {}, kLongWaitMs)); });
+  auto d = Register("d0.0", v1::ROLE_DECODE, "d0");
+  ASSERT_TRUE(d.ok());
+  EXPECT_EQ(d->engine_id(), 1u);
+  pe_thread.join();
+  ASSERT_TRUE(pe_result.has_value());
+  Result<v1::FetchReply>& pe = *pe_result;
+  ASSERT_TRUE(pe.ok()) << pe.status().ToString();
+  ASSERT_EQ(pe->prefill_size(), 1);
+  const v1::Assignment& a = pe->prefill(0);
+  EXPECT_EQ(a.request().request_id(), 7u);
+  EXPECT_EQ(a.request().prompt_size(), 100);
+  EXPECT_EQ(a.prefill_engine(), 0u);
+  EXPECT_EQ(a.decode_engine(), 1u);
+  EXPECT_EQ(a.prefill().name(), "p0.0");
+  EXPECT_EQ(a.decode().name(), "d0.0");
+  EXPECT_EQ(a.decode().peer_addr(), "10.99.2.1:7004");
+  EXPECT_EQ(a.hit_tokens(), 0);
+  EXPECT_EQ(a.attempt(), 0u);
+
+  // The decode engine learns it will decode request 7.
+  auto de = Fetch(1, {Report(1, 0)}, kLongWaitMs);
+  ASSERT_TRUE(de.ok());
+  ASSERT_EQ(de->decode_size(), 1);
+  EXPECT_EQ(de->decode(0).request().request_id(), 7u);
+  EXPECT_EQ(de->decode(0).decode_engine(), 1u);
+
+  ASSERT_TRUE(ReportResult(7, true, 0).ok());
+  auto res = WaitResults(0, kLongWaitMs);
+  ASSERT_EQ(res.results_size(), 1);
+  EXPECT_EQ(res.results(0).seq(), 1u);
+  EXPECT_EQ(res.results(0).result().request_id(), 7u);
+  EXPECT_TRUE(res.results(0).result().ok());
+
+  grpc::ClientContext ctx;
+  v1::ListEnginesReply engines;
+  ASSERT_TRUE(stub_->ListEngines(&ctx, {}, &engines).ok());
+  ASSERT_EQ(engines.engines_size(), 2);
+  EXPECT_TRUE(engines.alive(0) && engines.alive(1));
+  EXPECT_EQ(server_->service().stats().completed, 1);
+}
+
+struct SideCase {
+  SystemKind system;
+  int64_t pe_queue;
+  int64_t de_queue;
+  v1::ReadSide want;
+};
+
+class ReadSideTest : public ServiceTest, public ::testing::WithParamInterface<SideCase> {};
+
+TEST_P(ReadSideTest, SystemDecidesTheReadSide) {
+  const SideCase c = GetParam();
+  Start(Options(c.system, k1P1D));
+  const std::vector<uint32_t> prompt = Tokens(200, 3);
+  WriteBlocks(prompt, 0, 2);
+  Register1P1D();
+  // The decode node's queue arrives with the DE's fetch, the prefill node's with the PE's.
+  ASSERT_TRUE(Fetch(1, {Report(1, c.de_queue)}, 0).ok());
+  auto hit = Submit(Spec(1, prompt));
+  ASSERT_TRUE(hit.ok());
+  EXPECT_EQ(*hit, 128);
+  auto pe = Fetch(0, {Report(0, c.pe_queue)}, kLongWaitMs);
+  ASSERT_TRUE(pe.ok()) << pe.status().ToString();
+  ASSERT_EQ(pe->prefill_size(), 1);
+  const v1::Assignment& a = pe->prefill(0);
+  EXPECT_EQ(a.side(), c.want) << ReadSideName(a.side());
+  EXPECT_EQ(a.hit_tokens(), 128);
+  if (c.want == v1::READ_SIDE_NONE) {
+    EXPECT_EQ(a.prefill_read_tokens() + a.decode_read_tokens(), 0);
+  } else {
+    EXPECT_EQ(a.prefill_read_tokens() + a.decode_read_tokens(), 128);
+    EXPECT_EQ(a.prefill_read_tokens(), c.want == v1::READ_SIDE_PREFILL ? 128 : 0);
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Systems, ReadSideTest,
+                         ::testing::Values(
+                             // Basic reads on the PE even when the DE's queue is the shorter one.
+                             SideCase{SystemKind::kBasic, 5000, 0, v1::READ_SIDE_PREFILL},
+                             // DualPath reads on the side with the shorter queue.
+                             SideCase{SystemKind::kDualPath, 5000, 0, v1::READ_SIDE_DECODE},
+                             SideCase{SystemKind::kDualPath, 0, 5000, v1::READ_SIDE_PREFILL},
+                             // Oracle neither reads nor moves KV.
+                             SideCase{SystemKind::kOracle, 5000, 0, v1::READ_SIDE_NONE}));
+
+TEST_F(ServiceTest, HitTokensAreTheLongestStoredPrefixCappedBelowThePrompt) {
+  Start(Options(SystemKind::kDualPath, k1P1D));
+  const std::vector<uint32_t> prompt = Tokens(150, 5);
+  WriteBlocks(prompt, 0, 1);  // first block only
+  auto hit = Submit(Spec(1, prompt));
+  ASSERT_TRUE(hit.ok()) << hit.status().ToString();
+  EXPECT_EQ(*hit, 64);
+
+  // Same second block content but a different first block: the chain differs, no hit.
+  std::vector<uint32_t> other = prompt;
+  other[0] = (other[0] + 1) % 500;
+  EXPECT_EQ(*Submit(Spec(2, other)), 0);
+
+  // A prompt of exactly two stored blocks: at least one token is computed.
+  const std::vector<uint32_t> exact = Tokens(128, 9);
+  WriteBlocks(exact, 0, 2);
+  EXPECT_EQ(*Submit(Spec(3, exact)), 127);
+
+  // Only the second block stored: not a prefix, no hit.
+  const std::vector<uint32_t> gap = Tokens(200, 11);
+  WriteBlocks(gap, 1, 1);
+  EXPECT_EQ(*Submit(Spec(4, gap)), 0);
+
+  // Shorter than a block: nothing to look up.
+  EXPECT_EQ(*Submit(Spec(5, Tokens(10, 5))), 0);
+}
+
+TEST_F(ServiceTest, ResultsFlowToWaitResultsInReportOrder) {
+  Start(Options(SystemKind::kDualPath, k1P1D));
+  Register1P1D();
+  for (uint64_t id = 10; id < 13; ++id) ASSERT_TRUE(Submit(Spec(id, Tokens(70, id))).ok());
+  std::vector<uint64_t> assigned;
+  while (assigned.size() < 3) {
+    auto pe = Fetch(0, {}, kLongWaitMs);
+    ASSERT_TRUE(pe.ok());
+    for (const auto& a : pe->prefill()) assigned.push_back(a.request().request_id());
+  }
+  std::sort(assigned.begin(), assigned.end());
+  EXPECT_EQ(assigned, (std::vector<uint64_t>{10, 11, 12}));
+
+  // A reader already waiting is woken by the first result.
+  v1::WaitResultsReply first;
+  std::thread reader([&] { first = WaitResults(0, kLongWaitMs); });
+  ASSERT_TRUE(ReportResult(12, true, 0).ok());
+  reader.join();
+  ASSERT_GE(first.results_size(), 1);
+  EXPECT_EQ(first.results(0).result().request_id(), 12u);
+
+  ASSERT_TRUE(ReportResult(10, true, 0).ok());
+  ASSERT_TRUE(ReportResult(11, true, 0).ok());
+  auto all = WaitResults(0, 0);
+  ASSERT_EQ(all.results_size(), 3);
+  const uint64_t want[] = {12, 10, 11};
+  for (int i = 0; i < 3; ++i) {
+    EXPECT_EQ(all.results(i).seq(), static_cast<uint64_t>(i + 1));
+    EXPECT_EQ(all.results(i).result().request_id(), want[i]);
+  }
+  EXPECT_EQ(WaitResults(1, 0).results(0).seq(), 2u);
+  EXPECT_EQ(WaitResults(3, 0).results_size(), 0);
+  // A result for a request nobody submitted is an error.
+  EXPECT_EQ(ReportResult(99, true, 0).code(), Code::kNotFound);
+}
+
+TEST_F(ServiceTest, FailedAttemptIsResubmittedThenForwardedAsFailed) {
+  ServiceOptions o = Options(SystemKind::kDualPath, k1P1D);
+  o.max_attempts = 2;
+  Start(o);
+  Register1P1D();
+  ASSERT_TRUE(Submit(Spec(5, Tokens(70, 1))).ok());
+  auto first = Fetch(0, {}, kLongWaitMs);
+  ASSERT_TRUE(first.ok());
+  ASSERT_EQ(first->prefill_size(), 1);
+  EXPECT_EQ(first->prefill(0).attempt(), 0u);
+
+  ASSERT_TRUE(ReportResult(5, false, 0).ok());
+  // The retry waits until both engines of the failed attempt fetch again (a dead one would not).
+  auto pe_only = Fetch(0, {}, 0);
+  ASSERT_TRUE(pe_only.ok());
+  EXPECT_EQ(pe_only->prefill_size(), 0);
+  ASSERT_TRUE(Fetch(1, {}, 0).ok());
+  auto second = Fetch(0, {}, kLongWaitMs);
+  ASSERT_TRUE(second.ok());
+  ASSERT_EQ(second->prefill_size(), 1);
+  EXPECT_EQ(second->prefill(0).request().request_id(), 5u);
+  EXPECT_EQ(second->prefill(0).attempt(), 1u);
+  EXPECT_EQ(WaitResults(0, 0).results_size(), 0);
+
+  // A late report of the superseded attempt changes nothing.
+  ASSERT_TRUE(ReportResult(5, true, 0).ok());
+  EXPECT_EQ(WaitResults(0, 0).results_size(), 0);
+  EXPECT_EQ(server_->service().stats().stale_results, 1);
+
+  // Attempts exhausted: the failure reaches the replayer.
+  ASSERT_TRUE(ReportResult(5, false, 1).ok());
+  auto res = WaitResults(0, kLongWaitMs);
+  ASSERT_EQ(res.results_size(), 1);
+  EXPECT_FALSE(res.results(0).result().ok());
+  EXPECT_EQ(res.results(0).result().attempt(), 1u);
+  EXPECT_EQ(res.results(0).result().error(), "injected failure");
+}
+
+// A decode engine in a long poll is told to fetch again (its poll ends early) so that a deferred
+// retry proceeds after one round trip. The DE's poll wait is longer than the test's CTest timeout:
+// without the early end this test would time out.
+TEST_F(ServiceTest, FailedAttemptPingsTheDecodeEnginesPoll) {
+  Start(Options(SystemKind::kDualPath, k1P1D));
+  Register1P1D();
+  constexpr uint32_t kForever = 600000;
+  std::vector<v1::Assignment> decode_seen;
+  std::thread de([&] {
+    // Polls until it has been told to decode attempt 1 of request 5.
+    for (;;) {
+      auto r = Fetch(1, {Report(1, 0)}, kForever);
+      ASSERT_TRUE(r.ok()) << r.status().ToString();
+      for (const auto& a : r->decode()) decode_seen.push_back(a);
+      if (!decode_seen.empty() && decode_seen.back().attempt() == 1) return;
+    }
+  });
+  ASSERT_TRUE(Submit(Spec(5, Tokens(70, 1))).ok());
+  auto first = Fetch(0, {}, kLongWaitMs);
+  ASSERT_TRUE(first.ok());
+  ASSERT_EQ(first->prefill_size(), 1);
+  ASSERT_TRUE(ReportResult(5, false, 0).ok());
+  // The PE fetches again (its own proof of life); the DE's proof comes from its loop.
+  auto second = Fetch(0, {}, kLongWaitMs);
+  ASSERT_TRUE(second.ok());
+  ASSERT_EQ(second->prefill_size(), 1);
+  EXPECT_EQ(second->prefill(0).attempt(), 1u);
+  de.join();
+  ASSERT_EQ(decode_seen.size(), 2u);
+  EXPECT_EQ(decode_seen[0].attempt(), 0u);
+  EXPECT_EQ(decode_seen[1].request().request_id(), 5u);
+}
+
+// Acceptance 4's path: the DE is killed, the PE reports the request failed at once; the retry waits
+// until liveness declares the DE dead and then goes to the surviving DE, without using up attempts
+// on the dead one.
+TEST_F(ServiceTest, FailureReportedForAKilledDecodeEngineWaitsThenGoesToTheSurvivor) {
+  ServiceOptions o =
+      Options(SystemKind::kDualPath, "p0.0:prefill:p0,d0.0:decode:d0,d1.0:decode:d1");
+  o.max_attempts = 2;
+  Start(o);
+  ASSERT_TRUE(Register("p0.0", v1::ROLE_PREFILL, "p0").ok());
+  ASSERT_TRUE(Register("d0.0", v1::ROLE_DECODE, "d0").ok());
+  ASSERT_TRUE(Register("d1.0", v1::ROLE_DECODE, "d1").ok());
+  ASSERT_TRUE(Submit(Spec(1, Tokens(80, 1))).ok());
+  auto pe = Fetch(0, {}, kLongWaitMs);
+  ASSERT_TRUE(pe.ok());
+  ASSERT_EQ(pe->prefill_size(), 1);
+  ASSERT_EQ(pe->prefill(0).decode_engine(), 1u);
+  ASSERT_TRUE(ReportResult(1, false, 0).ok());  // StartDecode to d0 failed: d0 is gone
+  auto waiting = Fetch(0, {}, 0);
+  ASSERT_TRUE(waiting.ok());
+  EXPECT_EQ(waiting->prefill_size(), 0);
+  clock_.Advance(2 * kNanosPerSecond);
+  ASSERT_TRUE(Fetch(0, {}, 0).ok());
+  ASSERT_TRUE(Fetch(2, {}, 0).ok());
+  clock_.Advance(2 * kNanosPerSecond);
+  auto retry = Fetch(0, {}, kLongWaitMs);
+  ASSERT_TRUE(retry.ok());
+  ASSERT_EQ(retry->prefill_size(), 1);
+  EXPECT_EQ(retry->prefill(0).attempt(), 1u);
+  EXPECT_EQ(retry->prefill(0).decode_engine(), 2u);
+  ASSERT_TRUE(ReportResult(1, true, 1).ok());
+  auto res = WaitResults(0, kLongWaitMs);
+  ASSERT_EQ(res.results_size(), 1);
+  EXPECT_TRUE(res.results(0).result().ok());
+}
+
+TEST_F(ServiceTest, DeadDecodeEngineRequestsAreResubmittedToTheSurvivor) {
+  ServiceOptions o =
+      Options(SystemKind::kDualPath, "p0.0:prefill:p0,d0.0:decode:d0,d1.0:decode:d1");
+  o.heartbeat_s = 1.0;
+  Start(o);
+  ASSERT_TRUE(Register("p0.0", v1::ROLE_PREFILL, "p0").ok());
+  ASSERT_TRUE(Register("d0.0", v1::ROLE_DECODE, "d0").ok());
+  ASSERT_TRUE(Register("d1.0", v1::ROLE_DECODE, "d1").ok());
+  ASSERT_TRUE(Submit(Spec(1, Tokens(80, 1))).ok());
+  auto pe = Fetch(0, {}, kLongWaitMs);
+  ASSERT_TRUE(pe.ok());
+  ASSERT_EQ(pe->prefill_size(), 1);
+  // Equal load: the tie goes to the lower id.
+  const uint32_t victim = pe->prefill(0).decode_engine();
+  ASSERT_EQ(victim, 1u);
+  const uint32_t survivor = 2;
+
+  // 2 s pass: everybody but the victim fetches.
+  clock_.Advance(2 * kNanosPerSecond);
+  ASSERT_TRUE(Fetch(0, {}, 0).ok());
+  ASSERT_TRUE(Fetch(survivor, {}, 0).ok());
+  // 2 s more: the victim has been silent for 4 s > 3 heartbeats; the next fetch (or the server's
+  // liveness thread, whichever runs first) declares it dead and re-submits request 1.
+  clock_.Advance(2 * kNanosPerSecond);
+  auto again = Fetch(0, {}, kLongWaitMs);
+  ASSERT_TRUE(again.ok());
+  ASSERT_EQ(again->prefill_size(), 1);
+  EXPECT_EQ(again->prefill(0).request().request_id(), 1u);
+  EXPECT_EQ(again->prefill(0).attempt(), 1u);
+  EXPECT_EQ(again->prefill(0).decode_engine(), survivor);
+  EXPECT_EQ(server_->service().stats().engines_dead, 1);
+
+  grpc::ClientContext ctx;
+  v1::ListEnginesReply engines;
+  ASSERT_TRUE(stub_->ListEngines(&ctx, {}, &engines).ok());
+  ASSERT_EQ(engines.alive_size(), 3);
+  EXPECT_FALSE(engines.alive(victim));
+  EXPECT_TRUE(engines.alive(survivor));
+
+  // The dead engine cannot fetch work any more, and its late result is dropped.
+  auto zombie = Fetch(victim, {}, 0);
+  EXPECT_EQ(zombie.status().code(), Code::kFailedPrecondition);
+  ASSERT_TRUE(ReportResult(1, true, 0).ok());
+  EXPECT_EQ(WaitResults(0, 0).results_size(), 0);
+  ASSERT_TRUE(ReportResult(1, true, 1).ok());
+  auto res = WaitResults(0, kLongWaitMs);
+  ASSERT_EQ(res.results_size(), 1);
+  EXPECT_EQ(res.results(0).result().attempt(), 1u);
+
+  // New work goes to the survivor only.
+  ASSERT_TRUE(Submit(Spec(2, Tokens(80, 2))).ok());
+  auto next = Fetch(0, {}, kLongWaitMs);
+  ASSERT_TRUE(next.ok());
+  ASSERT_EQ(next->prefill_size(), 1);
+  EXPECT_EQ(next->prefill(0).decode_engine(), survivor);
+
+  // Re-registering brings the engine back into scheduling.
+  ASSERT_TRUE(Register("d0.0", v1::ROLE_DECODE, "d0").ok());
+  EXPECT_TRUE(Fetch(victim, {}, 0).ok());
+}
+
+TEST_F(ServiceTest, BadInputIsInvalidArgumentNamingTheProblem) {
+  Start(Options(SystemKind::kDualPath, k1P1D));
+  auto expect_bad = [&](const v1::RequestSpec& s, const std::string& needle) {
+    auto r = Submit(s);
+    ASSERT_FALSE(r.ok()) << needle;
+    EXPECT_EQ(r.status().code(), Code::kInvalidArgument);
+    EXPECT_NE(r.status().message().find(needle), std::string::npos) << r.status().message();
+  };
+  expect_bad(Spec(1, {}), "empty prompt");
+  std::vector<uint32_t> big = Tokens(10, 1);
+  big[4] = 512;
+  expect_bad(Spec(1, big), "token 512 at position 4 >= vocab 512");
+  expect_bad(Spec(1, Tokens(10, 1), 0), "gen_tokens is 0");
+  v1::RequestSpec short_teacher = Spec(1, Tokens(10, 1), 5);
+  short_teacher.mutable_teacher()->RemoveLast();
+  expect_bad(short_teacher, "teacher has 3 tokens, needs >= gen_tokens - 1 = 4");
+  ASSERT_TRUE(Submit(Spec(1, Tokens(10, 1))).ok());
+  expect_bad(Spec(1, Tokens(20, 2)), "duplicate request_id 1");
+
+  auto unexpected = Register("p9.0", v1::ROLE_PREFILL, "p9");
+  EXPECT_EQ(unexpected.status().code(), Code::kInvalidArgument);
+  EXPECT_NE(unexpected.status().message().find("p9.0"), std::string::npos);
+  auto wrong_role = Register("p0.0", v1::ROLE_DECODE, "p0");
+  EXPECT_EQ(wrong_role.status().code(), Code::kInvalidArgument);
+  auto unknown_group = Fetch(17, {}, 0);
+  EXPECT_EQ(unknown_group.status().code(), Code::kInvalidArgument);
+  EXPECT_NE(unknown_group.status().message().find("17"), std::string::npos);
+  Register1P1D();
+  v1::EngineReport negative = Report(0, -1);
+  EXPECT_EQ(Fetch(0, {negative}, 0).status().code(), Code::kInvalidArgument);
+}
+
+TEST_F(ServiceTest, CountModeAcceptsThatManyEnginesPerRole) {
+  ServiceOptions o = Options(SystemKind::kBasic, k1P1D);
+  o.engines.clear();
+  o.expect_prefill = 1;
+  o.expect_decode = 1;
+  Start(o);
+  auto d = Register("dx", v1::ROLE_DECODE, "d0");
+  ASSERT_TRUE(d.ok());
+  EXPECT_EQ(d->engine_id(), 0u);
+  EXPECT_FALSE(Register("dy", v1::ROLE_DECODE, "d1").ok());
+  auto p = Register("px", v1::ROLE_PREFILL, "p0");
+  ASSERT_TRUE(p.ok());
+  EXPECT_EQ(p->engine_id(), 1u);
+  ASSERT_TRUE(Submit(Spec(3, Tokens(30, 1))).ok());
+  auto pe = Fetch(1, {}, kLongWaitMs);
+  ASSERT_TRUE(pe.ok());
+  ASSERT_EQ(pe->prefill_size(), 1);
+  EXPECT_EQ(pe->prefill(0).decode_engine(), 0u);
+}
+
+// Fake engines in threads run a whole workload: the PE "completes" what it is assigned, every
+// engine exits on shutdown, and the run finishes.
+TEST_F(ServiceTest, FakeEnginesRunAWorkloadAndShutDown) {
+  Start(Options(SystemKind::kDualPath, "p0.0:prefill:p0,p1.0:prefill:p1,d0.0:decode:d0"));
+  ASSERT_TRUE(Register("p0.0", v1::ROLE_PREFILL, "p0").ok());
+  ASSERT_TRUE(Register("p1.0", v1::ROLE_PREFILL, "p1").ok());
+  ASSERT_TRUE(Register("d0.0", v1::ROLE_DECODE, "d0").ok());
+  constexpr int kRequests = 24;
+  auto engine = [&](uint32_t id) {
+    for (;;) {
+      auto r = Fetch(id, {Report(id, 0)}, kLongWaitMs);
+      if (!r.ok()) {
+        ADD_FAILURE() << r.status().ToString();
+        return;
+      }
+      for (const auto& a : r->prefill()) {
+        EXPECT_TRUE(ReportResult(a.request().request_id(), true, a.attempt()).ok());
+      }
+      if (r->shutdown()) return;
+    }
+  };
+  std::vector<std::thread> engines;
+  for (uint32_t id = 0; id < 3; ++id) engines.emplace_back(engine, id);
+  for (uint64_t id = 0; id < kRequests; ++id) ASSERT_TRUE(Submit(Spec(id, Tokens(90, id))).ok());
+  std::vector<uint64_t> done;
+  uint64_t after = 0;
+  while (done.size() < kRequests) {
+    auto res = WaitResults(after, kLongWaitMs);
+    ASSERT_GT(res.results_size(), 0);
+    for (const auto& sr : res.results()) {
+      EXPECT_TRUE(sr.result().ok());
+      done.push_back(sr.result().request_id());
+      after = sr.seq();
+    }
+  }
+  std::sort(done.begin(), done.end());
+  std::vector<uint64_t> want(kRequests);
+  std::iota(want.begin(), want.end(), 0);
+  EXPECT_EQ(done, want);  // each exactly once
+  ShutdownRun();
+  for (auto& t : engines) t.join();
+  EXPECT_TRUE(server_->service().Finished());
+  EXPECT_TRUE(server_->Wait());
+  EXPECT_EQ(Submit(Spec(100, Tokens(10, 1))).status().code(), Code::kFailedPrecondition);
+}
+
+}  // namespace
+}  // namespace dualpath::control

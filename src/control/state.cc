@@ -1,0 +1,379 @@
+// ControlState: registration, (re)building the sched::Scheduler, liveness, shutdown. Fetch lives in
+// state_fetch.cc, Submit/Report/WaitResults in state_requests.cc.
+#include "control/state.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <utility>
+
+#include "dualpath/common/check.h"
+#include "dualpath/common/log.h"
+
+namespace dualpath::control {
+namespace {
+
+// The initial free-HBM view of a decode engine that registered without hbm_tokens.
+constexpr int64_t kUndeclaredHbmTokens = int64_t{1} << 40;
+
+sched::SchedConfig MakeSchedConfig(const ServiceOptions& o) {
+  sched::SchedConfig c =
+      o.system == SystemKind::kBasic ? sched::SchedConfig::Basic() : sched::SchedConfig::DualPath();
+  if (o.short_read_queue_tokens > 0) c.short_read_queue_tokens = o.short_read_queue_tokens;
+  if (o.unfinished_token_limit > 0) c.unfinished_token_limit = o.unfinished_token_limit;
+  c.split_reads = o.split_reads && o.system == SystemKind::kDualPath;
+  c.block_tokens = o.block_tokens;
+  return c;
+}
+
+sched::Role ToSchedRole(v1::Role role) {
+  return role == v1::ROLE_DECODE ? sched::Role::kDecode : sched::Role::kPrefill;
+}
+
+}  // namespace
+
+ControlState::ControlState(const ServiceOptions& options, const model::RefModelConfig& model,
+                           std::unique_ptr<HitProbe> probe)
+    : options_(options),
+      model_(model),
+      clock_(options.clock != nullptr ? options.clock : &SteadyClock::Default()),
+      sched_config_(MakeSchedConfig(options)),
+      probe_(std::move(probe)) {
+  // Named list: slots exist from the start, engine id = list position.
+  for (const ExpectedEngine& e : options_.engines) {
+    EngineState s;
+    s.expected = e;
+    engines_.push_back(std::move(s));
+  }
+}
+
+ControlState::~ControlState() = default;
+
+bool ControlState::AllExpectedRegisteredLocked() const {
+  if (static_cast<int>(engines_.size()) < options_.expected_engines()) return false;
+  return std::all_of(engines_.begin(), engines_.end(),
+                     [](const EngineState& e) { return e.registered; });
+}
+
+Result<uint32_t> ControlState::FindSlotLocked(const v1::EngineInfo& info) {
+  const sched::Role role = ToSchedRole(info.role());
+  if (!options_.engines.empty()) {
+    for (uint32_t i = 0; i < engines_.size(); ++i) {
+      const ExpectedEngine& e = engines_[i].expected;
+      if (e.name != info.name()) continue;
+      if (e.role != role) {
+        return InvalidArgument(fmt::format("register: engine {} has role {}, expected {}",
+                                           info.name(), sched::RoleName(role),
+                                           sched::RoleName(e.role)));
+      }
+      if (e.node != info.node()) {
+        return InvalidArgument(fmt::format("register: engine {} is on node '{}', expected '{}'",
+                                           info.name(), info.node(), e.node));
+      }
+      return i;
+    }
+    std::string names;
+    for (const EngineState& e : engines_) names += (names.empty() ? "" : ",") + e.expected.name;
+    return InvalidArgument(
+        fmt::format("register: unexpected engine '{}' (expected: {})", info.name(), names));
+  }
+  // Count mode: a known name re-registers; a new name takes the next slot while its role has room.
+  int of_role = 0;
+  for (uint32_t i = 0; i < engines_.size(); ++i) {
+    if (engines_[i].info.name() == info.name()) {
+      if (ToSchedRole(engines_[i].info.role()) != role) {
+        return InvalidArgument(fmt::format("register: engine {} re-registered with role {}",
+                                           info.name(), sched::RoleName(role)));
+      }
+      return i;
+    }
+    of_role += ToSchedRole(engines_[i].info.role()) == role ? 1 : 0;
+  }
+  const int limit =
+      role == sched::Role::kPrefill ? options_.expect_prefill : options_.expect_decode;
+  if (of_role >= limit) {
+    return InvalidArgument(
+        fmt::format("register: engine '{}': already {} {} engines of {} expected", info.name(),
+                    of_role, sched::RoleName(role), limit));
+  }
+  engines_.emplace_back();
+  return static_cast<uint32_t>(engines_.size() - 1);
+}
+
+Result<v1::RegisterEngineReply> ControlState::Register(const v1::EngineInfo& info) {
+  if (info.name().empty()) return InvalidArgument("register: engine name is empty");
+  if (info.role() != v1::ROLE_PREFILL && info.role() != v1::ROLE_DECODE) {
+    return InvalidArgument(
+        fmt::format("register: engine {} has no role (prefill or decode)", info.name()));
+  }
+  if (info.hbm_tokens() < 0) {
+    return InvalidArgument(
+        fmt::format("register: engine {} hbm_tokens {} < 0", info.name(), info.hbm_tokens()));
+  }
+  std::lock_guard<std::mutex> lock(mu_);
+  if (shutdown_ || stopping_) return FailedPrecondition("register: the run is shut down");
+  ASSIGN_OR_RETURN(uint32_t id, FindSlotLocked(info));
+  EngineState& e = engines_[id];
+  bool rebuild = started_;
+  if (e.registered && e.alive) {
+    // A live engine registering again restarted: whatever its old incarnation held is gone.
+    log::Warn("control: engine {} re-registered; re-submitting its {} in-flight requests",
+              info.name(), e.in_flight.size());
+    const std::vector<uint64_t> lost(e.in_flight.begin(), e.in_flight.end());
+    for (uint64_t rid : lost)
+      RetryOrFailLocked(rid, "engine " + info.name() + " restarted", nullptr, false);
+  }
+  e.info = info;
+  e.registered = true;
+  e.alive = true;
+  e.saw_shutdown = false;
+  e.last_seen = clock_->Now();
+  e.last_report = sched::EngineReport{};
+  e.last_report.hbm_free_tokens = info.hbm_tokens();
+  if (info.role() == v1::ROLE_DECODE && info.hbm_tokens() == 0) {
+    // Undeclared capacity: do not block scheduling before the engine's first report.
+    e.last_report.hbm_free_tokens = kUndeclaredHbmTokens;
+    log::Warn(
+        "control: decode engine {} registered without hbm_tokens; assuming unlimited until "
+        "it reports hbm_free_tokens",
+        info.name());
+  }
+  e.pending_decode.clear();
+  e.ping = false;
+  ReleaseDeferredLocked(id);
+  log::Info("control: registered engine {} id={} role={} node={} peer={} hbm_tokens={}",
+            info.name(), id, sched::RoleName(ToSchedRole(info.role())), info.node(),
+            info.peer_addr(), info.hbm_tokens());
+  if (!started_ && AllExpectedRegisteredLocked()) {
+    started_ = true;
+    rebuild = true;
+    log::Info("control: all {} expected engines registered; scheduling ({})", engines_.size(),
+              SystemName(options_.system));
+  }
+  if (rebuild) RebuildLocked();
+  cv_.notify_all();
+
+  v1::RegisterEngineReply reply;
+  reply.set_engine_id(id);
+  reply.set_group_id(id);  // each engine is its own group
+  reply.set_system(std::string(SystemName(options_.system)));
+  // Canonical form (every key): engines compare it with their own config.
+  reply.set_model_spec(model_.ToString());
+  reply.set_block_tokens(options_.block_tokens);
+  reply.set_heartbeat_s(options_.heartbeat_s);
+  reply.set_hash_algo(options_.hash_algo);
+  reply.set_hash_seed(options_.hash_seed);
+  return reply;
+}
+
+void ControlState::RebuildLocked() {
+  ++stats_.rebuilds;
+  sched_.reset();
+  sched_to_engine_.clear();
+  engine_to_sched_.assign(engines_.size(), kNone);
+  // Undelivered decode assignments are re-decided by the new scheduler.
+  for (EngineState& e : engines_) e.pending_decode.clear();
+
+  sched::ClusterDesc cluster;
+  for (uint32_t i = 0; i < engines_.size(); ++i) {
+    const EngineState& e = engines_[i];
+    if (!e.registered || !e.alive) continue;
+    const uint32_t sid = static_cast<uint32_t>(cluster.engines.size());
+    // One engine per sched group and per sched node (see options.h).
+    cluster.engines.push_back(sched::EngineDesc{EngineId(sid), ToSchedRole(e.info.role()),
+                                                NodeId(sid), sched::GroupId(sid)});
+    sched_to_engine_.push_back(i);
+    engine_to_sched_[i] = sid;
+  }
+  auto created = sched::Scheduler::Create(cluster, sched_config_);
+  if (!created.ok()) {
+    // No live prefill or no live decode engine: requests wait until one (re-)registers.
+    log::Error("control: cannot schedule with the live engines: {}", created.status().ToString());
+    sched_to_engine_.clear();
+    engine_to_sched_.assign(engines_.size(), kNone);
+    return;
+  }
+  sched_ = std::move(created).value();
+  std::vector<sched::EngineReport> reports;
+  for (uint32_t sid = 0; sid < sched_to_engine_.size(); ++sid) {
+    sched::EngineReport r = engines_[sched_to_engine_[sid]].last_report;
+    r.engine = EngineId(sid);
+    reports.push_back(r);
+  }
+  Status st = sched_->ApplyReports(reports);
+  DUALPATH_CHECK(st.ok(), st.ToString());  // stored reports were validated when received
+  for (uint64_t rid : order_) {
+    if (requests_.at(rid).phase == Phase::kQueued) SubmitToSchedLocked(rid);
+  }
+}
+
+void ControlState::SubmitToSchedLocked(uint64_t request_id) {
+  if (sched_ == nullptr) return;  // submitted at the next rebuild
+  const RequestState& st = requests_.at(request_id);
+  sched::SchedRequest r;
+  r.id = RequestId(request_id);
+  r.session = SessionId(st.spec.agent_id());
+  r.prompt_tokens = st.spec.prompt_size();
+  r.hit_tokens = st.hit_tokens;
+  r.expected_gen_tokens = st.spec.gen_tokens();
+  Status s = sched_->Submit(r);
+  DUALPATH_CHECK(s.ok(), s.ToString());  // the spec was validated at Submit
+}
+
+int ControlState::CheckLiveness() {
+  std::lock_guard<std::mutex> lock(mu_);
+  return CheckLivenessLocked();
+}
+
+int ControlState::CheckLivenessLocked() {
+  if (!started_ || shutdown_ || stopping_) return 0;
+  const Nanos now = clock_->Now();
+  const Nanos limit = FromSeconds(3 * options_.heartbeat_s);
+  int dead = 0;
+  for (EngineState& e : engines_) {
+    if (!e.registered || !e.alive || e.in_poll > 0 || now - e.last_seen <= limit) continue;
+    e.alive = false;
+    ++dead;
+    ++stats_.engines_dead;
+    log::Error(
+        "control: engine {} ({}) declared dead: no fetch for {:.3f} s (limit {:.3f} s); "
+        "re-submitting its {} in-flight requests",
+        e.info.name(), e.info.node(), ToSeconds(now - e.last_seen), ToSeconds(limit),
+        e.in_flight.size());
+    const std::vector<uint64_t> lost(e.in_flight.begin(), e.in_flight.end());
+    for (uint64_t rid : lost) {
+      RetryOrFailLocked(rid, "engine " + e.info.name() + " died", nullptr, false);
+    }
+    ReleaseDeferredLocked(static_cast<uint32_t>(&e - engines_.data()));
+  }
+  if (dead > 0) {
+    RebuildLocked();
+    cv_.notify_all();
+  }
+  return dead;
+}
+
+void ControlState::ReleaseInFlightLocked(RequestState& st, uint64_t request_id) {
+  for (uint32_t id : {st.prefill, st.decode}) {
+    if (id != kNone) engines_[id].in_flight.erase(request_id);
+  }
+  st.prefill = kNone;
+  st.decode = kNone;
+}
+
+void ControlState::RetryOrFailLocked(uint64_t request_id, const std::string& why,
+                                     const v1::RequestResult* result, bool defer) {
+  RequestState& st = requests_.at(request_id);
+  const uint32_t engines[] = {st.prefill, st.decode};
+  ReleaseInFlightLocked(st, request_id);
+  if (st.attempt + 1 < options_.max_attempts) {
+    ++st.attempt;
+    ++stats_.resubmitted;
+    log::Warn("control: request {} attempt {} failed ({}); re-submitting as attempt {}{}",
+              request_id, st.attempt - 1, why, st.attempt,
+              defer ? " once its engines fetch again" : "");
+    st.waiting_for.clear();
+    if (defer) {
+      for (uint32_t id : engines) {
+        if (id == kNone || !engines_[id].alive) continue;
+        if (std::find(st.waiting_for.begin(), st.waiting_for.end(), id) != st.waiting_for.end()) {
+          continue;
+        }
+        st.waiting_for.push_back(id);
+        engines_[id].ping = true;
+      }
+    }
+    if (st.waiting_for.empty()) {
+      st.phase = Phase::kQueued;
+      SubmitToSchedLocked(request_id);
+    } else {
+      st.phase = Phase::kDeferred;
+      deferred_.insert(request_id);
+      cv_.notify_all();  // the pings
+    }
+    return;
+  }
+  log::Error("control: request {} failed after {} attempts: {}", request_id, st.attempt + 1, why);
+  st.phase = Phase::kDone;
+  v1::RequestResult failed;
+  if (result != nullptr) failed = *result;
+  failed.set_request_id(request_id);
+  failed.set_ok(false);
+  if (failed.error().empty()) failed.set_error(why);
+  failed.set_attempt(st.attempt);
+  failed.set_hit_tokens(st.hit_tokens);
+  ++stats_.failed;
+  PushResultLocked(std::move(failed));
+}
+
+void ControlState::ReleaseDeferredLocked(uint32_t engine) {
+  for (auto it = deferred_.begin(); it != deferred_.end();) {
+    RequestState& st = requests_.at(*it);
+    std::erase(st.waiting_for, engine);
+    if (!st.waiting_for.empty()) {
+      ++it;
+      continue;
+    }
+    st.phase = Phase::kQueued;
+    SubmitToSchedLocked(*it);
+    it = deferred_.erase(it);
+    cv_.notify_all();
+  }
+}
+
+void ControlState::PushResultLocked(v1::RequestResult result) {
+  v1::SequencedResult sr;
+  sr.set_seq(results_.size() + 1);
+  *sr.mutable_result() = std::move(result);
+  results_.push_back(std::move(sr));
+  cv_.notify_all();
+}
+
+void ControlState::ListEngines(v1::ListEnginesReply* reply) {
+  std::lock_guard<std::mutex> lock(mu_);
+  for (uint32_t i = 0; i < engines_.size(); ++i) {
+    const EngineState& e = engines_[i];
+    if (!e.registered) continue;
+    *reply->add_engines() = e.info;
+    reply->add_engine_ids(i);
+    reply->add_alive(e.alive);
+  }
+}
+
+void ControlState::Shutdown() {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (!shutdown_) log::Info("control: shutdown requested");
+  shutdown_ = true;
+  cv_.notify_all();
+}
+
+void ControlState::Stop() {
+  std::lock_guard<std::mutex> lock(mu_);
+  stopping_ = true;
+  cv_.notify_all();
+}
+
+bool ControlState::FinishedLocked() const {
+  if (!shutdown_) return false;
+  return std::all_of(engines_.begin(), engines_.end(), [](const EngineState& e) {
+    return !e.registered || !e.alive || e.saw_shutdown;
+  });
+}
+
+bool ControlState::Finished() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return FinishedLocked();
+}
+
+bool ControlState::WaitFinished(std::chrono::milliseconds timeout) const {
+  std::unique_lock<std::mutex> lock(mu_);
+  cv_.wait_for(lock, timeout, [this] { return FinishedLocked() || stopping_; });
+  return FinishedLocked();
+}
+
+ServiceStats ControlState::stats() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return stats_;
+}
+
+}  // namespace dualpath::control

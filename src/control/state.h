@@ -1,0 +1,144 @@
+// ControlState: everything the scheduler service knows, behind one mutex. The gRPC handlers of
+// SchedulerService are thin wrappers around these methods (which speak proto messages but no
+// gRPC), so the logic reads top to bottom here.
+//
+// Request life cycle (RequestState::phase):
+//   kQueued   submitted (or re-submitted) and inside sched::Scheduler, not yet a full assignment;
+//             it may already have a decode assignment (advisory, see docs/control.md)
+//   kAssigned handed to a prefill engine in a complete Assignment; in flight on its PE and DE
+//   kDeferred an engine reported the attempt failed; re-submitted (as the next attempt) once both
+//             engines of the failed attempt have started a new Fetch, or died. A PE whose DE was
+//             killed fails fast; re-submitting at once could pick the same dead DE (it is not yet
+//             declared dead) and burn every attempt within milliseconds. Waiting for a fresh Fetch
+//             costs a live engine one round trip: its long poll is "pinged" (returns empty) so it
+//             fetches again at once.
+//   kDone     its result (ok, or failed after max_attempts) is in results_
+// A request's `attempt` grows each time it is re-submitted; results of an older attempt are stale
+// and dropped, so an engine declared dead that still reports cannot produce a duplicate result.
+//
+// The sched::Scheduler covers the live registered engines only, with dense ids; it is rebuilt
+// (RebuildLocked) whenever that set changes (all expected engines registered, an engine died or
+// re-registered), re-submitting every kQueued request in submission order. Rebuilding instead of
+// patching keeps the pure scheduler unaware of failures.
+//
+// Thread safety: all public methods may be called from any thread; one mutex guards the state and
+// one condition variable wakes long polls (Fetch, WaitResults) and WaitFinished on any change.
+#pragma once
+
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <memory>
+#include <mutex>
+#include <set>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "control/hit_probe.h"
+#include "dualpath/common/clock.h"
+#include "dualpath/common/status.h"
+#include "dualpath/control/options.h"
+#include "dualpath/control/service.h"
+#include "dualpath/control/v1/scheduler.pb.h"
+#include "dualpath/model/ref_model.h"
+#include "dualpath/sched/scheduler.h"
+
+namespace dualpath::control {
+
+class ControlState {
+ public:
+  ControlState(const ServiceOptions& options, const model::RefModelConfig& model,
+               std::unique_ptr<HitProbe> probe);
+  ~ControlState();
+
+  Result<v1::RegisterEngineReply> Register(const v1::EngineInfo& info);
+  Status Fetch(const v1::FetchRequest& request, v1::FetchReply* reply);
+  // Returns the hit tokens found.
+  Result<int64_t> Submit(const v1::RequestSpec& spec);
+  Status Report(const v1::RequestResult& result);
+  void WaitResults(const v1::WaitResultsRequest& request, v1::WaitResultsReply* reply);
+  void ListEngines(v1::ListEnginesReply* reply);
+  void Shutdown();
+
+  int CheckLiveness();
+  void Stop();
+  bool Finished() const;
+  bool WaitFinished(std::chrono::milliseconds timeout) const;
+  ServiceStats stats() const;
+  const ServiceOptions& options() const { return options_; }
+
+ private:
+  enum class Phase { kQueued, kAssigned, kDeferred, kDone };
+  static constexpr uint32_t kNone = UINT32_MAX;
+
+  struct EngineState {
+    v1::EngineInfo info;
+    ExpectedEngine expected;  // from the list (name empty in count mode)
+    bool registered = false;
+    bool alive = false;
+    bool saw_shutdown = false;
+    bool ping = false;  // a deferred retry waits for this engine: end its current poll early
+    int in_poll = 0;    // Fetch calls of this engine in progress: alive by definition
+    Nanos last_seen = 0;
+    sched::EngineReport last_report;             // engine field unused (mapped at apply time)
+    std::set<uint64_t> in_flight;                // request ids assigned to it as PE or DE
+    std::vector<v1::Assignment> pending_decode;  // decode assignments not yet fetched
+  };
+
+  struct RequestState {
+    v1::RequestSpec spec;
+    int64_t hit_tokens = 0;
+    uint32_t attempt = 0;
+    Phase phase = Phase::kQueued;
+    uint32_t prefill = kNone;  // service engine ids while kAssigned
+    uint32_t decode = kNone;
+    std::vector<uint32_t> waiting_for;  // kDeferred: engines that must fetch again first
+  };
+
+  // All *Locked methods require mu_.
+  Result<uint32_t> FindSlotLocked(const v1::EngineInfo& info);
+  void RebuildLocked();
+  void SubmitToSchedLocked(uint64_t request_id);
+  void RunDecodePhaseLocked();
+  void RunPrefillFetchLocked(uint32_t engine, v1::FetchReply* reply);
+  Status ApplyReportsLocked(const v1::FetchRequest& request);
+  int CheckLivenessLocked();
+  // The request's attempt failed (why): re-submit, or forward a failed result once attempts are
+  // exhausted. `result` is the engine's failed result, or null when the service decided.
+  // `defer`: wait for the failed attempt's engines to fetch again (see kDeferred).
+  void RetryOrFailLocked(uint64_t request_id, const std::string& why,
+                         const v1::RequestResult* result, bool defer);
+  // Engine `engine` proved alive (a new Fetch or registration) or died: deferred requests stop
+  // waiting for it, and those waiting for nobody are re-submitted.
+  void ReleaseDeferredLocked(uint32_t engine);
+  void ReleaseInFlightLocked(RequestState& st, uint64_t request_id);
+  void PushResultLocked(v1::RequestResult result);
+  bool AllExpectedRegisteredLocked() const;
+  bool FinishedLocked() const;
+
+  const ServiceOptions options_;
+  const model::RefModelConfig model_;
+  const Clock* clock_;
+  sched::SchedConfig sched_config_;
+  std::unique_ptr<HitProbe> probe_;
+
+  mutable std::mutex mu_;
+  mutable std::condition_variable cv_;
+  std::vector<EngineState> engines_;  // index = service engine id
+  bool started_ = false;              // every expected engine has registered once
+  bool shutdown_ = false;
+  bool stopping_ = false;
+  std::unique_ptr<sched::Scheduler> sched_;
+  std::vector<uint32_t> sched_to_engine_;  // sched EngineId -> service engine id
+  std::vector<uint32_t> engine_to_sched_;  // service engine id -> sched EngineId (kNone: out)
+  std::unordered_map<uint64_t, RequestState> requests_;
+  std::vector<uint64_t> order_;               // request ids in submission order
+  std::set<uint64_t> deferred_;               // request ids in kDeferred
+  std::vector<v1::SequencedResult> results_;  // results_[i].seq == i + 1
+  sched::FetchResult scratch_;
+  ServiceStats stats_;
+};
+
+}  // namespace dualpath::control

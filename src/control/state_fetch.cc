@@ -1,0 +1,191 @@
+// ControlState::Fetch: the long poll of engine group leaders (§6.1), and the decode/prefill
+// scheduling passes it drives.
+#include <fmt/format.h>
+
+#include <chrono>
+#include <utility>
+
+#include "control/state.h"
+#include "dualpath/common/check.h"
+#include "dualpath/common/log.h"
+
+namespace dualpath::control {
+namespace {
+
+v1::ReadSide ToProtoSide(sched::ReadSide side) {
+  switch (side) {
+    case sched::ReadSide::kPrefill:
+      return v1::READ_SIDE_PREFILL;
+    case sched::ReadSide::kDecode:
+      return v1::READ_SIDE_DECODE;
+    case sched::ReadSide::kSplit:
+      return v1::READ_SIDE_SPLIT;
+  }
+  return v1::READ_SIDE_UNSPECIFIED;
+}
+
+}  // namespace
+
+Status ControlState::ApplyReportsLocked(const v1::FetchRequest& request) {
+  // Validate the whole batch first: a bad report changes nothing.
+  for (const v1::EngineReport& r : request.reports()) {
+    if (r.engine_id() >= engines_.size() || !engines_[r.engine_id()].registered) {
+      return InvalidArgument(fmt::format("fetch: report for unknown engine_id {}", r.engine_id()));
+    }
+    if (r.unfinished_requests() < 0 || r.unfinished_tokens() < 0 || r.read_queue_tokens() < 0 ||
+        r.hbm_free_tokens() < 0) {
+      return InvalidArgument(
+          fmt::format("fetch: report of engine {} has a negative field", r.engine_id()));
+    }
+  }
+  std::vector<sched::EngineReport> mapped;
+  for (const v1::EngineReport& r : request.reports()) {
+    EngineState& e = engines_[r.engine_id()];
+    e.last_report.unfinished_requests = r.unfinished_requests();
+    e.last_report.unfinished_tokens = r.unfinished_tokens();
+    e.last_report.read_queue_tokens = r.read_queue_tokens();
+    e.last_report.hbm_free_tokens = r.hbm_free_tokens();
+    const uint32_t sid =
+        r.engine_id() < engine_to_sched_.size() ? engine_to_sched_[r.engine_id()] : kNone;
+    if (sched_ == nullptr || sid == kNone) continue;  // stored; applied at the next rebuild
+    sched::EngineReport s = e.last_report;
+    s.engine = EngineId(sid);
+    mapped.push_back(s);
+  }
+  if (!mapped.empty()) {
+    Status st = sched_->ApplyReports(mapped);
+    DUALPATH_CHECK(st.ok(), st.ToString());  // validated above
+  }
+  return Status::Ok();
+}
+
+Status ControlState::Fetch(const v1::FetchRequest& request, v1::FetchReply* reply) {
+  const auto deadline =
+      std::chrono::steady_clock::now() + std::chrono::milliseconds(request.wait_ms());
+  std::unique_lock<std::mutex> lock(mu_);
+  const uint32_t id = request.group_id();  // each engine is its own group
+  if (id >= engines_.size() || !engines_[id].registered) {
+    return InvalidArgument(fmt::format("fetch: unknown group_id {} (register first)", id));
+  }
+  if (!engines_[id].alive) {
+    // Its requests went elsewhere; letting it work again would duplicate them. It may register
+    // again (a restart) to rejoin.
+    return FailedPrecondition(fmt::format(
+        "fetch: engine {} was declared dead (no fetch for 3 heartbeats); register again",
+        engines_[id].info.name()));
+  }
+  RETURN_IF_ERROR(ApplyReportsLocked(request));
+  // While a Fetch of the engine is in progress the engine is alive, however long the poll.
+  ++engines_[id].in_poll;
+  engines_[id].last_seen = clock_->Now();
+  struct PollGuard {
+    ControlState* self;
+    uint32_t id;
+    ~PollGuard() {
+      --self->engines_[id].in_poll;
+      self->engines_[id].last_seen = self->clock_->Now();
+    }
+  } guard{this, id};
+  // A new Fetch proves the engine alive: deferred retries stop waiting for it. (A poll already in
+  // progress does not count: its caller may have died since it started.)
+  engines_[id].ping = false;
+  ReleaseDeferredLocked(id);
+  CheckLivenessLocked();
+
+  const bool prefill = engines_[id].info.role() == v1::ROLE_PREFILL;
+  for (;;) {
+    if (shutdown_ || stopping_) {
+      engines_[id].saw_shutdown = true;
+      reply->set_shutdown(true);
+      cv_.notify_all();  // WaitFinished may be waiting for this engine
+      return Status::Ok();
+    }
+    if (engines_[id].ping) {
+      // A deferred retry waits for this engine to fetch again: end this poll so it does.
+      engines_[id].ping = false;
+      return Status::Ok();
+    }
+    if (sched_ != nullptr && engines_[id].alive) {
+      RunDecodePhaseLocked();
+      if (prefill) {
+        RunPrefillFetchLocked(id, reply);
+      } else {
+        for (v1::Assignment& a : engines_[id].pending_decode) *reply->add_decode() = std::move(a);
+        engines_[id].pending_decode.clear();
+      }
+      if (reply->prefill_size() > 0 || reply->decode_size() > 0) return Status::Ok();
+    }
+    if (cv_.wait_until(lock, deadline) == std::cv_status::timeout) {
+      // One last pass happens on the next Fetch; an empty reply is a normal outcome.
+      return Status::Ok();
+    }
+  }
+}
+
+void ControlState::RunDecodePhaseLocked() {
+  // The service runs every decode group's pass itself (on the engines' last reports plus its own
+  // assignments since), so a prefill engine never waits for a decode engine's round trip before
+  // it can get work; decode engines collect their decode assignments on their next Fetch.
+  bool any = false;
+  for (uint32_t sid = 0; sid < sched_to_engine_.size(); ++sid) {
+    const sched::GroupId g(sid);
+    if (sched_->group_role(g) != sched::Role::kDecode) continue;
+    if (sched_->global_queue_size() == 0 && sched_->private_queue_size(g) == 0) continue;
+    scratch_.Clear();
+    Status st = sched_->FetchForGroup(g, {}, &scratch_);
+    DUALPATH_CHECK(st.ok(), st.ToString());
+    for (const sched::DecodeAssignment& d : scratch_.decode) {
+      const uint32_t de = sched_to_engine_[d.decode.value()];
+      const RequestState& rs = requests_.at(d.request.value());
+      v1::Assignment a;
+      *a.mutable_request() = rs.spec;
+      a.set_decode_engine(de);
+      *a.mutable_decode() = engines_[de].info;
+      a.set_hit_tokens(rs.hit_tokens);
+      a.set_attempt(rs.attempt);
+      engines_[de].pending_decode.push_back(std::move(a));
+      any = true;
+    }
+  }
+  if (any) cv_.notify_all();
+}
+
+void ControlState::RunPrefillFetchLocked(uint32_t engine, v1::FetchReply* reply) {
+  const uint32_t sid = engine_to_sched_[engine];
+  if (sid == kNone) return;
+  scratch_.Clear();
+  Status st = sched_->FetchForGroup(sched::GroupId(sid), {}, &scratch_);
+  DUALPATH_CHECK(st.ok(), st.ToString());
+  for (const sched::Assignment& s : scratch_.prefill) {
+    const uint64_t rid = s.request.value();
+    RequestState& rs = requests_.at(rid);
+    rs.phase = Phase::kAssigned;
+    rs.prefill = sched_to_engine_[s.prefill.value()];
+    rs.decode = sched_to_engine_[s.decode.value()];
+    engines_[rs.prefill].in_flight.insert(rid);
+    engines_[rs.decode].in_flight.insert(rid);
+    ++stats_.assigned;
+
+    v1::Assignment* a = reply->add_prefill();
+    *a->mutable_request() = rs.spec;
+    a->set_prefill_engine(rs.prefill);
+    a->set_decode_engine(rs.decode);
+    *a->mutable_prefill() = engines_[rs.prefill].info;
+    *a->mutable_decode() = engines_[rs.decode].info;
+    a->set_hit_tokens(rs.hit_tokens);
+    a->set_attempt(rs.attempt);
+    if (options_.system == SystemKind::kOracle) {
+      // Oracle: a timing bound that neither reads storage nor moves KV between engines.
+      a->set_side(v1::READ_SIDE_NONE);
+    } else {
+      a->set_side(ToProtoSide(s.side));
+      a->set_prefill_read_tokens(s.prefill_read_tokens);
+      a->set_decode_read_tokens(s.decode_read_tokens);
+    }
+    log::Debug("control: request {} attempt {} -> PE {} DE {} side {} hit {}", rid, rs.attempt,
+               engines_[rs.prefill].info.name(), engines_[rs.decode].info.name(),
+               v1::ReadSide_Name(a->side()), rs.hit_tokens);
+  }
+}
+
+}  // namespace dualpath::control

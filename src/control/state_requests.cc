@@ -1,0 +1,114 @@
+// ControlState: the replayer's side (Submit, WaitResults) and the engines' results (Report).
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <chrono>
+#include <utility>
+
+#include "control/state.h"
+#include "dualpath/common/log.h"
+
+namespace dualpath::control {
+namespace {
+
+// Results per WaitResults reply: bounds the message; the replayer asks again for the rest.
+constexpr size_t kMaxResultsPerReply = 1024;
+
+Status CheckTokens(uint64_t id, const char* what,
+                   const google::protobuf::RepeatedField<uint32_t>& t, uint32_t vocab) {
+  for (int i = 0; i < t.size(); ++i) {
+    if (t[i] >= vocab) {
+      return InvalidArgument(fmt::format(
+          "submit: request {}: {} token {} at position {} >= vocab {}", id, what, t[i], i, vocab));
+    }
+  }
+  return Status::Ok();
+}
+
+}  // namespace
+
+Result<int64_t> ControlState::Submit(const v1::RequestSpec& spec) {
+  const uint64_t id = spec.request_id();
+  if (spec.prompt().empty()) {
+    return InvalidArgument(fmt::format("submit: request {}: empty prompt", id));
+  }
+  if (spec.gen_tokens() == 0) {
+    return InvalidArgument(fmt::format("submit: request {}: gen_tokens is 0 (must be >= 1)", id));
+  }
+  if (static_cast<uint64_t>(spec.teacher_size()) + 1 < spec.gen_tokens()) {
+    return InvalidArgument(
+        fmt::format("submit: request {}: teacher has {} tokens, needs >= gen_tokens - 1 = {}", id,
+                    spec.teacher_size(), spec.gen_tokens() - 1));
+  }
+  RETURN_IF_ERROR(CheckTokens(id, "prompt", spec.prompt(), model_.vocab));
+  RETURN_IF_ERROR(CheckTokens(id, "teacher", spec.teacher(), model_.vocab));
+  {
+    // Cheap early answer for duplicates, before probing storage (checked again below).
+    std::lock_guard<std::mutex> lock(mu_);
+    if (requests_.count(id) != 0) {
+      return InvalidArgument(fmt::format("submit: duplicate request_id {}", id));
+    }
+    if (shutdown_ || stopping_) return FailedPrecondition("submit: the run is shut down");
+  }
+  // Storage probing (one stat per block) happens outside the lock.
+  const int64_t hit =
+      probe_ == nullptr
+          ? 0
+          : probe_->HitTokens(std::span<const uint32_t>(spec.prompt().data(), spec.prompt_size()));
+
+  std::lock_guard<std::mutex> lock(mu_);
+  if (shutdown_ || stopping_) return FailedPrecondition("submit: the run is shut down");
+  auto [it, inserted] = requests_.try_emplace(id);
+  if (!inserted) return InvalidArgument(fmt::format("submit: duplicate request_id {}", id));
+  it->second.spec = spec;
+  it->second.hit_tokens = hit;
+  order_.push_back(id);
+  ++stats_.submitted;
+  SubmitToSchedLocked(id);
+  log::Debug("control: submitted request {} agent {} turn {} prompt {} hit {} gen {}", id,
+             spec.agent_id(), spec.turn(), spec.prompt_size(), hit, spec.gen_tokens());
+  cv_.notify_all();
+  return hit;
+}
+
+Status ControlState::Report(const v1::RequestResult& result) {
+  std::lock_guard<std::mutex> lock(mu_);
+  const uint64_t id = result.request_id();
+  auto it = requests_.find(id);
+  if (it == requests_.end()) {
+    return NotFound(fmt::format("report: unknown request_id {}", id));
+  }
+  RequestState& st = it->second;
+  if (st.phase != Phase::kAssigned || result.attempt() != st.attempt) {
+    // A superseded attempt (its engine was declared dead, or it was already re-submitted): the
+    // current attempt's result is the one that counts.
+    ++stats_.stale_results;
+    log::Warn("control: dropped stale result of request {} attempt {} (current attempt {})", id,
+              result.attempt(), st.attempt);
+    return Status::Ok();
+  }
+  if (!result.ok()) {
+    RetryOrFailLocked(id, result.error().empty() ? "engine reported failure" : result.error(),
+                      &result, /*defer=*/true);
+    cv_.notify_all();
+    return Status::Ok();
+  }
+  ReleaseInFlightLocked(st, id);
+  st.phase = Phase::kDone;
+  ++stats_.completed;
+  PushResultLocked(result);
+  return Status::Ok();
+}
+
+void ControlState::WaitResults(const v1::WaitResultsRequest& request, v1::WaitResultsReply* reply) {
+  const auto deadline =
+      std::chrono::steady_clock::now() + std::chrono::milliseconds(request.wait_ms());
+  std::unique_lock<std::mutex> lock(mu_);
+  const uint64_t after = request.after_seq();
+  cv_.wait_until(lock, deadline, [&] { return results_.size() > after || shutdown_ || stopping_; });
+  if (results_.size() <= after) return;
+  const size_t end = std::min<size_t>(results_.size(), after + kMaxResultsPerReply);
+  for (size_t i = after; i < end; ++i) *reply->add_results() = results_[i];
+}
+
+}  // namespace dualpath::control
