@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <cstdlib>
 #include <filesystem>
 #include <nlohmann/json.hpp>
 #include <sstream>
@@ -45,6 +46,12 @@ std::string SelfExe() {
   std::error_code ec;
   std::filesystem::path p = std::filesystem::read_symlink("/proc/self/exe", ec);
   return ec ? "dualpath" : p.string();
+}
+
+// $DUALPATH_REPLAY_ROOT, else /var/tmp/dualpath-replay.
+std::string ReplayRoot() {
+  const char* env = std::getenv("DUALPATH_REPLAY_ROOT");
+  return env != nullptr && *env != '\0' ? env : "/var/tmp/dualpath-replay";
 }
 
 // A unique id for this run: store subdirectories and the work directory are named after it.
@@ -171,8 +178,8 @@ Status StartSystem(const ClusterRunOptions& o, const testbed::Cluster& c, const 
   // engine from one that has not registered yet.
   std::string engines;
   for (const testbed::Node& n : c.nodes) {
-    engines += (engines.empty() ? "" : ",") + n.name + ".0:" +
-               std::string(testbed::RoleName(n.role)) + ":" + n.name;
+    engines += (engines.empty() ? "" : ",") + n.name +
+               ".0:" + std::string(testbed::RoleName(n.role)) + ":" + n.name;
   }
   serve.push_back("--engines");
   serve.push_back(engines);
@@ -337,7 +344,9 @@ Result<ClusterRunReport> RunOnCluster(const ClusterRunOptions& o, std::ostream& 
 
   const std::string bin = o.dualpath_bin.empty() ? SelfExe() : o.dualpath_bin;
   const std::string run_id = RunId();
-  const std::string work = cluster.state_dir + "/replay-" + run_id;
+  // Logs live outside the cluster's state directory, so a failed run's logs survive
+  // the cluster's tear-down; a successful run removes them unless --keep.
+  const std::string work = ReplayRoot() + "/" + o.name + "-" + run_id;
   std::error_code ec;
   std::filesystem::create_directories(work, ec);
   if (ec) return IoError("create " + work + ": " + ec.message());
@@ -357,7 +366,8 @@ Result<ClusterRunReport> RunOnCluster(const ClusterRunOptions& o, std::ostream& 
   for (size_t si = 0; si < o.systems.size(); ++si) {
     const std::string& system = o.systems[si];
     const std::string subdir = "replay-" + run_id + "-" + system;
-    const std::string address = "unix:" + work + "/" + system + ".sock";
+    // The socket lives in the cluster's state directory (docs/e2e.md): it goes with the cluster.
+    const std::string address = "unix:" + cluster.state_dir + "/" + subdir + ".sock";
     SystemProcesses procs;
     Control control(address);
     RETURN_IF_ERROR(StartSystem(o, cluster, bin, system, address, subdir, work, spec, procs,
@@ -395,6 +405,9 @@ Result<ClusterRunReport> RunOnCluster(const ClusterRunOptions& o, std::ostream& 
 
   if (o.check) {
     RETURN_IF_ERROR(CheckRuns(spec, workload, o.check_threads, report.runs, progress));
+  }
+  if (!o.keep) {
+    std::filesystem::remove_all(work, ec);
   }
   return report;
 }

@@ -107,11 +107,9 @@ fi
 if ip netns list | grep -q "^dp-$NAME\."; then
   fail "namespaces left: $(ip netns list | grep "^dp-$NAME\." | tr '\n' ' ')"
 fi
+# The service's socket and store root and the engines' mounts are all under the state dir.
 if pgrep -af -- "dualpath-testbed/$NAME/" >"$tmp/left.txt"; then
   fail "processes left: $(cat "$tmp/left.txt")"
-fi
-if pgrep -af -- "replay-.*\.sock" >"$tmp/left2.txt"; then
-  fail "scheduler services left: $(cat "$tmp/left2.txt")"
 fi
 [[ -e $root/$NAME ]] && fail "state dir $root/$NAME left"
 
