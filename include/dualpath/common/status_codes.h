@@ -67,6 +67,9 @@
   X(kTraceMalformed, 700, "trace: malformed record")                             \
   /* engine */                                                                   \
   X(kEngineMismatch, 800, "engine: output mismatch")                             \
+  X(kEnginePeerFailed, 801, "engine: peer engine failed")                        \
+  X(kEngineNoRoom, 802, "engine: request does not fit in engine memory")         \
+  X(kEngineStopped, 803, "engine: stopping")                                     \
   /* control */                                                                  \
   X(kControlRpcError, 900, "control: RPC failed")                                \
   /* testbed */                                                                  \

@@ -1,0 +1,83 @@
+// Engine: one prefill (PE) or decode (DE) engine process of the end-to-end system (DualPath §4.1,
+// docs/e2e.md, docs/engine.md).
+//
+// An Engine owns, for its whole life: a transfer::TransferEngine listening on its compute address
+// with one registered region of `buffer_bytes` (the engine's buffers and "HBM": host memory here),
+// an EnginePeer gRPC server on the same address, a storage::BlockStore at its node's store root,
+// the reference model (built from the spec the scheduler hands out at registration), and the
+// role's pipeline threads:
+//   - PE: a loader stage (allocate the receive area, StartDecode to the DE, read PE-side hit
+//     blocks) that runs ahead of a compute stage (layerwise prefill, KV puts to the DE,
+//     PrefillDone), bounded by buffer memory, so storage reads overlap compute;
+//   - DE: StartDecode allocates the DE buffer; a reader stage reads DE-side hit blocks and pushes
+//     them layer by layer to the PE; a decode stage runs teacher-forced decode steps, writes every
+//     new full block behind to storage and reports the result to the scheduler.
+// Run() registers with the scheduler and runs the fetch loop until the scheduler says shutdown
+// (or Stop() is called); every request that fails (dead peer, timeout, no room) is reported with
+// ok=false so the scheduler re-submits it; nothing waits without a deadline.
+//
+// Thread safety: Create, Run and the destructor from one owning thread; Stop and info() from any
+// thread.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "dualpath/common/clock.h"
+#include "dualpath/common/status.h"
+#include "dualpath/control/v1/scheduler.pb.h"
+#include "dualpath/engine/scheduler_link.h"
+#include "dualpath/storage/faults.h"
+
+namespace dualpath::engine {
+
+enum class Role { kPrefill, kDecode };
+
+struct EngineOptions {
+  Role role = Role::kPrefill;
+  std::string name;  // unique engine name, e.g. "p0.0"
+  std::string node;  // node name, e.g. "p0" (engines of a node share its storage NIC)
+  std::string listen_ip = "127.0.0.1";   // compute address: EnginePeer gRPC + transfer engine
+  uint16_t peer_port = 0;                // 0: any free port
+  uint16_t transfer_port = 0;            // 0: any free port
+  std::string store_root;                // the node's store mount
+  std::string store_subdir;              // optional subdirectory (one per system and run)
+  uint64_t buffer_bytes = 256ull << 20;  // the registered region: buffers + "HBM"
+  int64_t hbm_tokens = 0;                // 0: whatever fits in buffer_bytes
+  std::string ucx_tls = "tcp";           // UCX_TLS of the transfer engine
+  unsigned read_depth = 8;               // io_uring reads in flight per reader stage
+  uint32_t fetch_wait_ms = 200;          // long-poll bound of one Fetch
+  Nanos request_timeout = 60 * kNanosPerSecond;  // any single wait of one request
+  Nanos peer_timeout = 5 * kNanosPerSecond;      // transfer engine: silent peer is dead
+  storage::StorageFaults* faults = nullptr;      // tests only; not owned
+};
+
+class Engine {
+ public:
+  // Starts the transfer engine and the EnginePeer server, registers with the scheduler (which
+  // hands out the model and block size), opens the store, builds the model and starts the role's
+  // threads. Errors name what failed (bad options: kInvalidArgument).
+  static Result<std::unique_ptr<Engine>> Create(const EngineOptions& options,
+                                                std::unique_ptr<SchedulerLink> scheduler);
+  ~Engine();
+  Engine(const Engine&) = delete;
+  Engine& operator=(const Engine&) = delete;
+
+  // The fetch loop: returns OK when the scheduler says shutdown or Stop() was called, an error if
+  // the scheduler stayed unreachable for request_timeout.
+  Status Run();
+  // Makes Run return and fails every request in flight. Idempotent.
+  void Stop();
+
+  // As registered (ports resolved, engine id from the scheduler).
+  const control::v1::EngineInfo& info() const;
+  uint32_t engine_id() const;
+
+ private:
+  struct Impl;
+  explicit Engine(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace dualpath::engine

@@ -1,0 +1,33 @@
+// SchedulerLink: what an engine needs from the scheduler service (docs/e2e.md): register, fetch
+// work as a group leader (long poll, carrying the engine's load report), and report a request's
+// result. The production implementation speaks gRPC to `dualpath control serve`
+// (ConnectScheduler); unit tests put a test double behind the same interface.
+//
+// Thread safety: implementations must allow Fetch and ReportResult to be called concurrently
+// from different threads (the fetch loop and the pipelines).
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include "dualpath/common/status.h"
+#include "dualpath/control/v1/scheduler.pb.h"
+
+namespace dualpath::engine {
+
+class SchedulerLink {
+ public:
+  virtual ~SchedulerLink() = default;
+  virtual Result<control::v1::RegisterEngineReply> Register(
+      const control::v1::RegisterEngineRequest& request) = 0;
+  // Long poll: returns when there is work or after request.wait_ms() (plus transport slack).
+  virtual Result<control::v1::FetchReply> Fetch(const control::v1::FetchRequest& request) = 0;
+  virtual Status ReportResult(const control::v1::RequestResult& result) = 0;
+};
+
+// gRPC client for the Scheduler service at `address` ("unix:/path" or "host:port"). Connects
+// lazily; RPC failures come back as kUnavailable (the service is not reachable) or
+// kEnginePeerFailed (any other gRPC error), naming the RPC.
+std::unique_ptr<SchedulerLink> ConnectScheduler(const std::string& address);
+
+}  // namespace dualpath::engine

@@ -1,0 +1,156 @@
+// `dualpath engine`: one prefill or decode engine process of the end-to-end system
+// (docs/engine.md, docs/e2e.md). It registers with the scheduler service, serves EnginePeer and
+// its transfer engine on the compute address, and runs until the scheduler says shutdown or it
+// gets SIGTERM / SIGINT.
+//
+//   dualpath engine --role prefill --name p0.0 --node p0 --scheduler unix:/run/dp/sched.sock
+//       --listen 10.99.2.11 --store-root /mnt/dp/p0 --store-subdir dualpath
+#include <arpa/inet.h>
+#include <ifaddrs.h>
+#include <net/if.h>
+#include <netinet/in.h>
+#include <pthread.h>
+#include <signal.h>
+
+#include <cstdlib>
+#include <iostream>
+#include <memory>
+#include <thread>
+
+#include "cli/command.h"
+#include "dualpath/common/log.h"
+#include "dualpath/engine/engine.h"
+
+namespace dualpath::cli {
+namespace {
+
+struct EngineArgs {
+  std::string role;
+  std::string scheduler;
+  uint64_t buffer_mib = 256;
+  double request_timeout_s = 60;
+  double peer_timeout_s = 5;
+  std::string ucx_net_devices;
+  engine::EngineOptions o;
+};
+
+// The interface that holds `ip` (IPv4), or "" if none / loopback. UCX's tcp transport otherwise
+// uses every interface as an extra rail, and on the testbed that includes the storage link.
+std::string InterfaceOf(const std::string& ip) {
+  in_addr want{};
+  if (inet_pton(AF_INET, ip.c_str(), &want) != 1) {
+    return "";
+  }
+  ifaddrs* ifs = nullptr;
+  if (getifaddrs(&ifs) != 0) {
+    return "";
+  }
+  std::string name;
+  for (ifaddrs* i = ifs; i != nullptr; i = i->ifa_next) {
+    if (i->ifa_addr == nullptr || i->ifa_addr->sa_family != AF_INET) {
+      continue;
+    }
+    auto* sin = reinterpret_cast<sockaddr_in*>(i->ifa_addr);
+    if (sin->sin_addr.s_addr == want.s_addr && (i->ifa_flags & IFF_LOOPBACK) == 0) {
+      name = i->ifa_name;
+      break;
+    }
+  }
+  freeifaddrs(ifs);
+  return name;
+}
+
+int RunEngine(EngineArgs& a) {
+  engine::EngineOptions& o = a.o;
+  o.role = a.role == "prefill" ? engine::Role::kPrefill : engine::Role::kDecode;
+  if (a.buffer_mib == 0 || a.buffer_mib > (1u << 20)) {
+    return ReportError("engine", InvalidArgument("--buffer-mib must be in [1, 1048576]"));
+  }
+  o.buffer_bytes = a.buffer_mib << 20;
+  if (!(a.request_timeout_s > 0) || !(a.peer_timeout_s > 0)) {
+    return ReportError("engine", InvalidArgument("--request-timeout-s and --peer-timeout-s must "
+                                                 "be positive"));
+  }
+  o.request_timeout = FromSeconds(a.request_timeout_s);
+  o.peer_timeout = FromSeconds(a.peer_timeout_s);
+  std::string dev = a.ucx_net_devices.empty() ? InterfaceOf(o.listen_ip) : a.ucx_net_devices;
+  if (!dev.empty() && std::getenv("UCX_NET_DEVICES") == nullptr) {
+    setenv("UCX_NET_DEVICES", dev.c_str(), 1);
+  }
+
+  // SIGTERM / SIGINT stop the engine cleanly: block them in every thread (threads inherit the
+  // mask) and let one thread wait for them.
+  sigset_t set;
+  sigemptyset(&set);
+  sigaddset(&set, SIGTERM);
+  sigaddset(&set, SIGINT);
+  sigaddset(&set, SIGUSR1);  // internal: ends the waiter at normal exit
+  pthread_sigmask(SIG_BLOCK, &set, nullptr);
+
+  Result<std::unique_ptr<engine::Engine>> e =
+      engine::Engine::Create(o, engine::ConnectScheduler(a.scheduler));
+  if (!e.ok()) {
+    return ReportError("engine", e.status());
+  }
+  engine::Engine* eng = e->get();
+  std::thread waiter([&set, eng] {
+    int sig = 0;
+    sigwait(&set, &sig);
+    if (sig != SIGUSR1) {
+      log::Info("engine: signal {}: stopping", sig);
+      eng->Stop();
+    }
+  });
+  std::cout << "engine " << o.name << " ready: peer " << eng->info().peer_addr() << " transfer "
+            << eng->info().transfer_addr() << std::endl;
+  Status s = eng->Run();
+  pthread_kill(waiter.native_handle(), SIGUSR1);
+  waiter.join();
+  e->reset();
+  if (!s.ok()) {
+    return ReportError("engine", s);
+  }
+  return kExitOk;
+}
+
+void Register(CLI::App& root, int* exit_code) {
+  CLI::App* sub = root.add_subcommand(
+      "engine", "Run one prefill or decode engine (registers with the scheduler service)");
+  auto a = std::make_shared<EngineArgs>();
+  sub->add_option("--role", a->role, "prefill|decode")
+      ->required()
+      ->check(CLI::IsMember({"prefill", "decode"}));
+  sub->add_option("--name", a->o.name, "Unique engine name, e.g. p0.0")->required();
+  sub->add_option("--node", a->o.node, "Node name, e.g. p0")->required();
+  sub->add_option("--scheduler", a->scheduler, "Scheduler service: unix:PATH or HOST:PORT")
+      ->required();
+  sub->add_option("--listen", a->o.listen_ip, "Compute address (IP) for EnginePeer and transfers")
+      ->required();
+  sub->add_option("--peer-port", a->o.peer_port, "EnginePeer gRPC port (default 0: any)");
+  sub->add_option("--transfer-port", a->o.transfer_port, "Transfer engine port (default 0: any)");
+  sub->add_option("--store-root", a->o.store_root, "The node's KV store directory (its mount)")
+      ->required();
+  sub->add_option("--store-subdir", a->o.store_subdir, "Subdirectory of the store root");
+  sub->add_option("--hbm-tokens", a->o.hbm_tokens,
+                  "KV tokens the engine may hold at once (default: what fits in --buffer-mib)")
+      ->check(CLI::NonNegativeNumber);
+  sub->add_option("--buffer-mib", a->buffer_mib,
+                  "Registered host memory for buffers and KV, MiB (default 256)");
+  sub->add_option("--ucx-tls", a->o.ucx_tls, "UCX_TLS of the transfer engine (default tcp)");
+  sub->add_option("--ucx-net-devices", a->ucx_net_devices,
+                  "UCX_NET_DEVICES (default: the interface holding --listen)");
+  sub->add_option("--read-depth", a->o.read_depth, "Storage reads in flight (default 8)")
+      ->check(CLI::Range(1, 1024));
+  sub->add_option("--fetch-wait-ms", a->o.fetch_wait_ms, "Long-poll bound of a Fetch (default 200)")
+      ->check(CLI::Range(1, 60000));
+  sub->add_option("--request-timeout-s", a->request_timeout_s,
+                  "Longest wait of one request step before it fails (default 60)");
+  sub->add_option("--peer-timeout-s", a->peer_timeout_s,
+                  "Transfer peer silent this long with work outstanding is dead (default 5)");
+  sub->callback([a, exit_code] { *exit_code = RunEngine(*a); });
+}
+
+DUALPATH_CLI_COMMAND(Register);
+
+}  // namespace
+}  // namespace dualpath::cli

@@ -1,0 +1,86 @@
+// Context: what the PE and DE stages of one engine share (built once by Engine::Create, read-only
+// afterwards except the atomics), and small helpers of the request protocol.
+//
+// Thread safety: every member is either immutable after construction or itself thread-safe
+// (model, store, transfer engine, arena, peer directory, scheduler link, atomics).
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "dualpath/control/v1/scheduler.pb.h"
+#include "dualpath/engine/engine.h"
+#include "dualpath/engine/scheduler_link.h"
+#include "dualpath/kv/hasher.h"
+#include "dualpath/kv/layout.h"
+#include "dualpath/model/ref_model.h"
+#include "dualpath/storage/block_store.h"
+#include "dualpath/storage/write_behind.h"
+#include "dualpath/transfer/engine.h"
+#include "engine/kv_arena.h"
+#include "engine/peers.h"
+
+namespace dualpath::engine {
+
+struct Context {
+  EngineOptions options;
+  control::v1::EngineInfo info;
+  uint32_t engine_id = 0;
+  std::unique_ptr<model::RefModel> model;
+  uint32_t layers = 0;
+  uint64_t bpt = 0;  // KV bytes per token per layer
+  uint32_t block_tokens = 0;
+  kv::BlockShape shape;
+  std::unique_ptr<kv::BlockHasher> hasher;
+  storage::BlockStore* store = nullptr;
+  transfer::TransferEngine* transfer = nullptr;
+  KvArena* arena = nullptr;
+  PeerDirectory* peers = nullptr;
+  SchedulerLink* scheduler = nullptr;
+  std::atomic<bool> stopping{false};
+
+  std::chrono::steady_clock::time_point Deadline() const {
+    return std::chrono::steady_clock::now() + std::chrono::nanoseconds(options.request_timeout);
+  }
+  // gRPC deadlines take the system clock.
+  std::chrono::system_clock::time_point RpcDeadline() const {
+    return std::chrono::system_clock::now() +
+           std::chrono::duration_cast<std::chrono::system_clock::duration>(
+               std::chrono::nanoseconds(options.request_timeout));
+  }
+  uint64_t TokenBytes() const { return uint64_t{layers} * bpt; }  // all layers of one token
+};
+
+// CLOCK_REALTIME in nanoseconds (the Timing fields of RequestResult).
+int64_t RealtimeNs();
+
+// A request's read plan, normalized from the Assignment: hit capped at prompt - 1 and rounded
+// down to whole blocks, the PE's share [0, prefill_read) and the DE's share
+// [prefill_read, prefill_read + decode_read), both whole blocks.
+struct ReadPlan {
+  int64_t prompt = 0;
+  int64_t hit = 0;
+  int64_t prefill_read = 0;
+  int64_t decode_read = 0;
+  bool none = false;  // READ_SIDE_NONE (Oracle): hit KV is zeros, nothing is read or moved
+};
+ReadPlan MakeReadPlan(const control::v1::Assignment& a, uint32_t block_tokens);
+
+// kInvalidArgument naming what is wrong with a request (empty prompt, gen_tokens 0, teacher too
+// short, token id >= vocab) so bad input fails the request instead of the engine.
+Status ValidateRequest(const control::v1::RequestSpec& r, uint32_t vocab);
+
+// The block hashes of blocks [first_block, first_block + n) of `tokens`.
+std::vector<kv::BlockHash> HashRange(const kv::BlockHasher& hasher,
+                                     std::span<const uint32_t> tokens, uint64_t first_block,
+                                     uint64_t n);
+
+// A failed RequestResult for `a` (the scheduler re-submits it).
+control::v1::RequestResult FailedResult(const control::v1::Assignment& a, const Status& why);
+
+}  // namespace dualpath::engine

@@ -1,0 +1,488 @@
+#include "engine/decode.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cstring>
+#include <vector>
+
+#include "dualpath/common/log.h"
+
+namespace dualpath::engine {
+
+namespace v1c = control::v1;
+using SteadyTime = std::chrono::steady_clock::time_point;
+
+struct DeReq {
+  v1c::Assignment a;
+  ReadPlan plan;
+  int64_t capacity = 0;       // tokens per layer in the DE buffer: prompt + gen_tokens
+  std::byte* area = nullptr;  // [layers][capacity][bpt]
+  uint64_t stride = 0;        // capacity * bpt
+  uint32_t xfer_id = 0;
+  std::string pe_name;
+  std::string pe_transfer_addr;
+  uint64_t pe_area_addr = 0;
+  uint32_t pe_xfer_id = 0;
+  // Guarded by Decoder::mu_.
+  uint32_t expected = 0;  // PE layer notices to wait for
+  uint32_t arrived = 0;
+  std::vector<bool> seen;
+  bool done_in = false;
+  v1::PrefillDoneRequest done;
+  int puts_pending = 0;
+  bool reading = false;  // queued for, or in, the reader stage: the area is being written
+  bool queued = false;   // ready or decoding: the decode stage owns it
+  bool aborted = false;
+  int64_t de_loaded = 0;
+  int64_t read_bytes = 0;
+  SteadyTime deadline;
+};
+
+namespace {
+uint64_t Addr(const void* p) { return reinterpret_cast<uint64_t>(p); }
+
+storage::WriteBehindOptions WriteBehindFor() {
+  storage::WriteBehindOptions o;
+  o.max_queued_bytes = 64ull << 20;
+  // Decode waits rather than drop a block: a dropped block is a miss (a full recompute of it) on
+  // the agent's next turn, which costs far more than the wait.
+  o.block_when_full = true;
+  return o;
+}
+}  // namespace
+
+Decoder::Decoder(Context& ctx)
+    : ctx_(ctx),
+      reader_(*ctx.store, ctx.shape, ctx.options.read_depth),
+      write_behind_(*ctx.store, WriteBehindFor()) {
+  reader_thread_ = std::thread([this] { ReaderLoop(); });
+  decode_thread_ = std::thread([this] { DecodeLoop(); });
+}
+
+Decoder::~Decoder() { Stop(); }
+
+void Decoder::Stop() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    stop_ = true;
+  }
+  cv_.notify_all();
+  if (reader_thread_.joinable()) {
+    reader_thread_.join();
+  }
+  if (decode_thread_.joinable()) {
+    decode_thread_.join();
+  }
+  write_behind_.Close();
+}
+
+int64_t Decoder::unfinished_requests() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return static_cast<int64_t>(reqs_.size());
+}
+int64_t Decoder::unfinished_tokens() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return unfinished_tokens_;
+}
+int64_t Decoder::queued_read_tokens() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return queued_read_tokens_;
+}
+
+Result<v1::StartDecodeReply> Decoder::StartDecode(const v1::StartDecodeRequest& req) {
+  const v1c::RequestSpec& spec = req.assignment().request();
+  RETURN_IF_ERROR(ValidateRequest(spec, ctx_.model->config().vocab));
+  auto r = std::make_shared<DeReq>();
+  r->a = req.assignment();
+  r->plan = MakeReadPlan(r->a, ctx_.block_tokens);
+  // The PE's normalized split is authoritative (both sides must agree on who has what).
+  const int64_t bt = ctx_.block_tokens;
+  if (!r->plan.none) {
+    int64_t pr = req.prefill_read_tokens(), dr = req.decode_read_tokens();
+    if (pr < 0 || dr < 0 || pr % bt != 0 || dr % bt != 0 || pr + dr > r->plan.hit) {
+      return InvalidArgument(
+          fmt::format("request {}: read split {}+{} tokens does not fit hit {} in blocks of {}",
+                      spec.request_id(), pr, dr, r->plan.hit, bt));
+    }
+    r->plan.prefill_read = pr;
+    r->plan.decode_read = dr;
+  }
+  r->capacity = r->plan.prompt + spec.gen_tokens();
+  r->stride = static_cast<uint64_t>(r->capacity) * ctx_.bpt;
+  r->pe_name = req.pe_name();
+  r->pe_transfer_addr = req.pe_transfer_addr();
+  r->pe_area_addr = req.pe_area_addr();
+  r->pe_xfer_id = req.pe_xfer_id();
+  r->expected = r->plan.none ? 0 : ctx_.layers;
+  r->seen.assign(ctx_.layers, false);
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (stop_) {
+      return Status(Code::kEngineStopped, "decode engine stopping");
+    }
+  }
+  ASSIGN_OR_RETURN(
+      r->area, ctx_.arena->Allocate(ctx_.TokenBytes() * r->capacity, r->capacity, ctx_.Deadline()));
+  v1::StartDecodeReply reply;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    do {
+      last_xfer_id_ = NextXferId(last_xfer_id_);
+    } while (reqs_.count(last_xfer_id_) != 0);
+    r->xfer_id = last_xfer_id_;
+    r->deadline = ctx_.Deadline();
+    reqs_.emplace(r->xfer_id, r);
+    unfinished_tokens_ += r->capacity;
+    if (!r->plan.none && r->plan.decode_read > 0) {
+      r->reading = true;
+      to_read_.push_back(r);
+      queued_read_tokens_ += r->plan.decode_read;
+    }
+  }
+  cv_.notify_all();
+  reply.set_de_area_addr(Addr(r->area));
+  reply.set_de_layer_stride(r->stride);
+  reply.set_de_xfer_id(r->xfer_id);
+  return reply;
+}
+
+Status Decoder::PrefillDone(const v1::PrefillDoneRequest& req) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = reqs_.find(req.de_xfer_id());
+    if (it == reqs_.end() || it->second->a.request().request_id() != req.request_id() ||
+        it->second->aborted) {
+      return NotFound(fmt::format("request {} (xfer {}) is not waiting here", req.request_id(),
+                                  req.de_xfer_id()));
+    }
+    auto& r = it->second;
+    r->done = req;
+    r->done_in = true;
+    r->deadline = ctx_.Deadline();
+    MaybeReadyLocked(r);
+  }
+  cv_.notify_all();
+  return Status::Ok();
+}
+
+Status Decoder::AbortDecode(const v1::AbortDecodeRequest& req) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = reqs_.find(req.de_xfer_id());
+    if (it == reqs_.end() || it->second->a.request().request_id() != req.request_id()) {
+      return Status::Ok();  // already gone
+    }
+    if (!it->second->queued) {
+      it->second->aborted = true;
+    }
+    log::Info("engine {}: request {} aborted by its PE: {}", ctx_.options.name, req.request_id(),
+              req.reason());
+  }
+  cv_.notify_all();
+  return Status::Ok();
+}
+
+void Decoder::OnNotice(const Notice& n) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = reqs_.find(n.xfer_id);
+    if (it == reqs_.end() || n.layer >= ctx_.layers) {
+      log::Debug("engine {}: stray notice xfer={} layer={}", ctx_.options.name, n.xfer_id, n.layer);
+      return;
+    }
+    auto& r = it->second;
+    if (!r->seen[n.layer]) {
+      r->seen[n.layer] = true;
+      ++r->arrived;
+      MaybeReadyLocked(r);
+    }
+  }
+  cv_.notify_all();
+}
+
+void Decoder::MaybeReadyLocked(const std::shared_ptr<DeReq>& r) {
+  // The PE sends PrefillDone after its puts completed, but the notices travel on the transfer
+  // path and may arrive after the RPC: decode starts when both are in.
+  if (!r->aborted && !r->queued && r->done_in && r->arrived >= r->expected) {
+    r->queued = true;
+    ready_.push_back(r);
+  }
+}
+
+void Decoder::ReaderLoop() {
+  while (true) {
+    std::shared_ptr<DeReq> r;
+    {
+      std::unique_lock<std::mutex> lock(mu_);
+      cv_.wait(lock, [&] { return stop_ || !to_read_.empty(); });
+      if (stop_) {
+        return;
+      }
+      r = to_read_.front();
+      to_read_.pop_front();
+    }
+    ReadAndPush(r);
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      queued_read_tokens_ -= r->plan.decode_read;
+      r->reading = false;
+      r->deadline = ctx_.Deadline();
+    }
+    cv_.notify_all();
+  }
+}
+
+void Decoder::ReadAndPush(const std::shared_ptr<DeReq>& r) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (r->aborted) {
+      return;
+    }
+  }
+  const v1c::RequestSpec& spec = r->a.request();
+  const ReadPlan& p = r->plan;
+  const int64_t bt = ctx_.block_tokens;
+  const uint64_t first_block = p.prefill_read / bt;
+  std::vector<kv::BlockHash> hashes =
+      HashRange(*ctx_.hasher, {spec.prompt().data(), static_cast<size_t>(spec.prompt_size())},
+                first_block, p.decode_read / bt);
+  HitReadResult rr = reader_.Read(hashes, first_block, r->area, r->stride);
+  const int64_t loaded = static_cast<int64_t>(rr.loaded_blocks) * bt;
+  if (!rr.first_error.ok()) {
+    log::Info("engine {}: request {} hit block {} unusable ({}); the PE recomputes from token {}",
+              ctx_.options.name, spec.request_id(), first_block + rr.loaded_blocks,
+              rr.first_error.ToString(), p.prefill_read + loaded);
+  }
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    r->de_loaded = loaded;
+    r->read_bytes = static_cast<int64_t>(rr.bytes_read);
+  }
+  Result<transfer::PeerId> pe = ctx_.peers->Transfer(r->pe_transfer_addr);
+  if (!pe.ok()) {
+    log::Warn("engine {}: request {}: cannot reach PE {}: {}", ctx_.options.name, spec.request_id(),
+              r->pe_name, pe.status().ToString());
+    std::lock_guard<std::mutex> lock(mu_);
+    r->aborted = !r->queued;
+    return;
+  }
+  const uint64_t bpt = ctx_.bpt;
+  // With nothing loaded one token still travels (its bytes are never used: the PE recomputes
+  // from there), because the notice rides on a non-empty batch.
+  const uint64_t send_tokens = static_cast<uint64_t>(std::max<int64_t>(loaded, 1));
+  for (uint32_t l = 0; l < ctx_.layers; ++l) {
+    transfer::Batch b{.peer = *pe, .cls = transfer::TrafficClass::kLow, .op = transfer::Op::kPut};
+    b.descs.push_back({Addr(r->area) + l * r->stride + p.prefill_read * bpt,
+                       r->pe_area_addr + l * p.prompt * bpt + p.prefill_read * bpt,
+                       send_tokens * bpt});
+    b.notify = true;
+    b.notice_tag = EncodeNotice({r->pe_xfer_id, l, static_cast<uint64_t>(loaded)});
+    b.on_complete = [this, r](const Status& s) {
+      {
+        std::lock_guard<std::mutex> lock(mu_);
+        --r->puts_pending;
+        if (!s.ok()) {
+          // The PE is gone (or unreachable): it fails the request itself; drop our side.
+          r->aborted = r->aborted || !r->queued;
+        }
+      }
+      cv_.notify_all();
+    };
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (r->aborted) {
+        return;
+      }
+      ++r->puts_pending;
+    }
+    Status s = ctx_.transfer->Submit(std::move(b));
+    if (!s.ok()) {
+      log::Warn("engine {}: request {}: push of layer {} to {} rejected: {}", ctx_.options.name,
+                spec.request_id(), l, r->pe_name, s.ToString());
+      std::lock_guard<std::mutex> lock(mu_);
+      --r->puts_pending;
+      r->aborted = !r->queued;
+      return;
+    }
+  }
+}
+
+void Decoder::ReapLocked(std::vector<std::shared_ptr<DeReq>>* freed) {
+  const SteadyTime now = std::chrono::steady_clock::now();
+  for (auto it = reqs_.begin(); it != reqs_.end();) {
+    DeReq& r = *it->second;
+    bool expired = !r.queued && now >= r.deadline;
+    if ((r.aborted || expired) && !r.queued && !r.reading && r.puts_pending == 0) {
+      if (expired && !r.aborted) {
+        log::Warn("engine {}: request {} timed out waiting for its PE ({}); freeing it",
+                  ctx_.options.name, r.a.request().request_id(), r.pe_name);
+      }
+      unfinished_tokens_ -= r.capacity;
+      freed->push_back(it->second);
+      it = reqs_.erase(it);
+    } else {
+      ++it;
+    }
+  }
+}
+
+void Decoder::DecodeLoop() {
+  while (true) {
+    std::shared_ptr<DeReq> r;
+    std::vector<std::shared_ptr<DeReq>> freed;
+    {
+      std::unique_lock<std::mutex> lock(mu_);
+      // The timed wait is for the reaper (timeouts have no other event to wake on).
+      cv_.wait_for(lock, std::chrono::milliseconds(200), [&] { return stop_ || !ready_.empty(); });
+      if (stop_) {
+        return;
+      }
+      ReapLocked(&freed);
+      if (!ready_.empty()) {
+        r = ready_.front();
+        ready_.pop_front();
+      }
+    }
+    for (auto& f : freed) {
+      ctx_.arena->Free(f->area);
+    }
+    if (r == nullptr) {
+      continue;
+    }
+    v1c::RequestResult result;
+    Status s = Decode(*r, &result);
+    if (!s.ok()) {
+      log::Warn("engine {}: request {} failed in decode: {}", ctx_.options.name,
+                r->a.request().request_id(), s.ToString());
+      result = FailedResult(r->a, s);
+    }
+    Release(*r);
+    Status rs = ctx_.scheduler->ReportResult(result);
+    if (!rs.ok()) {
+      log::Warn("engine {}: reporting request {}: {}", ctx_.options.name,
+                r->a.request().request_id(), rs.ToString());
+    }
+  }
+}
+
+void Decoder::Release(DeReq& r) {
+  {
+    std::unique_lock<std::mutex> lock(mu_);
+    // Our pushes to the PE read the area; the PE saw their notices, but their completions may
+    // still be on the way back. The transfer engine completes every batch, so this ends.
+    cv_.wait_until(lock, ctx_.Deadline(), [&] { return r.puts_pending == 0; });
+    if (r.puts_pending != 0) {
+      log::Error("engine {}: request {} buffer leaked: pushes still in flight", ctx_.options.name,
+                 r.a.request().request_id());
+      reqs_.erase(r.xfer_id);
+      unfinished_tokens_ -= r.capacity;
+      return;
+    }
+    reqs_.erase(r.xfer_id);
+    unfinished_tokens_ -= r.capacity;
+  }
+  ctx_.arena->Free(r.area);
+}
+
+Status Decoder::Decode(DeReq& r, v1c::RequestResult* result) {
+  const v1c::RequestSpec& spec = r.a.request();
+  const model::RefModel& m = *ctx_.model;
+  const int64_t prompt = r.plan.prompt;
+  const uint32_t gen = spec.gen_tokens();
+  const int64_t bt = ctx_.block_tokens;
+  const uint64_t bpt = ctx_.bpt;
+  v1::PrefillDoneRequest done;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    done = r.done;
+  }
+
+  // The computed positions' tokens: the prompt, then the teacher tokens fed to decode steps.
+  std::vector<uint32_t> tokens(spec.prompt().begin(), spec.prompt().end());
+  tokens.insert(tokens.end(), spec.teacher().begin(),
+                spec.teacher().begin() + static_cast<ptrdiff_t>(gen - 1));
+  const int64_t full_blocks = static_cast<int64_t>(tokens.size()) / bt;
+  std::vector<kv::BlockHash> hashes;
+  ctx_.hasher->HashBlocks({tokens.data(), static_cast<size_t>(full_blocks * bt)}, &hashes);
+  // Blocks below the loaded prefix came from storage and are there; the rest are written behind
+  // as soon as their last position is computed.
+  int64_t next_write = std::clamp<int64_t>(done.loaded_tokens(), 0, prompt) / bt;
+  std::vector<std::byte> block(ctx_.shape.FullBytes());
+  uint64_t write_errors = 0;
+  auto write_upto = [&](int64_t computed) {
+    while (next_write < full_blocks && (next_write + 1) * bt <= computed) {
+      const uint64_t layer_bytes = ctx_.shape.LayerBytes();
+      for (uint32_t l = 0; l < ctx_.layers; ++l) {
+        std::memcpy(block.data() + l * layer_bytes,
+                    r.area + l * r.stride + static_cast<uint64_t>(next_write * bt) * bpt,
+                    layer_bytes);
+      }
+      Status s = write_behind_.Submit(hashes[static_cast<size_t>(next_write)], ctx_.shape, block);
+      if (!s.ok()) {
+        ++write_errors;
+        log::Warn("engine {}: write-behind of block {} of request {}: {}", ctx_.options.name,
+                  next_write, spec.request_id(), s.ToString());
+      }
+      ++next_write;
+    }
+  };
+  write_upto(prompt);
+
+  std::vector<uint32_t> generated;
+  generated.reserve(gen);
+  generated.push_back(done.first_token());
+  int64_t second_token_ns = 0;
+  const uint32_t hidden_dim = m.config().hidden();
+  std::vector<float> hidden(hidden_dim);
+  std::vector<float> logits(m.config().vocab);
+  for (uint32_t j = 1; j < gen; ++j) {
+    const uint64_t pos = static_cast<uint64_t>(prompt) + j - 1;
+    const uint32_t tok = spec.teacher(static_cast<int>(j - 1));
+    m.Embed({&tok, 1}, hidden);
+    for (uint32_t l = 0; l < ctx_.layers; ++l) {
+      m.ForwardLayer(l, pos, {r.area + l * r.stride, (pos + 1) * bpt}, hidden);
+    }
+    m.Logits(hidden, logits);
+    generated.push_back(model::RefModel::Argmax(logits));
+    if (j == 1) {
+      second_token_ns = RealtimeNs();
+    }
+    write_upto(static_cast<int64_t>(pos) + 1);
+  }
+  const int64_t done_ns = RealtimeNs();
+  // The next turn of this agent hits these blocks only if they are published before its Submit
+  // probes storage, i.e. before this result reaches the replayer.
+  write_behind_.Flush();
+  if (write_errors == 0 && !write_behind_.last_error().ok()) {
+    log::Debug("engine {}: write-behind last error: {}", ctx_.options.name,
+               write_behind_.last_error().ToString());
+  }
+
+  v1c::RequestResult& res = *result;
+  res.set_request_id(spec.request_id());
+  res.set_ok(true);
+  for (uint32_t t : generated) {
+    res.add_generated(t);
+  }
+  res.set_first_logits_digest(done.first_logits_digest());
+  res.set_side(r.a.side());
+  res.set_prefill_engine(r.a.prefill_engine());
+  res.set_decode_engine(r.a.decode_engine());
+  res.set_hit_tokens(r.a.hit_tokens());
+  res.set_loaded_tokens(done.loaded_tokens());
+  res.set_read_bytes_prefill(done.read_bytes_prefill());
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    res.set_read_bytes_decode(r.read_bytes);
+  }
+  v1c::Timing* t = res.mutable_timing();
+  t->set_prefill_start_ns(done.prefill_start_ns());
+  t->set_first_token_ns(done.first_token_ns());
+  t->set_second_token_ns(gen > 1 ? second_token_ns : done_ns);
+  t->set_done_ns(done_ns);
+  res.set_attempt(r.a.attempt());
+  return Status::Ok();
+}
+
+}  // namespace dualpath::engine

@@ -1,0 +1,83 @@
+// Decoder: the decode engine's (DE) side of a request (DualPath §4.1, docs/engine.md).
+//
+//   StartDecode  (gRPC thread) validates, allocates the DE buffer [layers][prompt + gen][bpt] in
+//                the registered region (it is also the request's decode-time "HBM" KV, so
+//                decode appends in place) and, when the DE has a share of the hit to read, queues
+//                the request for the reader stage;
+//   reader       (one thread) reads the DE's share of hit blocks into the DE buffer and puts it,
+//                layer by layer, into the PE's receive area with a notice per layer carrying how
+//                many tokens were really loaded;
+//   PrefillDone  (gRPC thread) and the PE's layer notices (transfer progress thread) make the
+//                request ready once both are in;
+//   decode       (one thread) runs gen_tokens - 1 teacher-forced steps, writes every new full
+//                block behind to storage (kv hasher over the computed tokens), waits for those
+//                writes, frees the buffer and reports the result to the scheduler.
+// Requests whose PE aborts them, or that stay incomplete past the request timeout, are freed
+// once no put of theirs is in flight.
+//
+// Thread safety: all public methods may be called from any thread.
+#pragma once
+
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <thread>
+
+#include "dualpath/engine/v1/engine.pb.h"
+#include "dualpath/storage/write_behind.h"
+#include "engine/context.h"
+#include "engine/hit_reader.h"
+#include "engine/notice.h"
+
+namespace dualpath::engine {
+
+struct DeReq;
+
+class Decoder {
+ public:
+  explicit Decoder(Context& ctx);
+  ~Decoder();
+  Decoder(const Decoder&) = delete;
+  Decoder& operator=(const Decoder&) = delete;
+
+  Result<v1::StartDecodeReply> StartDecode(const v1::StartDecodeRequest& req);
+  Status PrefillDone(const v1::PrefillDoneRequest& req);
+  Status AbortDecode(const v1::AbortDecodeRequest& req);
+  void OnNotice(const Notice& n);
+  // Makes the threads return and joins them. Idempotent.
+  void Stop();
+
+  int64_t unfinished_requests() const;
+  int64_t unfinished_tokens() const;
+  int64_t queued_read_tokens() const;
+
+ private:
+  void ReaderLoop();
+  void DecodeLoop();
+  void ReadAndPush(const std::shared_ptr<DeReq>& r);
+  Status Decode(DeReq& r, control::v1::RequestResult* result);
+  void MaybeReadyLocked(const std::shared_ptr<DeReq>& r);
+  // Frees requests that are aborted or timed out and have no put in flight.
+  void ReapLocked(std::vector<std::shared_ptr<DeReq>>* freed);
+  void Release(DeReq& r);
+
+  Context& ctx_;
+  HitReader reader_;
+  storage::WriteBehind write_behind_;
+  mutable std::mutex mu_;
+  std::condition_variable cv_;
+  std::map<uint32_t, std::shared_ptr<DeReq>> reqs_;  // by DE xfer id; guarded by mu_
+  std::deque<std::shared_ptr<DeReq>> to_read_;       // guarded by mu_
+  std::deque<std::shared_ptr<DeReq>> ready_;         // guarded by mu_
+  uint32_t last_xfer_id_ = 0;                        // guarded by mu_
+  int64_t queued_read_tokens_ = 0;                   // guarded by mu_
+  int64_t unfinished_tokens_ = 0;                    // guarded by mu_
+  bool stop_ = false;                                // guarded by mu_
+  std::thread reader_thread_;
+  std::thread decode_thread_;
+};
+
+}  // namespace dualpath::engine

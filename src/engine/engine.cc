@@ -1,0 +1,301 @@
+#include "dualpath/engine/engine.h"
+
+#include <fmt/format.h>
+#include <grpcpp/grpcpp.h>
+
+#include <condition_variable>
+#include <mutex>
+
+#include "dualpath/common/log.h"
+#include "dualpath/kv/block_file.h"
+#include "engine/context.h"
+#include "engine/decode.h"
+#include "engine/notice.h"
+#include "engine/peer_service.h"
+#include "engine/prefill.h"
+
+namespace dualpath::engine {
+
+namespace v1c = control::v1;
+
+// Hashing of block names when the service does not say (docs/e2e.md): the blocks the DE writes
+// must be keyed exactly as the service's Submit probes them, so the reply's algo/seed win.
+inline constexpr std::string_view kDefaultHashAlgo = "sha256_cbor";
+inline constexpr std::string_view kDefaultHashSeed = "0";
+
+struct Engine::Impl {
+  Context ctx;
+  std::unique_ptr<SchedulerLink> scheduler;
+  std::unique_ptr<transfer::TransferEngine> transfer;
+  std::unique_ptr<KvArena> arena;
+  std::unique_ptr<PeerDirectory> peers;
+  PeerService service;
+  std::unique_ptr<grpc::Server> server;
+  std::unique_ptr<storage::BlockStore> store;
+  std::unique_ptr<Prefiller> prefiller;
+  std::unique_ptr<Decoder> decoder;
+  uint32_t group_id = 0;
+  int64_t capacity_tokens = 0;
+  std::mutex stop_mu;
+  std::condition_variable stop_cv;
+  bool stopped = false;  // guarded by stop_mu
+
+  Status Start();
+  Status StartServers();
+  Status RegisterAndBuild();
+  v1c::EngineReport Report() const;
+  void Stop();
+  ~Impl() {
+    Stop();
+    // The transfer engine completes its outstanding batches (failing them) while it is destroyed,
+    // and their callbacks reach into the stages: destroy it while the stages still exist.
+    transfer.reset();
+    prefiller.reset();
+    decoder.reset();
+  }
+};
+
+Status Engine::Impl::StartServers() {
+  const EngineOptions& o = ctx.options;
+  transfer::EngineConfig tc;
+  tc.ucx_tls = o.ucx_tls;
+  tc.peer_timeout = o.peer_timeout;
+  ASSIGN_OR_RETURN(transfer, transfer::TransferEngine::Create(tc));
+  // One registered region for every buffer of the engine: areas allocated from it never need
+  // another registration or a remote-key exchange.
+  Result<std::pair<transfer::RegionId, void*>> region = transfer->AllocateRegion(o.buffer_bytes);
+  if (!region.ok()) {
+    return region.status().WithContext(
+        fmt::format("allocate {} MiB of engine buffer", o.buffer_bytes >> 20));
+  }
+  arena = std::make_unique<KvArena>(static_cast<std::byte*>(region->second), o.buffer_bytes,
+                                    o.hbm_tokens);
+  peers = std::make_unique<PeerDirectory>(*transfer);
+  Result<std::string> taddr = transfer->Listen(fmt::format("{}:{}", o.listen_ip, o.transfer_port));
+  if (!taddr.ok()) {
+    return taddr.status().WithContext("transfer engine listen");
+  }
+  ctx.info.set_transfer_addr(*taddr);
+
+  service.SetPrefill(o.role == Role::kPrefill);
+  grpc::ServerBuilder builder;
+  int port = 0;
+  builder.AddListeningPort(fmt::format("{}:{}", o.listen_ip, o.peer_port),
+                           grpc::InsecureServerCredentials(), &port);
+  builder.RegisterService(&service);
+  // StartDecode carries every prompt token id (hundreds of KiB for long agentic contexts).
+  builder.SetMaxReceiveMessageSize(-1);
+  server = builder.BuildAndStart();
+  if (server == nullptr || port == 0) {
+    return Unavailable(
+        fmt::format("EnginePeer server cannot listen on {}:{}", o.listen_ip, o.peer_port));
+  }
+  ctx.info.set_peer_addr(fmt::format("{}:{}", o.listen_ip, port));
+  return Status::Ok();
+}
+
+Status Engine::Impl::RegisterAndBuild() {
+  const EngineOptions& o = ctx.options;
+  ctx.info.set_name(o.name);
+  ctx.info.set_node(o.node);
+  ctx.info.set_role(o.role == Role::kPrefill ? v1c::ROLE_PREFILL : v1c::ROLE_DECODE);
+  // The model (and so the bytes per token) is known only after registering: without an explicit
+  // --hbm-tokens the engine registers 0 ("undeclared") and its Fetch reports carry the real free
+  // tokens from then on.
+  ctx.info.set_hbm_tokens(o.hbm_tokens);
+  v1c::RegisterEngineRequest req;
+  *req.mutable_engine() = ctx.info;
+  ASSIGN_OR_RETURN(v1c::RegisterEngineReply reply, scheduler->Register(req));
+  ctx.engine_id = reply.engine_id();
+  group_id = reply.group_id();
+
+  Result<model::RefModelConfig> mc = model::RefModelConfig::Parse(reply.model_spec());
+  if (!mc.ok()) {
+    return mc.status().WithContext("model spec from the scheduler");
+  }
+  if (mc->layers >= kMaxLayers) {
+    return InvalidArgument(
+        fmt::format("model has {} layers; the engine handles < {}", mc->layers, kMaxLayers));
+  }
+  if (reply.block_tokens() == 0) {
+    return InvalidArgument("scheduler gave block_tokens 0");
+  }
+  ASSIGN_OR_RETURN(ctx.model, model::RefModel::Create(*mc));
+  ctx.layers = mc->layers;
+  ctx.bpt = mc->KvBytesPerTokenPerLayer();
+  ctx.block_tokens = reply.block_tokens();
+  const kv::ModelGeometry geometry = mc->Geometry();
+  ctx.shape = kv::BlockShape::For(geometry, ctx.block_tokens);
+  Result<kv::HashAlgo> algo = kv::ParseHashAlgo(
+      reply.hash_algo().empty() ? kDefaultHashAlgo : std::string_view(reply.hash_algo()));
+  if (!algo.ok()) {
+    return algo.status().WithContext("hash algorithm from the scheduler");
+  }
+  ASSIGN_OR_RETURN(
+      kv::BlockHasher hasher,
+      kv::BlockHasher::Create(
+          *algo, reply.hash_seed().empty() ? kDefaultHashSeed : std::string_view(reply.hash_seed()),
+          ctx.block_tokens));
+  ctx.hasher = std::make_unique<kv::BlockHasher>(std::move(hasher));
+
+  storage::StoreOptions so;
+  so.root = o.store_subdir.empty() ? o.store_root : o.store_root + "/" + o.store_subdir;
+  so.model_fingerprint = kv::ModelFingerprint(geometry);
+  so.queue_depth = o.read_depth;
+  so.faults = o.faults;
+  ASSIGN_OR_RETURN(store, storage::BlockStore::Open(so));
+
+  ctx.store = store.get();
+  ctx.transfer = transfer.get();
+  ctx.arena = arena.get();
+  ctx.peers = peers.get();
+  ctx.scheduler = scheduler.get();
+  capacity_tokens =
+      o.hbm_tokens > 0 ? o.hbm_tokens : static_cast<int64_t>(arena->capacity() / ctx.TokenBytes());
+  if (o.role == Role::kPrefill) {
+    prefiller = std::make_unique<Prefiller>(ctx);
+  } else {
+    decoder = std::make_unique<Decoder>(ctx);
+  }
+  transfer->SetNoticeHandler([this](transfer::PeerId, uint64_t tag) {
+    Notice n = DecodeNotice(tag);
+    if (prefiller != nullptr) {
+      prefiller->OnNotice(n);
+    } else if (decoder != nullptr) {
+      decoder->OnNotice(n);
+    }
+  });
+  service.SetDecoder(decoder.get());
+  log::Info("engine {} ({}) registered as {} group {}: peer {} transfer {} store {} model {}",
+            o.name, o.role == Role::kPrefill ? "prefill" : "decode", ctx.engine_id, group_id,
+            ctx.info.peer_addr(), ctx.info.transfer_addr(), store->model_dir(), reply.model_spec());
+  return Status::Ok();
+}
+
+Status Engine::Impl::Start() {
+  const EngineOptions& o = ctx.options;
+  if (o.name.empty()) {
+    return InvalidArgument("engine name is empty");
+  }
+  if (o.store_root.empty()) {
+    return InvalidArgument("store root is empty");
+  }
+  if (o.buffer_bytes < (1u << 20)) {
+    return InvalidArgument(fmt::format("buffer of {} bytes is below 1 MiB", o.buffer_bytes));
+  }
+  if (o.read_depth == 0 || o.read_depth > 1024) {
+    return InvalidArgument(fmt::format("read depth {} not in [1, 1024]", o.read_depth));
+  }
+  RETURN_IF_ERROR(StartServers());
+  return RegisterAndBuild();
+}
+
+v1c::EngineReport Engine::Impl::Report() const {
+  v1c::EngineReport r;
+  r.set_engine_id(ctx.engine_id);
+  int64_t queued_reads = 0;
+  if (prefiller != nullptr) {
+    r.set_unfinished_requests(prefiller->unfinished_requests());
+    r.set_unfinished_tokens(prefiller->unfinished_tokens());
+    queued_reads = prefiller->queued_read_tokens();
+  } else if (decoder != nullptr) {
+    r.set_unfinished_requests(decoder->unfinished_requests());
+    r.set_unfinished_tokens(decoder->unfinished_tokens());
+    queued_reads = decoder->queued_read_tokens();
+  }
+  // The node's read queue: reads in the store plus reads this engine holds queued before them.
+  r.set_read_queue_tokens(static_cast<int64_t>(store->read_queue().Snapshot().tokens) +
+                          queued_reads);
+  r.set_hbm_free_tokens(std::max<int64_t>(0, capacity_tokens - arena->used_tokens()));
+  return r;
+}
+
+void Engine::Impl::Stop() {
+  {
+    std::lock_guard<std::mutex> lock(stop_mu);
+    if (stopped) {
+      return;
+    }
+    stopped = true;
+  }
+  stop_cv.notify_all();
+  ctx.stopping.store(true);
+  if (arena != nullptr) {
+    arena->Cancel();
+  }
+  if (server != nullptr) {
+    // In-flight handlers finish (they fail fast: the arena is cancelled); new calls are refused.
+    server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(2));
+  }
+  if (prefiller != nullptr) {
+    prefiller->Stop();
+  }
+  if (decoder != nullptr) {
+    decoder->Stop();
+  }
+}
+
+Result<std::unique_ptr<Engine>> Engine::Create(const EngineOptions& options,
+                                               std::unique_ptr<SchedulerLink> scheduler) {
+  auto impl = std::make_unique<Impl>();
+  impl->ctx.options = options;
+  impl->scheduler = std::move(scheduler);
+  RETURN_IF_ERROR(impl->Start());
+  return std::unique_ptr<Engine>(new Engine(std::move(impl)));
+}
+
+Engine::Engine(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+Engine::~Engine() = default;
+
+Status Engine::Run() {
+  Impl& m = *impl_;
+  std::chrono::steady_clock::time_point failing_since{};
+  while (true) {
+    {
+      std::lock_guard<std::mutex> lock(m.stop_mu);
+      if (m.stopped) {
+        return Status::Ok();
+      }
+    }
+    v1c::FetchRequest req;
+    req.set_group_id(m.group_id);
+    *req.add_reports() = m.Report();
+    req.set_wait_ms(m.ctx.options.fetch_wait_ms);
+    Result<v1c::FetchReply> reply = m.scheduler->Fetch(req);
+    if (!reply.ok()) {
+      auto now = std::chrono::steady_clock::now();
+      if (failing_since == std::chrono::steady_clock::time_point{}) {
+        failing_since = now;
+        log::Warn("engine {}: fetch failed: {}", m.ctx.options.name, reply.status().ToString());
+      } else if (now - failing_since > std::chrono::nanoseconds(m.ctx.options.request_timeout)) {
+        return reply.status().WithContext("scheduler unreachable");
+      }
+      // Back off a little (interruptibly) before the next try.
+      std::unique_lock<std::mutex> lock(m.stop_mu);
+      m.stop_cv.wait_for(lock, std::chrono::milliseconds(200), [&] { return m.stopped; });
+      continue;
+    }
+    failing_since = {};
+    if (reply->shutdown()) {
+      log::Info("engine {}: scheduler says shutdown", m.ctx.options.name);
+      m.Stop();
+      return Status::Ok();
+    }
+    for (const v1c::Assignment& a : reply->prefill()) {
+      if (m.prefiller != nullptr) {
+        m.prefiller->Enqueue(a);
+      } else {
+        log::Warn("engine {}: a decode engine got a prefill assignment (request {})",
+                  m.ctx.options.name, a.request().request_id());
+      }
+    }
+    // Decode assignments are bookkeeping: the PE's StartDecode carries everything the DE needs.
+  }
+}
+
+void Engine::Stop() { impl_->Stop(); }
+
+const v1c::EngineInfo& Engine::info() const { return impl_->ctx.info; }
+uint32_t Engine::engine_id() const { return impl_->ctx.engine_id; }
+
+}  // namespace dualpath::engine

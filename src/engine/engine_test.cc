@@ -1,0 +1,371 @@
+// In-process end-to-end tests of the engine runtime: one prefill and one decode Engine (real
+// transfer engines over loopback UCX tcp, real EnginePeer gRPC, a real BlockStore in a temp dir),
+// driven by a test double of the scheduler service that hands out Assignments and collects
+// results. Outputs are compared bit-for-bit with model::Reference.
+#include "dualpath/engine/engine.h"
+
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <condition_variable>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <mutex>
+#include <random>
+#include <thread>
+
+#include "dualpath/kv/block_file.h"
+#include "dualpath/kv/hasher.h"
+#include "dualpath/model/ref_model.h"
+#include "dualpath/storage/block_store.h"
+#include "dualpath/storage/layout.h"
+
+namespace dualpath::engine {
+namespace {
+
+namespace v1c = control::v1;
+
+constexpr char kSpec[] = "layers=3,q_heads=4,kv_heads=2,head_dim=16,ffn_dim=64,vocab=512,seed=7";
+constexpr uint32_t kBt = 16;
+constexpr auto kGuard = std::chrono::seconds(60);  // a hang guard, not a timing assertion
+
+// The scheduler service's part, as a test double: registration, per-group assignment queues
+// (long-polled by Fetch) and results.
+class FakeScheduler {
+ public:
+  Result<v1c::RegisterEngineReply> Register(const v1c::RegisterEngineRequest& req) {
+    std::lock_guard<std::mutex> lock(mu_);
+    uint32_t id = next_id_++;
+    infos_[id] = req.engine();
+    v1c::RegisterEngineReply r;
+    r.set_engine_id(id);
+    r.set_group_id(id);
+    r.set_system("dualpath");
+    r.set_model_spec(kSpec);
+    r.set_block_tokens(kBt);
+    r.set_heartbeat_s(1);
+    return r;
+  }
+  Result<v1c::FetchReply> Fetch(const v1c::FetchRequest& req) {
+    std::unique_lock<std::mutex> lock(mu_);
+    cv_.wait_for(lock, std::chrono::milliseconds(req.wait_ms()),
+                 [&] { return shutdown_ || !queues_[req.group_id()].empty(); });
+    v1c::FetchReply reply;
+    reply.set_shutdown(shutdown_);
+    for (auto& a : queues_[req.group_id()]) {
+      *reply.add_prefill() = a;
+    }
+    queues_[req.group_id()].clear();
+    return reply;
+  }
+  Status ReportResult(const v1c::RequestResult& r) {
+    std::lock_guard<std::mutex> lock(mu_);
+    results_[r.request_id()] = r;
+    cv_.notify_all();
+    return Status::Ok();
+  }
+
+  void Assign(uint32_t pe, uint32_t de, const v1c::RequestSpec& spec, v1c::ReadSide side,
+              int64_t hit, int64_t prefill_read) {
+    std::lock_guard<std::mutex> lock(mu_);
+    v1c::Assignment a;
+    *a.mutable_request() = spec;
+    a.set_prefill_engine(pe);
+    a.set_decode_engine(de);
+    *a.mutable_prefill() = infos_.at(pe);
+    *a.mutable_decode() = infos_.at(de);
+    a.set_side(side);
+    a.set_hit_tokens(hit);
+    a.set_prefill_read_tokens(prefill_read);
+    a.set_decode_read_tokens(hit - prefill_read);
+    queues_[pe].push_back(a);
+    cv_.notify_all();
+  }
+  // The result of a request; fails the test if none arrives before the guard.
+  v1c::RequestResult Wait(uint64_t id) {
+    std::unique_lock<std::mutex> lock(mu_);
+    bool got = cv_.wait_for(lock, kGuard, [&] { return results_.count(id) != 0; });
+    EXPECT_TRUE(got) << "no result for request " << id;
+    return got ? results_[id] : v1c::RequestResult();
+  }
+  void Shutdown() {
+    std::lock_guard<std::mutex> lock(mu_);
+    shutdown_ = true;
+    cv_.notify_all();
+  }
+
+ private:
+  std::mutex mu_;
+  std::condition_variable cv_;
+  uint32_t next_id_ = 1;
+  std::map<uint32_t, v1c::EngineInfo> infos_;
+  std::map<uint32_t, std::vector<v1c::Assignment>> queues_;
+  std::map<uint64_t, v1c::RequestResult> results_;
+  bool shutdown_ = false;
+};
+
+class FakeLink final : public SchedulerLink {
+ public:
+  explicit FakeLink(FakeScheduler& s) : s_(s) {}
+  Result<v1c::RegisterEngineReply> Register(const v1c::RegisterEngineRequest& r) override {
+    return s_.Register(r);
+  }
+  Result<v1c::FetchReply> Fetch(const v1c::FetchRequest& r) override { return s_.Fetch(r); }
+  Status ReportResult(const v1c::RequestResult& r) override { return s_.ReportResult(r); }
+
+ private:
+  FakeScheduler& s_;
+};
+
+// One agent's turns: each prompt is the previous context plus the recorded output plus an
+// append of fresh tokens (trace::PromptTokenIds' shape), with seeded random token ids.
+class Agent {
+ public:
+  explicit Agent(uint32_t seed) : rng_(seed) {}
+  v1c::RequestSpec NextTurn(uint64_t id, uint32_t append, uint32_t gen) {
+    std::uniform_int_distribution<uint32_t> tok(0, 511);
+    for (uint32_t i = 0; i < append; ++i) {
+      context_.push_back(tok(rng_));
+    }
+    v1c::RequestSpec s;
+    s.set_request_id(id);
+    s.set_gen_tokens(gen);
+    for (uint32_t t : context_) {
+      s.add_prompt(t);
+    }
+    for (uint32_t i = 0; i < gen; ++i) {
+      uint32_t t = tok(rng_);
+      s.add_teacher(t);
+      context_.push_back(t);  // the recorded output is part of the next turn's prompt
+    }
+    return s;
+  }
+
+ private:
+  std::mt19937 rng_;
+  std::vector<uint32_t> context_;
+};
+
+class EngineTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    char tmpl[] = "/tmp/dualpath_engine_test.XXXXXX";
+    ASSERT_NE(mkdtemp(tmpl), nullptr);
+    root_ = tmpl;
+    auto cfg = model::RefModelConfig::Parse(kSpec);
+    ASSERT_TRUE(cfg.ok());
+    config_ = *cfg;
+    auto m = model::RefModel::Create(config_);
+    ASSERT_TRUE(m.ok());
+    model_ = std::move(m).value();
+    storage::StoreOptions so;
+    so.root = root_ + "/sys";
+    so.model_fingerprint = kv::ModelFingerprint(config_.Geometry());
+    auto st = storage::BlockStore::Open(so);
+    ASSERT_TRUE(st.ok()) << st.status().ToString();
+    store_ = std::move(st).value();
+    auto h = kv::BlockHasher::Create(kv::HashAlgo::kSha256Cbor, "0", kBt);
+    ASSERT_TRUE(h.ok());
+    hasher_ = std::make_unique<kv::BlockHasher>(*h);
+    pe_ = StartEngine(Role::kPrefill, "p0.0");
+    de_ = StartEngine(Role::kDecode, "d0.0");
+  }
+
+  void TearDown() override {
+    sched_.Shutdown();
+    for (auto& t : threads_) {
+      t.join();
+    }
+    pe_.reset();
+    de_.reset();
+    store_.reset();
+    std::filesystem::remove_all(root_);
+  }
+
+  std::unique_ptr<Engine> StartEngine(Role role, const std::string& name) {
+    EngineOptions o;
+    o.role = role;
+    o.name = name;
+    o.node = name.substr(0, 2);
+    o.listen_ip = "127.0.0.1";
+    o.store_root = root_;
+    o.store_subdir = "sys";
+    o.buffer_bytes = 16 << 20;
+    o.ucx_tls = "tcp";
+    o.fetch_wait_ms = 50;
+    o.request_timeout = 30 * kNanosPerSecond;
+    o.peer_timeout = 5 * kNanosPerSecond;
+    auto e = Engine::Create(o, std::make_unique<FakeLink>(sched_));
+    EXPECT_TRUE(e.ok()) << e.status().ToString();
+    if (!e.ok()) {
+      return nullptr;
+    }
+    Engine* raw = e->get();
+    threads_.emplace_back([raw] { EXPECT_TRUE(raw->Run().ok()); });
+    return std::move(e).value();
+  }
+
+  // What the scheduler service computes at Submit: the longest prefix of whole blocks present in
+  // storage, capped at prompt - 1.
+  int64_t HitTokens(const v1c::RequestSpec& s) {
+    std::vector<uint32_t> prompt(s.prompt().begin(), s.prompt().end());
+    std::vector<kv::BlockHash> hashes = hasher_->HashPrefix(prompt);
+    int64_t hit = 0;
+    for (const auto& h : hashes) {
+      if (!store_->Contains(h)) {
+        break;
+      }
+      hit += kBt;
+    }
+    return std::min<int64_t>(hit, static_cast<int64_t>(prompt.size()) - 1) / kBt * kBt;
+  }
+
+  v1c::RequestResult Run(const v1c::RequestSpec& s, v1c::ReadSide side, int64_t hit,
+                         int64_t prefill_read = 0) {
+    sched_.Assign(pe_->engine_id(), de_->engine_id(), s, side, hit, prefill_read);
+    return sched_.Wait(s.request_id());
+  }
+
+  void ExpectReference(const v1c::RequestSpec& s, const v1c::RequestResult& r) {
+    ASSERT_TRUE(r.ok()) << r.error();
+    std::vector<uint32_t> prompt(s.prompt().begin(), s.prompt().end());
+    std::vector<uint32_t> teacher(s.teacher().begin(), s.teacher().end());
+    model::Generation want = model::Reference(*model_, prompt, teacher, s.gen_tokens());
+    std::vector<uint32_t> got(r.generated().begin(), r.generated().end());
+    EXPECT_EQ(got, want.tokens) << "request " << s.request_id();
+    EXPECT_EQ(r.first_logits_digest(), want.first_logits_digest) << "request " << s.request_id();
+  }
+
+  // Flips one payload byte of the block file of `hash`.
+  void CorruptBlock(const kv::BlockHash& hash) {
+    std::string path = storage::BlockPath(store_->model_dir(), hash);
+    std::fstream f(path, std::ios::in | std::ios::out | std::ios::binary);
+    ASSERT_TRUE(f.good()) << path;
+    f.seekg(kv::kBlockFileHeaderBytes + 100);
+    char c = 0;
+    f.read(&c, 1);
+    c = static_cast<char>(c ^ 0x5A);
+    f.seekp(kv::kBlockFileHeaderBytes + 100);
+    f.write(&c, 1);
+  }
+
+  std::vector<kv::BlockHash> PromptHashes(const v1c::RequestSpec& s) {
+    std::vector<uint32_t> prompt(s.prompt().begin(), s.prompt().end());
+    return hasher_->HashPrefix(prompt);
+  }
+
+  std::string root_;
+  model::RefModelConfig config_;
+  std::unique_ptr<model::RefModel> model_;
+  std::unique_ptr<storage::BlockStore> store_;
+  std::unique_ptr<kv::BlockHasher> hasher_;
+  FakeScheduler sched_;
+  std::vector<std::thread> threads_;
+  std::unique_ptr<Engine> pe_;
+  std::unique_ptr<Engine> de_;
+};
+
+TEST_F(EngineTest, EveryReadSideGivesReferenceOutputsAndTurnsHitWhatEarlierTurnsWrote) {
+  ASSERT_TRUE(pe_ && de_);
+  Agent agent(11);
+  // Turn 1: nothing in storage; the DE writes its full blocks behind.
+  v1c::RequestSpec t1 = agent.NextTurn(1, 40, 6);
+  ASSERT_EQ(HitTokens(t1), 0);
+  v1c::RequestResult r1 = Run(t1, v1c::READ_SIDE_PREFILL, 0);
+  ExpectReference(t1, r1);
+  EXPECT_EQ(r1.loaded_tokens(), 0);
+
+  struct Case {
+    v1c::ReadSide side;
+    const char* name;
+  };
+  const Case cases[] = {{v1c::READ_SIDE_PREFILL, "prefill"},
+                        {v1c::READ_SIDE_DECODE, "decode"},
+                        {v1c::READ_SIDE_SPLIT, "split"},
+                        {v1c::READ_SIDE_PREFILL, "prefill again"}};
+  uint64_t id = 2;
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.name);
+    v1c::RequestSpec s = agent.NextTurn(id++, 30, 6);
+    int64_t hit = HitTokens(s);
+    // The previous turn's prompt and fed outputs were written behind as whole blocks.
+    EXPECT_GE(hit, (s.prompt_size() - 30 - 1) / kBt * kBt);
+    ASSERT_GT(hit, 0);
+    int64_t prefill_read = c.side == v1c::READ_SIDE_SPLIT ? hit / kBt / 2 * kBt : 0;
+    v1c::RequestResult r = Run(s, c.side, hit, prefill_read);
+    ExpectReference(s, r);
+    EXPECT_EQ(r.hit_tokens(), hit);
+    EXPECT_EQ(r.loaded_tokens(), hit);  // every hit token was really loaded, not recomputed
+    EXPECT_EQ(r.side(), c.side);
+    int64_t file_bytes = static_cast<int64_t>(
+        storage::BlockStore::FileBytes(kv::BlockShape::For(config_.Geometry(), kBt)));
+    int64_t pe_blocks = c.side == v1c::READ_SIDE_PREFILL ? hit / kBt
+                        : c.side == v1c::READ_SIDE_SPLIT ? prefill_read / kBt
+                                                         : 0;
+    EXPECT_EQ(r.read_bytes_prefill(), pe_blocks * file_bytes);
+    EXPECT_EQ(r.read_bytes_decode(), (hit / kBt - pe_blocks) * file_bytes);
+    EXPECT_GT(r.timing().first_token_ns(), 0);
+    EXPECT_GE(r.timing().done_ns(), r.timing().first_token_ns());
+  }
+
+  // Oracle (NONE): nothing is read; the run completes (its outputs are a timing bound only).
+  v1c::RequestSpec s = agent.NextTurn(id++, 30, 4);
+  v1c::RequestResult r = Run(s, v1c::READ_SIDE_NONE, HitTokens(s));
+  EXPECT_TRUE(r.ok()) << r.error();
+  EXPECT_EQ(r.read_bytes_prefill() + r.read_bytes_decode(), 0);
+  EXPECT_EQ(r.generated_size(), 4);
+}
+
+TEST_F(EngineTest, CorruptHitBlockIsRecomputedWithIdenticalOutputs) {
+  ASSERT_TRUE(pe_ && de_);
+  Agent agent(23);
+  v1c::RequestSpec t1 = agent.NextTurn(1, 70, 5);
+  ExpectReference(t1, Run(t1, v1c::READ_SIDE_PREFILL, 0));
+  uint64_t id = 2;
+  for (v1c::ReadSide side : {v1c::READ_SIDE_PREFILL, v1c::READ_SIDE_DECODE, v1c::READ_SIDE_SPLIT}) {
+    SCOPED_TRACE(v1c::ReadSide_Name(side));
+    v1c::RequestSpec s = agent.NextTurn(id++, 20, 5);
+    int64_t hit = HitTokens(s);
+    ASSERT_GE(hit, 4 * kBt);
+    // Damage the third hit block: blocks 0-1 load, block 2 and everything after is recomputed.
+    CorruptBlock(PromptHashes(s)[2]);
+    int64_t prefill_read = side == v1c::READ_SIDE_SPLIT ? kBt : 0;  // block 2 is the DE's
+    v1c::RequestResult r = Run(s, side, hit, prefill_read);
+    ExpectReference(s, r);
+    EXPECT_EQ(r.hit_tokens(), hit);
+    EXPECT_EQ(r.loaded_tokens(), 2 * kBt);
+    // The recomputed block was written again: the next turn hits it.
+    EXPECT_TRUE(store_->Contains(PromptHashes(s)[2]));
+  }
+}
+
+TEST_F(EngineTest, DeadDecodeEngineFailsTheRequestInsteadOfHanging) {
+  ASSERT_TRUE(pe_ && de_);
+  Agent agent(5);
+  v1c::RequestSpec t1 = agent.NextTurn(1, 40, 4);
+  ExpectReference(t1, Run(t1, v1c::READ_SIDE_PREFILL, 0));
+  // The decode engine goes away (its transfer engine and gRPC server close).
+  de_->Stop();
+  threads_.back().join();
+  threads_.pop_back();
+  const uint32_t de_id = de_->engine_id();
+  de_.reset();
+  for (v1c::ReadSide side : {v1c::READ_SIDE_PREFILL, v1c::READ_SIDE_DECODE}) {
+    v1c::RequestSpec s = agent.NextTurn(side == v1c::READ_SIDE_PREFILL ? 2 : 3, 20, 4);
+    sched_.Assign(pe_->engine_id(), de_id, s, side, HitTokens(s), 0);
+    v1c::RequestResult r = sched_.Wait(s.request_id());
+    EXPECT_FALSE(r.ok());
+    EXPECT_FALSE(r.error().empty());
+  }
+  // The PE is still healthy: a request the test computes against a fresh DE succeeds.
+  de_ = StartEngine(Role::kDecode, "d1.0");
+  ASSERT_TRUE(de_);
+  v1c::RequestSpec s = agent.NextTurn(4, 20, 4);
+  ExpectReference(s, Run(s, v1c::READ_SIDE_DECODE, HitTokens(s)));
+}
+
+}  // namespace
+}  // namespace dualpath::engine

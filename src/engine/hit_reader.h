@@ -1,0 +1,55 @@
+// HitReader: reads a run of hit blocks from the node's BlockStore and scatters each verified Full
+// Block into a per-layer KV area (the PE receive area or the DE buffer).
+//
+// A Full Block is [layers][block_tokens][bpt] (kv/layout.h); the areas are [layers][T][bpt] with
+// `layer_stride` bytes between layers, so block b's layer l goes to
+// area + l * layer_stride + (b * block_tokens) * bpt: one memcpy per (block, layer). Blocks stream
+// through ReadStream with a small pool of aligned staging buffers (3 x read depth, the bound
+// BlockStore documents), so any number of blocks reads in constant staging memory.
+//
+// Only verified bytes are copied: a block whose read is not OK (missing, corrupt, I/O error) is
+// never copied, and the result's `loaded_blocks` is the length of the verified prefix (the caller
+// recomputes that block and everything after it).
+//
+// Thread safety: one Read at a time per HitReader (the staging pool is per reader); the store may
+// be shared.
+#pragma once
+
+#include <condition_variable>
+#include <cstddef>
+#include <cstdint>
+#include <mutex>
+#include <span>
+#include <vector>
+
+#include "dualpath/kv/block_hash.h"
+#include "dualpath/kv/layout.h"
+#include "dualpath/storage/aligned_buffer.h"
+#include "dualpath/storage/block_store.h"
+
+namespace dualpath::engine {
+
+struct HitReadResult {
+  uint64_t loaded_blocks = 0;  // verified prefix
+  uint64_t bytes_read = 0;     // file bytes of verified blocks
+  Status first_error;          // why block `loaded_blocks` failed (OK if all loaded)
+};
+
+class HitReader {
+ public:
+  HitReader(storage::BlockStore& store, const kv::BlockShape& shape, unsigned depth);
+
+  // Reads blocks named by `hashes` (block i of the run is the area's block first_block + i).
+  HitReadResult Read(std::span<const kv::BlockHash> hashes, uint64_t first_block, std::byte* area,
+                     uint64_t layer_stride);
+
+ private:
+  storage::BlockStore& store_;
+  const kv::BlockShape shape_;
+  std::mutex mu_;
+  std::condition_variable free_cv_;
+  std::vector<storage::AlignedBuffer> buffers_;
+  std::vector<size_t> free_;  // indices into buffers_; guarded by mu_
+};
+
+}  // namespace dualpath::engine

@@ -1,0 +1,49 @@
+// PeerDirectory: an engine's connections to other engines, by address: the transfer engine peer
+// (one-sided puts, notices) and the EnginePeer gRPC stub. Connections are made lazily on first
+// use and cached; a transfer peer the engine has declared dead is reconnected on the next use
+// (a restarted engine on the same address is a new peer).
+//
+// Thread safety: all methods may be called from any thread. Connect may block for the transfer
+// handshake (control plane); it never holds the directory's lock while doing so.
+#pragma once
+
+#include <grpcpp/grpcpp.h>
+
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+
+#include "dualpath/common/status.h"
+#include "dualpath/engine/v1/engine.grpc.pb.h"
+#include "dualpath/transfer/engine.h"
+
+namespace dualpath::engine {
+
+class PeerDirectory {
+ public:
+  explicit PeerDirectory(transfer::TransferEngine& transfer) : transfer_(transfer) {}
+
+  // The live transfer peer at `addr_port`, connecting if needed. kEnginePeerFailed naming the
+  // address if the handshake fails.
+  Result<transfer::PeerId> Transfer(const std::string& addr_port);
+  // True while the transfer engine considers `peer` alive.
+  bool Alive(transfer::PeerId peer) const;
+  // The EnginePeer stub for a gRPC address (channels reconnect by themselves).
+  std::shared_ptr<v1::EnginePeer::Stub> Stub(const std::string& address);
+
+ private:
+  transfer::TransferEngine& transfer_;
+  std::mutex mu_;
+  std::map<std::string, transfer::PeerId> transfer_peers_;              // guarded by mu_
+  std::map<std::string, std::shared_ptr<v1::EnginePeer::Stub>> stubs_;  // guarded by mu_
+};
+
+// grpc::Status -> Status: UNAVAILABLE (peer down) -> kEnginePeerFailed, DEADLINE_EXCEEDED ->
+// kTimeout, RESOURCE_EXHAUSTED -> kEngineNoRoom, INVALID_ARGUMENT -> kInvalidArgument, others ->
+// kEnginePeerFailed; the message names `what`.
+Status FromGrpc(const grpc::Status& s, std::string_view what);
+// Status -> grpc::Status for the server side (the inverse mapping, message kept).
+grpc::Status ToGrpc(const Status& s);
+
+}  // namespace dualpath::engine

@@ -1,0 +1,431 @@
+#include "engine/prefill.h"
+
+#include <fmt/format.h>
+
+#include <cstring>
+#include <vector>
+
+#include "dualpath/common/log.h"
+
+namespace dualpath::engine {
+
+namespace v1c = control::v1;
+
+struct PeJob {
+  v1c::Assignment a;
+  ReadPlan plan;
+  std::byte* area = nullptr;  // [layers][prompt][bpt]
+  uint32_t xfer_id = 0;
+  // The DE, once StartDecode succeeded.
+  bool de_started = false;
+  std::shared_ptr<v1::EnginePeer::Stub> de_stub;
+  transfer::PeerId de_peer;
+  uint64_t de_addr = 0;
+  uint64_t de_stride = 0;
+  uint32_t de_xfer_id = 0;
+  // PE-side reads.
+  int64_t pe_loaded = 0;
+  int64_t read_bytes = 0;
+  // Guarded by Prefiller::mu_: DE-path layer notices and our puts in flight.
+  std::vector<bool> arrived;
+  uint32_t arrived_count = 0;
+  int64_t de_loaded = 0;
+  int puts_pending = 0;
+  Status put_error;
+};
+
+namespace {
+uint64_t Addr(const void* p) { return reinterpret_cast<uint64_t>(p); }
+}  // namespace
+
+Prefiller::Prefiller(Context& ctx)
+    : ctx_(ctx), reader_(*ctx.store, ctx.shape, ctx.options.read_depth) {
+  loader_ = std::thread([this] { LoaderLoop(); });
+  compute_ = std::thread([this] { ComputeLoop(); });
+}
+
+Prefiller::~Prefiller() { Stop(); }
+
+void Prefiller::Stop() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    stop_ = true;
+  }
+  queue_cv_.notify_all();
+  notice_cv_.notify_all();
+  if (loader_.joinable()) {
+    loader_.join();
+  }
+  if (compute_.joinable()) {
+    compute_.join();
+  }
+  // Whatever is still queued was never started: fail it so the scheduler re-submits it.
+  std::deque<std::shared_ptr<PeJob>> left;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    left.swap(incoming_);
+    for (auto& j : loaded_) {
+      left.push_back(j);
+    }
+    loaded_.clear();
+  }
+  for (auto& j : left) {
+    Finish(j, Status(Code::kEngineStopped, "prefill engine stopping"));
+  }
+}
+
+void Prefiller::Enqueue(const v1c::Assignment& a) {
+  auto job = std::make_shared<PeJob>();
+  job->a = a;
+  job->plan = MakeReadPlan(a, ctx_.block_tokens);
+  job->arrived.assign(ctx_.layers, false);
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    incoming_.push_back(job);
+    ++unfinished_requests_;
+    unfinished_tokens_ += job->plan.prompt;
+    queued_read_tokens_ += job->plan.prefill_read;
+  }
+  queue_cv_.notify_all();
+}
+
+void Prefiller::OnNotice(const Notice& n) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = by_xfer_.find(n.xfer_id);
+    if (it == by_xfer_.end() || n.layer >= ctx_.layers) {
+      log::Debug("engine {}: stray notice xfer={} layer={}", ctx_.options.name, n.xfer_id, n.layer);
+      return;
+    }
+    PeJob& j = *it->second;
+    if (!j.arrived[n.layer]) {
+      j.arrived[n.layer] = true;
+      ++j.arrived_count;
+      j.de_loaded = static_cast<int64_t>(n.loaded_tokens);
+    }
+  }
+  notice_cv_.notify_all();
+}
+
+int64_t Prefiller::unfinished_requests() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return unfinished_requests_;
+}
+int64_t Prefiller::unfinished_tokens() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return unfinished_tokens_;
+}
+int64_t Prefiller::queued_read_tokens() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return queued_read_tokens_;
+}
+
+void Prefiller::LoaderLoop() {
+  while (true) {
+    std::shared_ptr<PeJob> job;
+    {
+      std::unique_lock<std::mutex> lock(mu_);
+      queue_cv_.wait(lock, [&] { return stop_ || !incoming_.empty(); });
+      if (stop_) {
+        return;
+      }
+      job = incoming_.front();
+      incoming_.pop_front();
+    }
+    Status s = Load(job);
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      queued_read_tokens_ -= job->plan.prefill_read;
+      if (s.ok()) {
+        loaded_.push_back(job);
+      }
+    }
+    if (s.ok()) {
+      queue_cv_.notify_all();
+    } else {
+      Finish(job, s);
+    }
+  }
+}
+
+Status Prefiller::Load(const std::shared_ptr<PeJob>& self) {
+  PeJob& job = *self;
+  const v1c::RequestSpec& r = job.a.request();
+  RETURN_IF_ERROR(ValidateRequest(r, ctx_.model->config().vocab));
+  const ReadPlan& p = job.plan;
+  ASSIGN_OR_RETURN(job.area,
+                   ctx_.arena->Allocate(ctx_.TokenBytes() * p.prompt, p.prompt, ctx_.Deadline()));
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    // The area is registered under a fresh xfer id before the DE can learn it (StartDecode), so
+    // every notice for it finds the job.
+    do {
+      last_xfer_id_ = NextXferId(last_xfer_id_);
+    } while (by_xfer_.count(last_xfer_id_) != 0);
+    job.xfer_id = last_xfer_id_;
+    by_xfer_.emplace(job.xfer_id, self);
+  }
+  if (!p.none) {
+    // Connect the transfer path first: a dead DE fails here, before it is asked to allocate.
+    ASSIGN_OR_RETURN(job.de_peer, ctx_.peers->Transfer(job.a.decode().transfer_addr()));
+  }
+  job.de_stub = ctx_.peers->Stub(job.a.decode().peer_addr());
+  v1::StartDecodeRequest req;
+  *req.mutable_assignment() = job.a;
+  req.set_pe_name(ctx_.options.name);
+  req.set_pe_transfer_addr(ctx_.info.transfer_addr());
+  req.set_pe_area_addr(Addr(job.area));
+  req.set_pe_xfer_id(job.xfer_id);
+  req.set_prefill_read_tokens(p.prefill_read);
+  req.set_decode_read_tokens(p.decode_read);
+  v1::StartDecodeReply reply;
+  grpc::ClientContext cctx;
+  cctx.set_deadline(ctx_.RpcDeadline());
+  RETURN_IF_ERROR(FromGrpc(
+      job.de_stub->StartDecode(&cctx, req, &reply),
+      fmt::format("StartDecode at {} ({})", job.a.decode().name(), job.a.decode().peer_addr())));
+  job.de_started = true;
+  job.de_addr = reply.de_area_addr();
+  job.de_stride = reply.de_layer_stride();
+  job.de_xfer_id = reply.de_xfer_id();
+
+  const uint64_t bpt = ctx_.bpt;
+  if (p.none) {
+    // Oracle: the hit KV is taken as zeros (a timing bound; outputs are not checked).
+    for (uint32_t l = 0; l < ctx_.layers; ++l) {
+      std::memset(job.area + l * p.prompt * bpt, 0, p.hit * bpt);
+    }
+  } else if (p.prefill_read > 0) {
+    const uint64_t blocks = p.prefill_read / ctx_.block_tokens;
+    std::vector<kv::BlockHash> hashes = HashRange(
+        *ctx_.hasher, {r.prompt().data(), static_cast<size_t>(r.prompt_size())}, 0, blocks);
+    HitReadResult rr = reader_.Read(hashes, 0, job.area, p.prompt * bpt);
+    job.pe_loaded = static_cast<int64_t>(rr.loaded_blocks) * ctx_.block_tokens;
+    job.read_bytes = static_cast<int64_t>(rr.bytes_read);
+    if (!rr.first_error.ok()) {
+      log::Info("engine {}: request {} hit block {} unusable ({}); recomputing from token {}",
+                ctx_.options.name, r.request_id(), rr.loaded_blocks, rr.first_error.ToString(),
+                job.pe_loaded);
+    }
+  }
+  return Status::Ok();
+}
+
+void Prefiller::ComputeLoop() {
+  while (true) {
+    std::shared_ptr<PeJob> job;
+    {
+      std::unique_lock<std::mutex> lock(mu_);
+      queue_cv_.wait(lock, [&] { return stop_ || !loaded_.empty(); });
+      if (stop_) {
+        return;
+      }
+      job = loaded_.front();
+      loaded_.pop_front();
+    }
+    Status s = Compute(job);
+    Finish(job, s);
+  }
+}
+
+Status Prefiller::WaitLayer(PeJob& job, uint32_t layer) {
+  auto deadline = ctx_.Deadline();
+  std::unique_lock<std::mutex> lock(mu_);
+  while (!job.arrived[layer]) {
+    if (stop_) {
+      return Status(Code::kEngineStopped, "prefill engine stopping");
+    }
+    // Wake up now and then to notice a DE that died without a word (its notices never come).
+    auto slice = std::chrono::steady_clock::now() + std::chrono::milliseconds(100);
+    notice_cv_.wait_until(lock, std::min(slice, deadline));
+    if (job.arrived[layer]) {
+      break;
+    }
+    if (!ctx_.peers->Alive(job.de_peer)) {
+      return Status(Code::kEnginePeerFailed,
+                    fmt::format("decode engine {} died before layer {} of its hit KV arrived",
+                                job.a.decode().name(), layer));
+    }
+    if (std::chrono::steady_clock::now() >= deadline) {
+      return Timeout(fmt::format("layer {} of the DE-path hit KV from {} did not arrive", layer,
+                                 job.a.decode().name()));
+    }
+  }
+  return Status::Ok();
+}
+
+Status Prefiller::WaitPuts(PeJob& job) {
+  auto deadline = ctx_.Deadline();
+  std::unique_lock<std::mutex> lock(mu_);
+  // The transfer engine completes every batch (OK, or kTransferPeerDead after its peer timeout),
+  // so this wait ends; the deadline is a second guard.
+  if (!notice_cv_.wait_until(lock, deadline, [&] { return job.puts_pending == 0; })) {
+    return Timeout(fmt::format("KV puts to {} did not complete", job.a.decode().name()));
+  }
+  return job.put_error;
+}
+
+Status Prefiller::PutLayer(const std::shared_ptr<PeJob>& job, uint32_t layer) {
+  const ReadPlan& p = job->plan;
+  const uint64_t bpt = ctx_.bpt;
+  int64_t de_has;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    de_has = p.decode_read > 0 ? job->de_loaded : 0;
+  }
+  transfer::Batch b{
+      .peer = job->de_peer, .cls = transfer::TrafficClass::kLow, .op = transfer::Op::kPut};
+  const uint64_t local = Addr(job->area) + layer * p.prompt * bpt;
+  const uint64_t remote = job->de_addr + layer * job->de_stride;
+  // The DE lacks everything but the part of its own share it loaded: [0, prefill_read) and
+  // [prefill_read + de_has, prompt).
+  auto add = [&](int64_t t0, int64_t t1) {
+    if (t1 > t0) {
+      b.descs.push_back(
+          {local + t0 * bpt, remote + t0 * bpt, static_cast<uint64_t>(t1 - t0) * bpt});
+    }
+  };
+  add(0, p.prefill_read);
+  add(p.prefill_read + de_has, p.prompt);
+  b.notify = true;
+  b.notice_tag = EncodeNotice({job->de_xfer_id, layer, 0});
+  b.on_complete = [this, job](const Status& s) {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      --job->puts_pending;
+      if (!s.ok() && job->put_error.ok()) {
+        job->put_error = s;
+      }
+    }
+    notice_cv_.notify_all();
+  };
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    ++job->puts_pending;
+  }
+  Status s = ctx_.transfer->Submit(std::move(b));
+  if (!s.ok()) {
+    std::lock_guard<std::mutex> lock(mu_);
+    --job->puts_pending;  // a rejected batch never calls on_complete
+  }
+  return s;
+}
+
+Status Prefiller::Compute(const std::shared_ptr<PeJob>& self) {
+  PeJob& job = *self;
+  const v1c::RequestSpec& r = job.a.request();
+  const ReadPlan& p = job.plan;
+  const model::RefModel& m = *ctx_.model;
+  const int64_t prefill_start_ns = RealtimeNs();
+  const bool de_path = !p.none && p.decode_read > 0;
+  if (de_path) {
+    RETURN_IF_ERROR(WaitLayer(job, 0));
+  }
+  // Where recompute starts: the PE's own share stops at its first bad block; otherwise the DE's
+  // share continues it as far as the DE loaded.
+  int64_t loaded;
+  if (p.none) {
+    loaded = p.hit;
+  } else if (job.pe_loaded < p.prefill_read) {
+    loaded = job.pe_loaded;
+  } else {
+    std::lock_guard<std::mutex> lock(mu_);
+    loaded = p.prefill_read + (de_path ? job.de_loaded : 0);
+  }
+  loaded = std::min(loaded, p.prompt - 1);
+
+  const uint32_t hidden_dim = m.config().hidden();
+  const int64_t n = p.prompt - loaded;
+  std::vector<float> hidden(static_cast<size_t>(n) * hidden_dim);
+  m.Embed({r.prompt().data() + loaded, static_cast<size_t>(n)}, hidden);
+  for (uint32_t l = 0; l < ctx_.layers; ++l) {
+    if (de_path) {
+      RETURN_IF_ERROR(WaitLayer(job, l));
+    }
+    std::span<std::byte> layer_kv(job.area + l * p.prompt * ctx_.bpt, p.prompt * ctx_.bpt);
+    m.ForwardLayer(l, static_cast<uint64_t>(loaded), layer_kv, hidden);
+    if (!p.none) {
+      RETURN_IF_ERROR(PutLayer(self, l));
+    }
+  }
+  std::vector<float> logits(m.config().vocab);
+  m.Logits({hidden.data() + (n - 1) * hidden_dim, hidden_dim}, logits);
+  const uint32_t first = model::RefModel::Argmax(logits);
+  const uint64_t digest = model::RefModel::LogitsDigest(logits);
+  const int64_t first_token_ns = RealtimeNs();
+  RETURN_IF_ERROR(WaitPuts(job));
+
+  v1::PrefillDoneRequest done;
+  done.set_de_xfer_id(job.de_xfer_id);
+  done.set_request_id(r.request_id());
+  done.set_first_token(first);
+  done.set_first_logits_digest(digest);
+  done.set_loaded_tokens(loaded);
+  done.set_read_bytes_prefill(job.read_bytes);
+  done.set_prefill_start_ns(prefill_start_ns);
+  done.set_first_token_ns(first_token_ns);
+  v1::PrefillDoneReply reply;
+  grpc::ClientContext cctx;
+  cctx.set_deadline(ctx_.RpcDeadline());
+  return FromGrpc(job.de_stub->PrefillDone(&cctx, done, &reply),
+                  fmt::format("PrefillDone at {}", job.a.decode().name()));
+}
+
+void Prefiller::Finish(const std::shared_ptr<PeJob>& job, Status status) {
+  PeJob& j = *job;
+  bool safe_to_free = true;
+  if (!status.ok()) {
+    log::Warn("engine {}: request {} failed: {}", ctx_.options.name, j.a.request().request_id(),
+              status.ToString());
+    if (j.area != nullptr) {
+      // Our own puts read the area: wait for them (the transfer engine completes or fails each).
+      Status puts = WaitPuts(j);
+      if (!puts.ok() && puts.code() == Code::kTimeout) {
+        safe_to_free = false;
+      }
+      if (j.de_started) {
+        v1::AbortDecodeRequest abort;
+        abort.set_de_xfer_id(j.de_xfer_id);
+        abort.set_request_id(j.a.request().request_id());
+        abort.set_reason(status.ToString());
+        v1::AbortDecodeReply reply;
+        grpc::ClientContext cctx;
+        cctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(2));
+        (void)j.de_stub->AbortDecode(&cctx, abort, &reply);  // best effort: it may be dead
+        // The DE may still be pushing its share into the area: wait until every layer arrived
+        // or the DE is gone, so a later request's area is never overwritten.
+        if (!j.plan.none && j.plan.decode_read > 0) {
+          for (uint32_t l = 0; l < ctx_.layers && safe_to_free; ++l) {
+            Status w = WaitLayer(j, l);
+            if (!w.ok() && w.code() != Code::kEnginePeerFailed) {
+              safe_to_free = false;
+            }
+          }
+        }
+      }
+    }
+    Status rs = ctx_.scheduler->ReportResult(FailedResult(j.a, status));
+    if (!rs.ok()) {
+      log::Warn("engine {}: reporting failed request {}: {}", ctx_.options.name,
+                j.a.request().request_id(), rs.ToString());
+    }
+  }
+  if (j.area != nullptr) {
+    if (safe_to_free) {
+      ctx_.arena->Free(j.area);
+    } else {
+      // Leaking beats corrupting a later request's KV; the engine's free memory shrinks and the
+      // scheduler sees it in hbm_free_tokens.
+      log::Error("engine {}: request {} area leaked: a peer may still write into it",
+                 ctx_.options.name, j.a.request().request_id());
+    }
+  }
+  std::lock_guard<std::mutex> lock(mu_);
+  if (j.xfer_id != 0) {
+    by_xfer_.erase(j.xfer_id);
+  }
+  --unfinished_requests_;
+  unfinished_tokens_ -= j.plan.prompt;
+}
+
+}  // namespace dualpath::engine

@@ -1,0 +1,86 @@
+// Prefiller: the prefill engine's (PE) pipeline (DualPath §4.1, docs/engine.md).
+//
+// Two stages, each one thread, with a queue of loaded requests between them:
+//   loader   takes assignments in order; allocates the request's receive area ([layers][prompt]
+//            [bpt] in the registered region: this is the request's "HBM" KV too), asks the DE to
+//            StartDecode (the DE allocates its buffer and, for the DECODE/SPLIT sides, starts
+//            reading and pushing its share of the hit KV into the area), then reads the PE's own
+//            share of hit blocks from the node's store into the area;
+//   compute  runs layerwise prefill of the miss tokens: layer l starts once layer l's DE-path KV
+//            has arrived (a notice per layer), then the KV the DE lacks for layer l is put into
+//            the DE buffer (low class, notice per layer); after the last layer, the first token
+//            and its logits digest go to the DE in PrefillDone.
+// The loader runs ahead of compute, limited only by buffer memory, so the storage link keeps
+// reading the next requests' hit blocks while the current one computes.
+//
+// A request that fails (DE unreachable or dead, a put failed, a deadline passed, bad input) is
+// reported to the scheduler with ok=false; its area is freed only once no peer can still write
+// into it.
+//
+// Thread safety: Enqueue, OnNotice (transfer progress thread), Stop and the load getters may be
+// called from any thread.
+#pragma once
+
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <thread>
+
+#include "engine/context.h"
+#include "engine/hit_reader.h"
+#include "engine/notice.h"
+
+namespace dualpath::engine {
+
+struct PeJob;
+
+class Prefiller {
+ public:
+  explicit Prefiller(Context& ctx);
+  ~Prefiller();
+  Prefiller(const Prefiller&) = delete;
+  Prefiller& operator=(const Prefiller&) = delete;
+
+  void Enqueue(const control::v1::Assignment& a);
+  void OnNotice(const Notice& n);
+  // Fails queued requests, makes both threads return, joins them. Idempotent.
+  void Stop();
+
+  int64_t unfinished_requests() const;
+  int64_t unfinished_tokens() const;
+  // PE-side hit tokens of requests not yet handed to the store (the store's own queue counts the
+  // rest).
+  int64_t queued_read_tokens() const;
+
+ private:
+  void LoaderLoop();
+  void ComputeLoop();
+  Status Load(const std::shared_ptr<PeJob>& job);
+  Status Compute(const std::shared_ptr<PeJob>& job);
+  Status WaitLayer(PeJob& job, uint32_t layer);
+  Status WaitPuts(PeJob& job);
+  Status PutLayer(const std::shared_ptr<PeJob>& job, uint32_t layer);
+  // Reports failures, frees the area once it is safe, forgets the job.
+  void Finish(const std::shared_ptr<PeJob>& job, Status status);
+
+  Context& ctx_;
+  HitReader reader_;
+  mutable std::mutex mu_;
+  std::condition_variable queue_cv_;   // loader: incoming_ non-empty; compute: loaded_ non-empty
+  std::condition_variable notice_cv_;  // layer notices and put completions
+  std::deque<std::shared_ptr<PeJob>> incoming_;         // guarded by mu_
+  std::deque<std::shared_ptr<PeJob>> loaded_;           // guarded by mu_
+  std::map<uint32_t, std::shared_ptr<PeJob>> by_xfer_;  // jobs with an area; guarded by mu_
+  uint32_t last_xfer_id_ = 0;                           // guarded by mu_
+  int64_t unfinished_requests_ = 0;                     // guarded by mu_
+  int64_t unfinished_tokens_ = 0;                       // guarded by mu_
+  int64_t queued_read_tokens_ = 0;                      // guarded by mu_
+  bool stop_ = false;                                   // guarded by mu_
+  std::thread loader_;
+  std::thread compute_;
+};
+
+}  // namespace dualpath::engine
