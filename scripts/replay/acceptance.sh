@@ -8,14 +8,14 @@
 # each run is kept in OUT_DIR.
 #
 # usage: scripts/replay/acceptance.sh [DUALPATH_BINARY]   (default build/release/bin/dualpath)
-# env:   AGENTS (4), TURNS (8), APPEND (24), GEN (16), MAX_CONTEXT (3072), STOR_RATE (400mbit),
+# env:   AGENTS (4), TURNS (40), APPEND (24), GEN (16), MAX_CONTEXT (3072), STOR_RATE (400mbit),
 #        COMP_RATE (2gbit), COMPUTE_AGENTS (2), COMPUTE_TURNS (3), OUT_DIR (build/replay-acceptance),
 #        ONLY ("1p1d 1p2d compute"), EXTRA (more `cluster run` arguments)
 set -uo pipefail
 here=$(cd "$(dirname "$0")/../.." && pwd)
 bin=$(realpath "${1:-$here/build/release/bin/dualpath}")
 AGENTS=${AGENTS:-4}
-TURNS=${TURNS:-8}
+TURNS=${TURNS:-40}
 APPEND=${APPEND:-24}
 GEN=${GEN:-16}
 MAX_CONTEXT=${MAX_CONTEXT:-3072}
