@@ -6,6 +6,7 @@
 //       [--online --aps X] [--json OUT] [--plot DIR] [--keep]
 //
 // Registers under the `cluster` group of cmd_cluster.cc (found, or added, by name).
+#include <cstdlib>
 #include <fstream>
 #include <iostream>
 #include <memory>
@@ -25,6 +26,7 @@ struct RunArgs {
   std::string json_out;
   std::string plot_dir;
   bool no_check = false;
+  std::string kill;
 };
 
 Status WriteFile(const std::string& path, const std::string& text) {
@@ -79,6 +81,9 @@ void Register(CLI::App& root, int* exit_code) {
   run->add_option("--service-arg", o.service_args,
                   "Extra argument for the scheduler service (repeatable)")
       ->allow_extra_args(false);
+  run->add_option("--kill-engine", a->kill,
+                  "NODE:SECONDS: SIGKILL that node's engine this long into each system's replay "
+                  "(fault injection; its requests must be rescheduled)");
   run->add_option("--dualpath-bin", o.dualpath_bin,
                   "dualpath binary for the service and engines (default: this one)");
   run->add_option("--json", a->json_out, "Write results (sim's schema + records) here");
@@ -92,6 +97,19 @@ void Register(CLI::App& root, int* exit_code) {
       o.check = !a->no_check;
       o.workload = replay::WithSourceDefaults(o.workload, append->count() > 0);
       ASSIGN_OR_RETURN(o.systems, replay::ParseSystems(a->systems));
+      if (!a->kill.empty()) {
+        const size_t colon = a->kill.find(':');
+        char* end = nullptr;
+        const double secs =
+            colon == std::string::npos ? -1 : std::strtod(a->kill.c_str() + colon + 1, &end);
+        if (colon == std::string::npos || colon == 0 || end == nullptr || *end != '\0' ||
+            !(secs > 0)) {
+          return InvalidArgument("--kill-engine '" + a->kill +
+                                 "': expected NODE:SECONDS, e.g. d1:5");
+        }
+        o.kill_node = a->kill.substr(0, colon);
+        o.kill_after_s = secs;
+      }
       ASSIGN_OR_RETURN(o.stor_rate_bps, testbed::ParseRate(a->stor_rate));
       ASSIGN_OR_RETURN(o.comp_rate_bps, testbed::ParseRate(a->comp_rate));
       RETURN_IF_ERROR(testbed::ValidateClusterName(o.name));

@@ -1,13 +1,17 @@
 #include "dualpath/replay/cluster_run.h"
 
 #include <grpcpp/grpcpp.h>
+#include <signal.h>
 #include <unistd.h>
 
 #include <chrono>
+#include <condition_variable>
 #include <cstdlib>
 #include <filesystem>
+#include <mutex>
 #include <nlohmann/json.hpp>
 #include <sstream>
+#include <thread>
 
 #include "child.h"
 #include "dualpath/common/log.h"
@@ -138,6 +142,44 @@ class Control {
 
   std::shared_ptr<grpc::Channel> channel_;
   std::unique_ptr<control::v1::Scheduler::Stub> stub_;
+};
+
+// Kills one engine (its whole process group, SIGKILL: no clean shutdown) after a delay, from a
+// thread of its own, unless stopped first. The owner does not touch that Child until Stop().
+class EngineKiller {
+ public:
+  EngineKiller() = default;
+  EngineKiller(const EngineKiller&) = delete;
+  EngineKiller& operator=(const EngineKiller&) = delete;
+  ~EngineKiller() { Stop(); }
+
+  void Start(Child* victim, Nanos delay) {
+    thread_ = std::thread([this, victim, delay] {
+      std::unique_lock<std::mutex> lock(mu_);
+      // A timed wait on the stop flag: the delay is the fault's schedule, not synchronization.
+      if (!cv_.wait_for(lock, std::chrono::nanoseconds(delay), [this] { return stop_; })) {
+        victim->Signal(SIGKILL);
+        fired_ = true;
+      }
+    });
+  }
+  // Joins; true if the kill happened.
+  bool Stop() {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      stop_ = true;
+    }
+    cv_.notify_all();
+    if (thread_.joinable()) thread_.join();
+    return fired_;
+  }
+
+ private:
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool stop_ = false;
+  bool fired_ = false;
+  std::thread thread_;
 };
 
 // Names a child that died: what it was, how it ended, the end of its log.
@@ -364,6 +406,16 @@ Result<ClusterRunReport> RunOnCluster(const ClusterRunOptions& o, std::ostream& 
     roles.push_back(std::string(testbed::RoleName(n.role)));
   }
 
+  int kill_index = -1;
+  if (!o.kill_node.empty()) {
+    for (size_t i = 0; i < cluster.nodes.size(); ++i) {
+      if (cluster.nodes[i].name == o.kill_node) kill_index = static_cast<int>(i);
+    }
+    if (kill_index < 0) {
+      return InvalidArgument("--kill-engine: no node '" + o.kill_node + "' in " + cluster.PdSpec());
+    }
+  }
+
   for (size_t si = 0; si < o.systems.size(); ++si) {
     const std::string& system = o.systems[si];
     const std::string subdir = "replay-" + run_id + "-" + system;
@@ -379,7 +431,13 @@ Result<ClusterRunReport> RunOnCluster(const ClusterRunOptions& o, std::ostream& 
     ASSIGN_OR_RETURN(LinkSample before, ReadStorageCounters(cluster));
     LinkSampler sampler;
     sampler.Start(cluster, o.sample_interval_s);
+    EngineKiller killer;
+    if (kill_index >= 0) {
+      killer.Start(&procs.engines[static_cast<size_t>(kill_index)], FromSeconds(o.kill_after_s));
+    }
     Result<ReplayResult> replay = RunReplay(workload, ro, *client, WallClock());
+    const bool killed = killer.Stop();
+    if (killed) progress << system << ": killed engine " << o.kill_node << " mid-run\n";
     std::vector<LinkSample> samples = sampler.Stop();
     ASSIGN_OR_RETURN(LinkSample after, ReadStorageCounters(cluster));
     // Stop the processes whatever the replay's outcome; report the replay's error first.
@@ -397,6 +455,7 @@ Result<ClusterRunReport> RunOnCluster(const ClusterRunOptions& o, std::ostream& 
     run.links = ComputeLinkUsage(names, roles, before, after, samples, goodput,
                                  run.replay.steady_start_ns, run.replay.steady_end_ns);
     run.samples = std::move(samples);
+    if (killed) run.killed_engine = o.kill_node;
     const Summary s = Summarize(run.replay);
     progress << system << ": JCT " << s.jct_s << " s, " << s.requests << " requests, " << s.failed
              << " failed\n"

@@ -133,6 +133,7 @@ std::string RunJson(const std::string& config_json, const std::vector<SystemRun>
     o["requests"] = s.requests;
     o["failed"] = s.failed;
     o["mismatches"] = run.mismatches ? json(*run.mismatches) : json(nullptr);
+    o["killed_engine"] = run.killed_engine.empty() ? json(nullptr) : json(run.killed_engine);
     o["steady_s"] = ToSeconds(run.replay.steady_end_ns - run.replay.steady_start_ns);
     json links = json::array();
     for (const LinkUsage& u : run.links) {

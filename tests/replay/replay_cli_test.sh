@@ -28,6 +28,7 @@ expect_bad "--agents" --agents 0
 expect_bad "--max-context" --max-context 10
 expect_bad "--goodput 'maybe'" --goodput maybe
 expect_bad "vocab" --model-spec vocab=0
+expect_bad "--kill-engine 'd0'" --kill-engine d0
 if [[ -e /var/tmp/dualpath-testbed/rpclitest ]]; then
   echo "FAIL: a bad-input run created cluster state"
   failures=$((failures + 1))

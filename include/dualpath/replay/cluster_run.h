@@ -53,6 +53,10 @@ struct ClusterRunOptions {
   std::string dualpath_bin;               // empty: this executable (/proc/self/exe)
   std::vector<std::string> service_args;  // extra arguments for `control serve`
   std::vector<std::string> engine_args;   // extra arguments for every `engine`
+  // Fault injection (acceptance 4): SIGKILL this node's engine kill_after_s seconds into each
+  // system's replay; the service must reschedule its requests and outputs must still check.
+  std::string kill_node;
+  double kill_after_s = 0;
 };
 
 struct ClusterRunReport {

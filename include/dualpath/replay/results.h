@@ -53,6 +53,7 @@ struct SystemRun {
   std::vector<uint64_t> mismatched_ids;  // request ids of the mismatches
   std::vector<LinkUsage> links;          // one per node, cluster order
   std::vector<LinkSample> samples;
+  std::string killed_engine;  // node whose engine was killed mid-run ("" if none)
 };
 
 struct Summary {
