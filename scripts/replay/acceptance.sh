@@ -8,16 +8,16 @@
 # each run is kept in OUT_DIR.
 #
 # usage: scripts/replay/acceptance.sh [DUALPATH_BINARY]   (default build/release/bin/dualpath)
-# env:   AGENTS (4), TURNS (40), APPEND (24), GEN (16), MAX_CONTEXT (3072), STOR_RATE (400mbit),
+# env:   AGENTS (8), TURNS (40), APPEND (16), GEN (8), MAX_CONTEXT (3072), STOR_RATE (400mbit),
 #        COMP_RATE (2gbit), COMPUTE_AGENTS (2), COMPUTE_TURNS (3), OUT_DIR (build/replay-acceptance),
 #        ONLY ("1p1d 1p2d compute"), EXTRA (more `cluster run` arguments)
 set -uo pipefail
 here=$(cd "$(dirname "$0")/../.." && pwd)
 bin=$(realpath "${1:-$here/build/release/bin/dualpath}")
-AGENTS=${AGENTS:-4}
+AGENTS=${AGENTS:-8}
 TURNS=${TURNS:-40}
-APPEND=${APPEND:-24}
-GEN=${GEN:-16}
+APPEND=${APPEND:-16}
+GEN=${GEN:-8}
 MAX_CONTEXT=${MAX_CONTEXT:-3072}
 STOR_RATE=${STOR_RATE:-400mbit}
 COMP_RATE=${COMP_RATE:-2gbit}
