@@ -9,7 +9,8 @@
 #
 # usage: scripts/replay/acceptance.sh [DUALPATH_BINARY]   (default build/release/bin/dualpath)
 # env:   AGENTS (8), TURNS (40), APPEND (16), GEN (8), MAX_CONTEXT (3072), STOR_RATE (400mbit),
-#        COMP_RATE (2gbit), COMPUTE_AGENTS (2), COMPUTE_TURNS (3), OUT_DIR (build/replay-acceptance),
+#        COMP_RATE (2gbit), COMPUTE_AGENTS (4), COMPUTE_TURNS (4), COMPUTE_MAX_CONTEXT (4096),
+#        OUT_DIR (build/replay-acceptance),
 #        ONLY ("1p1d 1p2d compute"), EXTRA (more `cluster run` arguments)
 set -uo pipefail
 here=$(cd "$(dirname "$0")/../.." && pwd)
@@ -21,8 +22,9 @@ GEN=${GEN:-8}
 MAX_CONTEXT=${MAX_CONTEXT:-3072}
 STOR_RATE=${STOR_RATE:-400mbit}
 COMP_RATE=${COMP_RATE:-2gbit}
-COMPUTE_AGENTS=${COMPUTE_AGENTS:-2}
-COMPUTE_TURNS=${COMPUTE_TURNS:-3}
+COMPUTE_AGENTS=${COMPUTE_AGENTS:-4}
+COMPUTE_TURNS=${COMPUTE_TURNS:-4}
+COMPUTE_MAX_CONTEXT=${COMPUTE_MAX_CONTEXT:-4096}
 OUT_DIR=${OUT_DIR:-$here/build/replay-acceptance}
 ONLY=${ONLY:-1p1d 1p2d compute}
 EXTRA=${EXTRA:-}
@@ -30,22 +32,24 @@ NAME=rpaccept
 mkdir -p "$OUT_DIR"
 trap '"$bin" cluster down --name "$NAME" >/dev/null 2>&1' EXIT
 
-run() { # label pd systems workload agents turns append
-  local label=$1 pd=$2 systems=$3 workload=$4 agents=$5 turns=$6 append=$7
+run() { # label pd systems workload agents turns append max_context
+  local label=$1 pd=$2 systems=$3 workload=$4 agents=$5 turns=$6 append=$7 max_context=$8
   echo "=== $label: $pd $systems $workload agents=$agents turns=$turns append=$append"
   # shellcheck disable=SC2086
   "$bin" cluster run --name "$NAME" --pd "$pd" --stor-rate "$STOR_RATE" --comp-rate "$COMP_RATE" \
     --system "$systems" --workload "$workload" --agents "$agents" --turns "$turns" \
-    --append "$append" --gen "$GEN" --max-context "$MAX_CONTEXT" \
+    --append "$append" --gen "$GEN" --max-context "$max_context" \
     --json "$OUT_DIR/$label.json" --plot "$OUT_DIR/$label-plots" $EXTRA
   echo "=== $label: exit $?"
 }
 
 for what in $ONLY; do
   case $what in
-    1p1d) run io-1p1d 1P1D basic,dualpath synthetic "$AGENTS" "$TURNS" "$APPEND" ;;
-    1p2d) run io-1p2d 1P2D basic,dualpath synthetic "$AGENTS" "$TURNS" "$APPEND" ;;
-    compute) run compute-1p1d 1P1D all compute "$COMPUTE_AGENTS" "$COMPUTE_TURNS" 512 ;;
+    1p1d) run io-1p1d 1P1D basic,dualpath synthetic "$AGENTS" "$TURNS" "$APPEND" "$MAX_CONTEXT" ;;
+    1p2d) run io-1p2d 1P2D basic,dualpath synthetic "$AGENTS" "$TURNS" "$APPEND" "$MAX_CONTEXT" ;;
+    compute)
+      run compute-1p1d 1P1D all compute "$COMPUTE_AGENTS" "$COMPUTE_TURNS" 512 "$COMPUTE_MAX_CONTEXT"
+      ;;
   esac
 done
 
