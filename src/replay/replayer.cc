@@ -107,6 +107,9 @@ Result<ReplayResult> RunReplay(const ReplayWorkload& workload, const ReplayOptio
     if (a.turns.size() >= 2) ++second_turns_pending;
     if (a.turns.empty()) ++finished;  // nothing to run
   }
+  // The steady state ends when a quarter of the agents (at least one) are done: an agent whose
+  // trajectory was cut short should not end it for the others.
+  const size_t steady_end_after = std::max<size_t>(1, n / 4);
   out.start_ns = wall.Now();
   const Nanos deadline = out.start_ns + FromSeconds(options.timeout_s);
 
@@ -175,7 +178,7 @@ Result<ReplayResult> RunReplay(const ReplayWorkload& workload, const ReplayOptio
         RETURN_IF_ERROR(submit(f.agent));
       } else {
         ++finished;
-        if (out.steady_end_ns == 0) out.steady_end_ns = wall.Now();
+        if (finished == steady_end_after) out.steady_end_ns = wall.Now();
       }
     }
   }

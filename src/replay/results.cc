@@ -248,13 +248,16 @@ Status WriteRunPlots(const std::vector<SystemRun>& runs, const std::string& dir)
     const std::string dat_path = dir + "/storage_" + r.system + ".dat";
     std::ofstream dat(dat_path);
     const Nanos t0 = r.replay.start_ns;
+    // Rates over trailing windows of at least 1 s: per-sample rates at 0.25 s swing between 0
+    // and the line rate as individual reads start and stop.
+    size_t j = 0;
     for (size_t i = 1; i < r.samples.size(); ++i) {
-      const double dt = ToSeconds(r.samples[i].t - r.samples[i - 1].t);
+      while (j + 1 < i && r.samples[i].t - r.samples[j + 1].t >= kNanosPerSecond) ++j;
+      const double dt = ToSeconds(r.samples[i].t - r.samples[j].t);
       if (dt <= 0) continue;
       dat << ToSeconds(r.samples[i].t - t0);
       for (size_t n = 0; n < r.links.size(); ++n) {
-        dat << ' '
-            << static_cast<double>(r.samples[i].rx[n] - r.samples[i - 1].rx[n]) * 8 / dt / 1e6;
+        dat << ' ' << static_cast<double>(r.samples[i].rx[n] - r.samples[j].rx[n]) * 8 / dt / 1e6;
       }
       dat << '\n';
     }

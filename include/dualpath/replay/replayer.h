@@ -78,7 +78,8 @@ struct ReplayResult {
   Nanos start_ns = 0;                  // wall clock at the first submit
   Nanos end_ns = 0;                    // wall clock at the last result
   // Wall clock when the last agent submitted its second turn (the first turn that loads KV), and
-  // when the first agent finished: the steady state, when every agent is loading (0 if none).
+  // when a quarter of the agents (at least one) had finished: the steady state, when (nearly)
+  // every agent is loading (both 0 if that window is empty).
   Nanos steady_start_ns = 0;
   Nanos steady_end_ns = 0;
   double JctS() const { return ToSeconds(end_ns - start_ns); }
