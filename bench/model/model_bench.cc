@@ -1,12 +1,13 @@
 // RefModel speed: one layer of a 32-token prefill chunk and of one decode step over 2,048 cached
-// tokens (the shapes an engine runs), the whole-model decode step, and weight generation.
+// tokens (the shapes an engine runs), whole-model decode and prefill, and weight generation.
 //
 // Counters: attn_flops/s counts only attention FLOPs (QK^T and AV: 2 * q_heads * 2 * head_dim per
 // attended (query, key) pair, as kv::ModelGeometry::AttentionFlops) over the whole ForwardLayer
 // time, so it is a lower bound on the attention kernel's rate; flops/s adds the projections and
 // the MLP. Baseline in the same run: BM_NaiveAttention, the same decode-step attention written as
 // textbook scalar loops (one accumulator per dot product), so the ratio shows what the fixed-order
-// 8-lane kernels buy.
+// 8-lane kernels and the KV-row-major blocking buy (BM_NaiveAttentionChunk32Over2K for the
+// prefill chunk).
 #include <benchmark/benchmark.h>
 
 #include <cmath>
@@ -88,56 +89,92 @@ void BM_ModelDecodeStepOver2K(benchmark::State& state) {
     benchmark::DoNotOptimize(RefModel::Argmax(logits));
   }
   const double attn = AttnFlopsLayer(c, kCached, 1) * c.layers;
+  state.SetItemsProcessed(static_cast<int64_t>(state.iterations()));  // tokens decoded
   state.counters["attn_flops/s"] =
       benchmark::Counter(attn, benchmark::Counter::kIsIterationInvariantRate);
 }
 
-// Baseline: the attention of one decode step (all query heads, one layer) as plain scalar loops.
-void BM_NaiveAttentionDecodeOver2K(benchmark::State& state) {
+// A whole-model prefill of 512 new tokens after 1,536 cached ones (an agent's append over its
+// context): tokens/s is what a prefill engine computes per core.
+void BM_ModelPrefill512Over1536(benchmark::State& state) {
+  auto model = Model();
+  const RefModelConfig& c = model->config();
+  constexpr uint64_t kNew = 512;
+  constexpr uint64_t kCtx = 1536;
+  std::vector<std::vector<std::byte>> kv(c.layers);
+  for (auto& l : kv) l = FakeKv(c, kCtx + kNew);
+  std::vector<uint32_t> tokens(kNew);
+  for (uint64_t i = 0; i < kNew; ++i) tokens[i] = static_cast<uint32_t>(i * 17 % c.vocab);
+  std::vector<float> hidden(kNew * c.hidden());
+  std::vector<float> logits(c.vocab);
+  for (auto _ : state) {
+    model->Embed(tokens, hidden);
+    for (uint32_t l = 0; l < c.layers; ++l) model->ForwardLayer(l, kCtx, kv[l], hidden);
+    model->Logits(std::span<const float>(hidden).last(c.hidden()), logits);
+    benchmark::DoNotOptimize(RefModel::Argmax(logits));
+  }
+  state.SetItemsProcessed(static_cast<int64_t>(state.iterations() * kNew));
+  const double flops =
+      (AttnFlopsLayer(c, kCtx, kNew) + LinearFlopsPerTokenLayer(c) * kNew) * c.layers;
+  state.counters["flops/s"] =
+      benchmark::Counter(flops, benchmark::Counter::kIsIterationInvariantRate);
+}
+
+// Baseline: the attention of n new tokens (all query heads, one layer) as textbook scalar loops,
+// token by token, head by head; no projections or MLP, so it flatters the baseline.
+void RunNaiveAttention(benchmark::State& state, uint64_t n) {
   const RefModelConfig c;
-  const auto kv = FakeKv(c, kCached + 1);
+  const auto kv = FakeKv(c, kCached + n);
   std::vector<float> kvf(kv.size() / sizeof(float));
   std::memcpy(kvf.data(), kv.data(), kv.size());
   const size_t hd = c.head_dim;
   const size_t kv_dim = size_t{c.kv_heads} * hd;
   const size_t stride = 2 * kv_dim;
-  const size_t ctx = kCached + 1;
-  std::vector<float> q(c.hidden(), 0.1f), out(c.hidden()), scores(ctx);
   const size_t group = c.q_heads / c.kv_heads;
+  std::vector<float> q(n * c.hidden(), 0.1f), out(n * c.hidden()), scores(kCached + n);
   for (auto _ : state) {
-    for (size_t h = 0; h < c.q_heads; ++h) {
-      const size_t g = h / group;
-      float mx = -INFINITY;
-      for (size_t j = 0; j < ctx; ++j) {
-        float s = 0;
-        for (size_t d = 0; d < hd; ++d) s += q[h * hd + d] * kvf[j * stride + g * hd + d];
-        scores[j] = s;
-        mx = std::max(mx, s);
-      }
-      float sum = 0;
-      for (size_t j = 0; j < ctx; ++j) sum += scores[j] = std::exp(scores[j] - mx);
-      for (size_t d = 0; d < hd; ++d) out[h * hd + d] = 0;
-      for (size_t j = 0; j < ctx; ++j) {
-        for (size_t d = 0; d < hd; ++d) {
-          out[h * hd + d] += scores[j] * kvf[j * stride + kv_dim + g * hd + d];
+    for (size_t t = 0; t < n; ++t) {
+      const size_t ctx = kCached + t + 1;
+      for (size_t h = 0; h < c.q_heads; ++h) {
+        const size_t g = h / group;
+        const float* qh = q.data() + t * c.hidden() + h * hd;
+        float* oh = out.data() + t * c.hidden() + h * hd;
+        float mx = -INFINITY;
+        for (size_t j = 0; j < ctx; ++j) {
+          float s = 0;
+          for (size_t d = 0; d < hd; ++d) s += qh[d] * kvf[j * stride + g * hd + d];
+          scores[j] = s;
+          mx = std::max(mx, s);
         }
+        float sum = 0;
+        for (size_t j = 0; j < ctx; ++j) sum += scores[j] = std::exp(scores[j] - mx);
+        for (size_t d = 0; d < hd; ++d) oh[d] = 0;
+        for (size_t j = 0; j < ctx; ++j) {
+          for (size_t d = 0; d < hd; ++d)
+            oh[d] += scores[j] * kvf[j * stride + kv_dim + g * hd + d];
+        }
+        for (size_t d = 0; d < hd; ++d) oh[d] /= sum;
       }
-      for (size_t d = 0; d < hd; ++d) out[h * hd + d] /= sum;
     }
     benchmark::DoNotOptimize(out.data());
   }
   state.counters["attn_flops/s"] = benchmark::Counter(
-      AttnFlopsLayer(c, kCached, 1), benchmark::Counter::kIsIterationInvariantRate);
+      AttnFlopsLayer(c, kCached, n), benchmark::Counter::kIsIterationInvariantRate);
 }
+
+void BM_NaiveAttentionDecodeOver2K(benchmark::State& state) { RunNaiveAttention(state, 1); }
+void BM_NaiveAttentionChunk32Over2K(benchmark::State& state) { RunNaiveAttention(state, 32); }
 
 void BM_CreateDefaultModel(benchmark::State& state) {
   for (auto _ : state) benchmark::DoNotOptimize(Model());
 }
 
 BENCHMARK(BM_NaiveAttentionDecodeOver2K);
+BENCHMARK(BM_NaiveAttentionChunk32Over2K);
 BENCHMARK(BM_DecodeStepOver2K);
 BENCHMARK(BM_PrefillChunk32Over2K);
 BENCHMARK(BM_ModelDecodeStepOver2K);
+BENCHMARK(BM_ModelPrefill512Over1536)->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_CreateDefaultModel)->Unit(benchmark::kMillisecond);
 
 }  // namespace

@@ -520,6 +520,24 @@ TEST_F(ServiceTest, DeadDecodeEngineRequestsAreResubmittedToTheSurvivor) {
   EXPECT_TRUE(Fetch(victim, {}, 0).ok());
 }
 
+// The run is finished once every live engine saw shutdown; an engine that died meanwhile does
+// not hold it up forever.
+TEST_F(ServiceTest, ShutdownFinishesWhenLiveEnginesSawItOrTheRestDied) {
+  Start(Options(SystemKind::kDualPath, k1P1D));
+  Register1P1D();
+  ShutdownRun();
+  auto pe = Fetch(0, {}, kLongWaitMs);
+  ASSERT_TRUE(pe.ok());
+  EXPECT_TRUE(pe->shutdown());
+  EXPECT_FALSE(server_->service().Finished());  // d0.0 has not seen it
+  clock_.Advance(4 * kNanosPerSecond);
+  // Both are silent now (p0.0 left its poll); the server's liveness thread may get there first.
+  server_->service().CheckLiveness();
+  EXPECT_EQ(server_->service().stats().engines_dead, 2);
+  EXPECT_TRUE(server_->service().Finished());
+  EXPECT_TRUE(server_->Wait());
+}
+
 TEST_F(ServiceTest, BadInputIsInvalidArgumentNamingTheProblem) {
   Start(Options(SystemKind::kDualPath, k1P1D));
   auto expect_bad = [&](const v1::RequestSpec& s, const std::string& needle) {

@@ -226,7 +226,7 @@ int ControlState::CheckLiveness() {
 }
 
 int ControlState::CheckLivenessLocked() {
-  if (!started_ || shutdown_ || stopping_) return 0;
+  if (!started_ || stopping_) return 0;
   const Nanos now = clock_->Now();
   const Nanos limit = FromSeconds(3 * options_.heartbeat_s);
   int dead = 0;
@@ -235,6 +235,12 @@ int ControlState::CheckLivenessLocked() {
     e.alive = false;
     ++dead;
     ++stats_.engines_dead;
+    if (shutdown_) {
+      // The run is over: nothing to re-submit, but the run is finished without this engine.
+      log::Warn("control: engine {} ({}) died before it saw shutdown", e.info.name(),
+                e.info.node());
+      continue;
+    }
     log::Error(
         "control: engine {} ({}) declared dead: no fetch for {:.3f} s (limit {:.3f} s); "
         "re-submitting its {} in-flight requests",
@@ -247,7 +253,7 @@ int ControlState::CheckLivenessLocked() {
     ReleaseDeferredLocked(static_cast<uint32_t>(&e - engines_.data()));
   }
   if (dead > 0) {
-    RebuildLocked();
+    if (!shutdown_) RebuildLocked();
     cv_.notify_all();
   }
   return dead;

@@ -90,7 +90,8 @@ int64_t Decoder::queued_read_tokens() const {
   return queued_read_tokens_;
 }
 
-Result<v1::StartDecodeReply> Decoder::StartDecode(const v1::StartDecodeRequest& req) {
+Result<v1::StartDecodeReply> Decoder::StartDecode(const v1::StartDecodeRequest& req,
+                                                  const std::function<bool()>& cancelled) {
   const v1c::RequestSpec& spec = req.assignment().request();
   RETURN_IF_ERROR(ValidateRequest(spec, ctx_.model->config().vocab));
   auto r = std::make_shared<DeReq>();
@@ -123,7 +124,18 @@ Result<v1::StartDecodeReply> Decoder::StartDecode(const v1::StartDecodeRequest& 
     }
   }
   ASSIGN_OR_RETURN(
-      r->area, ctx_.arena->Allocate(ctx_.TokenBytes() * r->capacity, r->capacity, ctx_.Deadline()));
+      r->area,
+      ctx_.arena->Allocate(ctx_.TokenBytes() * r->capacity, r->capacity,
+                           // Half the PE's RPC deadline: answer (refuse) while the PE still waits.
+                           std::chrono::steady_clock::now() +
+                               std::chrono::nanoseconds(ctx_.options.request_timeout / 2)));
+  if (cancelled()) {
+    // The PE gave up waiting (its deadline passed while this waited for memory): it will never
+    // send PrefillDone, and pushing into its area could hit memory it has reused.
+    ctx_.arena->Free(r->area);
+    return Status(Code::kCancelled,
+                  fmt::format("request {}: StartDecode cancelled by the PE", spec.request_id()));
+  }
   v1::StartDecodeReply reply;
   {
     std::lock_guard<std::mutex> lock(mu_);
@@ -166,21 +178,40 @@ Status Decoder::PrefillDone(const v1::PrefillDoneRequest& req) {
   return Status::Ok();
 }
 
-Status Decoder::AbortDecode(const v1::AbortDecodeRequest& req) {
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    auto it = reqs_.find(req.de_xfer_id());
-    if (it == reqs_.end() || it->second->a.request().request_id() != req.request_id()) {
-      return Status::Ok();  // already gone
+Result<v1::AbortDecodeReply> Decoder::AbortDecode(const v1::AbortDecodeRequest& req) {
+  v1::AbortDecodeReply reply;
+  std::unique_lock<std::mutex> lock(mu_);
+  std::shared_ptr<DeReq> r;
+  for (const auto& [xfer, q] : reqs_) {
+    if ((req.de_xfer_id() == 0 || req.de_xfer_id() == xfer) &&
+        q->a.request().request_id() == req.request_id() && q->a.attempt() == req.attempt()) {
+      r = q;
+      break;
     }
-    if (!it->second->queued) {
-      it->second->aborted = true;
-    }
-    log::Info("engine {}: request {} aborted by its PE: {}", ctx_.options.name, req.request_id(),
-              req.reason());
   }
+  if (r == nullptr) {
+    reply.set_quiesced(true);  // already gone (or never started): nothing of it is in flight
+    return reply;
+  }
+  if (!r->queued) {
+    r->aborted = true;
+  }
+  // Not yet picked up by the reader: drop it from the queue instead of waiting for its turn.
+  auto queued_at = std::find(to_read_.begin(), to_read_.end(), r);
+  if (queued_at != to_read_.end()) {
+    to_read_.erase(queued_at);
+    queued_read_tokens_ -= r->plan.decode_read;
+    r->reading = false;
+  }
+  log::Info("engine {}: request {} aborted by its PE: {}", ctx_.options.name, req.request_id(),
+            req.reason());
   cv_.notify_all();
-  return Status::Ok();
+  // The reader checks `aborted` before every layer it pushes, so this ends once the current
+  // storage read (if any) and the pushes already posted complete.
+  bool quiet =
+      cv_.wait_until(lock, ctx_.Deadline(), [&] { return !r->reading && r->puts_pending == 0; });
+  reply.set_quiesced(quiet);
+  return reply;
 }
 
 void Decoder::OnNotice(const Notice& n) {
@@ -225,6 +256,8 @@ void Decoder::ReaderLoop() {
     ReadAndPush(r);
     {
       std::lock_guard<std::mutex> lock(mu_);
+      // Counted until the read is done: the store's queue shows only the in-flight blocks of a
+      // stream (<= read depth), so counting those twice beats hiding the rest.
       queued_read_tokens_ -= r->plan.decode_read;
       r->reading = false;
       r->deadline = ctx_.Deadline();

@@ -21,6 +21,7 @@
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -43,9 +44,13 @@ class Decoder {
   Decoder(const Decoder&) = delete;
   Decoder& operator=(const Decoder&) = delete;
 
-  Result<v1::StartDecodeReply> StartDecode(const v1::StartDecodeRequest& req);
+  // `cancelled` says whether the PE's call was abandoned (checked after waiting for memory).
+  Result<v1::StartDecodeReply> StartDecode(const v1::StartDecodeRequest& req,
+                                           const std::function<bool()>& cancelled);
   Status PrefillDone(const v1::PrefillDoneRequest& req);
-  Status AbortDecode(const v1::AbortDecodeRequest& req);
+  // Marks the request aborted and waits (bounded) until no push of its into the PE's area is in
+  // flight or can still start; reports whether that was reached.
+  Result<v1::AbortDecodeReply> AbortDecode(const v1::AbortDecodeRequest& req);
   void OnNotice(const Notice& n);
   // Makes the threads return and joins them. Idempotent.
   void Stop();

@@ -223,6 +223,7 @@ void Engine::Impl::Stop() {
   if (arena != nullptr) {
     arena->Cancel();
   }
+  service.Close();
   if (server != nullptr) {
     // In-flight handlers finish (they fail fast: the arena is cancelled); new calls are refused.
     server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(2));

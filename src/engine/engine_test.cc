@@ -22,6 +22,7 @@
 #include "dualpath/model/ref_model.h"
 #include "dualpath/storage/block_store.h"
 #include "dualpath/storage/layout.h"
+#include "engine/local_scheduler.h"
 
 namespace dualpath::engine {
 namespace {
@@ -30,95 +31,7 @@ namespace v1c = control::v1;
 
 constexpr char kSpec[] = "layers=3,q_heads=4,kv_heads=2,head_dim=16,ffn_dim=64,vocab=512,seed=7";
 constexpr uint32_t kBt = 16;
-constexpr auto kGuard = std::chrono::seconds(60);  // a hang guard, not a timing assertion
-
-// The scheduler service's part, as a test double: registration, per-group assignment queues
-// (long-polled by Fetch) and results.
-class FakeScheduler {
- public:
-  Result<v1c::RegisterEngineReply> Register(const v1c::RegisterEngineRequest& req) {
-    std::lock_guard<std::mutex> lock(mu_);
-    uint32_t id = next_id_++;
-    infos_[id] = req.engine();
-    v1c::RegisterEngineReply r;
-    r.set_engine_id(id);
-    r.set_group_id(id);
-    r.set_system("dualpath");
-    r.set_model_spec(kSpec);
-    r.set_block_tokens(kBt);
-    r.set_heartbeat_s(1);
-    return r;
-  }
-  Result<v1c::FetchReply> Fetch(const v1c::FetchRequest& req) {
-    std::unique_lock<std::mutex> lock(mu_);
-    cv_.wait_for(lock, std::chrono::milliseconds(req.wait_ms()),
-                 [&] { return shutdown_ || !queues_[req.group_id()].empty(); });
-    v1c::FetchReply reply;
-    reply.set_shutdown(shutdown_);
-    for (auto& a : queues_[req.group_id()]) {
-      *reply.add_prefill() = a;
-    }
-    queues_[req.group_id()].clear();
-    return reply;
-  }
-  Status ReportResult(const v1c::RequestResult& r) {
-    std::lock_guard<std::mutex> lock(mu_);
-    results_[r.request_id()] = r;
-    cv_.notify_all();
-    return Status::Ok();
-  }
-
-  void Assign(uint32_t pe, uint32_t de, const v1c::RequestSpec& spec, v1c::ReadSide side,
-              int64_t hit, int64_t prefill_read) {
-    std::lock_guard<std::mutex> lock(mu_);
-    v1c::Assignment a;
-    *a.mutable_request() = spec;
-    a.set_prefill_engine(pe);
-    a.set_decode_engine(de);
-    *a.mutable_prefill() = infos_.at(pe);
-    *a.mutable_decode() = infos_.at(de);
-    a.set_side(side);
-    a.set_hit_tokens(hit);
-    a.set_prefill_read_tokens(prefill_read);
-    a.set_decode_read_tokens(hit - prefill_read);
-    queues_[pe].push_back(a);
-    cv_.notify_all();
-  }
-  // The result of a request; fails the test if none arrives before the guard.
-  v1c::RequestResult Wait(uint64_t id) {
-    std::unique_lock<std::mutex> lock(mu_);
-    bool got = cv_.wait_for(lock, kGuard, [&] { return results_.count(id) != 0; });
-    EXPECT_TRUE(got) << "no result for request " << id;
-    return got ? results_[id] : v1c::RequestResult();
-  }
-  void Shutdown() {
-    std::lock_guard<std::mutex> lock(mu_);
-    shutdown_ = true;
-    cv_.notify_all();
-  }
-
- private:
-  std::mutex mu_;
-  std::condition_variable cv_;
-  uint32_t next_id_ = 1;
-  std::map<uint32_t, v1c::EngineInfo> infos_;
-  std::map<uint32_t, std::vector<v1c::Assignment>> queues_;
-  std::map<uint64_t, v1c::RequestResult> results_;
-  bool shutdown_ = false;
-};
-
-class FakeLink final : public SchedulerLink {
- public:
-  explicit FakeLink(FakeScheduler& s) : s_(s) {}
-  Result<v1c::RegisterEngineReply> Register(const v1c::RegisterEngineRequest& r) override {
-    return s_.Register(r);
-  }
-  Result<v1c::FetchReply> Fetch(const v1c::FetchRequest& r) override { return s_.Fetch(r); }
-  Status ReportResult(const v1c::RequestResult& r) override { return s_.ReportResult(r); }
-
- private:
-  FakeScheduler& s_;
-};
+constexpr std::chrono::milliseconds kGuard(60'000);  // a hang guard, not a timing assertion
 
 // One agent's turns: each prompt is the previous context plus the recorded output plus an
 // append of fresh tokens (trace::PromptTokenIds' shape), with seeded random token ids.
@@ -196,9 +109,10 @@ class EngineTest : public ::testing::Test {
     o.buffer_bytes = 16 << 20;
     o.ucx_tls = "tcp";
     o.fetch_wait_ms = 50;
-    o.request_timeout = 30 * kNanosPerSecond;
+    o.request_timeout = request_timeout_;
+    o.faults = role == Role::kDecode ? de_faults_ : nullptr;
     o.peer_timeout = 5 * kNanosPerSecond;
-    auto e = Engine::Create(o, std::make_unique<FakeLink>(sched_));
+    auto e = Engine::Create(o, sched_.Link());
     EXPECT_TRUE(e.ok()) << e.status().ToString();
     if (!e.ok()) {
       return nullptr;
@@ -206,6 +120,13 @@ class EngineTest : public ::testing::Test {
     Engine* raw = e->get();
     threads_.emplace_back([raw] { EXPECT_TRUE(raw->Run().ok()); });
     return std::move(e).value();
+  }
+
+  // The result of a request; fails the test if none arrives before the hang guard.
+  v1c::RequestResult Wait(uint64_t id) {
+    auto r = sched_.Wait(id, kGuard);
+    EXPECT_TRUE(r.has_value()) << "no result for request " << id;
+    return r.value_or(v1c::RequestResult());
   }
 
   // What the scheduler service computes at Submit: the longest prefix of whole blocks present in
@@ -226,7 +147,7 @@ class EngineTest : public ::testing::Test {
   v1c::RequestResult Run(const v1c::RequestSpec& s, v1c::ReadSide side, int64_t hit,
                          int64_t prefill_read = 0) {
     sched_.Assign(pe_->engine_id(), de_->engine_id(), s, side, hit, prefill_read);
-    return sched_.Wait(s.request_id());
+    return Wait(s.request_id());
   }
 
   void ExpectReference(const v1c::RequestSpec& s, const v1c::RequestResult& r) {
@@ -257,12 +178,16 @@ class EngineTest : public ::testing::Test {
     return hasher_->HashPrefix(prompt);
   }
 
+  // Set by derived fixtures before SetUp.
+  Nanos request_timeout_ = 30 * kNanosPerSecond;
+  storage::StorageFaults* de_faults_ = nullptr;
+
   std::string root_;
   model::RefModelConfig config_;
   std::unique_ptr<model::RefModel> model_;
   std::unique_ptr<storage::BlockStore> store_;
   std::unique_ptr<kv::BlockHasher> hasher_;
-  FakeScheduler sched_;
+  LocalScheduler sched_{kSpec, kBt};
   std::vector<std::thread> threads_;
   std::unique_ptr<Engine> pe_;
   std::unique_ptr<Engine> de_;
@@ -356,7 +281,7 @@ TEST_F(EngineTest, DeadDecodeEngineFailsTheRequestInsteadOfHanging) {
   for (v1c::ReadSide side : {v1c::READ_SIDE_PREFILL, v1c::READ_SIDE_DECODE}) {
     v1c::RequestSpec s = agent.NextTurn(side == v1c::READ_SIDE_PREFILL ? 2 : 3, 20, 4);
     sched_.Assign(pe_->engine_id(), de_id, s, side, HitTokens(s), 0);
-    v1c::RequestResult r = sched_.Wait(s.request_id());
+    v1c::RequestResult r = Wait(s.request_id());
     EXPECT_FALSE(r.ok());
     EXPECT_FALSE(r.error().empty());
   }
@@ -365,6 +290,70 @@ TEST_F(EngineTest, DeadDecodeEngineFailsTheRequestInsteadOfHanging) {
   ASSERT_TRUE(de_);
   v1c::RequestSpec s = agent.NextTurn(4, 20, 4);
   ExpectReference(s, Run(s, v1c::READ_SIDE_DECODE, HitTokens(s)));
+}
+
+// A decode engine whose storage read never completes (until the test ends): the PE must give up
+// on the DE-path layers at its deadline, fail the request, and keep serving.
+class StuckReads final : public storage::StorageFaults {
+ public:
+  Status BeforeRead(const kv::BlockHash&) override {
+    std::unique_lock<std::mutex> lock(mu_);
+    if (!stuck_) {
+      return Status::Ok();
+    }
+    cv_.wait(lock, [&] { return !stuck_; });
+    return IoError("injected: read released at test end");
+  }
+  void Stick() {
+    std::lock_guard<std::mutex> lock(mu_);
+    stuck_ = true;
+  }
+  void Release() {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      stuck_ = false;
+    }
+    cv_.notify_all();
+  }
+
+ private:
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool stuck_ = false;
+};
+
+class StuckDecodeReadTest : public EngineTest {
+ protected:
+  StuckDecodeReadTest() {
+    request_timeout_ = 2 * kNanosPerSecond;  // the deadline under test, not a timing assertion
+    de_faults_ = &stuck_;
+  }
+  void TearDown() override {
+    stuck_.Release();  // lets the DE's reader finish so the engines can stop
+    EngineTest::TearDown();
+  }
+  StuckReads stuck_;
+};
+
+TEST_F(StuckDecodeReadTest, PeFailsARequestWhoseDecodePathKvNeverArrives) {
+  ASSERT_TRUE(pe_ && de_);
+  Agent agent(3);
+  v1c::RequestSpec t1 = agent.NextTurn(1, 40, 4);
+  ExpectReference(t1, Run(t1, v1c::READ_SIDE_PREFILL, 0));
+  stuck_.Stick();
+  v1c::RequestSpec t2 = agent.NextTurn(2, 20, 4);
+  int64_t hit = HitTokens(t2);
+  ASSERT_GT(hit, 0);
+  v1c::RequestResult r = Run(t2, v1c::READ_SIDE_DECODE, hit);
+  EXPECT_FALSE(r.ok());
+  EXPECT_NE(r.error().find("did not arrive"), std::string::npos) << r.error();
+  // The DE never confirmed it stopped pushing (its read is still stuck), so the PE keeps that
+  // area out of use: the next request must not share it. Let the read fail now; the DE saw the
+  // abort and pushes nothing.
+  stuck_.Release();
+  // The PE keeps serving: a PE-path request (no DE reads) completes with reference outputs.
+  v1c::RequestSpec t3 = agent.NextTurn(3, 20, 4);
+  ExpectReference(t3, Run(t3, v1c::READ_SIDE_PREFILL, HitTokens(t3)));
 }
 
 }  // namespace

@@ -1,22 +1,58 @@
 #include "engine/peer_service.h"
 
+#include <algorithm>
+#include <chrono>
+
 namespace dualpath::engine {
 
-grpc::Status PeerService::Refusal() const {
-  if (prefill_.load(std::memory_order_acquire)) {
-    return grpc::Status(grpc::StatusCode::FAILED_PRECONDITION,
-                        "this engine is a prefill engine: EnginePeer calls go to decode engines");
-  }
-  return grpc::Status(grpc::StatusCode::UNAVAILABLE, "engine not ready (not yet registered)");
+void PeerService::SetPrefill(bool prefill) {
+  std::lock_guard<std::mutex> lock(mu_);
+  prefill_ = prefill;
 }
 
-grpc::Status PeerService::StartDecode(grpc::ServerContext*, const v1::StartDecodeRequest* req,
-                                      v1::StartDecodeReply* reply) {
-  Decoder* d = decoder_.load(std::memory_order_acquire);
-  if (d == nullptr) {
-    return Refusal();
+void PeerService::SetDecoder(Decoder* decoder) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    decoder_ = decoder;
   }
-  Result<v1::StartDecodeReply> r = d->StartDecode(*req);
+  cv_.notify_all();
+}
+
+void PeerService::Close() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    closed_ = true;
+    decoder_ = nullptr;
+  }
+  cv_.notify_all();
+}
+
+Decoder* PeerService::Get(grpc::ServerContext* ctx, grpc::Status* refusal) {
+  std::unique_lock<std::mutex> lock(mu_);
+  if (prefill_) {
+    *refusal =
+        grpc::Status(grpc::StatusCode::FAILED_PRECONDITION,
+                     "this engine is a prefill engine: EnginePeer calls go to decode engines");
+    return nullptr;
+  }
+  auto limit =
+      std::min(ctx->deadline(), std::chrono::system_clock::now() + std::chrono::seconds(30));
+  cv_.wait_until(lock, limit, [&] { return closed_ || decoder_ != nullptr; });
+  if (decoder_ == nullptr) {
+    *refusal = grpc::Status(grpc::StatusCode::UNAVAILABLE,
+                            closed_ ? "engine stopping" : "engine not ready (still starting)");
+  }
+  return decoder_;
+}
+
+grpc::Status PeerService::StartDecode(grpc::ServerContext* ctx, const v1::StartDecodeRequest* req,
+                                      v1::StartDecodeReply* reply) {
+  grpc::Status refusal;
+  Decoder* d = Get(ctx, &refusal);
+  if (d == nullptr) {
+    return refusal;
+  }
+  Result<v1::StartDecodeReply> r = d->StartDecode(*req, [ctx] { return ctx->IsCancelled(); });
   if (!r.ok()) {
     return ToGrpc(r.status());
   }
@@ -24,22 +60,29 @@ grpc::Status PeerService::StartDecode(grpc::ServerContext*, const v1::StartDecod
   return grpc::Status::OK;
 }
 
-grpc::Status PeerService::PrefillDone(grpc::ServerContext*, const v1::PrefillDoneRequest* req,
+grpc::Status PeerService::PrefillDone(grpc::ServerContext* ctx, const v1::PrefillDoneRequest* req,
                                       v1::PrefillDoneReply*) {
-  Decoder* d = decoder_.load(std::memory_order_acquire);
+  grpc::Status refusal;
+  Decoder* d = Get(ctx, &refusal);
   if (d == nullptr) {
-    return Refusal();
+    return refusal;
   }
   return ToGrpc(d->PrefillDone(*req));
 }
 
-grpc::Status PeerService::AbortDecode(grpc::ServerContext*, const v1::AbortDecodeRequest* req,
-                                      v1::AbortDecodeReply*) {
-  Decoder* d = decoder_.load(std::memory_order_acquire);
+grpc::Status PeerService::AbortDecode(grpc::ServerContext* ctx, const v1::AbortDecodeRequest* req,
+                                      v1::AbortDecodeReply* reply) {
+  grpc::Status refusal;
+  Decoder* d = Get(ctx, &refusal);
   if (d == nullptr) {
-    return Refusal();
+    return refusal;
   }
-  return ToGrpc(d->AbortDecode(*req));
+  Result<v1::AbortDecodeReply> r = d->AbortDecode(*req);
+  if (!r.ok()) {
+    return ToGrpc(r.status());
+  }
+  *reply = std::move(r).value();
+  return grpc::Status::OK;
 }
 
 }  // namespace dualpath::engine

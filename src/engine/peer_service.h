@@ -1,12 +1,15 @@
-// PeerService: the EnginePeer gRPC service of one engine. It forwards to the engine's Decoder;
-// until the engine has registered (the model is known) and on a prefill engine, every call is
-// refused with UNAVAILABLE / FAILED_PRECONDITION naming why.
+// PeerService: the EnginePeer gRPC service of one engine. It forwards to the engine's Decoder.
+// The server starts before the engine registers (its address goes into the registration), and the
+// scheduler may hand a PE work for this DE the moment it registers, before the model and store are
+// ready: calls arriving in that window wait (bounded) for the Decoder instead of failing. On a
+// prefill engine, or once the engine closes, calls are refused naming why.
 //
-// Thread safety: gRPC calls handlers on its own threads; SetDecoder may be called once from any
-// thread before or while calls arrive.
+// Thread safety: gRPC calls handlers on its own threads; SetDecoder and Close may be called from
+// any thread.
 #pragma once
 
-#include <atomic>
+#include <condition_variable>
+#include <mutex>
 
 #include "dualpath/engine/v1/engine.grpc.pb.h"
 #include "engine/decode.h"
@@ -15,8 +18,10 @@ namespace dualpath::engine {
 
 class PeerService final : public v1::EnginePeer::Service {
  public:
-  void SetDecoder(Decoder* decoder) { decoder_.store(decoder, std::memory_order_release); }
-  void SetPrefill(bool prefill) { prefill_.store(prefill, std::memory_order_release); }
+  void SetPrefill(bool prefill);
+  void SetDecoder(Decoder* decoder);
+  // Refuses every later call and wakes calls waiting for the Decoder.
+  void Close();
 
   grpc::Status StartDecode(grpc::ServerContext* ctx, const v1::StartDecodeRequest* req,
                            v1::StartDecodeReply* reply) override;
@@ -26,9 +31,15 @@ class PeerService final : public v1::EnginePeer::Service {
                            v1::AbortDecodeReply* reply) override;
 
  private:
-  grpc::Status Refusal() const;
-  std::atomic<Decoder*> decoder_{nullptr};
-  std::atomic<bool> prefill_{false};
+  // The Decoder, waiting up to the call's deadline (at most 30 s) while the engine is starting;
+  // nullptr with *refusal set otherwise.
+  Decoder* Get(grpc::ServerContext* ctx, grpc::Status* refusal);
+
+  std::mutex mu_;
+  std::condition_variable cv_;
+  Decoder* decoder_ = nullptr;  // guarded by mu_
+  bool prefill_ = false;        // guarded by mu_
+  bool closed_ = false;         // guarded by mu_
 };
 
 }  // namespace dualpath::engine

@@ -17,6 +17,8 @@ struct PeJob {
   std::byte* area = nullptr;  // [layers][prompt][bpt]
   uint32_t xfer_id = 0;
   // The DE, once StartDecode succeeded.
+  bool start_sent = false;     // StartDecode was sent (the DE may hold state even if it failed)
+  bool start_refused = false;  // ... and the DE answered it with a refusal (it holds nothing)
   bool de_started = false;
   std::shared_ptr<v1::EnginePeer::Stub> de_stub;
   transfer::PeerId de_peer;
@@ -24,6 +26,7 @@ struct PeJob {
   uint64_t de_stride = 0;
   uint32_t de_xfer_id = 0;
   // PE-side reads.
+  bool read_counted = true;  // prefill_read is in queued_read_tokens_; guarded by Prefiller::mu_
   int64_t pe_loaded = 0;
   int64_t read_bytes = 0;
   // Guarded by Prefiller::mu_: DE-path layer notices and our puts in flight.
@@ -120,12 +123,23 @@ int64_t Prefiller::queued_read_tokens() const {
   return queued_read_tokens_;
 }
 
+void Prefiller::UncountQueuedReadLocked(PeJob& job) {
+  if (job.read_counted) {
+    queued_read_tokens_ -= job.plan.prefill_read;
+    job.read_counted = false;
+  }
+}
+
 void Prefiller::LoaderLoop() {
   while (true) {
     std::shared_ptr<PeJob> job;
     {
       std::unique_lock<std::mutex> lock(mu_);
-      queue_cv_.wait(lock, [&] { return stop_ || !incoming_.empty(); });
+      // Load ahead of compute by at most prefetch_requests requests (memory bounds it too).
+      queue_cv_.wait(lock, [&] {
+        return stop_ || (!incoming_.empty() &&
+                         loaded_.size() + (computing_ ? 1 : 0) <= ctx_.options.prefetch_requests);
+      });
       if (stop_) {
         return;
       }
@@ -135,7 +149,7 @@ void Prefiller::LoaderLoop() {
     Status s = Load(job);
     {
       std::lock_guard<std::mutex> lock(mu_);
-      queued_read_tokens_ -= job->plan.prefill_read;
+      UncountQueuedReadLocked(*job);
       if (s.ok()) {
         loaded_.push_back(job);
       }
@@ -181,9 +195,16 @@ Status Prefiller::Load(const std::shared_ptr<PeJob>& self) {
   v1::StartDecodeReply reply;
   grpc::ClientContext cctx;
   cctx.set_deadline(ctx_.RpcDeadline());
-  RETURN_IF_ERROR(FromGrpc(
-      job.de_stub->StartDecode(&cctx, req, &reply),
-      fmt::format("StartDecode at {} ({})", job.a.decode().name(), job.a.decode().peer_addr())));
+  job.start_sent = true;
+  grpc::Status gs = job.de_stub->StartDecode(&cctx, req, &reply);
+  // A refusal the DE itself answered leaves nothing at the DE; a lost or timed-out call may have.
+  const grpc::StatusCode c = gs.error_code();
+  job.start_refused = c == grpc::StatusCode::RESOURCE_EXHAUSTED ||
+                      c == grpc::StatusCode::INVALID_ARGUMENT ||
+                      c == grpc::StatusCode::FAILED_PRECONDITION ||
+                      c == grpc::StatusCode::CANCELLED || c == grpc::StatusCode::NOT_FOUND;
+  RETURN_IF_ERROR(FromGrpc(gs, fmt::format("StartDecode at {} ({})", job.a.decode().name(),
+                                           job.a.decode().peer_addr())));
   job.de_started = true;
   job.de_addr = reply.de_area_addr();
   job.de_stride = reply.de_layer_stride();
@@ -199,7 +220,14 @@ Status Prefiller::Load(const std::shared_ptr<PeJob>& self) {
     const uint64_t blocks = p.prefill_read / ctx_.block_tokens;
     std::vector<kv::BlockHash> hashes = HashRange(
         *ctx_.hasher, {r.prompt().data(), static_cast<size_t>(r.prompt_size())}, 0, blocks);
+    // The blocks stay counted in queued_read_tokens_ until the whole read is done: a ReadStream
+    // shows only its in-flight blocks (<= read depth) in the store's queue, so uncounting earlier
+    // would hide the rest; counting those few twice is the smaller error.
     HitReadResult rr = reader_.Read(hashes, 0, job.area, p.prompt * bpt);
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      UncountQueuedReadLocked(job);
+    }
     job.pe_loaded = static_cast<int64_t>(rr.loaded_blocks) * ctx_.block_tokens;
     job.read_bytes = static_cast<int64_t>(rr.bytes_read);
     if (!rr.first_error.ok()) {
@@ -222,9 +250,15 @@ void Prefiller::ComputeLoop() {
       }
       job = loaded_.front();
       loaded_.pop_front();
+      computing_ = true;
     }
     Status s = Compute(job);
     Finish(job, s);
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      computing_ = false;
+    }
+    queue_cv_.notify_all();
   }
 }
 
@@ -371,6 +405,42 @@ Status Prefiller::Compute(const std::shared_ptr<PeJob>& self) {
                   fmt::format("PrefillDone at {}", job.a.decode().name()));
 }
 
+bool Prefiller::ReleaseDe(PeJob& j, const Status& why) {
+  v1::AbortDecodeRequest abort;
+  abort.set_de_xfer_id(j.de_xfer_id);
+  abort.set_request_id(j.a.request().request_id());
+  abort.set_reason(why.ToString());
+  abort.set_attempt(j.a.attempt());
+  v1::AbortDecodeReply reply;
+  grpc::ClientContext cctx;
+  cctx.set_deadline(ctx_.RpcDeadline());
+  grpc::Status s = j.de_stub->AbortDecode(&cctx, abort, &reply);
+  const bool de_pushes = !j.plan.none && j.plan.decode_read > 0;
+  if (!j.de_started && !s.ok()) {
+    // StartDecode never answered and the DE does not answer now either; if it is alive it may
+    // still start pushing, so only a dead DE makes the area safe.
+    return !de_pushes || !ctx_.peers->Alive(j.de_peer);
+  }
+  if (!de_pushes || (s.ok() && reply.quiesced())) {
+    return true;  // nothing of the DE's can still land in the area
+  }
+  // No word from the DE: it may still be pushing its share into the area. Safe once every layer
+  // arrived or the DE is gone; otherwise the caller leaks the area.
+  auto deadline = ctx_.Deadline();
+  std::unique_lock<std::mutex> lock(mu_);
+  while (j.arrived_count < ctx_.layers) {
+    if (!ctx_.peers->Alive(j.de_peer)) {
+      return true;
+    }
+    if (std::chrono::steady_clock::now() >= deadline) {
+      return false;
+    }
+    notice_cv_.wait_until(lock, std::min(deadline, std::chrono::steady_clock::now() +
+                                                       std::chrono::milliseconds(100)));
+  }
+  return true;
+}
+
 void Prefiller::Finish(const std::shared_ptr<PeJob>& job, Status status) {
   PeJob& j = *job;
   bool safe_to_free = true;
@@ -383,25 +453,8 @@ void Prefiller::Finish(const std::shared_ptr<PeJob>& job, Status status) {
       if (!puts.ok() && puts.code() == Code::kTimeout) {
         safe_to_free = false;
       }
-      if (j.de_started) {
-        v1::AbortDecodeRequest abort;
-        abort.set_de_xfer_id(j.de_xfer_id);
-        abort.set_request_id(j.a.request().request_id());
-        abort.set_reason(status.ToString());
-        v1::AbortDecodeReply reply;
-        grpc::ClientContext cctx;
-        cctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(2));
-        (void)j.de_stub->AbortDecode(&cctx, abort, &reply);  // best effort: it may be dead
-        // The DE may still be pushing its share into the area: wait until every layer arrived
-        // or the DE is gone, so a later request's area is never overwritten.
-        if (!j.plan.none && j.plan.decode_read > 0) {
-          for (uint32_t l = 0; l < ctx_.layers && safe_to_free; ++l) {
-            Status w = WaitLayer(j, l);
-            if (!w.ok() && w.code() != Code::kEnginePeerFailed) {
-              safe_to_free = false;
-            }
-          }
-        }
+      if (j.start_sent && !j.start_refused && !ReleaseDe(j, status)) {
+        safe_to_free = false;
       }
     }
     Status rs = ctx_.scheduler->ReportResult(FailedResult(j.a, status));
@@ -421,6 +474,7 @@ void Prefiller::Finish(const std::shared_ptr<PeJob>& job, Status status) {
     }
   }
   std::lock_guard<std::mutex> lock(mu_);
+  UncountQueuedReadLocked(j);
   if (j.xfer_id != 0) {
     by_xfer_.erase(j.xfer_id);
   }

@@ -63,6 +63,10 @@ class Prefiller {
   Status WaitLayer(PeJob& job, uint32_t layer);
   Status WaitPuts(PeJob& job);
   Status PutLayer(const std::shared_ptr<PeJob>& job, uint32_t layer);
+  // Aborts the request at the DE; true once no put of the DE's can still land in the area.
+  bool ReleaseDe(PeJob& job, const Status& why);
+  // Takes the job's PE-side read out of queued_read_tokens_ (once).
+  void UncountQueuedReadLocked(PeJob& job);
   // Reports failures, frees the area once it is safe, forgets the job.
   void Finish(const std::shared_ptr<PeJob>& job, Status status);
 
@@ -79,6 +83,7 @@ class Prefiller {
   int64_t unfinished_tokens_ = 0;                       // guarded by mu_
   int64_t queued_read_tokens_ = 0;                      // guarded by mu_
   bool stop_ = false;                                   // guarded by mu_
+  bool computing_ = false;                              // guarded by mu_
   std::thread loader_;
   std::thread compute_;
 };

@@ -36,14 +36,28 @@ void CausalAttention(const AttentionShape& s, uint64_t start, size_t n, const fl
       for (size_t i = 0; i < q_dim; ++i) qs[t * q_dim + i] = src[i] * scale;
     }
 
-    // Scores, KV-row-major: token t0 + t attends to j iff j <= start + t0 + t.
-    for (size_t j = 0; j < ctx_max; ++j) {
-      const float* k_row = reinterpret_cast<const float*>(kv + j * bpt);
-      const size_t t_first = j > start + t0 ? j - start - t0 : 0;
+    // Scores, KV-row-major, four positions per pass where a token attends to all four (Dot4: the
+    // query is loaded once; each score has the bits of a single Dot). Token t0 + t attends to j
+    // iff j <= start + t0 + t.
+    auto k_row = [&](size_t j) { return reinterpret_cast<const float*>(kv + j * bpt); };
+    for (size_t j0 = 0; j0 < ctx_max; j0 += 4) {
+      const size_t jn = j0 + 4 < ctx_max ? 4 : ctx_max - j0;
+      const float* k[4] = {k_row(j0), k_row(j0 + (jn > 1)), k_row(j0 + 2 * (jn > 2)),
+                           k_row(j0 + 3 * (jn > 3))};
+      const size_t t_first = j0 > start + t0 ? j0 - start - t0 : 0;
       for (size_t t = t_first; t < gn; ++t) {
+        const size_t ctx = start + t0 + t + 1;
+        const size_t valid = ctx - j0 < jn ? ctx - j0 : jn;
         for (size_t h = 0; h < s.q_heads; ++h) {
-          scores[(t * s.q_heads + h) * ctx_max + j] =
-              Dot(qs + t * q_dim + h * hd, k_row + (h / group) * hd, hd);
+          const float* qh = qs + t * q_dim + h * hd;
+          float* sc = scores + (t * s.q_heads + h) * ctx_max + j0;
+          const size_t off = (h / group) * hd;
+          if (valid == 4) {
+            const float* kh[4] = {k[0] + off, k[1] + off, k[2] + off, k[3] + off};
+            Dot4(qh, kh, hd, sc);
+          } else {
+            for (size_t i = 0; i < valid; ++i) sc[i] = Dot(qh, k[i] + off, hd);
+          }
         }
       }
     }
@@ -53,9 +67,7 @@ void CausalAttention(const AttentionShape& s, uint64_t start, size_t n, const fl
       const size_t ctx = start + t0 + t + 1;
       for (size_t h = 0; h < s.q_heads; ++h) {
         float* sc = scores + (t * s.q_heads + h) * ctx_max;
-        float max_s = -INFINITY;
-        for (size_t j = 0; j < ctx; ++j) max_s = sc[j] > max_s ? sc[j] : max_s;
-        ExpShifted(sc, ctx, max_s);
+        ExpShifted(sc, ctx, Max(sc, ctx));
         const float sum = Sum(sc, ctx);
         inv_sum[t * s.q_heads + h] = 1.0f / sum;
       }
@@ -64,13 +76,26 @@ void CausalAttention(const AttentionShape& s, uint64_t start, size_t n, const fl
     // Weighted sum of V, KV-row-major again; each output accumulates j in increasing order.
     float* o = out + t0 * q_dim;
     for (size_t i = 0; i < gn * q_dim; ++i) o[i] = 0.0f;
-    for (size_t j = 0; j < ctx_max; ++j) {
-      const float* v_row = reinterpret_cast<const float*>(kv + j * bpt) + kv_dim;
-      const size_t t_first = j > start + t0 ? j - start - t0 : 0;
+    // Four positions per pass where a token attends to all four (Axpy4: y is loaded and stored
+    // once, the additions are still one position after the other), single positions at the edge.
+    auto v_row = [&](size_t j) { return reinterpret_cast<const float*>(kv + j * bpt) + kv_dim; };
+    for (size_t j0 = 0; j0 < ctx_max; j0 += 4) {
+      const size_t jn = j0 + 4 < ctx_max ? 4 : ctx_max - j0;
+      const float* v[4] = {v_row(j0), v_row(j0 + (jn > 1)), v_row(j0 + 2 * (jn > 2)),
+                           v_row(j0 + 3 * (jn > 3))};
+      const size_t t_first = j0 > start + t0 ? j0 - start - t0 : 0;
       for (size_t t = t_first; t < gn; ++t) {
+        const size_t ctx = start + t0 + t + 1;  // token t attends to j < ctx
+        const size_t valid = ctx - j0 < jn ? ctx - j0 : jn;
         for (size_t h = 0; h < s.q_heads; ++h) {
-          Axpy(scores[(t * s.q_heads + h) * ctx_max + j], v_row + (h / group) * hd,
-               o + t * q_dim + h * hd, hd);
+          const float* w = scores + (t * s.q_heads + h) * ctx_max + j0;
+          float* oh = o + t * q_dim + h * hd;
+          const size_t off = (h / group) * hd;
+          if (valid == 4) {
+            Axpy4(w, v[0] + off, v[1] + off, v[2] + off, v[3] + off, oh, hd);
+          } else {
+            for (size_t k = 0; k < valid; ++k) Axpy(w[k], v[k] + off, oh, hd);
+          }
         }
       }
     }

@@ -71,6 +71,34 @@ inline float Dot(const float* a, const float* b, size_t n) {
   return SumLanes(lo, hi);
 }
 
+// out[k] = Dot(a, b[k], n) for k < 4, with the bits of four Dot calls: `a` is loaded once for
+// four rows (the attention scores of one query against four positions).
+[[gnu::always_inline]] inline void Dot4(const float* a, const float* const b[4], size_t n,
+                                        float out[4]) {
+  if (n % 8 != 0) {
+    for (int k = 0; k < 4; ++k) out[k] = Dot(a, b[k], n);
+    return;
+  }
+  V4 lo0 = {0, 0, 0, 0}, hi0 = lo0, lo1 = lo0, hi1 = lo0, lo2 = lo0, hi2 = lo0, lo3 = lo0,
+     hi3 = lo0;
+  for (size_t i = 0; i < n; i += 8) {
+    const V4 al = Load4(a + i);
+    const V4 ah = Load4(a + i + 4);
+    lo0 += al * Load4(b[0] + i);
+    hi0 += ah * Load4(b[0] + i + 4);
+    lo1 += al * Load4(b[1] + i);
+    hi1 += ah * Load4(b[1] + i + 4);
+    lo2 += al * Load4(b[2] + i);
+    hi2 += ah * Load4(b[2] + i + 4);
+    lo3 += al * Load4(b[3] + i);
+    hi3 += ah * Load4(b[3] + i + 4);
+  }
+  out[0] = SumLanes(lo0, hi0);
+  out[1] = SumLanes(lo1, hi1);
+  out[2] = SumLanes(lo2, hi2);
+  out[3] = SumLanes(lo3, hi3);
+}
+
 // Sum of x[i] for i < n in the same 8-lane order as Dot.
 inline float Sum(const float* x, size_t n) {
   V4 lo = {0, 0, 0, 0};
@@ -144,20 +172,70 @@ inline void Axpy(float s, const float* x, float* y, size_t n) {
   for (; i < n; ++i) y[i] += s * LoadF(x + i);
 }
 
+// y[i] = (((y[i] + s0 * x0[i]) + s1 * x1[i]) + s2 * x2[i]) + s3 * x3[i]: four Axpy calls in
+// sequence, with the same additions in the same order per element, but y loaded and stored once.
+inline void Axpy4(const float* s, const float* x0, const float* x1, const float* x2,
+                  const float* x3, float* y, size_t n) {
+  const V4 s0 = Splat4(s[0]), s1 = Splat4(s[1]), s2 = Splat4(s[2]), s3 = Splat4(s[3]);
+  size_t i = 0;
+  for (; i + 4 <= n; i += 4) {
+    V4 acc = Load4(y + i);
+    acc += s0 * Load4(x0 + i);
+    acc += s1 * Load4(x1 + i);
+    acc += s2 * Load4(x2 + i);
+    acc += s3 * Load4(x3 + i);
+    Store4(y + i, acc);
+  }
+  for (; i < n; ++i) {
+    float acc = y[i];
+    acc += s[0] * LoadF(x0 + i);
+    acc += s[1] * LoadF(x1 + i);
+    acc += s[2] * LoadF(x2 + i);
+    acc += s[3] * LoadF(x3 + i);
+    y[i] = acc;
+  }
+}
+
+// max of x[i], i < n (n >= 1). Max is exact, so the lane order cannot change the value; the only
+// order-dependent case (the sign of a zero maximum) does not change exp(s - max).
+inline float Max(const float* x, size_t n) {
+  size_t i = 0;
+  float m = x[0];
+  if (n >= 4) {
+    V4 mv = Load4(x);
+    for (i = 4; i + 4 <= n; i += 4) {
+      const V4 v = Load4(x + i);
+      mv = v > mv ? v : mv;
+    }
+    m = mv[0];
+    for (int k = 1; k < 4; ++k) m = mv[k] > m ? mv[k] : m;
+  }
+  for (; i < n; ++i) m = x[i] > m ? x[i] : m;
+  return m;
+}
+
 // y[r] = Dot(w + r * cols, x, cols) for r < rows: a [rows][cols] row-major matrix times a vector.
 inline void MatVec(const float* w, size_t rows, size_t cols, const float* x, float* y) {
   for (size_t r = 0; r < rows; ++r) y[r] = Dot(w + r * cols, x, cols);
 }
 
 // The same for `n` token rows x[t * cols ...] → y[t * rows ...]. Tokens are processed in groups so
-// the group's inputs stay in L1 while the weights stream from L2; each output is still exactly
-// Dot(row, token) — the grouping changes the loop order, not any reduction.
+// the group's inputs stay in L1 while the weights stream from L2, and four weight rows at a time
+// share each load of the token (Dot4; a * b == b * a exactly in IEEE arithmetic, so
+// Dot4(x, rows) has the bits of Dot(row, x)). Each output is still exactly Dot(row, token): the
+// grouping changes the loop order, not any reduction.
 inline void MatVecTokens(const float* w, size_t rows, size_t cols, const float* x, float* y,
                          size_t n) {
   constexpr size_t kGroup = 8;
   for (size_t t0 = 0; t0 < n; t0 += kGroup) {
     const size_t t1 = t0 + kGroup < n ? t0 + kGroup : n;
-    for (size_t r = 0; r < rows; ++r) {
+    size_t r = 0;
+    for (; r + 4 <= rows; r += 4) {
+      const float* four[4] = {w + r * cols, w + (r + 1) * cols, w + (r + 2) * cols,
+                              w + (r + 3) * cols};
+      for (size_t t = t0; t < t1; ++t) Dot4(x + t * cols, four, cols, y + t * rows + r);
+    }
+    for (; r < rows; ++r) {
       const float* row = w + r * cols;
       for (size_t t = t0; t < t1; ++t) y[t * rows + r] = Dot(row, x + t * cols, cols);
     }

@@ -5,6 +5,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <random>
@@ -42,11 +43,34 @@ TEST(Kernels, DotAndSumFollowTheLaneFormulaForEveryLength) {
     const float want = LiteralDot(a, b, n);
     EXPECT_TRUE(SameBits(Dot(a.data(), b.data(), n), want)) << "n=" << n;
     EXPECT_TRUE(SameBits(Sum(a.data(), n), LiteralDot(a, ones, n))) << "n=" << n;
+    const float* rows[4] = {b.data(), a.data(), ones.data(), b.data()};
+    float four[4];
+    Dot4(a.data(), rows, n, four);
+    EXPECT_TRUE(SameBits(four[0], want)) << "n=" << n;
+    EXPECT_TRUE(SameBits(four[1], LiteralDot(a, a, n))) << "n=" << n;
+    EXPECT_TRUE(SameBits(four[2], LiteralDot(a, ones, n))) << "n=" << n;
+    EXPECT_TRUE(SameBits(four[3], want)) << "n=" << n;
     float seq = 0;
     for (size_t i = 0; i < n; ++i) seq += a[i] * b[i];
     order_matters += !SameBits(seq, want);
   }
   EXPECT_GT(order_matters, 10);
+}
+
+TEST(Kernels, Axpy4EqualsFourAxpysAndMaxIsTheMaximum) {
+  const auto x = Values(4 * 37, 3);
+  const float w[4] = {0.75f, -1.5f, 3.0e-3f, 12.5f};
+  for (size_t n = 0; n <= 37; ++n) {
+    std::vector<float> one = Values(n, 4);
+    std::vector<float> four = one;
+    for (int k = 0; k < 4; ++k) Axpy(w[k], x.data() + k * 37, one.data(), n);
+    Axpy4(w, x.data(), x.data() + 37, x.data() + 74, x.data() + 111, four.data(), n);
+    for (size_t i = 0; i < n; ++i) EXPECT_TRUE(SameBits(one[i], four[i])) << n << " " << i;
+    if (n > 0) {
+      const auto v = Values(n, 5 + n);
+      EXPECT_EQ(Max(v.data(), n), *std::max_element(v.begin(), v.end())) << n;
+    }
+  }
 }
 
 TEST(Kernels, ExpIsAccurateAndScalarEqualsVector) {

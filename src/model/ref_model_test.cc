@@ -106,6 +106,26 @@ TEST_P(Invariance, ContinuingFromKvOfAnotherInstance) {
 INSTANTIATE_TEST_SUITE_P(Configs, Invariance, ::testing::Values(SmallGqa(), OddMha()),
                          [](const auto& info) { return info.index == 0 ? "Gqa" : "OddMha"; });
 
+// The engines' shape (default heads and dims, 2 layers to keep the test fast) over a context long
+// enough to cross the attention's 16-token groups, the 8-lane sums and ForwardLayer's internal
+// 256-token passes.
+TEST(RefModel, DefaultShapeLongContextChunkings) {
+  RefModelConfig c;
+  c.layers = 2;
+  auto model = testing::MakeModel(c);
+  ASSERT_NE(model, nullptr);
+  const auto tokens = RandomTokens(300, c.vocab, 6);
+  const PrefillResult whole = PrefillOneCall(*model, tokens);
+  for (const std::vector<size_t>& chunks :
+       {std::vector<size_t>{100, 1, 63, 136}, std::vector<size_t>{17, 16, 15, 252},
+        std::vector<size_t>{299, 1}}) {
+    PrefillResult chunked;
+    PrefillChunks(*model, tokens, chunks, 0, true, &chunked);
+    EXPECT_TRUE(SameBytes(whole.kv, chunked.kv)) << chunks[0];
+    EXPECT_TRUE(SameBits(whole.logits, chunked.logits)) << chunks[0];
+  }
+}
+
 TEST(RefModel, DifferentSeedsGiveDifferentWeightsAndOutputs) {
   auto a = testing::MakeModel(SmallGqa(1));
   auto b = testing::MakeModel(SmallGqa(2));

@@ -51,6 +51,34 @@ Generation Reference(const RefModel& model, std::span<const uint32_t> prompt,
   return gen;
 }
 
+Generation Greedy(const RefModel& model, std::span<const uint32_t> prompt, uint32_t gen_tokens) {
+  const RefModelConfig& c = model.config();
+  DUALPATH_CHECK(!prompt.empty(), "Greedy: empty prompt");
+  const size_t h = c.hidden();
+  const size_t p = prompt.size();
+  const size_t total = p + (gen_tokens > 0 ? gen_tokens - 1 : 0);
+  const size_t bpt = c.KvBytesPerTokenPerLayer();
+  std::vector<std::vector<std::byte>> kv(c.layers, std::vector<std::byte>(total * bpt));
+
+  Generation gen;
+  std::vector<float> logits(c.vocab);
+  std::vector<float> hidden(p * h);
+  model.Embed(prompt, hidden);
+  for (uint32_t l = 0; l < c.layers; ++l) model.ForwardLayer(l, 0, kv[l], hidden);
+  model.Logits(std::span<const float>(hidden).subspan((p - 1) * h, h), logits);
+  gen.first_logits_digest = RefModel::LogitsDigest(logits);
+  if (gen_tokens == 0) return gen;
+  gen.tokens.push_back(RefModel::Argmax(logits));
+  std::vector<float> row(h);
+  for (uint32_t j = 1; j < gen_tokens; ++j) {
+    model.Embed(std::span<const uint32_t>(&gen.tokens.back(), 1), row);
+    for (uint32_t l = 0; l < c.layers; ++l) model.ForwardLayer(l, p + j - 1, kv[l], row);
+    model.Logits(row, logits);
+    gen.tokens.push_back(RefModel::Argmax(logits));
+  }
+  return gen;
+}
+
 ReferenceSession::ReferenceSession(const RefModel& model)
     : model_(model), kv_(model.config().layers) {}
 

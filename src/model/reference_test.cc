@@ -4,6 +4,7 @@
 
 #include <cstring>
 #include <random>
+#include <thread>
 
 #include "dualpath/model/ref_model.h"
 #include "dualpath/model/reference_session.h"
@@ -75,6 +76,33 @@ TEST_F(ReferenceTest, TeacherTokensSteerLaterStepsOnly) {
   const Generation other = Reference(*model_, prompt, t3, 4);
   EXPECT_EQ(other.tokens[0], base.tokens[0]);
   EXPECT_EQ(other.first_logits_digest, base.first_logits_digest);
+}
+
+TEST_F(ReferenceTest, GreedyEqualsReferenceFedWithItsOwnTokens) {
+  const auto prompt = RandomTokens(9, 97, 13);
+  const Generation g = Greedy(*model_, prompt, 7);
+  ASSERT_EQ(g.tokens.size(), 7u);
+  const std::vector<uint32_t> fed(g.tokens.begin(), g.tokens.end() - 1);
+  EXPECT_EQ(Reference(*model_, prompt, fed, 7), g);
+  EXPECT_EQ(Greedy(*model_, prompt, 0).first_logits_digest, g.first_logits_digest);
+}
+
+// A RefModel is shared read-only by an engine's threads: concurrent requests get the results
+// they get alone (and the tsan preset checks the const methods for races).
+TEST_F(ReferenceTest, ConcurrentCallsOnOneModelMatchSerialResults) {
+  std::vector<std::vector<uint32_t>> prompts;
+  std::vector<Generation> serial;
+  for (int i = 0; i < 4; ++i) {
+    prompts.push_back(RandomTokens(20 + 5 * i, 97, 300 + i));
+    serial.push_back(Reference(*model_, prompts.back(), prompts.back(), 4));
+  }
+  std::vector<Generation> parallel(4);
+  std::vector<std::thread> threads;
+  for (int i = 0; i < 4; ++i) {
+    threads.emplace_back([&, i] { parallel[i] = Reference(*model_, prompts[i], prompts[i], 4); });
+  }
+  for (auto& t : threads) t.join();
+  EXPECT_EQ(parallel, serial);
 }
 
 TEST_F(ReferenceTest, ZeroGenTokensIsPrefillOnly) {

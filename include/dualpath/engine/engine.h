@@ -48,6 +48,10 @@ struct EngineOptions {
   std::string ucx_tls = "tcp";           // UCX_TLS of the transfer engine
   unsigned read_depth = 8;               // io_uring reads in flight per reader stage
   uint32_t fetch_wait_ms = 200;          // long-poll bound of one Fetch
+  // PE: how many requests the loader may have loaded (or be loading) beyond the one computing.
+  // The default keeps loading as long as buffer memory lasts; 0 turns the overlap of storage
+  // reads and compute off (a baseline for benchmarks: load, compute, load, compute...).
+  uint32_t prefetch_requests = 1u << 30;
   Nanos request_timeout = 60 * kNanosPerSecond;  // any single wait of one request
   Nanos peer_timeout = 5 * kNanosPerSecond;      // transfer engine: silent peer is dead
   storage::StorageFaults* faults = nullptr;      // tests only; not owned

@@ -122,4 +122,9 @@ Generation Reference(const RefModel& model, std::span<const uint32_t> prompt,
                      std::span<const uint32_t> teacher, uint32_t gen_tokens,
                      std::vector<std::byte>* kv_out = nullptr);
 
+// Free-running greedy decoding (no teacher): each decode step feeds the previous step's argmax.
+// Equals Reference(model, prompt, teacher = tokens[0, gen_tokens - 1), gen_tokens). For debugging
+// (`dualpath model generate`); the system itself always uses teacher forcing.
+Generation Greedy(const RefModel& model, std::span<const uint32_t> prompt, uint32_t gen_tokens);
+
 }  // namespace dualpath::model

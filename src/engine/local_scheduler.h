@@ -1,0 +1,55 @@
+// LocalScheduler: an in-process stand-in for the scheduler service, for the engine's unit tests
+// and benchmarks. It registers engines (handing out a fixed model spec and block size), keeps a
+// queue of Assignments per engine that the caller fills (the caller picks engines, read side and
+// hit tokens: no sched logic here), long-polls them out through Fetch, and collects results.
+// Production engines talk to `dualpath control serve` through ConnectScheduler instead.
+//
+// Thread safety: all methods may be called from any thread.
+#pragma once
+
+#include <chrono>
+#include <condition_variable>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "dualpath/engine/scheduler_link.h"
+
+namespace dualpath::engine {
+
+class LocalScheduler {
+ public:
+  LocalScheduler(std::string model_spec, uint32_t block_tokens)
+      : model_spec_(std::move(model_spec)), block_tokens_(block_tokens) {}
+
+  // A SchedulerLink for one engine (the LocalScheduler must outlive it).
+  std::unique_ptr<SchedulerLink> Link();
+
+  // Queues an assignment for prefill engine `pe` with decode engine `de`.
+  void Assign(uint32_t pe, uint32_t de, const control::v1::RequestSpec& spec,
+              control::v1::ReadSide side, int64_t hit, int64_t prefill_read);
+  // The result of request `id`, waiting up to `timeout`; nullopt if none arrived.
+  std::optional<control::v1::RequestResult> Wait(uint64_t id, std::chrono::milliseconds timeout);
+  // Every later Fetch says shutdown.
+  void Shutdown();
+
+  Result<control::v1::RegisterEngineReply> Register(const control::v1::RegisterEngineRequest& req);
+  Result<control::v1::FetchReply> Fetch(const control::v1::FetchRequest& req);
+  Status ReportResult(const control::v1::RequestResult& r);
+
+ private:
+  const std::string model_spec_;
+  const uint32_t block_tokens_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  uint32_t next_id_ = 1;                                             // guarded by mu_
+  std::map<uint32_t, control::v1::EngineInfo> infos_;                // guarded by mu_
+  std::map<uint32_t, std::vector<control::v1::Assignment>> queues_;  // guarded by mu_
+  std::map<uint64_t, control::v1::RequestResult> results_;           // guarded by mu_
+  bool shutdown_ = false;                                            // guarded by mu_
+};
+
+}  // namespace dualpath::engine

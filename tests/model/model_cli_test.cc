@@ -1,0 +1,130 @@
+// System test: the real `dualpath` binary's `model` subcommands. A generation computed in another
+// process (the CLI) has exactly the tokens and logits digest that Reference / Greedy compute in
+// this one: the cross-process bit identity the engines and the replayer's checker rely on. Also
+// the CLI's bad-input contract (one stderr line, exit status 2).
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "dualpath/model/ref_model.h"
+
+namespace dualpath::model {
+namespace {
+
+struct RunResult {
+  int exit_code = -1;
+  std::string out;
+  std::string err;
+};
+
+std::string ReadFile(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+class ModelCliTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    const char* bin = std::getenv("DUALPATH_BINARY_DIR");
+    ASSERT_NE(bin, nullptr) << "run under ctest (DUALPATH_BINARY_DIR)";
+    binary_ = std::string(bin) + "/bin/dualpath";
+    char tmpl[] = "/tmp/dualpath_model_cli_XXXXXX";
+    ASSERT_NE(mkdtemp(tmpl), nullptr);
+    dir_ = tmpl;
+  }
+  void TearDown() override { std::system(("rm -rf '" + dir_ + "'").c_str()); }
+
+  RunResult Run(const std::string& args) {
+    const std::string out = dir_ + "/stdout", err = dir_ + "/stderr";
+    const std::string cmd = "'" + binary_ + "' " + args + " > '" + out + "' 2> '" + err + "'";
+    const int status = std::system(cmd.c_str());
+    RunResult r;
+    r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+    r.out = ReadFile(out);
+    r.err = ReadFile(err);
+    return r;
+  }
+
+  std::string binary_;
+  std::string dir_;
+};
+
+constexpr const char* kSpec =
+    "layers=3,q_heads=4,kv_heads=2,head_dim=16,ffn_dim=64,vocab=500,seed=9";
+
+std::unique_ptr<RefModel> Model() {
+  return std::move(RefModel::Create(*RefModelConfig::Parse(kSpec))).value();
+}
+
+std::string Hex64(uint64_t v) {
+  char buf[19];
+  std::snprintf(buf, sizeof(buf), "0x%016llx", static_cast<unsigned long long>(v));
+  return buf;
+}
+
+TEST_F(ModelCliTest, TeacherForcedGenerationMatchesReferenceInThisProcess) {
+  const RunResult r = Run(std::string("model generate --spec ") + kSpec +
+                          " --prompt-len 40 --gen 6 --seed 4 --teacher random --json");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const auto j = nlohmann::json::parse(r.out);
+  const auto prompt = j.at("prompt").get<std::vector<uint32_t>>();
+  const auto teacher = j.at("teacher").get<std::vector<uint32_t>>();
+  ASSERT_EQ(prompt.size(), 40u);
+  ASSERT_EQ(teacher.size(), 5u);
+  const Generation want = Reference(*Model(), prompt, teacher, 6);
+  EXPECT_EQ(j.at("tokens").get<std::vector<uint32_t>>(), want.tokens);
+  EXPECT_EQ(j.at("first_logits_digest").get<std::string>(), Hex64(want.first_logits_digest));
+}
+
+TEST_F(ModelCliTest, GreedyFromExplicitTokensMatchesGreedyInThisProcess) {
+  const RunResult r = Run(std::string("model generate --spec ") + kSpec +
+                          " --prompt-tokens 7,8,9,499 --gen 4 --json");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const auto j = nlohmann::json::parse(r.out);
+  const std::vector<uint32_t> prompt = {7, 8, 9, 499};
+  EXPECT_EQ(j.at("prompt").get<std::vector<uint32_t>>(), prompt);
+  const Generation want = Greedy(*Model(), prompt, 4);
+  EXPECT_EQ(j.at("tokens").get<std::vector<uint32_t>>(), want.tokens);
+  EXPECT_EQ(j.at("first_logits_digest").get<std::string>(), Hex64(want.first_logits_digest));
+}
+
+TEST_F(ModelCliTest, InfoPrintsGeometry) {
+  const RunResult r = Run(std::string("model info --json --spec ") + kSpec);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const auto j = nlohmann::json::parse(r.out);
+  const RefModelConfig c = *RefModelConfig::Parse(kSpec);
+  EXPECT_EQ(j.at("kv_bytes_per_token_per_layer").get<uint64_t>(), c.KvBytesPerTokenPerLayer());
+  EXPECT_EQ(j.at("kv_bytes_per_token").get<uint64_t>(), c.KvBytesPerTokenPerLayer() * 3);
+  EXPECT_EQ(j.at("parameters").get<uint64_t>(), c.ParameterCount());
+  EXPECT_EQ(j.at("attention").get<std::string>(), "gqa");
+  const RunResult text = Run("model info");
+  ASSERT_EQ(text.exit_code, 0) << text.err;
+  EXPECT_NE(text.out.find("8192 bytes all layers"), std::string::npos) << text.out;
+}
+
+TEST_F(ModelCliTest, BadInputExitsTwoWithOneLine) {
+  for (const char* args : {"model info --spec layers=0", "model info --spec q_heads=4,kv_heads=3",
+                           "model generate --prompt-len 0", "model generate --prompt-tokens 1,5000",
+                           "model generate --prompt-len 3 --teacher nope",
+                           "model generate --spec bogus=1 --prompt-len 2",
+                           "model generate --prompt-len 3 --prompt-tokens 1,2"}) {
+    const RunResult r = Run(args);
+    EXPECT_EQ(r.exit_code, 2) << args;
+    EXPECT_TRUE(r.out.empty()) << args;
+    EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << args << ": " << r.err;
+  }
+}
+
+}  // namespace
+}  // namespace dualpath::model
