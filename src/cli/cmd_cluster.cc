@@ -362,9 +362,10 @@ void RegisterRead(CLI::App* cluster, int* exit_code) {
 }
 
 void Register(CLI::App& root, int* exit_code) {
-  CLI::App* cluster = root.add_subcommand(
-      "cluster", "Emulated multi-node cluster: namespaces, shaped links, GlusterFS (testbed)");
-  cluster->require_subcommand(1);
+  // Shared group: cmd_cluster_run.cc adds `run` to it, whichever registers first.
+  CLI::App* cluster =
+      GetOrAddGroup(root, "cluster",
+                    "Emulated multi-node cluster: namespaces, shaped links, GlusterFS (testbed)");
   RegisterUpDown(cluster, exit_code);
   RegisterInspect(cluster, exit_code);
   RegisterNetperf(cluster, exit_code);

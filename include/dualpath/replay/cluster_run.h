@@ -1,0 +1,75 @@
+// `dualpath cluster run`: the whole end-to-end comparison on the emulated cluster (docs/e2e.md,
+// docs/replay.md).
+//
+// RunOnCluster brings the testbed up if the named cluster is not up (and down again at the end
+// unless `keep`, or it was up already), measures each node's storage-link goodput, then for each
+// system: starts `dualpath control serve` on a Unix socket in the cluster's state directory with a
+// fresh store subdirectory, one `dualpath engine` per node inside the node's network namespace
+// (`ip netns exec`), waits until every engine has registered, replays the workload while sampling
+// every node's storage-link counters, sends Shutdown, waits for every child (killing any that
+// overstays) and removes the store subdirectory. Afterwards it recomputes every request with the
+// reference model and counts mismatches (not for Oracle, whose hit KV is zeros).
+//
+// Ownership: RunOnCluster owns every process it starts and reaps all of them on every path, error
+// paths included (Child's destructor); the cluster it brought up is torn down on every path unless
+// keep. Thread safety: one call at a time per cluster name.
+#pragma once
+
+#include <cstdint>
+#include <ostream>
+#include <string>
+#include <vector>
+
+#include "dualpath/common/status.h"
+#include "dualpath/replay/replayer.h"
+#include "dualpath/replay/results.h"
+#include "dualpath/replay/workload.h"
+
+namespace dualpath::replay {
+
+struct ClusterRunOptions {
+  std::string name = "dp";  // testbed cluster name
+  std::string pd = "1P1D";
+  bool pd_given = false;  // --pd on the command line: an existing cluster must match it
+  uint64_t stor_rate_bps = 400'000'000;
+  uint64_t comp_rate_bps = 2'000'000'000;
+  std::vector<std::string> systems = {"basic", "dualpath"};
+  WorkloadOptions workload;
+  ReplayOptions replay;
+  std::string model_spec;  // model::RefModelConfig::Parse format; empty: the defaults
+  uint32_t block_tokens = 64;
+  bool keep = false;  // leave the cluster (and the store directories) up afterwards
+  bool check = true;  // recompute and count mismatches
+  unsigned check_threads = 0;
+  // "measure": read a file through every node's mount at once (testbed::MeasureRead) and use the
+  // link-counter rate; "nominal": 0.956 x the shaped rate (a saturated link's counter rate,
+  // docs/testbed.md).
+  std::string goodput = "measure";
+  uint64_t goodput_file_bytes = 32ull << 20;
+  double sample_interval_s = 0.25;
+  double heartbeat_s = 1.0;
+  double start_timeout_s = 60;            // service + engines registered
+  double stop_timeout_s = 20;             // engines exit after Shutdown
+  std::string dualpath_bin;               // empty: this executable (/proc/self/exe)
+  std::vector<std::string> service_args;  // extra arguments for `control serve`
+  std::vector<std::string> engine_args;   // extra arguments for every `engine`
+  // Fault injection (acceptance 4): SIGKILL this node's engine kill_after_s seconds into each
+  // system's replay; the service must reschedule its requests and outputs must still check.
+  std::string kill_node;
+  double kill_after_s = 0;
+};
+
+struct ClusterRunReport {
+  std::string config_json;
+  std::vector<SystemRun> runs;
+};
+
+// "basic", "dualpath", "oracle" or "all" (comma-separated lists too) → systems, in that order.
+Result<std::vector<std::string>> ParseSystems(const std::string& spec);
+
+// Progress lines go to `progress` (one line per step). Errors: bad options (kInvalidArgument),
+// testbed errors, a child that died or did not start (kUnavailable naming it and its log tail),
+// kTimeout.
+Result<ClusterRunReport> RunOnCluster(const ClusterRunOptions& options, std::ostream& progress);
+
+}  // namespace dualpath::replay

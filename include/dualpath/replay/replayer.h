@@ -1,0 +1,97 @@
+// The replayer: submits a ReplayWorkload's turns to the scheduler service and collects results.
+//
+// Offline (the paper's evaluation): every agent submits its first turn at once; turn i+1 is
+// submitted when turn i's result arrives (closed loop, zero think time). Online: agents arrive as
+// a Poisson process of rate `aps` agents per second (seeded), each then runs closed loop. Results
+// are collected with the service's WaitResults long poll; each one becomes a RequestRecord with
+// the timing pieces the paper reports (TTFT, TTST, TPOT) from the result's Timing.
+//
+// The service is reached through ServiceClient, so the loop runs unchanged against the real gRPC
+// service (MakeGrpcServiceClient) or an in-process test double in unit tests.
+//
+// Thread safety: RunReplay runs on the caller's thread and calls the client from that thread
+// only; a ServiceClient implementation need not be thread-safe.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "dualpath/common/clock.h"
+#include "dualpath/common/status.h"
+#include "dualpath/control/v1/scheduler.pb.h"
+#include "dualpath/replay/workload.h"
+
+namespace dualpath::replay {
+
+namespace pb = ::dualpath::control::v1;
+
+class ServiceClient {
+ public:
+  virtual ~ServiceClient() = default;
+  // Scheduler.Submit; returns the hit tokens the service found.
+  virtual Result<int64_t> Submit(const pb::RequestSpec& spec) = 0;
+  // Scheduler.WaitResults: results with sequence numbers > after_seq, waiting at most wait_ms
+  // for the first one.
+  virtual Result<std::vector<pb::SequencedResult>> WaitResults(uint64_t after_seq,
+                                                               uint32_t wait_ms) = 0;
+};
+
+// A client of the real service at `address` ("unix:/path" or "HOST:PORT"); per-call deadline
+// rpc_timeout_ms beyond the long-poll wait.
+std::unique_ptr<ServiceClient> MakeGrpcServiceClient(const std::string& address,
+                                                     uint32_t rpc_timeout_ms = 10000);
+
+// What one request did. Times are wall-clock (CLOCK_REALTIME) nanoseconds, as in pb::Timing.
+struct RequestRecord {
+  uint64_t request_id = 0;
+  uint64_t agent = 0;
+  uint32_t turn = 0;
+  uint64_t prompt_tokens = 0;
+  uint32_t gen_tokens = 0;
+  int64_t hit_tokens = 0;  // as the service found them at Submit
+  pb::RequestResult result;
+  Nanos submit_ns = 0;  // when the replayer submitted it (its own clock)
+  Nanos result_ns = 0;  // when the replayer received the result
+
+  // Pieces, seconds (negative when a timestamp is missing).
+  double TtftS() const;     // first token - submitted
+  double TtstS() const;     // second token - first token
+  double TpotS() const;     // (done - first token) / (gen - 1); 0 for gen == 1
+  double QueueS() const;    // prefill start - submitted
+  double PrefillS() const;  // first token - prefill start
+  double DecodeS() const;   // done - first token
+};
+
+struct ReplayOptions {
+  bool online = false;
+  double aps = 1.0;  // online: agent arrivals per second
+  uint64_t seed = 1;
+  uint32_t poll_ms = 200;         // WaitResults long-poll wait
+  double timeout_s = 600;         // the whole replay; kTimeout past it
+  uint64_t first_request_id = 1;  // request ids are first_request_id, +1, ... in submit order
+};
+
+struct ReplayResult {
+  std::vector<RequestRecord> records;  // in completion order
+  Nanos start_ns = 0;                  // wall clock at the first submit
+  Nanos end_ns = 0;                    // wall clock at the last result
+  // Wall clock when the last agent submitted its second turn (the first turn that loads KV), and
+  // when a quarter of the agents (at least one) had finished: the steady state, when (nearly)
+  // every agent is loading (both 0 if that window is empty).
+  Nanos steady_start_ns = 0;
+  Nanos steady_end_ns = 0;
+  double JctS() const { return ToSeconds(end_ns - start_ns); }
+};
+
+// Runs the workload to completion. `wall` gives CLOCK_REALTIME-comparable nanoseconds (the
+// engines stamp Timing with CLOCK_REALTIME). Errors: the client's (an RPC failure), kTimeout.
+// A request the service reports failed (ok = false) is recorded, and its agent goes on.
+Result<ReplayResult> RunReplay(const ReplayWorkload& workload, const ReplayOptions& options,
+                               ServiceClient& client, const Clock& wall);
+
+// CLOCK_REALTIME as a Clock.
+const Clock& WallClock();
+
+}  // namespace dualpath::replay

@@ -1,0 +1,87 @@
+// Results of `dualpath cluster run`: per-system summaries, the comparison table, the --json
+// document and the --plot PNGs.
+//
+// The JSON document follows `dualpath sim`'s schema (docs/formats/sim_json.md: "config",
+// "results[].system", "mode", "jct_s", "ttft_p50_s", "ttft_p99_s", "ttft_mean_s", "ttst_s",
+// "tpot_s", "requests") and adds per result "mismatches" (null when not checked: Oracle),
+// "failed", "storage_links" ([{"node", "role", "bytes", "tx_bytes", "seconds", "goodput_bps",
+// "utilization", "steady_utilization", "steady_seconds"}]: utilization = achieved read rate / the
+// link's goodput) and "records" (one object per request). docs/formats/replay_json.md has every
+// field. Plots: jct.png (JCT per system) and storage_<system>.png (each node's storage read rate
+// over time, like the paper's Figure 15), drawn by Debian's gnuplot.
+//
+// Thread safety: pure functions of their arguments (WriteRunPlots writes files under dir).
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "dualpath/common/clock.h"
+#include "dualpath/common/status.h"
+#include "dualpath/replay/replayer.h"
+
+namespace dualpath::replay {
+
+// One node's storage link over one system's run (rx = reads into the node, what DualPath
+// balances; tx = its write-behind).
+struct LinkUsage {
+  std::string node;
+  std::string role;  // "prefill" / "decode"
+  uint64_t rx_bytes = 0;
+  uint64_t tx_bytes = 0;
+  double seconds = 0;             // the run's wall time
+  double goodput_bps = 0;         // what a saturated link delivers in counter bytes (bit/s)
+  double utilization = 0;         // rx bits / seconds / goodput
+  double steady_utilization = 0;  // the same over the steady-state window (0 if none)
+  double steady_seconds = 0;
+};
+
+// Counter samples during a run: t (wall ns) and per node cumulative rx / tx bytes of its storage
+// link.
+struct LinkSample {
+  Nanos t = 0;
+  std::vector<uint64_t> rx;
+  std::vector<uint64_t> tx;
+};
+
+struct SystemRun {
+  std::string system;  // "basic" | "dualpath" | "oracle"
+  ReplayResult replay;
+  std::optional<uint64_t> mismatches;    // nullopt: not checked (Oracle's outputs are not real)
+  std::vector<uint64_t> mismatched_ids;  // request ids of the mismatches
+  std::vector<LinkUsage> links;          // one per node, cluster order
+  std::vector<LinkSample> samples;
+  std::string killed_engine;  // node whose engine was killed mid-run ("" if none)
+};
+
+struct Summary {
+  double jct_s = 0;  // first submit to last result
+  double ttft_p50_s = 0, ttft_p99_s = 0, ttft_mean_s = 0;
+  double ttst_s = 0;  // mean
+  double tpot_s = 0;  // mean over requests with gen > 1
+  uint64_t requests = 0;
+  uint64_t failed = 0;  // results with ok = false
+};
+
+Summary Summarize(const ReplayResult& r);
+
+// Nearest-rank percentile (q in [0, 1]) of values; 0 for an empty list.
+double Percentile(std::vector<double> values, double q);
+
+// Per-link usage from counters read before and after the run (and, for the steady window, the
+// samples). goodput_bps per node.
+std::vector<LinkUsage> ComputeLinkUsage(const std::vector<std::string>& nodes,
+                                        const std::vector<std::string>& roles,
+                                        const LinkSample& before, const LinkSample& after,
+                                        const std::vector<LinkSample>& samples,
+                                        const std::vector<double>& goodput_bps, Nanos steady_start,
+                                        Nanos steady_end);
+
+// config_json: a JSON object describing the run (cluster, workload, model).
+std::string RunJson(const std::string& config_json, const std::vector<SystemRun>& runs);
+std::string RunTable(const std::vector<SystemRun>& runs);
+Status WriteRunPlots(const std::vector<SystemRun>& runs, const std::string& dir);
+
+}  // namespace dualpath::replay

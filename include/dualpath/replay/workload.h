@@ -1,0 +1,88 @@
+// Replay workloads: agent sessions whose every turn carries real token ids, ready to submit to the
+// scheduler service (docs/replay.md, docs/e2e.md "Teacher forcing").
+//
+// A source (the synthetic Table-2 generator, the shipped WEKA Claude Code sessions, the shipped
+// Mooncake conversations, or any trace file trace::ReadTrace accepts) gives the *shape*: how many
+// turns an agent runs, and the relative sizes of its first prompt, appends and generations.
+// ShapeWorkload scales that shape to fit the emulated cluster: the first prompt to about half of
+// --max-context, later appends to a mean of --append tokens, generations to a mean of --gen, then
+// cuts each agent at --max-context tokens and --turns turns. Recorded hash ids and compactions are
+// dropped (every prompt extends the previous context, Appendix A.3), so token ids are a function of
+// (agent, position) (trace::PromptTokenIds) and the recorded output positions — the teacher tokens
+// a decode engine feeds — are exactly the tokens the next prompt starts with.
+//
+// The "compute" source is the synthetic shape with long appends (default 512): prefill compute,
+// not KV loading, dominates (acceptance 3).
+//
+// Thread safety: pure functions; results are plain values owned by the caller.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "dualpath/common/status.h"
+#include "dualpath/trace/workload.h"
+
+namespace dualpath::replay {
+
+struct WorkloadOptions {
+  // "synthetic", "compute", "weka", "mooncake", or a path (file or directory) for
+  // trace::ReadTrace.
+  std::string source = "synthetic";
+  uint32_t agents = 4;
+  uint32_t turns = 6;           // at most this many turns per agent
+  uint32_t append = 24;         // mean append of turns after the first (tokens)
+  uint32_t gen = 16;            // mean tokens generated per turn
+  uint32_t max_context = 3072;  // no turn's prompt + generation exceeds this
+  uint64_t seed = 1;
+  uint32_t vocab = 4096;  // token ids are < vocab (the model's)
+  // Directory holding traces/weka-claude-code and traces/mooncake (empty: DataDir()).
+  std::string data_dir;
+};
+
+// Defaults for a source: "compute" gets append = 512 unless the caller set another value, the
+// others keep WorkloadOptions' defaults. `append_given` says whether --append was on the command
+// line.
+WorkloadOptions WithSourceDefaults(WorkloadOptions o, bool append_given);
+
+// The repository's data/ directory: $DUALPATH_DATA_DIR if set, else the source tree's (compiled
+// in).
+std::string DataDir();
+
+// One request: turn `turn` of agent `agent`.
+struct TurnSpec {
+  uint32_t turn = 0;
+  std::vector<uint32_t> prompt;   // every prompt token id
+  uint32_t gen_tokens = 0;        // exactly this many are generated
+  std::vector<uint32_t> teacher;  // the recorded output tokens fed to decode (gen_tokens - 1)
+  uint64_t context_tokens = 0;    // prompt tokens carried over from the previous turn
+};
+
+struct Agent {
+  uint64_t id = 0;
+  std::vector<TurnSpec> turns;
+};
+
+struct ReplayWorkload {
+  std::string name;  // "synthetic", "weka:<dir>", ...
+  std::vector<Agent> agents;
+  uint64_t requests = 0;
+  uint64_t prompt_tokens = 0;   // summed over requests
+  uint64_t context_tokens = 0;  // summed over requests (the ideal hits, before block rounding)
+  uint64_t gen_tokens = 0;      // summed over requests
+};
+
+// The scaled, token-less sessions (trace::Workload) for `o`: see the file comment. Errors:
+// kInvalidArgument naming the option (zero agents, turns, gen, vocab; max_context < 64; an
+// unknown source that is not a readable trace), or the trace reader's error.
+Result<trace::Workload> ShapeWorkload(const WorkloadOptions& o);
+
+// ShapeWorkload plus token ids: prompt = trace::PromptTokenIds, teacher = the positions after
+// the prompt that the next prompt holds (computed past the last turn too).
+Result<ReplayWorkload> BuildWorkload(const WorkloadOptions& o);
+
+// Token ids of one shaped session's turn i (prompt and teacher), exposed for tests.
+TurnSpec MakeTurnSpec(const trace::Session& s, size_t i, uint32_t vocab);
+
+}  // namespace dualpath::replay

@@ -1,0 +1,89 @@
+#!/usr/bin/env bash
+# Issue 8's acceptance measurements on the emulated cluster (root; release build recommended):
+#   1. 1P1D, I/O-bound synthetic workload, 400 Mbit/s storage links: DualPath / Basic JCT
+#      (target <= 0.6) and every storage link's steady-state utilization under each system;
+#   2. 1P2D, the same (target <= 0.45);
+#   3. compute-bound workload (long appends), Basic vs DualPath vs Oracle (within 10%).
+# Every run checks outputs (mismatches must be 0). Figures are printed at the end and the JSON of
+# each run is kept in OUT_DIR.
+#
+# usage: scripts/replay/acceptance.sh [DUALPATH_BINARY]   (default build/release/bin/dualpath)
+# env:   AGENTS (8), TURNS (40), APPEND (16), GEN (8), MAX_CONTEXT (3072), STOR_RATE (400mbit),
+#        COMP_RATE (2gbit), COMPUTE_AGENTS (4), COMPUTE_TURNS (4), COMPUTE_MAX_CONTEXT (4096),
+#        OUT_DIR (build/replay-acceptance),
+#        ONLY ("1p1d 1p2d compute"), EXTRA (more `cluster run` arguments)
+set -uo pipefail
+here=$(cd "$(dirname "$0")/../.." && pwd)
+bin=$(realpath "${1:-$here/build/release/bin/dualpath}")
+AGENTS=${AGENTS:-8}
+TURNS=${TURNS:-40}
+APPEND=${APPEND:-16}
+GEN=${GEN:-8}
+MAX_CONTEXT=${MAX_CONTEXT:-3072}
+STOR_RATE=${STOR_RATE:-400mbit}
+COMP_RATE=${COMP_RATE:-2gbit}
+COMPUTE_AGENTS=${COMPUTE_AGENTS:-4}
+COMPUTE_TURNS=${COMPUTE_TURNS:-4}
+COMPUTE_MAX_CONTEXT=${COMPUTE_MAX_CONTEXT:-4096}
+OUT_DIR=${OUT_DIR:-$here/build/replay-acceptance}
+ONLY=${ONLY:-1p1d 1p2d compute}
+EXTRA=${EXTRA:-}
+NAME=rpaccept
+mkdir -p "$OUT_DIR"
+trap '"$bin" cluster down --name "$NAME" >/dev/null 2>&1' EXIT
+
+run() { # label pd systems workload agents turns append max_context
+  local label=$1 pd=$2 systems=$3 workload=$4 agents=$5 turns=$6 append=$7 max_context=$8
+  echo "=== $label: $pd $systems $workload agents=$agents turns=$turns append=$append"
+  # shellcheck disable=SC2086
+  "$bin" cluster run --name "$NAME" --pd "$pd" --stor-rate "$STOR_RATE" --comp-rate "$COMP_RATE" \
+    --system "$systems" --workload "$workload" --agents "$agents" --turns "$turns" \
+    --append "$append" --gen "$GEN" --max-context "$max_context" \
+    --json "$OUT_DIR/$label.json" --plot "$OUT_DIR/$label-plots" $EXTRA
+  echo "=== $label: exit $?"
+}
+
+for what in $ONLY; do
+  case $what in
+    1p1d) run io-1p1d 1P1D basic,dualpath synthetic "$AGENTS" "$TURNS" "$APPEND" "$MAX_CONTEXT" ;;
+    1p2d) run io-1p2d 1P2D basic,dualpath synthetic "$AGENTS" "$TURNS" "$APPEND" "$MAX_CONTEXT" ;;
+    compute)
+      run compute-1p1d 1P1D all compute "$COMPUTE_AGENTS" "$COMPUTE_TURNS" 512 "$COMPUTE_MAX_CONTEXT"
+      ;;
+  esac
+done
+
+python3 - "$OUT_DIR" <<'PY'
+import json, os, sys
+out = sys.argv[1]
+def load(label):
+    p = os.path.join(out, label + ".json")
+    return json.load(open(p)) if os.path.exists(p) else None
+print("\n=== figures (acceptance lines of issue 8)")
+for label, target in [("io-1p1d", 0.6), ("io-1p2d", 0.45)]:
+    d = load(label)
+    if not d:
+        continue
+    by = {r["system"]: r for r in d["results"]}
+    if "basic" in by and "dualpath" in by:
+        ratio = by["dualpath"]["jct_s"] / by["basic"]["jct_s"]
+        print(f"{label}: JCT basic {by['basic']['jct_s']:.2f} s, dualpath "
+              f"{by['dualpath']['jct_s']:.2f} s, ratio {ratio:.3f} (target <= {target}): "
+              f"{'HOLDS' if ratio <= target else 'does not hold'}")
+    for s, r in by.items():
+        links = ", ".join(f"{l['node']} {100*l['steady_utilization']:.0f}% steady "
+                          f"({100*l['utilization']:.0f}% whole run)" for l in r["storage_links"])
+        print(f"  {s}: mismatches {r['mismatches']}, failed {r['failed']}; storage links: {links}"
+              f"; steady window {r['steady_s']:.1f} s")
+d = load("compute-1p1d")
+if d:
+    by = {r["system"]: r for r in d["results"]}
+    j = {s: r["jct_s"] for s, r in by.items()}
+    print("compute-1p1d: JCT " + ", ".join(f"{s} {v:.2f} s" for s, v in j.items()))
+    if "dualpath" in j and "basic" in j:
+        print(f"  dualpath/basic {j['dualpath']/j['basic']:.3f}" +
+              (f", dualpath/oracle {j['dualpath']/j['oracle']:.3f}" if "oracle" in j else "") +
+              " (target: within 10%)")
+    for s, r in by.items():
+        print(f"  {s}: mismatches {r['mismatches']}, failed {r['failed']}")
+PY

@@ -1,0 +1,142 @@
+// `dualpath cluster run`: Basic vs DualPath vs Oracle on the emulated cluster (docs/replay.md).
+//
+//   dualpath cluster run [--name N] [--pd 1P1D] [--stor-rate 400mbit] [--comp-rate 2gbit]
+//       --system basic|dualpath|oracle|all --workload synthetic|compute|weka|mooncake|FILE
+//       [--agents N] [--turns N] [--append N] [--gen N] [--max-context N] [--seed S]
+//       [--online --aps X] [--json OUT] [--plot DIR] [--keep]
+//
+// Registers under the `cluster` group of cmd_cluster.cc (found, or added, by name).
+#include <cstdlib>
+#include <fstream>
+#include <iostream>
+#include <memory>
+
+#include "cli/command.h"
+#include "dualpath/replay/cluster_run.h"
+#include "dualpath/testbed/cluster.h"
+
+namespace dualpath::cli {
+namespace {
+
+struct RunArgs {
+  replay::ClusterRunOptions o;
+  std::string systems = "all";
+  std::string stor_rate = "400mbit";
+  std::string comp_rate = "2gbit";
+  std::string json_out;
+  std::string plot_dir;
+  bool no_check = false;
+  std::string kill;
+};
+
+Status WriteFile(const std::string& path, const std::string& text) {
+  std::ofstream out(path);
+  out << text;
+  out.close();
+  if (!out) return IoError("write " + path);
+  return Status::Ok();
+}
+
+void Register(CLI::App& root, int* exit_code) {
+  CLI::App* cluster =
+      GetOrAddGroup(root, "cluster",
+                    "Emulated multi-node cluster: namespaces, shaped links, GlusterFS (testbed)");
+  auto a = std::make_shared<RunArgs>();
+  replay::ClusterRunOptions& o = a->o;
+  CLI::App* run = cluster->add_subcommand(
+      "run",
+      "Run Basic / DualPath / Oracle end to end on the testbed and compare (needs root; brings "
+      "the cluster up and down unless it is already up)");
+  run->add_option("--name", o.name, "Cluster name (default dp)");
+  CLI::Option* pd = run->add_option("--pd", o.pd, "Prefill and decode nodes (default 1P1D)");
+  run->add_option("--stor-rate", a->stor_rate, "Storage link rate (default 400mbit)");
+  run->add_option("--comp-rate", a->comp_rate, "Compute link rate (default 2gbit)");
+  run->add_option("--system", a->systems,
+                  "basic, dualpath, oracle, all, or a comma-separated list (default all)");
+  run->add_option("--workload", o.workload.source,
+                  "synthetic (Table-2 shaped), compute (long appends), weka, mooncake, or a trace "
+                  "file/directory (default synthetic)");
+  run->add_option("--agents", o.workload.agents, "Agents (default 4)");
+  run->add_option("--turns", o.workload.turns, "At most this many turns per agent (default 6)");
+  CLI::Option* append =
+      run->add_option("--append", o.workload.append,
+                      "Mean append tokens after the first turn (default 24; compute: 512)");
+  run->add_option("--gen", o.workload.gen, "Mean generated tokens per turn (default 16)");
+  run->add_option("--max-context", o.workload.max_context,
+                  "Longest prompt + generation in tokens (default 3072)");
+  run->add_option("--seed", o.workload.seed, "Workload and arrival seed (default 1)");
+  run->add_flag("--online", o.replay.online, "Poisson agent arrivals instead of all at once");
+  run->add_option("--aps", o.replay.aps, "Online: agent arrivals per second (default 1)");
+  run->add_option("--timeout", o.replay.timeout_s, "Give up on a system after this many seconds");
+  run->add_option("--model-spec", o.model_spec,
+                  "Reference model, e.g. layers=8,q_heads=4,kv_heads=4,head_dim=32 (default)");
+  run->add_option("--block-tokens", o.block_tokens, "Tokens per KV block (default 64)");
+  run->add_option("--goodput", o.goodput,
+                  "measure (read a file through every node at once) or nominal (0.956 x rate)");
+  run->add_option("--sample-interval", o.sample_interval_s,
+                  "Seconds between link-counter samples (default 0.25)");
+  run->add_option("--heartbeat-s", o.heartbeat_s, "Scheduler service heartbeat (default 1)");
+  run->add_option("--engine-arg", o.engine_args, "Extra argument for every engine (repeatable)")
+      ->allow_extra_args(false);
+  run->add_option("--service-arg", o.service_args,
+                  "Extra argument for the scheduler service (repeatable)")
+      ->allow_extra_args(false);
+  run->add_option("--kill-engine", a->kill,
+                  "NODE:SECONDS: SIGKILL that node's engine this long into each system's replay "
+                  "(fault injection; its requests must be rescheduled)");
+  run->add_option("--dualpath-bin", o.dualpath_bin,
+                  "dualpath binary for the service and engines (default: this one)");
+  run->add_option("--json", a->json_out, "Write results (sim's schema + records) here");
+  run->add_option("--plot", a->plot_dir, "Write jct.png and storage_<system>.png here (gnuplot)");
+  run->add_flag("--keep", o.keep, "Leave the cluster and store directories in place");
+  run->add_flag("--no-check", a->no_check, "Skip the recompute-and-compare correctness check");
+  run->callback([a, pd, append, exit_code] {
+    Status s = [&]() -> Status {
+      replay::ClusterRunOptions o = a->o;
+      o.pd_given = pd->count() > 0;
+      o.check = !a->no_check;
+      o.workload = replay::WithSourceDefaults(o.workload, append->count() > 0);
+      ASSIGN_OR_RETURN(o.systems, replay::ParseSystems(a->systems));
+      if (!a->kill.empty()) {
+        const size_t colon = a->kill.find(':');
+        char* end = nullptr;
+        const double secs =
+            colon == std::string::npos ? -1 : std::strtod(a->kill.c_str() + colon + 1, &end);
+        if (colon == std::string::npos || colon == 0 || end == nullptr || *end != '\0' ||
+            !(secs > 0)) {
+          return InvalidArgument("--kill-engine '" + a->kill +
+                                 "': expected NODE:SECONDS, e.g. d1:5");
+        }
+        o.kill_node = a->kill.substr(0, colon);
+        o.kill_after_s = secs;
+      }
+      ASSIGN_OR_RETURN(o.stor_rate_bps, testbed::ParseRate(a->stor_rate));
+      ASSIGN_OR_RETURN(o.comp_rate_bps, testbed::ParseRate(a->comp_rate));
+      RETURN_IF_ERROR(testbed::ValidateClusterName(o.name));
+      RETURN_IF_ERROR(testbed::ParsePdSpec(o.pd).status());
+      ASSIGN_OR_RETURN(replay::ClusterRunReport report, replay::RunOnCluster(o, std::cerr));
+      std::cout << replay::RunTable(report.runs) << std::flush;
+      if (!a->json_out.empty()) {
+        RETURN_IF_ERROR(WriteFile(a->json_out, replay::RunJson(report.config_json, report.runs)));
+      }
+      if (!a->plot_dir.empty()) {
+        RETURN_IF_ERROR(replay::WriteRunPlots(report.runs, a->plot_dir));
+      }
+      // Wrong outputs or failed requests make the run fail (exit 1) after everything is written.
+      for (const replay::SystemRun& r : report.runs) {
+        const replay::Summary sum = replay::Summarize(r.replay);
+        if (r.mismatches.value_or(0) > 0 || sum.failed > 0) {
+          return Internal(r.system + ": " + std::to_string(r.mismatches.value_or(0)) +
+                          " mismatches, " + std::to_string(sum.failed) + " failed requests");
+        }
+      }
+      return Status::Ok();
+    }();
+    *exit_code = s.ok() ? kExitOk : ReportError("cluster run", s);
+  });
+}
+
+DUALPATH_CLI_COMMAND(Register);
+
+}  // namespace
+}  // namespace dualpath::cli

@@ -1,0 +1,475 @@
+#include "dualpath/replay/cluster_run.h"
+
+#include <grpcpp/grpcpp.h>
+#include <signal.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <condition_variable>
+#include <cstdlib>
+#include <filesystem>
+#include <mutex>
+#include <nlohmann/json.hpp>
+#include <sstream>
+#include <thread>
+
+#include "child.h"
+#include "dualpath/common/log.h"
+#include "dualpath/control/v1/scheduler.grpc.pb.h"
+#include "dualpath/testbed/testbed.h"
+#include "link_monitor.h"
+#include "system_check.h"
+
+namespace dualpath::replay {
+namespace {
+
+using nlohmann::json;
+
+// Tears the cluster down when the run ends, on every path, if this run brought it up.
+class ClusterGuard {
+ public:
+  ClusterGuard(std::string name, bool active, std::ostream& progress)
+      : name_(std::move(name)), active_(active), progress_(progress) {}
+  ClusterGuard(const ClusterGuard&) = delete;
+  ClusterGuard& operator=(const ClusterGuard&) = delete;
+  ~ClusterGuard() {
+    if (!active_) return;
+    progress_ << "cluster " << name_ << ": down\n" << std::flush;
+    if (Status s = testbed::ClusterDown(name_); !s.ok()) {
+      log::Error("cluster run: cluster down {}: {}", name_, s.ToString());
+    }
+  }
+
+ private:
+  std::string name_;
+  bool active_;
+  std::ostream& progress_;
+};
+
+std::string SelfExe() {
+  std::error_code ec;
+  std::filesystem::path p = std::filesystem::read_symlink("/proc/self/exe", ec);
+  return ec ? "dualpath" : p.string();
+}
+
+// $DUALPATH_REPLAY_ROOT, else /var/tmp/dualpath-replay.
+std::string ReplayRoot() {
+  const char* env = std::getenv("DUALPATH_REPLAY_ROOT");
+  return env != nullptr && *env != '\0' ? env : "/var/tmp/dualpath-replay";
+}
+
+// A unique id for this run: store subdirectories and the work directory are named after it.
+std::string RunId() {
+  const Nanos now = WallClock().Now();
+  return std::to_string(now / kNanosPerSecond) + "-" + std::to_string(getpid());
+}
+
+std::string ConfigJson(const ClusterRunOptions& o, const testbed::Cluster& c,
+                       const ReplayWorkload& w, const std::vector<double>& goodput,
+                       const std::string& model_spec) {
+  json j;
+  j["tool"] = "dualpath cluster run";
+  j["cluster"] = {{"name", c.name},
+                  {"pd", c.PdSpec()},
+                  {"storage_rate_bps", c.storage_rate_bps},
+                  {"compute_rate_bps", c.compute_rate_bps}};
+  j["workload"] = {{"source", o.workload.source},
+                   {"agents", o.workload.agents},
+                   {"turns", o.workload.turns},
+                   {"append", o.workload.append},
+                   {"gen", o.workload.gen},
+                   {"max_context", o.workload.max_context},
+                   {"seed", o.workload.seed},
+                   {"requests", w.requests},
+                   {"prompt_tokens", w.prompt_tokens},
+                   {"context_tokens", w.context_tokens},
+                   {"gen_tokens", w.gen_tokens}};
+  j["model_spec"] = model_spec;
+  j["block_tokens"] = o.block_tokens;
+  j["online"] = o.replay.online;
+  j["aps"] = o.replay.online ? json(o.replay.aps) : json(nullptr);
+  j["goodput_mode"] = o.goodput;
+  j["goodput_bps"] = goodput;
+  j["systems"] = o.systems;
+  return j.dump();
+}
+
+// The control-plane calls the orchestrator makes itself (the replayer has its own client).
+class Control {
+ public:
+  explicit Control(const std::string& address)
+      : channel_(grpc::CreateCustomChannel(address, grpc::InsecureChannelCredentials(),
+                                           FastReconnect())),
+        stub_(control::v1::Scheduler::NewStub(channel_)) {}
+
+  // Registered engines that the service considers alive.
+  Result<int> AliveEngines() {
+    grpc::ClientContext ctx;
+    ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(5));
+    control::v1::ListEnginesReply reply;
+    grpc::Status s = stub_->ListEngines(&ctx, {}, &reply);
+    if (!s.ok()) return Unavailable("ListEngines: " + s.error_message());
+    int alive = 0;
+    for (int i = 0; i < reply.engines_size(); ++i) {
+      alive += i >= reply.alive_size() || reply.alive(i) ? 1 : 0;
+    }
+    return alive;
+  }
+
+  bool WaitConnected(Nanos timeout) {
+    return channel_->WaitForConnected(std::chrono::system_clock::now() +
+                                      std::chrono::milliseconds(timeout / kNanosPerMilli));
+  }
+
+  Status Shutdown() {
+    grpc::ClientContext ctx;
+    ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
+    control::v1::ShutdownReply reply;
+    grpc::Status s = stub_->Shutdown(&ctx, {}, &reply);
+    return s.ok() ? Status::Ok() : Unavailable("Shutdown: " + s.error_message());
+  }
+
+ private:
+  // The socket does not exist until the service is serving: reconnect attempts every 100-250 ms
+  // instead of gRPC's default backoff (1 s growing to 120 s), so start-up is not delayed by it.
+  static grpc::ChannelArguments FastReconnect() {
+    grpc::ChannelArguments args;
+    args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 100);
+    args.SetInt(GRPC_ARG_MIN_RECONNECT_BACKOFF_MS, 100);
+    args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 250);
+    return args;
+  }
+
+  std::shared_ptr<grpc::Channel> channel_;
+  std::unique_ptr<control::v1::Scheduler::Stub> stub_;
+};
+
+// Kills one engine (its whole process group, SIGKILL: no clean shutdown) after a delay, from a
+// thread of its own, unless stopped first. The owner does not touch that Child until Stop().
+class EngineKiller {
+ public:
+  EngineKiller() = default;
+  EngineKiller(const EngineKiller&) = delete;
+  EngineKiller& operator=(const EngineKiller&) = delete;
+  ~EngineKiller() { Stop(); }
+
+  void Start(Child* victim, Nanos delay) {
+    thread_ = std::thread([this, victim, delay] {
+      std::unique_lock<std::mutex> lock(mu_);
+      // A timed wait on the stop flag: the delay is the fault's schedule, not synchronization.
+      if (!cv_.wait_for(lock, std::chrono::nanoseconds(delay), [this] { return stop_; })) {
+        victim->Signal(SIGKILL);
+        fired_ = true;
+      }
+    });
+  }
+  // Joins; true if the kill happened.
+  bool Stop() {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      stop_ = true;
+    }
+    cv_.notify_all();
+    if (thread_.joinable()) thread_.join();
+    return fired_;
+  }
+
+ private:
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool stop_ = false;
+  bool fired_ = false;
+  std::thread thread_;
+};
+
+// Names a child that died: what it was, how it ended, the end of its log.
+Status ChildDied(const std::string& what, Child& c) {
+  const std::optional<int> st = c.Poll();
+  return Unavailable(what + " exited (" + (st ? DescribeWaitStatus(*st) : "still running") +
+                     "); log " + c.log_path() + ":\n" + c.LogTail(1500));
+}
+
+struct SystemProcesses {
+  std::optional<Child> service;
+  std::vector<Child> engines;  // cluster node order
+};
+
+// Starts the service and every engine and waits until all engines are registered.
+Status StartSystem(const ClusterRunOptions& o, const testbed::Cluster& c, const std::string& bin,
+                   const std::string& system, const std::string& address, const std::string& subdir,
+                   const std::string& work, const std::string& spec, SystemProcesses& procs,
+                   Control& control, std::ostream& progress) {
+  std::vector<std::string> serve = {bin,
+                                    "control",
+                                    "serve",
+                                    "--listen",
+                                    address,
+                                    "--system",
+                                    system,
+                                    "--model-spec",
+                                    spec,
+                                    "--block-tokens",
+                                    std::to_string(o.block_tokens),
+                                    "--store-root",
+                                    c.storage.admin_mount,
+                                    "--store-subdir",
+                                    subdir,
+                                    "--heartbeat-s",
+                                    std::to_string(o.heartbeat_s)};
+  // The service learns the engine set up front (NAME:ROLE:NODE), so it can tell a missing
+  // engine from one that has not registered yet.
+  std::string engines;
+  for (const testbed::Node& n : c.nodes) {
+    engines += (engines.empty() ? "" : ",") + n.name +
+               ".0:" + std::string(testbed::RoleName(n.role)) + ":" + n.name;
+  }
+  serve.push_back("--engines");
+  serve.push_back(engines);
+  serve.insert(serve.end(), o.service_args.begin(), o.service_args.end());
+  ASSIGN_OR_RETURN(Child service, Child::Spawn(serve, work + "/" + system + "_service.log"));
+  procs.service.emplace(std::move(service));
+  const Nanos deadline = WallClock().Now() + FromSeconds(o.start_timeout_s);
+  // The socket accepts once the service is serving; a dead service fails fast instead.
+  while (!control.WaitConnected(200 * kNanosPerMilli)) {
+    if (!procs.service->running() || procs.service->Poll().has_value()) {
+      return ChildDied("control serve (" + system + ")", *procs.service);
+    }
+    if (WallClock().Now() > deadline) {
+      return Timeout("control serve (" + system + ") not reachable at " + address + " after " +
+                     std::to_string(o.start_timeout_s) + " s; log " + procs.service->log_path());
+    }
+  }
+  for (const testbed::Node& n : c.nodes) {
+    std::vector<std::string> argv = {"ip",
+                                     "netns",
+                                     "exec",
+                                     n.netns,
+                                     bin,
+                                     "engine",
+                                     "--role",
+                                     std::string(testbed::RoleName(n.role)),
+                                     "--name",
+                                     n.name + ".0",
+                                     "--node",
+                                     n.name,
+                                     "--scheduler",
+                                     address,
+                                     "--listen",
+                                     n.compute_addr,
+                                     "--store-root",
+                                     n.mount,
+                                     "--store-subdir",
+                                     subdir};
+    argv.insert(argv.end(), o.engine_args.begin(), o.engine_args.end());
+    ASSIGN_OR_RETURN(Child e,
+                     Child::Spawn(argv, work + "/" + system + "_engine_" + n.name + ".log"));
+    procs.engines.push_back(std::move(e));
+  }
+  const int want = static_cast<int>(c.nodes.size());
+  int alive = 0;
+  while (true) {
+    for (size_t i = 0; i < procs.engines.size(); ++i) {
+      if (procs.engines[i].Poll().has_value()) {
+        return ChildDied("engine " + c.nodes[i].name + " (" + system + ")", procs.engines[i]);
+      }
+    }
+    if (procs.service->Poll().has_value()) {
+      return ChildDied("control serve (" + system + ")", *procs.service);
+    }
+    Result<int> n = control.AliveEngines();
+    if (n.ok() && *n >= want) break;
+    alive = n.ok() ? *n : alive;
+    if (WallClock().Now() > deadline) {
+      return Timeout(std::to_string(alive) + " of " + std::to_string(want) +
+                     " engines registered after " + std::to_string(o.start_timeout_s) +
+                     " s; logs in " + work);
+    }
+    // Registration is a handful of RPCs; a dead engine is caught above on the next round. The
+    // service offers no "wait for engines" call, so poll its list, bounded by the deadline.
+    (void)procs.service->Wait(100 * kNanosPerMilli);
+  }
+  progress << system << ": service and " << want << " engines up\n" << std::flush;
+  return Status::Ok();
+}
+
+// Shutdown, then every engine and the service exit (killed after stop_timeout_s).
+Status StopSystem(const ClusterRunOptions& o, const testbed::Cluster& c, const std::string& system,
+                  SystemProcesses& procs, Control& control) {
+  Status status = control.Shutdown();
+  const Nanos deadline = WallClock().Now() + FromSeconds(o.stop_timeout_s);
+  for (size_t i = 0; i < procs.engines.size(); ++i) {
+    const Nanos left = std::max<Nanos>(0, deadline - WallClock().Now());
+    Result<int> w = procs.engines[i].Wait(left);
+    if (!w.ok()) {
+      log::Warn("cluster run: engine {} ({}) did not exit after Shutdown; killing it",
+                c.nodes[i].name, system);
+      procs.engines[i].Stop(kNanosPerSecond);
+    } else if (*w != 0) {
+      log::Warn("cluster run: engine {} ({}) ended with {}; log {}", c.nodes[i].name, system,
+                DescribeWaitStatus(*w), procs.engines[i].log_path());
+    }
+  }
+  if (procs.service) {
+    // The service has nothing left to do once the engines are gone: TERM is its normal stop.
+    Result<int> w = procs.service->Wait(2 * kNanosPerSecond);
+    if (!w.ok()) procs.service->Stop(5 * kNanosPerSecond);
+  }
+  return status;
+}
+
+}  // namespace
+
+Result<std::vector<std::string>> ParseSystems(const std::string& spec) {
+  std::vector<std::string> out;
+  std::stringstream ss(spec);
+  std::string item;
+  bool any = false;
+  while (std::getline(ss, item, ',')) {
+    any = true;
+    if (item == "all") {
+      for (const char* s : {"basic", "dualpath", "oracle"}) {
+        if (std::find(out.begin(), out.end(), s) == out.end()) out.push_back(s);
+      }
+    } else if (item == "basic" || item == "dualpath" || item == "oracle") {
+      if (std::find(out.begin(), out.end(), item) == out.end()) out.push_back(item);
+    } else {
+      return InvalidArgument("--system '" + item + "': expected basic, dualpath, oracle or all");
+    }
+  }
+  if (!any) return InvalidArgument("--system is empty");
+  return out;
+}
+
+Result<ClusterRunReport> RunOnCluster(const ClusterRunOptions& o, std::ostream& progress) {
+  // Everything that can be rejected is checked before the cluster is touched.
+  if (o.systems.empty()) return InvalidArgument("no systems to run");
+  if (o.goodput != "measure" && o.goodput != "nominal") {
+    return InvalidArgument("--goodput '" + o.goodput + "': expected measure or nominal");
+  }
+  ASSIGN_OR_RETURN(std::string spec, ResolveModelSpec(o.model_spec));
+  ASSIGN_OR_RETURN(uint32_t vocab, ModelVocab(spec));
+  WorkloadOptions wo = o.workload;
+  wo.vocab = vocab;
+  ASSIGN_OR_RETURN(ReplayWorkload workload, BuildWorkload(wo));
+  progress << "workload " << workload.name << ": " << workload.agents.size() << " agents, "
+           << workload.requests << " requests, " << workload.prompt_tokens << " prompt tokens ("
+           << workload.context_tokens << " carried over), " << workload.gen_tokens
+           << " generated\n";
+  RETURN_IF_ERROR(testbed::RequireRoot("dualpath cluster run"));
+
+  const bool was_up = testbed::ClusterExists(o.name);
+  testbed::Cluster cluster;
+  if (was_up) {
+    ASSIGN_OR_RETURN(cluster, testbed::LoadCluster(o.name));
+    if (o.pd_given) {
+      ASSIGN_OR_RETURN(auto counts, testbed::ParsePdSpec(o.pd));
+      if (counts.first != cluster.prefill_nodes || counts.second != cluster.decode_nodes) {
+        return InvalidArgument("cluster '" + o.name + "' is up as " + cluster.PdSpec() +
+                               " but --pd " + o.pd + " was asked for; take it down first");
+      }
+    }
+    progress << "cluster " << o.name << ": already up (" << cluster.PdSpec() << "), kept\n";
+  } else {
+    testbed::ClusterOptions co;
+    co.name = o.name;
+    ASSIGN_OR_RETURN(auto counts, testbed::ParsePdSpec(o.pd));
+    co.prefill_nodes = counts.first;
+    co.decode_nodes = counts.second;
+    co.storage_rate_bps = o.stor_rate_bps;
+    co.compute_rate_bps = o.comp_rate_bps;
+    testbed::UpReport up;
+    ASSIGN_OR_RETURN(cluster, testbed::ClusterUp(co, &up));
+    progress << "cluster " << o.name << ": up (" << cluster.PdSpec() << ") in " << up.seconds
+             << " s\n";
+  }
+  ClusterGuard guard(o.name, !was_up && !o.keep, progress);
+  RETURN_IF_ERROR(WaitForCarrier(cluster, 15 * kNanosPerSecond));
+
+  const std::string bin = o.dualpath_bin.empty() ? SelfExe() : o.dualpath_bin;
+  const std::string run_id = RunId();
+  // Logs live outside the cluster's state directory, so a failed run's logs survive
+  // the cluster's tear-down; a successful run removes them unless --keep.
+  const std::string work = ReplayRoot() + "/" + o.name + "-" + run_id;
+  std::error_code ec;
+  std::filesystem::create_directories(work, ec);
+  if (ec) return IoError("create " + work + ": " + ec.message());
+  progress << "logs: " << work << "\n";
+
+  ASSIGN_OR_RETURN(std::vector<double> goodput,
+                   MeasureGoodput(cluster, o.goodput, o.goodput_file_bytes, bin, work, progress));
+
+  ClusterRunReport report;
+  report.config_json = ConfigJson(o, cluster, workload, goodput, spec);
+  std::vector<std::string> names, roles;
+  for (const testbed::Node& n : cluster.nodes) {
+    names.push_back(n.name);
+    roles.push_back(std::string(testbed::RoleName(n.role)));
+  }
+
+  int kill_index = -1;
+  if (!o.kill_node.empty()) {
+    for (size_t i = 0; i < cluster.nodes.size(); ++i) {
+      if (cluster.nodes[i].name == o.kill_node) kill_index = static_cast<int>(i);
+    }
+    if (kill_index < 0) {
+      return InvalidArgument("--kill-engine: no node '" + o.kill_node + "' in " + cluster.PdSpec());
+    }
+  }
+
+  for (size_t si = 0; si < o.systems.size(); ++si) {
+    const std::string& system = o.systems[si];
+    const std::string subdir = "replay-" + run_id + "-" + system;
+    // The socket lives in the cluster's state directory (docs/e2e.md): it goes with the cluster.
+    const std::string address = "unix:" + cluster.state_dir + "/" + subdir + ".sock";
+    SystemProcesses procs;
+    Control control(address);
+    RETURN_IF_ERROR(StartSystem(o, cluster, bin, system, address, subdir, work, spec, procs,
+                                control, progress));
+    ReplayOptions ro = o.replay;
+    ro.first_request_id = 1;
+    std::unique_ptr<ServiceClient> client = MakeGrpcServiceClient(address);
+    ASSIGN_OR_RETURN(LinkSample before, ReadStorageCounters(cluster));
+    LinkSampler sampler;
+    sampler.Start(cluster, o.sample_interval_s);
+    EngineKiller killer;
+    if (kill_index >= 0) {
+      killer.Start(&procs.engines[static_cast<size_t>(kill_index)], FromSeconds(o.kill_after_s));
+    }
+    Result<ReplayResult> replay = RunReplay(workload, ro, *client, WallClock());
+    const bool killed = killer.Stop();
+    if (killed) progress << system << ": killed engine " << o.kill_node << " mid-run\n";
+    std::vector<LinkSample> samples = sampler.Stop();
+    ASSIGN_OR_RETURN(LinkSample after, ReadStorageCounters(cluster));
+    // Stop the processes whatever the replay's outcome; report the replay's error first.
+    Status stopped = StopSystem(o, cluster, system, procs, control);
+    if (!replay.ok()) {
+      return replay.status().WithContext(system + " replay (logs in " + work + ")");
+    }
+    RETURN_IF_ERROR(stopped.WithContext(system));
+    if (!o.keep) {
+      std::filesystem::remove_all(cluster.storage.admin_mount + "/" + subdir, ec);
+    }
+    SystemRun run;
+    run.system = system;
+    run.replay = std::move(*replay);
+    run.links = ComputeLinkUsage(names, roles, before, after, samples, goodput,
+                                 run.replay.steady_start_ns, run.replay.steady_end_ns);
+    run.samples = std::move(samples);
+    if (killed) run.killed_engine = o.kill_node;
+    const Summary s = Summarize(run.replay);
+    progress << system << ": JCT " << s.jct_s << " s, " << s.requests << " requests, " << s.failed
+             << " failed\n"
+             << std::flush;
+    report.runs.push_back(std::move(run));
+  }
+
+  if (o.check) {
+    RETURN_IF_ERROR(CheckRuns(spec, workload, o.check_threads, report.runs, progress));
+  }
+  if (!o.keep) {
+    std::filesystem::remove_all(work, ec);
+  }
+  return report;
+}
+
+}  // namespace dualpath::replay

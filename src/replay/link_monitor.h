@@ -1,0 +1,62 @@
+// Storage-link counters of a running cluster, for `cluster run`: one reading of every node, a
+// background sampler (the time series behind the Figure-15-style plots and the steady-state
+// utilization), and the goodput measurement each utilization is relative to.
+//
+// Thread safety: ReadStorageCounters and MeasureGoodput are free functions; a LinkSampler's
+// Start/Stop are called by its owner thread, the sampling runs on a thread of its own.
+#pragma once
+
+#include <condition_variable>
+#include <mutex>
+#include <ostream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "dualpath/common/status.h"
+#include "dualpath/replay/results.h"
+#include "dualpath/testbed/cluster.h"
+
+namespace dualpath::replay {
+
+// Cumulative storage-link rx/tx bytes of every node (cluster order), stamped with the wall clock.
+Result<LinkSample> ReadStorageCounters(const testbed::Cluster& cluster);
+
+// Waits until every node's storage and compute interfaces report operstate UP. `cluster up`
+// returns as soon as the veths are configured, but a veth's carrier follows its peer's a moment
+// later (~1 s seen on the compute links), and UCX refuses an interface without carrier. Polls
+// `ip -n NETNS link show` every 100 ms up to `timeout`; kTimeout names the links still down.
+Status WaitForCarrier(const testbed::Cluster& cluster, Nanos timeout);
+
+class LinkSampler {
+ public:
+  LinkSampler() = default;
+  LinkSampler(const LinkSampler&) = delete;
+  LinkSampler& operator=(const LinkSampler&) = delete;
+  ~LinkSampler() { Stop(); }
+
+  void Start(const testbed::Cluster& cluster, double interval_s);
+  // Stops and joins the thread; returns the samples taken (failed readings are skipped).
+  std::vector<LinkSample> Stop();
+
+ private:
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool stop_ = false;
+  std::vector<LinkSample> samples_;
+  std::thread thread_;
+};
+
+// Per node, the storage link's goodput in counter bits per second. "nominal": 0.956 x the shaped
+// rate. "measure": writes a file of `bytes` through the admin mount, reads it through every
+// node's mount at once with `dualpath cluster read` inside each node's namespace (O_DIRECT, 4
+// streams) and takes each node's steady link rate; the file is removed afterwards.
+Result<std::vector<double>> MeasureGoodput(const testbed::Cluster& cluster, const std::string& mode,
+                                           uint64_t bytes, const std::string& dualpath_bin,
+                                           const std::string& work_dir, std::ostream& progress);
+
+// A saturated link's counter rate over its nominal rate (TSO super-packets vs tbf's per-segment
+// charge; docs/testbed.md).
+inline constexpr double kNominalGoodputFraction = 0.956;
+
+}  // namespace dualpath::replay

@@ -1,0 +1,292 @@
+#include "dualpath/replay/results.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <set>
+#include <sstream>
+
+namespace dualpath::replay {
+namespace {
+
+using nlohmann::json;
+
+double Mean(const std::vector<double>& v) {
+  if (v.empty()) return 0;
+  double s = 0;
+  for (double x : v) s += x;
+  return s / static_cast<double>(v.size());
+}
+
+const char* SideName(pb::ReadSide side) {
+  switch (side) {
+    case pb::READ_SIDE_PREFILL:
+      return "prefill";
+    case pb::READ_SIDE_DECODE:
+      return "decode";
+    case pb::READ_SIDE_SPLIT:
+      return "split";
+    case pb::READ_SIDE_NONE:
+      return "none";
+    default:
+      return "unspecified";
+  }
+}
+
+// Index of the first sample at or after t (samples.size() if none).
+size_t FirstAtOrAfter(const std::vector<LinkSample>& samples, Nanos t) {
+  size_t i = 0;
+  while (i < samples.size() && samples[i].t < t) ++i;
+  return i;
+}
+
+json Seconds(double s) { return s < 0 ? json(nullptr) : json(s); }
+
+}  // namespace
+
+double Percentile(std::vector<double> values, double q) {
+  if (values.empty()) return 0;
+  std::sort(values.begin(), values.end());
+  // Nearest rank: the smallest value with at least q of the values at or below it.
+  const double rank = std::ceil(q * static_cast<double>(values.size()));
+  const size_t idx = rank < 1 ? 0 : static_cast<size_t>(rank) - 1;
+  return values[std::min(idx, values.size() - 1)];
+}
+
+Summary Summarize(const ReplayResult& r) {
+  Summary s;
+  s.jct_s = r.JctS();
+  std::vector<double> ttft, ttst, tpot;
+  for (const RequestRecord& rec : r.records) {
+    ++s.requests;
+    if (!rec.result.ok()) {
+      ++s.failed;
+      continue;
+    }
+    if (double v = rec.TtftS(); v >= 0) ttft.push_back(v);
+    if (double v = rec.TtstS(); v >= 0 && rec.gen_tokens > 1) ttst.push_back(v);
+    if (double v = rec.TpotS(); v >= 0 && rec.gen_tokens > 1) tpot.push_back(v);
+  }
+  s.ttft_p50_s = Percentile(ttft, 0.5);
+  s.ttft_p99_s = Percentile(ttft, 0.99);
+  s.ttft_mean_s = Mean(ttft);
+  s.ttst_s = Mean(ttst);
+  s.tpot_s = Mean(tpot);
+  return s;
+}
+
+std::vector<LinkUsage> ComputeLinkUsage(const std::vector<std::string>& nodes,
+                                        const std::vector<std::string>& roles,
+                                        const LinkSample& before, const LinkSample& after,
+                                        const std::vector<LinkSample>& samples,
+                                        const std::vector<double>& goodput_bps, Nanos steady_start,
+                                        Nanos steady_end) {
+  std::vector<LinkUsage> out;
+  const double secs = ToSeconds(after.t - before.t);
+  // The steady window, snapped to the samples inside it.
+  const size_t a = FirstAtOrAfter(samples, steady_start);
+  size_t b = FirstAtOrAfter(samples, steady_end);
+  if (b == samples.size() || (b < samples.size() && samples[b].t > steady_end)) {
+    b = b == 0 ? 0 : b - 1;  // last sample at or before steady_end
+  }
+  const bool steady = steady_end > steady_start && a < samples.size() && b < samples.size() &&
+                      b > a && samples[b].t > samples[a].t;
+  for (size_t n = 0; n < nodes.size(); ++n) {
+    LinkUsage u;
+    u.node = nodes[n];
+    u.role = n < roles.size() ? roles[n] : "";
+    u.rx_bytes = after.rx[n] - before.rx[n];
+    if (n < after.tx.size() && n < before.tx.size()) u.tx_bytes = after.tx[n] - before.tx[n];
+    u.seconds = secs;
+    u.goodput_bps = n < goodput_bps.size() ? goodput_bps[n] : 0;
+    if (secs > 0 && u.goodput_bps > 0) {
+      u.utilization = static_cast<double>(u.rx_bytes) * 8 / secs / u.goodput_bps;
+    }
+    if (steady && u.goodput_bps > 0) {
+      u.steady_seconds = ToSeconds(samples[b].t - samples[a].t);
+      u.steady_utilization = static_cast<double>(samples[b].rx[n] - samples[a].rx[n]) * 8 /
+                             u.steady_seconds / u.goodput_bps;
+    }
+    out.push_back(u);
+  }
+  return out;
+}
+
+std::string RunJson(const std::string& config_json, const std::vector<SystemRun>& runs) {
+  json j;
+  j["config"] = json::parse(config_json);
+  j["results"] = json::array();
+  for (const SystemRun& run : runs) {
+    const Summary s = Summarize(run.replay);
+    json o;
+    o["system"] = run.system;
+    o["mode"] = "offline";  // replaced below for online runs by the caller's config
+    o["jct_s"] = s.jct_s;
+    o["ttft_p50_s"] = s.ttft_p50_s;
+    o["ttft_p99_s"] = s.ttft_p99_s;
+    o["ttft_mean_s"] = s.ttft_mean_s;
+    o["ttst_s"] = s.ttst_s;
+    o["tpot_s"] = s.tpot_s;
+    o["requests"] = s.requests;
+    o["failed"] = s.failed;
+    o["mismatches"] = run.mismatches ? json(*run.mismatches) : json(nullptr);
+    o["killed_engine"] = run.killed_engine.empty() ? json(nullptr) : json(run.killed_engine);
+    o["steady_s"] = ToSeconds(run.replay.steady_end_ns - run.replay.steady_start_ns);
+    json links = json::array();
+    for (const LinkUsage& u : run.links) {
+      links.push_back({{"node", u.node},
+                       {"role", u.role},
+                       {"bytes", u.rx_bytes},
+                       {"tx_bytes", u.tx_bytes},
+                       {"seconds", u.seconds},
+                       {"goodput_bps", u.goodput_bps},
+                       {"utilization", u.utilization},
+                       {"steady_utilization", u.steady_utilization},
+                       {"steady_seconds", u.steady_seconds}});
+    }
+    o["storage_links"] = std::move(links);
+    const std::set<uint64_t> bad(run.mismatched_ids.begin(), run.mismatched_ids.end());
+    json recs = json::array();
+    for (const RequestRecord& r : run.replay.records) {
+      const pb::RequestResult& res = r.result;
+      recs.push_back(
+          {{"request_id", r.request_id},
+           {"agent", r.agent},
+           {"turn", r.turn},
+           {"prompt_tokens", r.prompt_tokens},
+           {"gen_tokens", r.gen_tokens},
+           {"hit_tokens", r.hit_tokens},
+           {"loaded_tokens", res.loaded_tokens()},
+           {"side", SideName(res.side())},
+           {"ok", res.ok()},
+           {"error", res.error()},
+           {"attempt", res.attempt()},
+           {"prefill_engine", res.prefill_engine()},
+           {"decode_engine", res.decode_engine()},
+           {"read_bytes_prefill", res.read_bytes_prefill()},
+           {"read_bytes_decode", res.read_bytes_decode()},
+           {"submit_s", ToSeconds(r.submit_ns - run.replay.start_ns)},
+           {"done_s", ToSeconds(r.result_ns - run.replay.start_ns)},
+           {"ttft_s", Seconds(r.TtftS())},
+           {"ttst_s", Seconds(r.TtstS())},
+           {"tpot_s", Seconds(r.TpotS())},
+           {"queue_s", Seconds(r.QueueS())},
+           {"prefill_s", Seconds(r.PrefillS())},
+           {"decode_s", Seconds(r.DecodeS())},
+           {"mismatch", run.mismatches ? json(bad.count(r.request_id) > 0) : json(nullptr)}});
+    }
+    o["records"] = std::move(recs);
+    j["results"].push_back(std::move(o));
+  }
+  if (j["config"].contains("online") && j["config"]["online"].get<bool>()) {
+    for (json& o : j["results"]) o["mode"] = "online";
+  }
+  return j.dump(2) + "\n";
+}
+
+std::string RunTable(const std::vector<SystemRun>& runs) {
+  std::ostringstream os;
+  const SystemRun* basic = nullptr;
+  for (const SystemRun& r : runs) {
+    if (r.system == "basic") basic = &r;
+  }
+  const double basic_jct = basic ? Summarize(basic->replay).jct_s : 0;
+  char line[512];
+  std::snprintf(line, sizeof(line), "%-9s %8s %8s %9s %9s %8s %8s %6s %5s  %s\n", "system",
+                "JCT (s)", "vs basic", "TTFT p50", "TTFT p99", "TTST", "TPOT", "mism", "fail",
+                "storage link util (steady)");
+  os << line;
+  for (const SystemRun& r : runs) {
+    const Summary s = Summarize(r.replay);
+    std::string ratio = "       -";
+    if (basic_jct > 0) {
+      char b[32];
+      std::snprintf(b, sizeof(b), "%7.2fx", s.jct_s / basic_jct);
+      ratio = b;
+    }
+    std::string links;
+    for (const LinkUsage& u : r.links) {
+      char b[96];
+      std::snprintf(b, sizeof(b), "%s%s %3.0f%% (%3.0f%%)", links.empty() ? "" : "  ",
+                    u.node.c_str(), 100 * u.utilization, 100 * u.steady_utilization);
+      links += b;
+    }
+    std::snprintf(line, sizeof(line), "%-9s %8.2f %s %8.3fs %8.3fs %7.1fms %6.1fms %6s %5llu  %s\n",
+                  r.system.c_str(), s.jct_s, ratio.c_str(), s.ttft_p50_s, s.ttft_p99_s,
+                  s.ttst_s * 1e3, s.tpot_s * 1e3,
+                  r.mismatches ? std::to_string(*r.mismatches).c_str() : "-",
+                  static_cast<unsigned long long>(s.failed), links.c_str());
+    os << line;
+  }
+  return os.str();
+}
+
+Status WriteRunPlots(const std::vector<SystemRun>& runs, const std::string& dir) {
+  std::error_code ec;
+  std::filesystem::create_directories(dir, ec);
+  if (ec) {
+    return IoError("create plot dir " + dir + ": " + ec.message());
+  }
+  std::ostringstream gp;
+  gp << "set terminal pngcairo size 1000,600 font 'sans,11'\n";
+  {
+    std::ofstream dat(dir + "/jct.dat");
+    for (const SystemRun& r : runs) dat << '"' << r.system << "\" " << r.replay.JctS() << "\n";
+    gp << "set output '" << dir << "/jct.png'\n"
+       << "set title 'Job completion time per system (emulated cluster)'\n"
+       << "set ylabel 'JCT (s)'\nset style fill solid 0.8 border -1\nset boxwidth 0.6\n"
+       << "set yrange [0:*]\nset grid ytics\nunset key\n"
+       << "plot '" << dir << "/jct.dat' using 0:2:xtic(1) with boxes lc rgb '#4472c4', '' using "
+       << "0:2:(sprintf('%.1f',$2)) with labels offset 0,1 notitle\n";
+  }
+  // Each node's storage read rate between consecutive samples (Mbit/s), paper Figure 15.
+  for (const SystemRun& r : runs) {
+    if (r.samples.size() < 2 || r.links.empty()) continue;
+    const std::string dat_path = dir + "/storage_" + r.system + ".dat";
+    std::ofstream dat(dat_path);
+    const Nanos t0 = r.replay.start_ns;
+    // Rates over trailing windows of at least 1 s: per-sample rates at 0.25 s swing between 0
+    // and the line rate as individual reads start and stop.
+    size_t j = 0;
+    for (size_t i = 1; i < r.samples.size(); ++i) {
+      while (j + 1 < i && r.samples[i].t - r.samples[j + 1].t >= kNanosPerSecond) ++j;
+      const double dt = ToSeconds(r.samples[i].t - r.samples[j].t);
+      if (dt <= 0) continue;
+      dat << ToSeconds(r.samples[i].t - t0);
+      for (size_t n = 0; n < r.links.size(); ++n) {
+        dat << ' ' << static_cast<double>(r.samples[i].rx[n] - r.samples[j].rx[n]) * 8 / dt / 1e6;
+      }
+      dat << '\n';
+    }
+    gp << "reset\nset output '" << dir << "/storage_" << r.system << ".png'\n"
+       << "set title 'Storage link read rate per node: " << r.system << "'\n"
+       << "set xlabel 'time since first submit (s)'\nset ylabel 'Mbit/s'\nset yrange [0:*]\n"
+       << "set grid\nset key outside right\nplot ";
+    for (size_t n = 0; n < r.links.size(); ++n) {
+      const bool prefill = r.links[n].role == "prefill";
+      gp << (n ? ", " : "") << "'" << dat_path << "' using 1:" << (n + 2)
+         << " with lines lw 1.5 dt " << (prefill ? 1 : 2) << " title '" << r.links[n].node << "'";
+    }
+    if (!r.links.empty() && r.links[0].goodput_bps > 0) {
+      gp << ", " << r.links[0].goodput_bps / 1e6
+         << " with lines lc rgb 'gray' dt 3 title 'goodput'";
+    }
+    gp << "\n";
+  }
+  const std::string script = dir + "/plots.gp";
+  {
+    std::ofstream out(script);
+    out << gp.str();
+  }
+  const std::string cmd = "gnuplot '" + script + "' 2>'" + dir + "/gnuplot.log'";
+  const int rc = std::system(cmd.c_str());
+  if (rc != 0) {
+    return IoError("gnuplot failed (exit " + std::to_string(rc) + "); see " + dir + "/gnuplot.log");
+  }
+  return Status::Ok();
+}
+
+}  // namespace dualpath::replay

@@ -1,0 +1,118 @@
+#include "dualpath/replay/results.h"
+
+#include <gtest/gtest.h>
+
+#include <nlohmann/json.hpp>
+
+namespace dualpath::replay {
+namespace {
+
+RequestRecord Rec(uint64_t id, double ttft_s, uint32_t gen, bool ok = true) {
+  RequestRecord r;
+  r.request_id = id;
+  r.gen_tokens = gen;
+  r.prompt_tokens = 100;
+  r.submit_ns = 1'000 * kNanosPerSecond;
+  r.result_ns = r.submit_ns + kNanosPerSecond;
+  r.result.set_request_id(id);
+  r.result.set_ok(ok);
+  pb::Timing* t = r.result.mutable_timing();
+  t->set_submitted_ns(r.submit_ns);
+  t->set_prefill_start_ns(r.submit_ns + 1);
+  t->set_first_token_ns(r.submit_ns + FromSeconds(ttft_s));
+  t->set_second_token_ns(t->first_token_ns() + 2 * kNanosPerMilli);
+  t->set_done_ns(t->first_token_ns() + 2 * kNanosPerMilli * (gen - 1));
+  return r;
+}
+
+TEST(ResultsTest, PercentileIsNearestRank) {
+  EXPECT_EQ(Percentile({}, 0.5), 0);
+  EXPECT_EQ(Percentile({3, 1, 2}, 0.5), 2);
+  EXPECT_EQ(Percentile({1, 2, 3, 4}, 0.5), 2);
+  std::vector<double> v;
+  for (int i = 1; i <= 100; ++i) v.push_back(i);
+  EXPECT_EQ(Percentile(v, 0.99), 99);
+  EXPECT_EQ(Percentile(v, 1.0), 100);
+  EXPECT_EQ(Percentile(v, 0.0), 1);
+}
+
+TEST(ResultsTest, SummarizeSkipsFailedRequests) {
+  ReplayResult r;
+  r.start_ns = 1'000 * kNanosPerSecond;
+  r.end_ns = r.start_ns + 5 * kNanosPerSecond;
+  r.records = {Rec(1, 0.1, 5), Rec(2, 0.3, 5), Rec(3, 9.0, 5, false), Rec(4, 0.2, 1)};
+  const Summary s = Summarize(r);
+  EXPECT_DOUBLE_EQ(s.jct_s, 5.0);
+  EXPECT_EQ(s.requests, 4u);
+  EXPECT_EQ(s.failed, 1u);
+  EXPECT_NEAR(s.ttft_p50_s, 0.2, 1e-9);
+  EXPECT_NEAR(s.ttft_p99_s, 0.3, 1e-9);
+  EXPECT_NEAR(s.ttft_mean_s, 0.2, 1e-9);
+  EXPECT_NEAR(s.ttst_s, 0.002, 1e-9);  // gen == 1 has no second token
+  EXPECT_NEAR(s.tpot_s, 0.002, 1e-9);
+}
+
+TEST(ResultsTest, LinkUsageAgainstGoodput) {
+  const Nanos t0 = 1'000 * kNanosPerSecond;
+  LinkSample before{t0, {0, 100}, {0, 0}};
+  LinkSample after{t0 + 10 * kNanosPerSecond, {50'000'000, 25'000'100}, {7, 9}};
+  // Steady window [2 s, 6 s]: node 0 reads 4e7 bytes in 4 s = 80 Mbit/s.
+  std::vector<LinkSample> samples;
+  for (int s = 0; s <= 10; ++s) {
+    samples.push_back(
+        {t0 + s * kNanosPerSecond,
+         {static_cast<uint64_t>(s) * 5'000'000, 100 + static_cast<uint64_t>(s) * 2'500'000},
+         {0, 0}});
+  }
+  std::vector<LinkUsage> u =
+      ComputeLinkUsage({"p0", "d0"}, {"prefill", "decode"}, before, after, samples, {100e6, 100e6},
+                       t0 + 2 * kNanosPerSecond, t0 + 6 * kNanosPerSecond);
+  ASSERT_EQ(u.size(), 2u);
+  EXPECT_EQ(u[0].rx_bytes, 50'000'000u);
+  EXPECT_EQ(u[1].tx_bytes, 9u);
+  EXPECT_NEAR(u[0].utilization, 0.4, 1e-9);  // 4e8 bits / 10 s / 1e8
+  EXPECT_NEAR(u[1].utilization, 0.2, 1e-9);
+  EXPECT_NEAR(u[0].steady_utilization, 0.4, 1e-9);
+  EXPECT_NEAR(u[0].steady_seconds, 4.0, 1e-9);
+  // No steady window: zero, not garbage.
+  u = ComputeLinkUsage({"p0", "d0"}, {"prefill", "decode"}, before, after, samples, {100e6, 100e6},
+                       0, 0);
+  EXPECT_EQ(u[0].steady_utilization, 0);
+}
+
+TEST(ResultsTest, JsonHasSimSchemaFieldsAndRecords) {
+  SystemRun basic;
+  basic.system = "basic";
+  basic.replay.start_ns = 1'000 * kNanosPerSecond;
+  basic.replay.end_ns = basic.replay.start_ns + 4 * kNanosPerSecond;
+  basic.replay.records = {Rec(1, 0.1, 4), Rec(2, 0.2, 4)};
+  basic.mismatches = 1;
+  basic.mismatched_ids = {2};
+  basic.links = {LinkUsage{.node = "p0", .role = "prefill", .rx_bytes = 10, .utilization = 0.9}};
+  SystemRun oracle = basic;
+  oracle.system = "oracle";
+  oracle.mismatches.reset();
+  oracle.replay.end_ns = basic.replay.start_ns + 2 * kNanosPerSecond;
+  const std::string text = RunJson(R"({"online": false, "x": 1})", {basic, oracle});
+  const nlohmann::json j = nlohmann::json::parse(text);
+  EXPECT_EQ(j["config"]["x"], 1);
+  ASSERT_EQ(j["results"].size(), 2u);
+  for (const char* key : {"system", "mode", "jct_s", "ttft_p50_s", "ttft_p99_s", "ttst_s", "tpot_s",
+                          "requests", "mismatches", "storage_links", "records"}) {
+    EXPECT_TRUE(j["results"][0].contains(key)) << key;
+  }
+  EXPECT_EQ(j["results"][0]["mismatches"], 1);
+  EXPECT_TRUE(j["results"][1]["mismatches"].is_null());
+  EXPECT_DOUBLE_EQ(j["results"][0]["jct_s"].get<double>(), 4.0);
+  EXPECT_EQ(j["results"][0]["storage_links"][0]["node"], "p0");
+  EXPECT_EQ(j["results"][0]["records"][1]["mismatch"], true);
+  EXPECT_EQ(j["results"][0]["records"][0]["mismatch"], false);
+  EXPECT_TRUE(j["results"][1]["records"][0]["mismatch"].is_null());
+  const std::string table = RunTable({basic, oracle});
+  EXPECT_NE(table.find("basic"), std::string::npos);
+  EXPECT_NE(table.find("0.50x"), std::string::npos);  // oracle JCT 2 s vs basic 4 s
+  EXPECT_NE(table.find("p0"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace dualpath::replay

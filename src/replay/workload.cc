@@ -1,0 +1,207 @@
+#include "dualpath/replay/workload.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdlib>
+#include <filesystem>
+
+#include "dualpath/trace/tokens.h"
+
+#ifndef DUALPATH_SOURCE_DATA_DIR
+#define DUALPATH_SOURCE_DATA_DIR ""
+#endif
+
+namespace dualpath::replay {
+namespace {
+
+uint64_t Scaled(uint64_t tokens, double factor) {
+  return std::max<uint64_t>(
+      1, static_cast<uint64_t>(std::llround(static_cast<double>(tokens) * factor)));
+}
+
+Status Validate(const WorkloadOptions& o) {
+  if (o.agents == 0) return InvalidArgument("--agents must be at least 1");
+  if (o.turns == 0) return InvalidArgument("--turns must be at least 1");
+  if (o.append == 0) return InvalidArgument("--append must be at least 1");
+  if (o.gen == 0) return InvalidArgument("--gen must be at least 1");
+  if (o.vocab < 2) return InvalidArgument("vocab must be at least 2");
+  if (o.max_context < 64) return InvalidArgument("--max-context must be at least 64 tokens");
+  if (static_cast<uint64_t>(o.gen) * 2 >= o.max_context) {
+    return InvalidArgument("--gen must be less than half of --max-context");
+  }
+  return Status::Ok();
+}
+
+// The source's sessions, before scaling.
+Result<trace::Workload> LoadSource(const WorkloadOptions& o) {
+  const std::string data = o.data_dir.empty() ? DataDir() : o.data_dir;
+  if (o.source == "synthetic" || o.source == "compute") {
+    // The 32K row of Table 2: the shortest fitted trajectories, so --turns cuts fewer of them.
+    return trace::GenerateSynthetic(
+        {.max_len_k = 32, .sessions = o.agents, .seed = o.seed, .block_size = 64});
+  }
+  if (o.source == "weka") {
+    return trace::ReadWekaDir(data + "/traces/weka-claude-code");
+  }
+  if (o.source == "mooncake") {
+    ASSIGN_OR_RETURN(trace::Workload requests,
+                     trace::ReadMooncakeJsonl(data + "/traces/mooncake/"
+                                                     "conversation_trace_head200.jsonl"));
+    return trace::InferMooncakeSessions(requests);
+  }
+  std::error_code ec;
+  if (!std::filesystem::exists(o.source, ec)) {
+    return InvalidArgument("--workload '" + o.source +
+                           "': expected synthetic, compute, weka, mooncake or a trace file");
+  }
+  return trace::ReadTrace(o.source);
+}
+
+}  // namespace
+
+WorkloadOptions WithSourceDefaults(WorkloadOptions o, bool append_given) {
+  if (o.source == "compute" && !append_given) {
+    o.append = 512;
+  }
+  return o;
+}
+
+std::string DataDir() {
+  if (const char* env = std::getenv("DUALPATH_DATA_DIR"); env != nullptr && *env != '\0') {
+    return env;
+  }
+  return DUALPATH_SOURCE_DATA_DIR;
+}
+
+Result<trace::Workload> ShapeWorkload(const WorkloadOptions& o) {
+  RETURN_IF_ERROR(Validate(o));
+  ASSIGN_OR_RETURN(trace::Workload src, LoadSource(o));
+  if (src.sessions.empty()) {
+    return InvalidArgument("--workload '" + o.source + "' has no sessions");
+  }
+  // Recorded traces: the sessions with the most turns first (stable, so file order breaks
+  // ties); agents beyond the trace's sessions replay them again under their own ids.
+  std::vector<size_t> order(src.sessions.size());
+  for (size_t i = 0; i < order.size(); ++i) order[i] = i;
+  std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) {
+    return src.sessions[a].turns.size() > src.sessions[b].turns.size();
+  });
+  std::vector<const trace::Session*> picked;
+  for (uint32_t k = 0; k < o.agents; ++k) {
+    picked.push_back(&src.sessions[order[k % order.size()]]);
+  }
+  // Sizes keep the source's order but with their spread damped (square root of the ratio to the
+  // mean): Table 2's lognormal tails would otherwise give 2-token outputs next to 200-token ones
+  // on a testbed that runs a few dozen requests. Each kind is then normalized to its target mean.
+  double first_sum = 0, later_sum = 0, gen_sum = 0;
+  uint64_t later_n = 0, gen_n = 0;
+  for (const trace::Session* s : picked) {
+    for (size_t i = 0; i < s->turns.size() && i < o.turns; ++i) {
+      const trace::Turn& t = s->turns[i];
+      if (i == 0) {
+        first_sum += static_cast<double>(t.append_tokens);
+      } else {
+        later_sum += static_cast<double>(t.append_tokens);
+        ++later_n;
+      }
+      gen_sum += static_cast<double>(t.gen_tokens);
+      ++gen_n;
+    }
+  }
+  const double first_mean = std::max(1.0, first_sum / static_cast<double>(picked.size()));
+  const double later_mean = later_n ? std::max(1.0, later_sum / static_cast<double>(later_n)) : 1;
+  const double gen_mean = gen_n ? std::max(1.0, gen_sum / static_cast<double>(gen_n)) : 1;
+  const auto damp = [](double x, double mean) { return std::sqrt(std::max(x, 1.0) / mean); };
+  double first_d = 0, later_d = 0, gen_d = 0;
+  for (const trace::Session* s : picked) {
+    for (size_t i = 0; i < s->turns.size() && i < o.turns; ++i) {
+      const trace::Turn& t = s->turns[i];
+      (i == 0 ? first_d : later_d) +=
+          damp(static_cast<double>(t.append_tokens), i == 0 ? first_mean : later_mean);
+      gen_d += damp(static_cast<double>(t.gen_tokens), gen_mean);
+    }
+  }
+  first_d = std::max(1e-9, first_d / static_cast<double>(picked.size()));
+  later_d = later_n ? std::max(1e-9, later_d / static_cast<double>(later_n)) : 1;
+  gen_d = gen_n ? std::max(1e-9, gen_d / static_cast<double>(gen_n)) : 1;
+  const auto first_tokens = [&](uint64_t x) {
+    return Scaled(1, o.max_context / 2.0 * damp(static_cast<double>(x), first_mean) / first_d);
+  };
+  const auto append_tokens = [&](uint64_t x) {
+    return Scaled(1, o.append * damp(static_cast<double>(x), later_mean) / later_d);
+  };
+  // At least 2 generated tokens, so every request has a decode step (TTST, TPOT).
+  const auto gen_tokens = [&](uint64_t x) {
+    return std::max<uint64_t>(2, Scaled(1, o.gen * damp(static_cast<double>(x), gen_mean) / gen_d));
+  };
+
+  trace::Workload out;
+  out.name = o.source;
+  for (uint32_t k = 0; k < o.agents; ++k) {
+    const trace::Session& s = *picked[k];
+    trace::Session t;
+    t.id = k;
+    t.start_s = 0;
+    t.block_size = 64;
+    uint64_t context = 0;
+    for (size_t i = 0; i < s.turns.size() && t.turns.size() < o.turns; ++i) {
+      trace::Turn turn;  // no hash ids, no compaction, zero think time (offline, A.3)
+      turn.append_tokens =
+          i == 0 ? first_tokens(s.turns[i].append_tokens) : append_tokens(s.turns[i].append_tokens);
+      turn.gen_tokens = o.gen == 1 ? 1 : gen_tokens(s.turns[i].gen_tokens);
+      if (context + turn.append_tokens + turn.gen_tokens > o.max_context) {
+        if (i == 0) {  // a first prompt alone too long is clipped: no agent is empty
+          turn.gen_tokens = std::min<uint64_t>(turn.gen_tokens, o.max_context / 2);
+          turn.append_tokens = o.max_context - turn.gen_tokens;
+          t.turns.push_back(turn);
+        }
+        break;
+      }
+      context += turn.append_tokens + turn.gen_tokens;
+      t.turns.push_back(turn);
+    }
+    out.sessions.push_back(std::move(t));
+  }
+  return out;
+}
+
+TurnSpec MakeTurnSpec(const trace::Session& s, size_t i, uint32_t vocab) {
+  // The recorded output positions follow the prompt; PromptTokenIds of a copy whose turn i
+  // appends the generation too gives prompt and teacher in one stream (for sessions without hash
+  // ids the token at a position depends only on the session and the position).
+  trace::Session ext = s;
+  ext.turns.resize(i + 1);
+  const uint64_t gen = s.turns[i].gen_tokens;
+  ext.turns[i].append_tokens += gen > 0 ? gen - 1 : 0;
+  std::vector<uint32_t> all = trace::PromptTokenIds(ext, i, vocab);
+  const uint64_t prompt = trace::PromptTokens(s, i);
+  TurnSpec t;
+  t.turn = static_cast<uint32_t>(i);
+  t.gen_tokens = static_cast<uint32_t>(gen);
+  t.prompt.assign(all.begin(), all.begin() + static_cast<std::ptrdiff_t>(prompt));
+  t.teacher.assign(all.begin() + static_cast<std::ptrdiff_t>(prompt), all.end());
+  t.context_tokens = trace::ContextTokens(s, i);
+  return t;
+}
+
+Result<ReplayWorkload> BuildWorkload(const WorkloadOptions& o) {
+  ASSIGN_OR_RETURN(trace::Workload shaped, ShapeWorkload(o));
+  ReplayWorkload w;
+  w.name = shaped.name;
+  for (const trace::Session& s : shaped.sessions) {
+    Agent a;
+    a.id = s.id;
+    for (size_t i = 0; i < s.turns.size(); ++i) {
+      TurnSpec t = MakeTurnSpec(s, i, o.vocab);
+      ++w.requests;
+      w.prompt_tokens += t.prompt.size();
+      w.context_tokens += t.context_tokens;
+      w.gen_tokens += t.gen_tokens;
+      a.turns.push_back(std::move(t));
+    }
+    w.agents.push_back(std::move(a));
+  }
+  return w;
+}
+
+}  // namespace dualpath::replay

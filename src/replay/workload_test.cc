@@ -1,0 +1,152 @@
+#include "dualpath/replay/workload.h"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+
+namespace dualpath::replay {
+namespace {
+
+// Every turn's prompt extends the previous turn's prompt plus its recorded output (teacher tokens
+// and the one last generated position): what makes the DE's write-behind KV the next turn's hit.
+void ExpectPrefixChain(const Agent& a) {
+  for (size_t i = 1; i < a.turns.size(); ++i) {
+    const TurnSpec& prev = a.turns[i - 1];
+    const TurnSpec& cur = a.turns[i];
+    std::vector<uint32_t> carried = prev.prompt;
+    carried.insert(carried.end(), prev.teacher.begin(), prev.teacher.end());
+    ASSERT_GE(cur.prompt.size(), carried.size() + 1) << "agent " << a.id << " turn " << i;
+    EXPECT_TRUE(std::equal(carried.begin(), carried.end(), cur.prompt.begin()))
+        << "agent " << a.id << " turn " << i;
+    EXPECT_EQ(cur.context_tokens, prev.prompt.size() + prev.gen_tokens);
+  }
+}
+
+TEST(WorkloadTest, SyntheticIsShapedAndChained) {
+  WorkloadOptions o;  // defaults: 4 agents, 6 turns, append 24, gen 16, max context 3072
+  Result<ReplayWorkload> w = BuildWorkload(o);
+  ASSERT_TRUE(w.ok()) << w.status().ToString();
+  ASSERT_EQ(w->agents.size(), 4u);
+  uint64_t requests = 0, later_append = 0, later_n = 0, first_prompt = 0;
+  for (const Agent& a : w->agents) {
+    ASSERT_FALSE(a.turns.empty());
+    EXPECT_LE(a.turns.size(), 6u);
+    ExpectPrefixChain(a);
+    for (size_t i = 0; i < a.turns.size(); ++i) {
+      const TurnSpec& t = a.turns[i];
+      EXPECT_EQ(t.turn, i);
+      EXPECT_LE(t.prompt.size() + t.gen_tokens, 3072u);
+      EXPECT_EQ(t.teacher.size(), t.gen_tokens - 1u);
+      for (uint32_t id : t.prompt) ASSERT_LT(id, 4096u);
+      for (uint32_t id : t.teacher) ASSERT_LT(id, 4096u);
+      if (i > 0) {
+        later_append += t.prompt.size() - t.context_tokens;
+        ++later_n;
+      } else {
+        first_prompt += t.prompt.size();
+      }
+      ++requests;
+    }
+  }
+  EXPECT_EQ(w->requests, requests);
+  // Scaled to the testbed: first prompts around half the max context, small appends.
+  const double first_mean = static_cast<double>(first_prompt) / 4;
+  EXPECT_GT(first_mean, 3072 * 0.25);
+  EXPECT_LT(first_mean, 3072 * 0.8);
+  ASSERT_GT(later_n, 0u);
+  const double append_mean = static_cast<double>(later_append) / static_cast<double>(later_n);
+  EXPECT_GT(append_mean, 24 * 0.4);
+  EXPECT_LT(append_mean, 24 * 2.5);
+}
+
+TEST(WorkloadTest, DeterministicForSeedAndDistinctAcrossAgents) {
+  WorkloadOptions o;
+  o.agents = 3;
+  Result<ReplayWorkload> a = BuildWorkload(o);
+  Result<ReplayWorkload> b = BuildWorkload(o);
+  ASSERT_TRUE(a.ok() && b.ok());
+  for (size_t k = 0; k < 3; ++k) {
+    ASSERT_EQ(a->agents[k].turns.size(), b->agents[k].turns.size());
+    for (size_t i = 0; i < a->agents[k].turns.size(); ++i) {
+      EXPECT_EQ(a->agents[k].turns[i].prompt, b->agents[k].turns[i].prompt);
+      EXPECT_EQ(a->agents[k].turns[i].teacher, b->agents[k].turns[i].teacher);
+    }
+  }
+  // Different agents share no prompt prefix (their KV must not collide in storage).
+  const auto head = [](const TurnSpec& t) {
+    return std::vector<uint32_t>(t.prompt.begin(), t.prompt.begin() + 16);
+  };
+  EXPECT_NE(head(a->agents[0].turns[0]), head(a->agents[1].turns[0]));
+  o.seed = 2;
+  Result<ReplayWorkload> c = BuildWorkload(o);
+  ASSERT_TRUE(c.ok());
+  bool differs = false;
+  for (size_t k = 0; k < 3; ++k) {
+    differs = differs || c->agents[k].turns.size() != a->agents[k].turns.size() ||
+              c->agents[k].turns[0].prompt.size() != a->agents[k].turns[0].prompt.size();
+  }
+  EXPECT_TRUE(differs) << "seed 2 should shape agents differently from seed 1";
+}
+
+TEST(WorkloadTest, OptionsBoundTurnsAndContext) {
+  WorkloadOptions o;
+  o.agents = 2;
+  o.turns = 3;
+  o.max_context = 1024;
+  o.gen = 8;
+  Result<ReplayWorkload> w = BuildWorkload(o);
+  ASSERT_TRUE(w.ok()) << w.status().ToString();
+  for (const Agent& a : w->agents) {
+    EXPECT_LE(a.turns.size(), 3u);
+    for (const TurnSpec& t : a.turns) EXPECT_LE(t.prompt.size() + t.gen_tokens, 1024u);
+  }
+}
+
+TEST(WorkloadTest, ComputeVariantHasLongAppends) {
+  WorkloadOptions o = WithSourceDefaults(WorkloadOptions{.source = "compute"}, false);
+  EXPECT_EQ(o.append, 512u);
+  EXPECT_EQ(WithSourceDefaults(WorkloadOptions{.source = "compute", .append = 100}, true).append,
+            100u);
+  o.max_context = 4096;
+  Result<ReplayWorkload> w = BuildWorkload(o);
+  ASSERT_TRUE(w.ok()) << w.status().ToString();
+  uint64_t appended = 0, n = 0;
+  for (const Agent& a : w->agents) {
+    for (size_t i = 1; i < a.turns.size(); ++i) {
+      appended += a.turns[i].prompt.size() - a.turns[i].context_tokens;
+      ++n;
+    }
+  }
+  ASSERT_GT(n, 0u);
+  EXPECT_GT(static_cast<double>(appended) / static_cast<double>(n), 200.0);
+}
+
+TEST(WorkloadTest, RecordedTracesLoadAndFit) {
+  for (const char* src : {"weka", "mooncake"}) {
+    WorkloadOptions o;
+    o.source = src;
+    o.agents = 5;  // more agents than WEKA's sample has sessions: they replay again
+    Result<ReplayWorkload> w = BuildWorkload(o);
+    ASSERT_TRUE(w.ok()) << src << ": " << w.status().ToString();
+    ASSERT_EQ(w->agents.size(), 5u);
+    for (const Agent& a : w->agents) {
+      ASSERT_FALSE(a.turns.empty());
+      ExpectPrefixChain(a);
+      for (const TurnSpec& t : a.turns) EXPECT_LE(t.prompt.size() + t.gen_tokens, 3072u);
+    }
+  }
+}
+
+TEST(WorkloadTest, BadOptionsNameTheOption) {
+  auto err = [](WorkloadOptions o) { return BuildWorkload(o).status(); };
+  EXPECT_NE(err({.agents = 0}).message().find("--agents"), std::string::npos);
+  EXPECT_NE(err({.turns = 0}).message().find("--turns"), std::string::npos);
+  EXPECT_NE(err({.gen = 0}).message().find("--gen"), std::string::npos);
+  EXPECT_NE(err({.max_context = 10}).message().find("--max-context"), std::string::npos);
+  Status s = err({.source = "/nonexistent/trace.jsonl"});
+  EXPECT_EQ(s.code(), Code::kInvalidArgument);
+  EXPECT_NE(s.message().find("/nonexistent/trace.jsonl"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace dualpath::replay
