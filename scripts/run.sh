@@ -6,4 +6,4 @@ cd "$(dirname "$0")/.."
 bash scripts/setup.sh
 cmake --preset release
 cmake --build --preset release -j2 --target dualpath
-./build/release/bin/dualpath sim
+./build/release/bin/dualpath cluster run --system all
