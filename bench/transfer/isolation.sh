@@ -41,15 +41,6 @@ STOR=$("$BIN" cluster get --name "$NAME" storage.address)
 NS_S=dp-$NAME.stor
 NS_P=dp-$NAME.p0
 NS_D=dp-$NAME.d0
-# `cluster up` returns once the links are configured; a veth's carrier can come up a moment
-# later, and UCX skips interfaces that are not running ("ucp_init: No such device" with
-# UCX_NET_DEVICES=comp0). Wait for it (bounded).
-for ns in "$NS_P" "$NS_D"; do
-  for _ in $(seq 1 100); do
-    [[ $(ip netns exec "$ns" cat /sys/class/net/comp0/operstate) == up ]] && break
-    sleep 0.05
-  done
-done
 read -r -a SCHED <<<"${PROBE_SCHED:-}"
 read -r -a PARGS <<<"${PROBE_ARGS:-}"
 if [[ -n "${GSO_MAX:-}" ]]; then

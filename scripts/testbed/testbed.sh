@@ -48,6 +48,9 @@ crash_point() {
   fi
 }
 
+# link_running NETNS IFNAME: the interface is up with carrier.
+link_running() { ip -n "$1" link show "$2" | grep -q "state UP"; }
+
 # wait_for SECONDS DESCRIPTION COMMAND...: poll a readiness condition (bounded).
 wait_for() {
   local limit_ms=$(($1 * 1000)) what=$2
@@ -224,6 +227,13 @@ EOF
     node=${spec%%:*}
     wait_for 20 "the FUSE mount of $node" is_mounted "$STATE/mnt/$node"
     wait_for 20 "the FUSE mount of $node to answer" stat -f "$STATE/mnt/$node"
+  done
+  # A veth's carrier follows its peer's a moment after `link set up` (~1 s seen on compute links)
+  # and UCX refuses an interface without it, so `up` returns only once every node link runs.
+  for spec in "$@"; do
+    node=${spec%%:*}
+    wait_for 10 "carrier on $node stor0" link_running "$P.$node" stor0
+    wait_for 10 "carrier on $node comp0" link_running "$P.$node" comp0
   done
   crash_point mounts
   local t_end

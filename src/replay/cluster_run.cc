@@ -383,7 +383,6 @@ Result<ClusterRunReport> RunOnCluster(const ClusterRunOptions& o, std::ostream& 
              << " s\n";
   }
   ClusterGuard guard(o.name, !was_up && !o.keep, progress);
-  RETURN_IF_ERROR(WaitForCarrier(cluster, 15 * kNanosPerSecond));
 
   const std::string bin = o.dualpath_bin.empty() ? SelfExe() : o.dualpath_bin;
   const std::string run_id = RunId();

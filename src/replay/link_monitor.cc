@@ -67,41 +67,6 @@ Result<LinkSample> ReadStorageCounters(const testbed::Cluster& cluster) {
   return s;
 }
 
-namespace {
-
-// True if `ip -n netns -o link show dev ifname` says "state UP".
-bool InterfaceUp(const std::string& netns, const std::string& ifname) {
-  const std::string cmd = "ip -n '" + netns + "' -o link show dev '" + ifname + "' 2>/dev/null";
-  FILE* p = popen(cmd.c_str(), "r");
-  if (p == nullptr) return false;
-  std::string out;
-  char buf[512];
-  while (fgets(buf, sizeof(buf), p) != nullptr) out += buf;
-  pclose(p);
-  return out.find(" state UP ") != std::string::npos;
-}
-
-}  // namespace
-
-Status WaitForCarrier(const testbed::Cluster& cluster, Nanos timeout) {
-  const Nanos deadline = WallClock().Now() + timeout;
-  while (true) {
-    std::string down;
-    for (const testbed::Node& n : cluster.nodes) {
-      for (const std::string& ifname : {n.storage_if, n.compute_if}) {
-        if (!InterfaceUp(n.netns, ifname)) down += " " + n.name + ":" + ifname;
-      }
-    }
-    if (down.empty()) return Status::Ok();
-    if (WallClock().Now() > deadline) {
-      return Timeout("links without carrier after " + std::to_string(ToSeconds(timeout)) +
-                     " s:" + down);
-    }
-    // An external condition with no event to wait on (short of a netlink monitor): poll.
-    std::this_thread::sleep_for(std::chrono::milliseconds(100));
-  }
-}
-
 void LinkSampler::Start(const testbed::Cluster& cluster, double interval_s) {
   Stop();
   stop_ = false;

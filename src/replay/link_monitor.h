@@ -22,12 +22,6 @@ namespace dualpath::replay {
 // Cumulative storage-link rx/tx bytes of every node (cluster order), stamped with the wall clock.
 Result<LinkSample> ReadStorageCounters(const testbed::Cluster& cluster);
 
-// Waits until every node's storage and compute interfaces report operstate UP. `cluster up`
-// returns as soon as the veths are configured, but a veth's carrier follows its peer's a moment
-// later (~1 s seen on the compute links), and UCX refuses an interface without carrier. Polls
-// `ip -n NETNS link show` every 100 ms up to `timeout`; kTimeout names the links still down.
-Status WaitForCarrier(const testbed::Cluster& cluster, Nanos timeout);
-
 class LinkSampler {
  public:
   LinkSampler() = default;
