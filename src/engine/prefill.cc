@@ -27,6 +27,10 @@ struct PeJob {
   uint32_t de_xfer_id = 0;
   // PE-side reads.
   bool read_counted = true;  // prefill_read is in queued_read_tokens_; guarded by Prefiller::mu_
+  bool pe_pending = false;   // the PE's share is queued or being read; guarded by Prefiller::mu_
+  // Set at admission: a DE-path job not ready by then is failed instead of computed.
+  std::chrono::steady_clock::time_point ready_deadline;
+  Status give_up;  // why compute must fail it at once (dead DE, deadline); guarded by mu_
   int64_t pe_loaded = 0;
   int64_t read_bytes = 0;
   // Guarded by Prefiller::mu_: DE-path layer notices and our puts in flight.
@@ -44,6 +48,7 @@ uint64_t Addr(const void* p) { return reinterpret_cast<uint64_t>(p); }
 Prefiller::Prefiller(Context& ctx)
     : ctx_(ctx), reader_(*ctx.store, ctx.shape, ctx.options.read_depth) {
   loader_ = std::thread([this] { LoaderLoop(); });
+  reader_thread_ = std::thread([this] { ReaderLoop(); });
   compute_ = std::thread([this] { ComputeLoop(); });
 }
 
@@ -59,6 +64,9 @@ void Prefiller::Stop() {
   if (loader_.joinable()) {
     loader_.join();
   }
+  if (reader_thread_.joinable()) {
+    reader_thread_.join();
+  }
   if (compute_.joinable()) {
     compute_.join();
   }
@@ -67,10 +75,11 @@ void Prefiller::Stop() {
   {
     std::lock_guard<std::mutex> lock(mu_);
     left.swap(incoming_);
-    for (auto& j : loaded_) {
+    for (auto& j : loaded_) {  // every admitted job not computing (to_read_ holds a subset)
       left.push_back(j);
     }
     loaded_.clear();
+    to_read_.clear();
   }
   for (auto& j : left) {
     Finish(j, Status(Code::kEngineStopped, "prefill engine stopping"));
@@ -108,6 +117,7 @@ void Prefiller::OnNotice(const Notice& n) {
     }
   }
   notice_cv_.notify_all();
+  queue_cv_.notify_all();  // the job may have become ready to compute
 }
 
 int64_t Prefiller::unfinished_requests() const {
@@ -146,12 +156,18 @@ void Prefiller::LoaderLoop() {
       job = incoming_.front();
       incoming_.pop_front();
     }
-    Status s = Load(job);
+    Status s = Admit(job);
     {
       std::lock_guard<std::mutex> lock(mu_);
-      UncountQueuedReadLocked(*job);
       if (s.ok()) {
+        if (job->pe_pending) {
+          to_read_.push_back(job);
+        } else {
+          UncountQueuedReadLocked(*job);
+        }
         loaded_.push_back(job);
+      } else {
+        UncountQueuedReadLocked(*job);
       }
     }
     if (s.ok()) {
@@ -162,7 +178,29 @@ void Prefiller::LoaderLoop() {
   }
 }
 
-Status Prefiller::Load(const std::shared_ptr<PeJob>& self) {
+void Prefiller::ReaderLoop() {
+  while (true) {
+    std::shared_ptr<PeJob> job;
+    {
+      std::unique_lock<std::mutex> lock(mu_);
+      queue_cv_.wait(lock, [&] { return stop_ || !to_read_.empty(); });
+      if (stop_) {
+        return;
+      }
+      job = to_read_.front();
+      to_read_.pop_front();
+    }
+    ReadPrefillShare(*job);
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      UncountQueuedReadLocked(*job);
+      job->pe_pending = false;
+    }
+    queue_cv_.notify_all();
+  }
+}
+
+Status Prefiller::Admit(const std::shared_ptr<PeJob>& self) {
   PeJob& job = *self;
   const v1c::RequestSpec& r = job.a.request();
   RETURN_IF_ERROR(ValidateRequest(r, ctx_.model->config().vocab));
@@ -206,6 +244,7 @@ Status Prefiller::Load(const std::shared_ptr<PeJob>& self) {
   RETURN_IF_ERROR(FromGrpc(gs, fmt::format("StartDecode at {} ({})", job.a.decode().name(),
                                            job.a.decode().peer_addr())));
   job.de_started = true;
+  job.ready_deadline = ctx_.Deadline();
   job.de_addr = reply.de_area_addr();
   job.de_stride = reply.de_layer_stride();
   job.de_xfer_id = reply.de_xfer_id();
@@ -217,6 +256,17 @@ Status Prefiller::Load(const std::shared_ptr<PeJob>& self) {
       std::memset(job.area + l * p.prompt * bpt, 0, p.hit * bpt);
     }
   } else if (p.prefill_read > 0) {
+    std::lock_guard<std::mutex> lock(mu_);
+    job.pe_pending = true;  // the loader queues it for the reader
+  }
+  return Status::Ok();
+}
+
+void Prefiller::ReadPrefillShare(PeJob& job) {
+  const v1c::RequestSpec& r = job.a.request();
+  const ReadPlan& p = job.plan;
+  const uint64_t bpt = ctx_.bpt;
+  {
     const uint64_t blocks = p.prefill_read / ctx_.block_tokens;
     std::vector<kv::BlockHash> hashes = HashRange(
         *ctx_.hasher, {r.prompt().data(), static_cast<size_t>(r.prompt_size())}, 0, blocks);
@@ -224,10 +274,6 @@ Status Prefiller::Load(const std::shared_ptr<PeJob>& self) {
     // shows only its in-flight blocks (<= read depth) in the store's queue, so uncounting earlier
     // would hide the rest; counting those few twice is the smaller error.
     HitReadResult rr = reader_.Read(hashes, 0, job.area, p.prompt * bpt);
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      UncountQueuedReadLocked(job);
-    }
     job.pe_loaded = static_cast<int64_t>(rr.loaded_blocks) * ctx_.block_tokens;
     job.read_bytes = static_cast<int64_t>(rr.bytes_read);
     if (!rr.first_error.ok()) {
@@ -236,7 +282,54 @@ Status Prefiller::Load(const std::shared_ptr<PeJob>& self) {
                 job.pe_loaded);
     }
   }
-  return Status::Ok();
+}
+
+std::shared_ptr<PeJob> Prefiller::TakeReadyLocked() {
+  auto de_path = [](const PeJob& j) { return !j.plan.none && j.plan.decode_read > 0; };
+  auto take = [&](std::deque<std::shared_ptr<PeJob>>::iterator it) {
+    std::shared_ptr<PeJob> j = *it;
+    loaded_.erase(it);
+    return j;
+  };
+  // Oldest with all of its hit KV in place.
+  for (auto it = loaded_.begin(); it != loaded_.end(); ++it) {
+    const PeJob& j = **it;
+    if (!j.pe_pending && (!de_path(j) || j.arrived_count == ctx_.layers)) {
+      return take(it);
+    }
+  }
+  // None complete: the oldest whose first layer is in (the rest arrive while it computes).
+  for (auto it = loaded_.begin(); it != loaded_.end(); ++it) {
+    const PeJob& j = **it;
+    if (!j.pe_pending && de_path(j) && j.arrived[0]) {
+      return take(it);
+    }
+  }
+  return nullptr;
+}
+
+std::shared_ptr<PeJob> Prefiller::TakeStuckLocked() {
+  const auto now = std::chrono::steady_clock::now();
+  for (auto it = loaded_.begin(); it != loaded_.end(); ++it) {
+    PeJob& j = **it;
+    if (j.pe_pending || j.plan.none || j.plan.decode_read == 0) {
+      continue;
+    }
+    if (!ctx_.peers->Alive(j.de_peer)) {
+      j.give_up = Status(Code::kEnginePeerFailed,
+                         fmt::format("decode engine {} died before the DE-path hit KV arrived",
+                                     j.a.decode().name()));
+    } else if (now >= j.ready_deadline) {
+      j.give_up =
+          Timeout(fmt::format("the DE-path hit KV from {} did not arrive", j.a.decode().name()));
+    } else {
+      continue;
+    }
+    std::shared_ptr<PeJob> job = *it;
+    loaded_.erase(it);
+    return job;
+  }
+  return nullptr;
 }
 
 void Prefiller::ComputeLoop() {
@@ -244,12 +337,24 @@ void Prefiller::ComputeLoop() {
     std::shared_ptr<PeJob> job;
     {
       std::unique_lock<std::mutex> lock(mu_);
-      queue_cv_.wait(lock, [&] { return stop_ || !loaded_.empty(); });
+      while (!stop_) {
+        if ((job = TakeReadyLocked()) != nullptr) {
+          break;
+        }
+        if (loaded_.empty()) {
+          queue_cv_.wait(lock);
+          continue;
+        }
+        // A DE that dies (or stalls) before its first notice leaves its job never ready: wake now
+        // and then to find such jobs and fail them.
+        queue_cv_.wait_for(lock, std::chrono::milliseconds(100));
+        if ((job = TakeStuckLocked()) != nullptr) {
+          break;
+        }
+      }
       if (stop_) {
         return;
       }
-      job = loaded_.front();
-      loaded_.pop_front();
       computing_ = true;
     }
     Status s = Compute(job);
@@ -350,6 +455,10 @@ Status Prefiller::Compute(const std::shared_ptr<PeJob>& self) {
   const v1c::RequestSpec& r = job.a.request();
   const ReadPlan& p = job.plan;
   const model::RefModel& m = *ctx_.model;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    RETURN_IF_ERROR(job.give_up);
+  }
   const int64_t prefill_start_ns = RealtimeNs();
   const bool de_path = !p.none && p.decode_read > 0;
   if (de_path) {

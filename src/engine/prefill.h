@@ -1,17 +1,23 @@
 // Prefiller: the prefill engine's (PE) pipeline (DualPath §4.1, docs/engine.md).
 //
-// Two stages, each one thread, with a queue of loaded requests between them:
-//   loader   takes assignments in order; allocates the request's receive area ([layers][prompt]
-//            [bpt] in the registered region: this is the request's "HBM" KV too), asks the DE to
-//            StartDecode (the DE allocates its buffer and, for the DECODE/SPLIT sides, starts
-//            reading and pushing its share of the hit KV into the area), then reads the PE's own
-//            share of hit blocks from the node's store into the area;
+// Three threads, with the admitted requests between them:
+//   loader   takes assignments in order and admits them: allocates the request's receive area
+//            ([layers][prompt][bpt] in the registered region: this is the request's "HBM" KV too)
+//            and asks the DE to StartDecode (the DE allocates its buffer and, for the DECODE/SPLIT
+//            sides, starts reading and pushing its share of the hit KV into the area). It never
+//            waits for storage, so every DE starts reading as soon as memory allows;
+//   reader   reads the PE's own share of hit blocks from the node's store into the area, one
+//            request after another in admission order (the node's storage link is one pipe);
 //   compute  runs layerwise prefill of the miss tokens: layer l starts once layer l's DE-path KV
 //            has arrived (a notice per layer), then the KV the DE lacks for layer l is put into
 //            the DE buffer (low class, notice per layer); after the last layer, the first token
 //            and its logits digest go to the DE in PrefillDone.
-// The loader runs ahead of compute, limited only by buffer memory, so the storage link keeps
-// reading the next requests' hit blocks while the current one computes.
+// Admission runs ahead of compute, limited only by buffer memory (and prefetch_requests), so every
+// storage link keeps reading the next requests' hit blocks while the current one computes.
+// Compute takes the oldest admitted request whose hit KV is all in place (its PE read done and,
+// on the DE path, every layer arrived) - a request still waiting for its DE's storage read does
+// not hold up ready ones behind it (§6.2 computes what is loaded). When none is complete it starts
+// the oldest one whose first layer is in, keeping layerwise load/compute overlap.
 //
 // A request that fails (DE unreachable or dead, a put failed, a deadline passed, bad input) is
 // reported to the scheduler with ok=false; its area is freed only once no peer can still write
@@ -57,8 +63,17 @@ class Prefiller {
 
  private:
   void LoaderLoop();
+  void ReaderLoop();
   void ComputeLoop();
-  Status Load(const std::shared_ptr<PeJob>& job);
+  // Allocates the area and starts the DE; queues the PE-side read.
+  Status Admit(const std::shared_ptr<PeJob>& job);
+  // Reads the PE's share of hit blocks into the area.
+  void ReadPrefillShare(PeJob& job);
+  // The admitted job compute should take next (see the file comment), or nullptr.
+  std::shared_ptr<PeJob> TakeReadyLocked();
+  // An admitted job that can never become ready (its DE died, or the deadline passed), with
+  // give_up set, or nullptr.
+  std::shared_ptr<PeJob> TakeStuckLocked();
   Status Compute(const std::shared_ptr<PeJob>& job);
   Status WaitLayer(PeJob& job, uint32_t layer);
   Status WaitPuts(PeJob& job);
@@ -73,10 +88,11 @@ class Prefiller {
   Context& ctx_;
   HitReader reader_;
   mutable std::mutex mu_;
-  std::condition_variable queue_cv_;   // loader: incoming_ non-empty; compute: loaded_ non-empty
+  std::condition_variable queue_cv_;   // loader: incoming_; reader: to_read_; compute: a job ready
   std::condition_variable notice_cv_;  // layer notices and put completions
   std::deque<std::shared_ptr<PeJob>> incoming_;         // guarded by mu_
-  std::deque<std::shared_ptr<PeJob>> loaded_;           // guarded by mu_
+  std::deque<std::shared_ptr<PeJob>> to_read_;          // admitted, PE read pending; guarded by mu_
+  std::deque<std::shared_ptr<PeJob>> loaded_;           // admitted, not computing; guarded by mu_
   std::map<uint32_t, std::shared_ptr<PeJob>> by_xfer_;  // jobs with an area; guarded by mu_
   uint32_t last_xfer_id_ = 0;                           // guarded by mu_
   int64_t unfinished_requests_ = 0;                     // guarded by mu_
@@ -85,6 +101,7 @@ class Prefiller {
   bool stop_ = false;                                   // guarded by mu_
   bool computing_ = false;                              // guarded by mu_
   std::thread loader_;
+  std::thread reader_thread_;
   std::thread compute_;
 };
 
