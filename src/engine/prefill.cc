@@ -39,6 +39,7 @@ struct PeJob {
   int64_t de_loaded = 0;
   int puts_pending = 0;
   Status put_error;
+  v1::PrefillDoneRequest done;  // filled by Compute, sent by Complete
 };
 
 namespace {
@@ -50,6 +51,7 @@ Prefiller::Prefiller(Context& ctx)
   loader_ = std::thread([this] { LoaderLoop(); });
   reader_thread_ = std::thread([this] { ReaderLoop(); });
   compute_ = std::thread([this] { ComputeLoop(); });
+  completer_ = std::thread([this] { CompleteLoop(); });
 }
 
 Prefiller::~Prefiller() { Stop(); }
@@ -69,6 +71,14 @@ void Prefiller::Stop() {
   }
   if (compute_.joinable()) {
     compute_.join();
+  }
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    compute_running_ = false;
+  }
+  done_cv_.notify_all();
+  if (completer_.joinable()) {
+    completer_.join();  // finishes every job handed to it first
   }
   // Whatever is still queued was never started: fail it so the scheduler re-submits it.
   std::deque<std::shared_ptr<PeJob>> left;
@@ -358,7 +368,16 @@ void Prefiller::ComputeLoop() {
       computing_ = true;
     }
     Status s = Compute(job);
-    Finish(job, s);
+    if (s.ok()) {
+      // The puts of the last layers and PrefillDone go on while the next request computes.
+      {
+        std::lock_guard<std::mutex> lock(mu_);
+        computed_.push_back(job);
+      }
+      done_cv_.notify_all();
+    } else {
+      Finish(job, s);
+    }
     {
       std::lock_guard<std::mutex> lock(mu_);
       computing_ = false;
@@ -391,6 +410,23 @@ Status Prefiller::WaitLayer(PeJob& job, uint32_t layer) {
     }
   }
   return Status::Ok();
+}
+
+void Prefiller::CompleteLoop() {
+  while (true) {
+    std::shared_ptr<PeJob> job;
+    {
+      std::unique_lock<std::mutex> lock(mu_);
+      // Drains computed_ even when stopping: those requests are done but for their handoff.
+      done_cv_.wait(lock, [&] { return !computed_.empty() || (stop_ && !compute_running_); });
+      if (computed_.empty()) {
+        return;
+      }
+      job = computed_.front();
+      computed_.pop_front();
+    }
+    Finish(job, Complete(*job));
+  }
 }
 
 Status Prefiller::WaitPuts(PeJob& job) {
@@ -496,9 +532,8 @@ Status Prefiller::Compute(const std::shared_ptr<PeJob>& self) {
   const uint32_t first = model::RefModel::Argmax(logits);
   const uint64_t digest = model::RefModel::LogitsDigest(logits);
   const int64_t first_token_ns = RealtimeNs();
-  RETURN_IF_ERROR(WaitPuts(job));
 
-  v1::PrefillDoneRequest done;
+  v1::PrefillDoneRequest& done = job.done;
   done.set_de_xfer_id(job.de_xfer_id);
   done.set_request_id(r.request_id());
   done.set_first_token(first);
@@ -507,10 +542,15 @@ Status Prefiller::Compute(const std::shared_ptr<PeJob>& self) {
   done.set_read_bytes_prefill(job.read_bytes);
   done.set_prefill_start_ns(prefill_start_ns);
   done.set_first_token_ns(first_token_ns);
+  return Status::Ok();
+}
+
+Status Prefiller::Complete(PeJob& job) {
+  RETURN_IF_ERROR(WaitPuts(job));
   v1::PrefillDoneReply reply;
   grpc::ClientContext cctx;
   cctx.set_deadline(ctx_.RpcDeadline());
-  return FromGrpc(job.de_stub->PrefillDone(&cctx, done, &reply),
+  return FromGrpc(job.de_stub->PrefillDone(&cctx, job.done, &reply),
                   fmt::format("PrefillDone at {}", job.a.decode().name()));
 }
 

@@ -1,6 +1,6 @@
 // Prefiller: the prefill engine's (PE) pipeline (DualPath §4.1, docs/engine.md).
 //
-// Three threads, with the admitted requests between them:
+// Four threads, with the admitted requests between them:
 //   loader   takes assignments in order and admits them: allocates the request's receive area
 //            ([layers][prompt][bpt] in the registered region: this is the request's "HBM" KV too)
 //            and asks the DE to StartDecode (the DE allocates its buffer and, for the DECODE/SPLIT
@@ -10,8 +10,9 @@
 //            request after another in admission order (the node's storage link is one pipe);
 //   compute  runs layerwise prefill of the miss tokens: layer l starts once layer l's DE-path KV
 //            has arrived (a notice per layer), then the KV the DE lacks for layer l is put into
-//            the DE buffer (low class, notice per layer); after the last layer, the first token
-//            and its logits digest go to the DE in PrefillDone.
+//            the DE buffer (low class, notice per layer);
+//   complete after the last layer: waits for the request's puts, then sends the first token and
+//            its logits digest to the DE in PrefillDone - while compute goes on with the next.
 // Admission runs ahead of compute, limited only by buffer memory (and prefetch_requests), so every
 // storage link keeps reading the next requests' hit blocks while the current one computes.
 // Compute takes the oldest admitted request whose hit KV is all in place (its PE read done and,
@@ -65,6 +66,7 @@ class Prefiller {
   void LoaderLoop();
   void ReaderLoop();
   void ComputeLoop();
+  void CompleteLoop();
   // Allocates the area and starts the DE; queues the PE-side read.
   Status Admit(const std::shared_ptr<PeJob>& job);
   // Reads the PE's share of hit blocks into the area.
@@ -74,7 +76,10 @@ class Prefiller {
   // An admitted job that can never become ready (its DE died, or the deadline passed), with
   // give_up set, or nullptr.
   std::shared_ptr<PeJob> TakeStuckLocked();
+  // Layerwise prefill; fills job->done. The puts may still be in flight.
   Status Compute(const std::shared_ptr<PeJob>& job);
+  // Waits for the job's puts, then PrefillDone at the DE.
+  Status Complete(PeJob& job);
   Status WaitLayer(PeJob& job, uint32_t layer);
   Status WaitPuts(PeJob& job);
   Status PutLayer(const std::shared_ptr<PeJob>& job, uint32_t layer);
@@ -93,6 +98,9 @@ class Prefiller {
   std::deque<std::shared_ptr<PeJob>> incoming_;         // guarded by mu_
   std::deque<std::shared_ptr<PeJob>> to_read_;          // admitted, PE read pending; guarded by mu_
   std::deque<std::shared_ptr<PeJob>> loaded_;           // admitted, not computing; guarded by mu_
+  std::deque<std::shared_ptr<PeJob>> computed_;         // for the completer; guarded by mu_
+  std::condition_variable done_cv_;                     // completer: computed_ non-empty or stop
+  bool compute_running_ = true;                         // guarded by mu_
   std::map<uint32_t, std::shared_ptr<PeJob>> by_xfer_;  // jobs with an area; guarded by mu_
   uint32_t last_xfer_id_ = 0;                           // guarded by mu_
   int64_t unfinished_requests_ = 0;                     // guarded by mu_
@@ -103,6 +111,7 @@ class Prefiller {
   std::thread loader_;
   std::thread reader_thread_;
   std::thread compute_;
+  std::thread completer_;
 };
 
 }  // namespace dualpath::engine
