@@ -8,23 +8,30 @@
 # each run is kept in OUT_DIR.
 #
 # usage: scripts/replay/acceptance.sh [DUALPATH_BINARY]   (default build/release/bin/dualpath)
-# env:   AGENTS (8), TURNS (40), APPEND (16), GEN (8), MAX_CONTEXT (3072), STOR_RATE (400mbit),
-#        COMP_RATE (2gbit), COMPUTE_AGENTS (4), COMPUTE_TURNS (4), COMPUTE_MAX_CONTEXT (4096),
-#        OUT_DIR (build/replay-acceptance),
+# env:   AGENTS (16 on 1P1D, 24 on 1P2D: the closed loop must be deep enough to keep every link
+#        busy), TURNS (30 on 1P1D, 20 on 1P2D), APPEND (16), GEN (8), MAX_CONTEXT (3072), STOR_RATE (400mbit),
+#        COMP_RATE (2gbit), COMPUTE_AGENTS (4), COMPUTE_TURNS (5), COMPUTE_APPEND (1024),
+#        COMPUTE_MAX_CONTEXT (6144), COMPUTE_REPS (3: the compute-bound comparison is repeated and
+#        judged on each system's median JCT, since on a shared 2-core machine one run's CPU noise
+#        is as large as the 10% being tested), OUT_DIR (build/replay-acceptance),
 #        ONLY ("1p1d 1p2d compute"), EXTRA (more `cluster run` arguments)
 set -uo pipefail
 here=$(cd "$(dirname "$0")/../.." && pwd)
 bin=$(realpath "${1:-$here/build/release/bin/dualpath}")
-AGENTS=${AGENTS:-8}
-TURNS=${TURNS:-40}
+AGENTS_1P1D=${AGENTS:-16}
+AGENTS_1P2D=${AGENTS:-24}
+TURNS_1P1D=${TURNS:-30}
+TURNS_1P2D=${TURNS:-20}
 APPEND=${APPEND:-16}
 GEN=${GEN:-8}
 MAX_CONTEXT=${MAX_CONTEXT:-3072}
 STOR_RATE=${STOR_RATE:-400mbit}
 COMP_RATE=${COMP_RATE:-2gbit}
 COMPUTE_AGENTS=${COMPUTE_AGENTS:-4}
-COMPUTE_TURNS=${COMPUTE_TURNS:-4}
-COMPUTE_MAX_CONTEXT=${COMPUTE_MAX_CONTEXT:-4096}
+COMPUTE_TURNS=${COMPUTE_TURNS:-5}
+COMPUTE_APPEND=${COMPUTE_APPEND:-1024}
+COMPUTE_MAX_CONTEXT=${COMPUTE_MAX_CONTEXT:-6144}
+COMPUTE_REPS=${COMPUTE_REPS:-3}
 OUT_DIR=${OUT_DIR:-$here/build/replay-acceptance}
 ONLY=${ONLY:-1p1d 1p2d compute}
 EXTRA=${EXTRA:-}
@@ -45,10 +52,14 @@ run() { # label pd systems workload agents turns append max_context
 
 for what in $ONLY; do
   case $what in
-    1p1d) run io-1p1d 1P1D basic,dualpath synthetic "$AGENTS" "$TURNS" "$APPEND" "$MAX_CONTEXT" ;;
-    1p2d) run io-1p2d 1P2D basic,dualpath synthetic "$AGENTS" "$TURNS" "$APPEND" "$MAX_CONTEXT" ;;
+    1p1d) run io-1p1d 1P1D basic,dualpath synthetic "$AGENTS_1P1D" "$TURNS_1P1D" "$APPEND" "$MAX_CONTEXT" ;;
+    1p2d) run io-1p2d 1P2D basic,dualpath synthetic "$AGENTS_1P2D" "$TURNS_1P2D" "$APPEND" "$MAX_CONTEXT" ;;
     compute)
-      run compute-1p1d 1P1D all compute "$COMPUTE_AGENTS" "$COMPUTE_TURNS" 512 "$COMPUTE_MAX_CONTEXT"
+      rm -f "$OUT_DIR"/compute-1p1d*.json
+      for ((k = 1; k <= COMPUTE_REPS; k++)); do
+        run "compute-1p1d-$k" 1P1D all compute "$COMPUTE_AGENTS" "$COMPUTE_TURNS" \
+          "$COMPUTE_APPEND" "$COMPUTE_MAX_CONTEXT"
+      done
       ;;
   esac
 done
@@ -75,15 +86,24 @@ for label, target in [("io-1p1d", 0.6), ("io-1p2d", 0.45)]:
                           f"({100*l['utilization']:.0f}% whole run)" for l in r["storage_links"])
         print(f"  {s}: mismatches {r['mismatches']}, failed {r['failed']}; storage links: {links}"
               f"; steady window {r['steady_s']:.1f} s")
-d = load("compute-1p1d")
-if d:
-    by = {r["system"]: r for r in d["results"]}
-    j = {s: r["jct_s"] for s, r in by.items()}
-    print("compute-1p1d: JCT " + ", ".join(f"{s} {v:.2f} s" for s, v in j.items()))
-    if "dualpath" in j and "basic" in j:
-        print(f"  dualpath/basic {j['dualpath']/j['basic']:.3f}" +
-              (f", dualpath/oracle {j['dualpath']/j['oracle']:.3f}" if "oracle" in j else "") +
-              " (target: within 10%)")
-    for s, r in by.items():
-        print(f"  {s}: mismatches {r['mismatches']}, failed {r['failed']}")
+import glob, statistics
+reps = [json.load(open(p)) for p in sorted(glob.glob(os.path.join(out, "compute-1p1d-*.json")))]
+if reps:
+    jcts = {}
+    for k, d in enumerate(reps, 1):
+        by = {r["system"]: r for r in d["results"]}
+        for s, r in by.items():
+            jcts.setdefault(s, []).append(r["jct_s"])
+        print(f"compute-1p1d rep {k}: JCT " + ", ".join(f"{s} {r['jct_s']:.2f} s" for s, r in by.items())
+              + "; " + ", ".join(f"{s} mismatches {r['mismatches']} failed {r['failed']}"
+                                 for s, r in by.items()))
+    med = {s: statistics.median(v) for s, v in jcts.items()}
+    print("compute-1p1d median JCT over %d reps: " % len(reps) +
+          ", ".join(f"{s} {v:.2f} s" for s, v in med.items()))
+    if "dualpath" in med and "basic" in med:
+        for other in ("basic", "oracle"):
+            if other in med:
+                r = med["dualpath"] / med[other]
+                print(f"  dualpath/{other} {r:.3f} (target: within 10%): "
+                      f"{'HOLDS' if abs(r - 1) <= 0.10 else 'does not hold'}")
 PY
