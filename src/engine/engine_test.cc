@@ -356,5 +356,47 @@ TEST_F(StuckDecodeReadTest, PeFailsARequestWhoseDecodePathKvNeverArrives) {
   ExpectReference(t3, Run(t3, v1c::READ_SIDE_PREFILL, HitTokens(t3)));
 }
 
+// A DE-path request whose DE read is held must not hold up a PE-path request admitted after it:
+// the PE computes the oldest request whose hit KV is in place (§6.2). With in-order compute the
+// second result could only come after the first request's deadline (30 s), failed.
+class HeldDecodeReadTest : public EngineTest {
+ protected:
+  HeldDecodeReadTest() { de_faults_ = &held_; }
+  void TearDown() override {
+    held_.Release();
+    EngineTest::TearDown();
+  }
+  StuckReads held_;
+};
+
+TEST_F(HeldDecodeReadTest, ReadyRequestComputesWhileAnEarlierOneWaitsForItsDecodePathRead) {
+  ASSERT_TRUE(pe_ && de_);
+  Agent a(5);
+  Agent b(6);
+  v1c::RequestSpec a1 = a.NextTurn(1, 40, 4);
+  ExpectReference(a1, Run(a1, v1c::READ_SIDE_PREFILL, 0));
+  v1c::RequestSpec b1 = b.NextTurn(2, 40, 4);
+  ExpectReference(b1, Run(b1, v1c::READ_SIDE_PREFILL, 0));
+  held_.Stick();
+  v1c::RequestSpec a2 = a.NextTurn(3, 20, 4);
+  v1c::RequestSpec b2 = b.NextTurn(4, 20, 4);
+  const int64_t hit_a = HitTokens(a2);
+  const int64_t hit_b = HitTokens(b2);
+  ASSERT_GT(hit_a, 0);
+  ASSERT_GT(hit_b, 0);
+  sched_.Assign(pe_->engine_id(), de_->engine_id(), a2, v1c::READ_SIDE_DECODE, hit_a, 0);
+  sched_.Assign(pe_->engine_id(), de_->engine_id(), b2, v1c::READ_SIDE_PREFILL, hit_b, 0);
+  v1c::RequestResult rb = Wait(4);
+  ExpectReference(b2, rb);
+  EXPECT_EQ(rb.loaded_tokens(), hit_b);
+  // The held request is still waiting for its DE's read: no result of it exists yet.
+  EXPECT_FALSE(sched_.Wait(3, std::chrono::milliseconds(0)).has_value());
+  // Released, the read fails (injected): the DE loaded nothing and the PE recomputes it all.
+  held_.Release();
+  v1c::RequestResult ra = Wait(3);
+  ExpectReference(a2, ra);
+  EXPECT_EQ(ra.loaded_tokens(), 0);
+}
+
 }  // namespace
 }  // namespace dualpath::engine
