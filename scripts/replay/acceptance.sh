@@ -56,9 +56,11 @@ for what in $ONLY; do
     1p2d) run io-1p2d 1P2D basic,dualpath synthetic "$AGENTS_1P2D" "$TURNS_1P2D" "$APPEND" "$MAX_CONTEXT" ;;
     compute)
       rm -f "$OUT_DIR"/compute-1p1d*.json
+      # The order of the systems rotates between reps so that none always runs first or last.
+      orders=(basic,dualpath,oracle dualpath,oracle,basic oracle,basic,dualpath)
       for ((k = 1; k <= COMPUTE_REPS; k++)); do
-        run "compute-1p1d-$k" 1P1D all compute "$COMPUTE_AGENTS" "$COMPUTE_TURNS" \
-          "$COMPUTE_APPEND" "$COMPUTE_MAX_CONTEXT"
+        run "compute-1p1d-$k" 1P1D "${orders[$(((k - 1) % 3))]}" compute "$COMPUTE_AGENTS" \
+          "$COMPUTE_TURNS" "$COMPUTE_APPEND" "$COMPUTE_MAX_CONTEXT"
       done
       ;;
   esac

@@ -448,6 +448,10 @@ Result<ClusterRunReport> RunOnCluster(const ClusterRunOptions& o, std::ostream& 
     if (!o.keep) {
       std::filesystem::remove_all(cluster.storage.admin_mount + "/" + subdir, ec);
     }
+    // Write this system's dirty pages (the brick's KV files) back now, not while the next system
+    // runs: the systems share the machine's CPUs and disk, and the kernel's writeback would
+    // otherwise land on whichever system comes next.
+    ::sync();
     SystemRun run;
     run.system = system;
     run.replay = std::move(*replay);
