@@ -58,6 +58,7 @@ Decoder::Decoder(Context& ctx)
       write_behind_(*ctx.store, WriteBehindFor()) {
   reader_thread_ = std::thread([this] { ReaderLoop(); });
   decode_thread_ = std::thread([this] { DecodeLoop(); });
+  report_thread_ = std::thread([this] { ReportLoop(); });
 }
 
 Decoder::~Decoder() { Stop(); }
@@ -73,6 +74,14 @@ void Decoder::Stop() {
   }
   if (decode_thread_.joinable()) {
     decode_thread_.join();
+  }
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    decode_running_ = false;
+  }
+  report_cv_.notify_all();
+  if (report_thread_.joinable()) {
+    report_thread_.join();  // reports every decoded result first
   }
   write_behind_.Close();
 }
@@ -391,10 +400,47 @@ void Decoder::DecodeLoop() {
       result = FailedResult(r->a, s);
     }
     Release(*r);
+    if (s.ok()) {
+      {
+        std::lock_guard<std::mutex> lock(mu_);
+        to_report_.push_back(std::move(result));
+      }
+      report_cv_.notify_all();
+      continue;
+    }
     Status rs = ctx_.scheduler->ReportResult(result);
     if (!rs.ok()) {
       log::Warn("engine {}: reporting request {}: {}", ctx_.options.name,
                 r->a.request().request_id(), rs.ToString());
+    }
+  }
+}
+
+void Decoder::ReportLoop() {
+  while (true) {
+    std::deque<v1c::RequestResult> batch;
+    {
+      std::unique_lock<std::mutex> lock(mu_);
+      report_cv_.wait(lock, [&] { return !to_report_.empty() || !decode_running_; });
+      if (to_report_.empty()) {
+        return;
+      }
+      batch.swap(to_report_);
+    }
+    // The next turn of these agents hits their blocks only if they are published before its
+    // Submit probes storage, i.e. before the result reaches the replayer. One flush covers every
+    // block queued before it, so a batch of results waits once.
+    write_behind_.Flush();
+    if (!write_behind_.last_error().ok()) {
+      log::Debug("engine {}: write-behind last error: {}", ctx_.options.name,
+                 write_behind_.last_error().ToString());
+    }
+    for (const v1c::RequestResult& result : batch) {
+      Status rs = ctx_.scheduler->ReportResult(result);
+      if (!rs.ok()) {
+        log::Warn("engine {}: reporting request {}: {}", ctx_.options.name, result.request_id(),
+                  rs.ToString());
+      }
     }
   }
 }
@@ -442,7 +488,6 @@ Status Decoder::Decode(DeReq& r, v1c::RequestResult* result) {
   // as soon as their last position is computed.
   int64_t next_write = std::clamp<int64_t>(done.loaded_tokens(), 0, prompt) / bt;
   std::vector<std::byte> block(ctx_.shape.FullBytes());
-  uint64_t write_errors = 0;
   auto write_upto = [&](int64_t computed) {
     while (next_write < full_blocks && (next_write + 1) * bt <= computed) {
       const uint64_t layer_bytes = ctx_.shape.LayerBytes();
@@ -453,7 +498,6 @@ Status Decoder::Decode(DeReq& r, v1c::RequestResult* result) {
       }
       Status s = write_behind_.Submit(hashes[static_cast<size_t>(next_write)], ctx_.shape, block);
       if (!s.ok()) {
-        ++write_errors;
         log::Warn("engine {}: write-behind of block {} of request {}: {}", ctx_.options.name,
                   next_write, spec.request_id(), s.ToString());
       }
@@ -484,13 +528,7 @@ Status Decoder::Decode(DeReq& r, v1c::RequestResult* result) {
     write_upto(static_cast<int64_t>(pos) + 1);
   }
   const int64_t done_ns = RealtimeNs();
-  // The next turn of this agent hits these blocks only if they are published before its Submit
-  // probes storage, i.e. before this result reaches the replayer.
-  write_behind_.Flush();
-  if (write_errors == 0 && !write_behind_.last_error().ok()) {
-    log::Debug("engine {}: write-behind last error: {}", ctx_.options.name,
-               write_behind_.last_error().ToString());
-  }
+  // The reporter flushes the write-behind before reporting this result (ReportLoop).
 
   v1c::RequestResult& res = *result;
   res.set_request_id(spec.request_id());
