@@ -53,6 +53,7 @@ Result<std::span<std::byte>> PoolImpl::CreateRoot(std::string_view name, uint64_
   Locked l(this);
   constexpr uint32_t kNone = ~0u;
   uint32_t free_slot = kNone;
+  bool swept = false;
   for (bool rescan = true; rescan;) {
     rescan = false;
     free_slot = kNone;
@@ -60,13 +61,13 @@ Result<std::span<std::byte>> PoolImpl::CreateRoot(std::string_view name, uint64_
       RootEntry* r = Root(i);
       sync_.Fresh(r);
       if (Ld(r->state) == kReady && NameIs(r, name)) {
-        if (RootOwnerLiveLocked(r)) {
+        if (swept || RootOwnerLiveLocked(r)) {
           return Status(Code::kAlreadyExists, fmt::format("pool: root '{}' exists", name));
         }
         // Its owner is gone but no sweep has run since: run it now (it drops this root with
-        // everything else the dead held) and scan again; the sweep makes the owner's slot
-        // non-live, so this happens at most once.
+        // everything else the dead held) and scan again.
         SweepLocked();
+        swept = true;
         rescan = true;
         break;
       }
