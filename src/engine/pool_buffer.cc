@@ -45,7 +45,9 @@ Result<std::unique_ptr<PoolBuffer>> PoolBuffer::Attach(const std::string& path, 
 }
 
 PoolBuffer::~PoolBuffer() {
-  if (pool_ == nullptr) return;
+  // Only a root this object took is destroyed: a failed Attach (e.g. the name is held by a live
+  // engine) must not touch someone else's root of the same name.
+  if (pool_ == nullptr || span_.data() == nullptr) return;
   // Clean exit: give the buffer back now (closing the attachment would drop the owner-bound root
   // at the sweep that follows anyway; this way the intent does not depend on it).
   if (Status s = pool_->DestroyRoot(root_); !s.ok()) {

@@ -70,10 +70,15 @@ TEST_F(PoolBufferTest, SecondLiveEngineWithTheSameNameIsRefused) {
   EXPECT_EQ(second.status().code(), Code::kAlreadyExists);
   EXPECT_NE(second.status().message().find("another live engine"), std::string::npos)
       << second.status().ToString();
+  // The refused one did not touch the holder's root.
+  auto obs = Observer();
+  ASSERT_NE(obs, nullptr);
+  ASSERT_EQ(obs->Stats().roots, 1u);
+  EXPECT_EQ(obs->Stats().root_list[0].owner_pid, getpid());
   // Another name shares the same pool (created once, never re-formatted).
   auto other = PoolBuffer::Attach(path_, 1 * kMiB, "engine/d0.0", 8 * kMiB);
   ASSERT_TRUE(other.ok()) << other.status().ToString();
-  EXPECT_EQ(Observer()->Stats().roots, 2u);
+  EXPECT_EQ(obs->Stats().roots, 2u);
 }
 
 TEST_F(PoolBufferTest, PoolTooSmallSaysWhatToChange) {
