@@ -26,6 +26,7 @@ struct RunArgs {
   std::string json_out;
   std::string plot_dir;
   bool no_check = false;
+  bool no_pool = false;
   std::string kill;
 };
 
@@ -93,12 +94,16 @@ void Register(CLI::App& root, int* exit_code) {
   run->add_option("--json", a->json_out, "Write results (sim's schema + records) here");
   run->add_option("--plot", a->plot_dir, "Write jct.png and storage_<system>.png here (gnuplot)");
   run->add_flag("--keep", o.keep, "Leave the cluster and store directories in place");
+  run->add_flag("--no-pool", a->no_pool,
+                "Engines keep their buffers in process memory instead of their node's "
+                "shared-memory pool (/dev/shm/dualpath-CLUSTER-NODE.pool)");
   run->add_flag("--no-check", a->no_check, "Skip the recompute-and-compare correctness check");
   run->callback([a, pd, append, exit_code] {
     Status s = [&]() -> Status {
       replay::ClusterRunOptions o = a->o;
       o.pd_given = pd->count() > 0;
       o.check = !a->no_check;
+      o.pool = !a->no_pool;
       o.workload = replay::WithSourceDefaults(o.workload, append->count() > 0);
       ASSIGN_OR_RETURN(o.systems, replay::ParseSystems(a->systems));
       if (!a->kill.empty()) {
@@ -132,6 +137,10 @@ void Register(CLI::App& root, int* exit_code) {
         if (r.mismatches.value_or(0) > 0 || sum.failed > 0) {
           return Internal(r.system + ": " + std::to_string(r.mismatches.value_or(0)) +
                           " mismatches, " + std::to_string(sum.failed) + " failed requests");
+        }
+        if (r.killed_buffers && !r.killed_buffers->reclaimed()) {
+          return Internal(r.system + ": the killed engine's buffer root " + r.killed_buffers->root +
+                          " was not reclaimed from " + r.killed_buffers->pool);
         }
       }
       return Status::Ok();

@@ -28,6 +28,7 @@ struct EngineArgs {
   std::string role;
   std::string scheduler;
   uint64_t buffer_mib = 256;
+  uint64_t pool_mib = 0;
   double request_timeout_s = 60;
   double peer_timeout_s = 5;
   std::string ucx_net_devices;
@@ -67,6 +68,11 @@ int RunEngine(EngineArgs& a) {
     return ReportError("engine", InvalidArgument("--buffer-mib must be in [1, 1048576]"));
   }
   o.buffer_bytes = a.buffer_mib << 20;
+  if (a.pool_mib > (1u << 22) || (a.pool_mib > 0 && a.pool_mib < a.buffer_mib)) {
+    return ReportError("engine", InvalidArgument("--pool-mib must be 0 or in [--buffer-mib, "
+                                                 "4194304]"));
+  }
+  o.pool_bytes = a.pool_mib << 20;
   if (!(a.request_timeout_s > 0) || !(a.peer_timeout_s > 0)) {
     return ReportError("engine", InvalidArgument("--request-timeout-s and --peer-timeout-s must "
                                                  "be positive"));
@@ -136,6 +142,13 @@ void Register(CLI::App& root, int* exit_code) {
       ->check(CLI::NonNegativeNumber);
   sub->add_option("--buffer-mib", a->buffer_mib,
                   "Registered host memory for buffers and KV, MiB (default 256)");
+  sub->add_option("--pool", a->o.pool_path,
+                  "The node's shared-memory pool (created if absent): the buffer becomes its "
+                  "owner-bound root engine/NAME, reclaimed if the engine dies (default: process "
+                  "memory)");
+  sub->add_option("--pool-mib", a->pool_mib,
+                  "Data size of the pool if this engine creates it, MiB (default 4 x "
+                  "--buffer-mib)");
   sub->add_option("--ucx-tls", a->o.ucx_tls, "UCX_TLS of the transfer engine (default tcp)");
   sub->add_option("--ucx-net-devices", a->ucx_net_devices,
                   "UCX_NET_DEVICES (default: the interface holding --listen)");

@@ -63,11 +63,11 @@ void PrintStats(const std::string& path, const pool::PoolStats& s, bool json) {
         "\"num_chunks\":%lu,\"free_chunks\":%lu,\"index_capacity\":%lu,\"ready_entries\":%lu,"
         "\"writing_entries\":%lu,\"pinned_entries\":%lu,\"total_pins\":%lu,\"used_bytes\":%lu,"
         "\"live_procs\":%lu,\"roots\":%lu,\"evictions\":%lu,\"sweeps\":%lu,"
-        "\"reclaimed_procs\":%lu}\n",
+        "\"reclaimed_procs\":%lu,\"reclaimed_roots\":%lu}\n",
         path.c_str(), std::string(pool::MemoryModelName(s.model)).c_str(), s.region_bytes,
         s.chunk_bytes, s.num_chunks, s.free_chunks, s.index_capacity, s.ready_entries,
         s.writing_entries, s.pinned_entries, s.total_pins, s.used_bytes, s.live_procs - 1, s.roots,
-        s.evictions, s.sweeps, s.reclaimed_procs);
+        s.evictions, s.sweeps, s.reclaimed_procs, s.reclaimed_roots);
     return;
   }
   std::printf("region        %s\n", path.c_str());
@@ -77,14 +77,24 @@ void PrintStats(const std::string& path, const pool::PoolStats& s, bool json) {
   std::printf("index         %lu entries: %lu ready, %lu being written, %lu pinned (%lu pins)\n",
               s.index_capacity, s.ready_entries, s.writing_entries, s.pinned_entries, s.total_pins);
   std::printf("used          %lu bytes in blocks and roots, %lu roots\n", s.used_bytes, s.roots);
+  for (const pool::RootInfo& r : s.root_list) {
+    if (r.lifetime == pool::RootLifetime::kProcess) {
+      std::printf("  root %-24s %lu bytes, owned by pid %d\n", r.name.c_str(), r.bytes,
+                  r.owner_pid);
+    } else {
+      std::printf("  root %-24s %lu bytes, persistent\n", r.name.c_str(), r.bytes);
+    }
+  }
   // This command is itself attached while it reads the stats: do not count it.
   std::printf("processes     %lu attached (besides this one)\n", s.live_procs - 1);
   for (const pool::ProcInfo& p : s.procs) {
     if (p.pid == getpid()) continue;
     std::printf("  pid %-8d node %-3u pins %-6lu writing %lu\n", p.pid, p.node, p.pins, p.writing);
   }
-  std::printf("history       %lu evictions, %lu recovery sweeps, %lu dead processes reclaimed\n",
-              s.evictions, s.sweeps, s.reclaimed_procs);
+  std::printf(
+      "history       %lu evictions, %lu recovery sweeps, %lu dead processes and %lu owner-bound "
+      "roots reclaimed\n",
+      s.evictions, s.sweeps, s.reclaimed_procs, s.reclaimed_roots);
 }
 
 void RegisterPool(CLI::App& root, int* exit_code) {

@@ -12,6 +12,7 @@
 #include "engine/decode.h"
 #include "engine/notice.h"
 #include "engine/peer_service.h"
+#include "engine/pool_buffer.h"
 #include "engine/prefill.h"
 
 namespace dualpath::engine {
@@ -26,6 +27,8 @@ inline constexpr std::string_view kDefaultHashSeed = "0";
 struct Engine::Impl {
   Context ctx;
   std::unique_ptr<SchedulerLink> scheduler;
+  // Declared before the transfer engine: the pool memory must outlive its registration.
+  std::unique_ptr<PoolBuffer> pool_buffer;
   std::unique_ptr<transfer::TransferEngine> transfer;
   std::unique_ptr<KvArena> arena;
   std::unique_ptr<PeerDirectory> peers;
@@ -52,6 +55,9 @@ struct Engine::Impl {
     transfer.reset();
     prefiller.reset();
     decoder.reset();
+    // Nothing refers to the buffer any more: give the pool root back (clean exit).
+    arena.reset();
+    pool_buffer.reset();
   }
 };
 
@@ -63,13 +69,30 @@ Status Engine::Impl::StartServers() {
   ASSIGN_OR_RETURN(transfer, transfer::TransferEngine::Create(tc));
   // One registered region for every buffer of the engine: areas allocated from it never need
   // another registration or a remote-key exchange.
-  Result<std::pair<transfer::RegionId, void*>> region = transfer->AllocateRegion(o.buffer_bytes);
-  if (!region.ok()) {
-    return region.status().WithContext(
-        fmt::format("allocate {} MiB of engine buffer", o.buffer_bytes >> 20));
+  std::byte* base = nullptr;
+  if (!o.pool_path.empty()) {
+    // The node's pool: a crash leaves a root the pool reclaims, not memory nobody can free.
+    ASSIGN_OR_RETURN(
+        pool_buffer,
+        PoolBuffer::Attach(o.pool_path, o.pool_bytes > 0 ? o.pool_bytes : 4 * o.buffer_bytes,
+                           PoolRootName(o.name), o.buffer_bytes));
+    Result<transfer::RegionId> id = transfer->RegisterRegion(pool_buffer->data(), o.buffer_bytes);
+    if (!id.ok()) {
+      return id.status().WithContext(
+          fmt::format("register {} MiB of pool buffer", o.buffer_bytes >> 20));
+    }
+    base = pool_buffer->data();
+    log::Info("engine {}: buffer is root {} of pool {} ({} MiB)", o.name, pool_buffer->root_name(),
+              o.pool_path, o.buffer_bytes >> 20);
+  } else {
+    Result<std::pair<transfer::RegionId, void*>> region = transfer->AllocateRegion(o.buffer_bytes);
+    if (!region.ok()) {
+      return region.status().WithContext(
+          fmt::format("allocate {} MiB of engine buffer", o.buffer_bytes >> 20));
+    }
+    base = static_cast<std::byte*>(region->second);
   }
-  arena = std::make_unique<KvArena>(static_cast<std::byte*>(region->second), o.buffer_bytes,
-                                    o.hbm_tokens);
+  arena = std::make_unique<KvArena>(base, o.buffer_bytes, o.hbm_tokens);
   peers = std::make_unique<PeerDirectory>(*transfer);
   Result<std::string> taddr = transfer->Listen(fmt::format("{}:{}", o.listen_ip, o.transfer_port));
   if (!taddr.ok()) {

@@ -21,7 +21,7 @@
 namespace dualpath::pool::internal {
 
 inline constexpr uint64_t kMagic = 0x31304C4F4F505044ull;  // "DPPOOL01" little-endian
-inline constexpr uint32_t kVersion = 1;
+inline constexpr uint32_t kVersion = 2;                    // 2: owner-bound roots (RootEntry owner)
 inline constexpr uint64_t kCacheLine = 64;
 inline constexpr uint64_t kHeaderBytes = 4096;
 inline constexpr uint32_t kInitReady = 0x52454459;  // "READ"Y: header fully written
@@ -56,7 +56,8 @@ struct RegionHeader {
   uint64_t evictions;
   uint64_t sweeps;
   uint64_t reclaimed_procs;
-  uint64_t reserved1[4];
+  uint64_t reclaimed_roots;  // owner-bound roots dropped because their owner was gone
+  uint64_t reserved1[3];
 };
 static_assert(sizeof(RegionHeader) == 256);
 static_assert(offsetof(RegionHeader, magic) == 0);
@@ -139,17 +140,25 @@ static_assert(offsetof(IndexEntry, last_access) == 56);
 static_assert(offsetof(IndexEntry, user_tag) == 64);
 inline constexpr uint64_t kMaxBlockBytes = 0xFFFFFFFFull;
 
-// Named root object (TraCT's object store): name -> (offset, length).
+// Named root object (TraCT's object store): name -> (offset, length). A persistent root has
+// owner_plus1 == 0 (regions formatted before owner-bound roots existed read as persistent: the
+// field was reserved and zero); an owner-bound root names its creator (process slot + 1,
+// generation) and is dropped by the recovery sweep once that owner is no longer live. The owner
+// is written before the state's commit store, so a root is never READY without its owner.
 inline constexpr size_t kRootNameBytes = 64;
 struct RootEntry {
   uint64_t state;  // 0 empty, 2 ready
   char name[kRootNameBytes];
   uint64_t data_off;
   uint64_t length;
-  uint64_t reserved[5];
+  uint32_t owner_plus1;  // 0: persistent; else the owning process slot + 1
+  uint32_t owner_gen;    // the owner's slot generation
+  uint64_t reserved[4];
 };
 static_assert(sizeof(RootEntry) == 128);
 static_assert(offsetof(RootEntry, data_off) == 72);
+static_assert(offsetof(RootEntry, owner_plus1) == 88);
+static_assert(offsetof(RootEntry, owner_gen) == 92);
 
 // Lock area. Coherent model: a process-shared robust pthread mutex. Non-coherent model: TraCT's
 // global slot array, one slot per node, each on its own cache line, plus a control line.

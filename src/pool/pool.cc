@@ -103,7 +103,22 @@ Status Pool::Create(const std::string& path, const Geometry& geometry) {
   FlushLines(h, sizeof(*h));
   St(h->init_state, kInitReady);
   FlushLines(h, sizeof(*h));
-  return Status::Ok();
+  return m->Link();
+}
+
+Result<std::unique_ptr<Pool>> Pool::OpenOrCreate(const std::string& path, const Geometry& geometry,
+                                                 OpenOptions options) {
+  // Open wins if the region exists; otherwise create it. Losing a creation race is kAlreadyExists
+  // (then the winner's region is complete and named: open it). A region destroyed between the
+  // two steps sends us round again; a few rounds cover any realistic interleaving.
+  Status last = Status::Ok();
+  for (int round = 0; round < 8; ++round) {
+    Result<std::unique_ptr<Pool>> p = Open(path, options);
+    if (p.ok() || p.status().code() != Code::kNotFound) return p;
+    last = Create(path, geometry);
+    if (!last.ok() && last.code() != Code::kAlreadyExists) return last;
+  }
+  return last.ok() ? Unavailable(fmt::format("{}: created and removed repeatedly", path)) : last;
 }
 
 Result<Geometry> Pool::ReadGeometry(const std::string& path) {

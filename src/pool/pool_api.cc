@@ -30,8 +30,9 @@ Result<uint64_t> Pool::Get(const BlockHash& hash, std::span<std::byte> out, uint
 }
 Status Pool::Delete(const BlockHash& hash) { return impl_->Delete(hash); }
 Result<size_t> Pool::Evict(size_t n) { return impl_->Evict(n); }
-Result<std::span<std::byte>> Pool::CreateRoot(std::string_view name, uint64_t size) {
-  return impl_->CreateRoot(name, size);
+Result<std::span<std::byte>> Pool::CreateRoot(std::string_view name, uint64_t size,
+                                              RootLifetime lifetime) {
+  return impl_->CreateRoot(name, size, lifetime);
 }
 Result<std::span<std::byte>> Pool::GetRoot(std::string_view name) { return impl_->GetRoot(name); }
 Status Pool::DestroyRoot(std::string_view name) { return impl_->DestroyRoot(name); }

@@ -128,6 +128,15 @@ int32_t dp_pool_root_create(dp_pool* pool, const char* name, uint64_t size, void
   return Ret(Status::Ok());
 }
 
+int32_t dp_pool_root_create_owned(dp_pool* pool, const char* name, uint64_t size, void** out) {
+  if (pool == nullptr || name == nullptr || out == nullptr) return Bad("argument");
+  Result<std::span<std::byte>> r =
+      pool->pool->CreateRoot(name, size, dualpath::pool::RootLifetime::kProcess);
+  if (!r.ok()) return Ret(r.status());
+  *out = r->data();
+  return Ret(Status::Ok());
+}
+
 int32_t dp_pool_root_get(dp_pool* pool, const char* name, void** out, uint64_t* size) {
   if (pool == nullptr || name == nullptr || out == nullptr) return Bad("argument");
   Result<std::span<std::byte>> r = pool->pool->GetRoot(name);

@@ -57,6 +57,17 @@ static int Run(const char* path, int32_t model) {
   CHECK(again == root && root_size == 100 && strcmp((const char*)again, "hello") == 0);
   CHECK(dp_pool_root_destroy(pool, "index") == 0);
 
+  /* An owner-bound root goes with the handle that made it; a persistent one stays. */
+  dp_pool* other = NULL;
+  CHECK(dp_pool_open(path, 0, &other) == 0);
+  CHECK(dp_pool_root_create_owned(other, "engine/x", 4096, &root) == 0);
+  CHECK(dp_pool_root_create(other, "kept", 64, &root) == 0);
+  CHECK(dp_pool_root_get(pool, "engine/x", &again, &root_size) == 0 && root_size == 4096);
+  dp_pool_close(other);
+  CHECK(dp_pool_root_get(pool, "engine/x", &again, &root_size) == 2); /* kNotFound */
+  CHECK(dp_pool_root_get(pool, "kept", &again, &root_size) == 0 && root_size == 64);
+  CHECK(dp_pool_root_destroy(pool, "kept") == 0);
+
   CHECK(dp_pool_delete(pool, &a) == 0);
   CHECK(dp_pool_open(NULL, 0, &pool) == 1); /* kInvalidArgument */
   dp_pool_close(pool);

@@ -12,8 +12,8 @@
 //    read only while pinned; READY is the visibility boundary.
 //
 // The derived state - chunk slot bitmaps, the chunk bitmap, entry pin counts - can always be
-// rebuilt from the truth (index entries, roots, live processes' pin records), which is what the
-// recovery sweep does after a holder died mid-update (recovery.cc).
+// rebuilt from the truth (index entries, roots and their owners, live processes' pin records),
+// which is what the recovery sweep does after a holder died mid-update (recovery.cc).
 #pragma once
 
 #include <condition_variable>
@@ -48,7 +48,8 @@ class PoolImpl {
   Result<uint64_t> Get(const BlockHash& hash, std::span<std::byte> out, uint64_t* user_tag);
   Status Delete(const BlockHash& hash);
   Result<size_t> Evict(size_t n);
-  Result<std::span<std::byte>> CreateRoot(std::string_view name, uint64_t size);
+  Result<std::span<std::byte>> CreateRoot(std::string_view name, uint64_t size,
+                                          RootLifetime lifetime);
   Result<std::span<std::byte>> GetRoot(std::string_view name);
   Status DestroyRoot(std::string_view name);
   Status Tick();
@@ -128,6 +129,8 @@ class PoolImpl {
   void SweepLocked();
   void RenewLease();
   void BackgroundLoop();
+  // Under the lock: a persistent root, or an owner-bound one whose owner is still attached.
+  bool RootOwnerLiveLocked(const internal::RootEntry* r) const;
   // Pin records of this process.
   bool AddPinRecordLocked(uint32_t entry, int delta);
 

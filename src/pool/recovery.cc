@@ -2,10 +2,10 @@
 //
 // A process is dead when (same host) its pid no longer exists or now belongs to a process with a
 // different start time, or (another host) its lease expired without renewal. The sweep then
-// takes away everything it held: its WRITING entries (space freed), its pins (entries become
-// evictable), its heap's chunks (orphaned: still holding live blocks, reusable by anyone), and
-// rebuilds every derived structure from the truth, so a crash at any point of any critical
-// section leaves nothing inconsistent behind.
+// takes away everything it held: its owner-bound roots and WRITING entries (space freed), its
+// pins (entries become evictable), its heap's chunks (orphaned: still holding live blocks, reusable
+// by anyone), and rebuilds every derived structure from the truth, so a crash at any point of any
+// critical section leaves nothing inconsistent behind.
 #include <fcntl.h>
 #include <signal.h>
 #include <unistd.h>
@@ -210,7 +210,21 @@ void PoolImpl::SweepLocked() {
     if (plus1 == 0 || plus1 > geometry_.max_procs || !live[plus1 - 1]) return false;
     return Ld(Proc(plus1 - 1)->generation) == gen;
   };
-  // 2. WRITING entries of dead writers are dropped; pin counts are rebuilt below.
+  // 2a. Owner-bound roots whose owner is no longer live are dropped (one commit store each);
+  // step 4 then rebuilds the allocator without them, so their chunks are free again.
+  for (uint32_t r = 0; r < geometry_.max_roots; ++r) {
+    RootEntry* re = Root(r);
+    sync_.Fresh(re);
+    if (Ld(re->state) != kReady || Ld(re->owner_plus1) == 0) continue;
+    if (live_owner(Ld(re->owner_plus1), Ld(re->owner_gen))) continue;
+    log::Debug("pool: reclaiming root '{}' ({} bytes) of a departed owner",
+               std::string(re->name, strnlen(re->name, kRootNameBytes)), Ld(re->length));
+    St(re->state, uint64_t{kEmpty});
+    sync_.Publish(re);
+    St(h->reclaimed_roots, Ld(h->reclaimed_roots) + 1);
+  }
+  FaultPoint("sweep.roots_dropped");
+  // 2b. WRITING entries of dead writers are dropped; pin counts are rebuilt below.
   for (uint64_t i = 0; i < index_cap_; ++i) {
     IndexEntry* e = Entry(i);
     sync_.Fresh(e);

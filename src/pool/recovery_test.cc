@@ -1,6 +1,6 @@
 // A process killed (SIGKILL) at each fault point inside the metadata lock: the survivors' view
 // must be repaired by the recovery sweep - no wedged lock, no WRITING leftovers, no stale pins,
-// no leaked capacity, and every READY block still intact.
+// no leaked capacity (owner-bound roots included), and every READY block still intact.
 #include <gtest/gtest.h>
 #include <signal.h>
 #include <sys/wait.h>
@@ -48,6 +48,8 @@ class RecoveryTest : public ::testing::TestWithParam<Param> {};
     if (!pool.Put(MakeHash(k), d, Checksum(d)).ok()) _exit(4);
   }
   if (!pool.Pin(MakeHash(1)).ok()) _exit(5);
+  if (!pool.CreateRoot("victim/owned", 100000, RootLifetime::kProcess).ok()) _exit(6);
+  if (!pool.CreateRoot("victim/kept", 1000).ok()) _exit(7);
   g_point = std::get<1>(RecoveryTest::GetParam());
   internal::SetFaultHook(&KillAtPoint);
   Result<WriteHandle> w = pool.Reserve(MakeHash(4), 20000);  // new size class: new chunk
@@ -59,6 +61,7 @@ class RecoveryTest : public ::testing::TestWithParam<Param> {};
   Result<PinnedBlock> pin2 = pool.Pin(MakeHash(2));
   if (pin2.ok()) (void)pool.Unpin(*pin2);
   (void)pool.Delete(MakeHash(3));
+  (void)pool.CreateRoot("victim/late", 5000, RootLifetime::kProcess);
   (void)pool.Recover();
   _exit(0);  // the point was not reached: the parent reports it
 }
@@ -106,6 +109,11 @@ TEST_P(RecoveryTest, KilledInsideCriticalSection) {
   EXPECT_EQ(s.writing_entries, 0u);
   EXPECT_EQ(s.total_pins, 0u);
   EXPECT_GE(s.reclaimed_procs, 1u);
+  // Its owner-bound roots are gone (committed or not), its persistent root stays.
+  EXPECT_EQ(pool.GetRoot("victim/owned").status().code(), Code::kNotFound);
+  EXPECT_EQ(pool.GetRoot("victim/late").status().code(), Code::kNotFound);
+  EXPECT_GE(s.reclaimed_roots, 1u);
+  ASSERT_TRUE(pool.DestroyRoot("victim/kept").ok());
   // Every READY block is intact.
   for (uint64_t k : {1, 2, 3, 4, 100}) {
     std::vector<std::byte> out(32 << 10);
@@ -132,10 +140,10 @@ TEST_P(RecoveryTest, KilledInsideCriticalSection) {
   EXPECT_EQ(out, d);
 }
 
-const char* const kPoints[] = {"reserve.allocated", "alloc.descs_written",  "reserve.filled",
-                               "reserve.writing",   "publish.before_ready", "pin.recorded",
-                               "unpin.recorded",    "free.slot_cleared",    "remove.unpublished",
-                               "sweep.pins_rebuilt"};
+const char* const kPoints[] = {"reserve.allocated",  "alloc.descs_written",  "reserve.filled",
+                               "reserve.writing",    "publish.before_ready", "pin.recorded",
+                               "unpin.recorded",     "free.slot_cleared",    "remove.unpublished",
+                               "sweep.pins_rebuilt", "root.before_commit",   "sweep.roots_dropped"};
 
 std::string Name(const ::testing::TestParamInfo<Param>& info) {
   std::string n = std::string(MemoryModelName(std::get<0>(info.param))) + "_" +

@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <filesystem>
 #include <fstream>
 
 namespace dualpath::pool::internal {
@@ -73,7 +74,14 @@ Result<std::unique_ptr<Mapping>> Mapping::Create(const std::string& path, uint64
     }
     m->bytes_ = bytes;
   } else {
-    m->fd_ = open(path.c_str(), O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+    if (lstat(path.c_str(), &st) == 0) {
+      return Status(Code::kAlreadyExists, fmt::format("create {}: file exists", path));
+    }
+    // Unnamed first (linked in once formatted), else by name with O_EXCL (never clobbers).
+    const std::string dir = std::filesystem::path(path).parent_path().string();
+    m->fd_ = open(dir.empty() ? "." : dir.c_str(), O_RDWR | O_TMPFILE | O_CLOEXEC, 0600);
+    m->unnamed_ = m->fd_ >= 0;
+    if (m->fd_ < 0) m->fd_ = open(path.c_str(), O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
     if (m->fd_ < 0) return ErrnoStatus(fmt::format("create {}", path), errno);
     struct statfs fs {};
     if (fstatfs(m->fd_, &fs) == 0 && fs.f_type == HUGETLBFS_MAGIC) {
@@ -83,18 +91,30 @@ Result<std::unique_ptr<Mapping>> Mapping::Create(const std::string& path, uint64
     }
     if (ftruncate(m->fd_, static_cast<off_t>(bytes)) != 0) {
       Status s = ErrnoStatus(fmt::format("size {} to {} bytes", path, bytes), errno);
-      unlink(path.c_str());
+      if (!m->unnamed_) unlink(path.c_str());
       return s;
     }
     m->bytes_ = bytes;
   }
   Result<uint8_t*> base = MapFd(m->fd_, m->bytes_, path);
   if (!base.ok()) {
-    if (!m->is_device_) unlink(path.c_str());
+    if (!m->is_device_ && !m->unnamed_) unlink(path.c_str());
     return base.status();
   }
   m->base_ = *base;
   return m;
+}
+
+Status Mapping::Link() {
+  if (!unnamed_) return Status::Ok();
+  // linkat(AT_EMPTY_PATH) needs CAP_DAC_READ_SEARCH; the /proc/self/fd route does not. Like
+  // link(2) it fails with EEXIST instead of replacing what is there.
+  const std::string self = fmt::format("/proc/self/fd/{}", fd_);
+  if (linkat(AT_FDCWD, self.c_str(), AT_FDCWD, path_.c_str(), AT_SYMLINK_FOLLOW) != 0) {
+    return ErrnoStatus(fmt::format("create {}", path_), errno);
+  }
+  unnamed_ = false;
+  return Status::Ok();
 }
 
 Result<std::unique_ptr<Mapping>> Mapping::Open(const std::string& path) {

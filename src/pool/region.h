@@ -20,8 +20,13 @@ class Mapping {
   Mapping& operator=(const Mapping&) = delete;
 
   // Creates a regular file of `bytes` (rounded up to the huge page size on hugetlbfs; kAlready
-  // Exists if present), or opens an existing DAX device (its size must be >= bytes).
+  // Exists if present), or opens an existing DAX device (its size must be >= bytes). Where the
+  // file system supports O_TMPFILE (tmpfs does) the file is created unnamed: it appears at `path`
+  // only when Link() is called, after formatting, and a crash before that leaves nothing behind.
   static Result<std::unique_ptr<Mapping>> Create(const std::string& path, uint64_t bytes);
+  // Gives a file made by Create its name (no-op if it already has one). kAlreadyExists, without
+  // touching the existing file, if something appeared at the path meanwhile.
+  Status Link();
   // Opens an existing region file or device read-write without modifying it.
   static Result<std::unique_ptr<Mapping>> Open(const std::string& path);
   // Size of the file or device at `path` (no mapping).
@@ -38,6 +43,7 @@ class Mapping {
   uint8_t* base_ = nullptr;
   uint64_t bytes_ = 0;
   bool is_device_ = false;
+  bool unnamed_ = false;  // an O_TMPFILE file not yet linked to path_
   std::string path_;
 };
 

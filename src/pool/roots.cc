@@ -3,6 +3,7 @@
 
 #include <cstring>
 
+#include "pool/fault.h"
 #include "pool/pool_impl.h"
 
 namespace dualpath::pool {
@@ -28,45 +29,81 @@ bool NameIs(const RootEntry* r, std::string_view name) {
 
 }  // namespace
 
-Result<std::span<std::byte>> PoolImpl::CreateRoot(std::string_view name, uint64_t size) {
+bool PoolImpl::RootOwnerLiveLocked(const RootEntry* r) const {
+  const uint32_t plus1 = Ld(r->owner_plus1);
+  if (plus1 == 0) return true;  // persistent: never reclaimed
+  if (plus1 > geometry_.max_procs) return false;
+  const ProcSlot* p = Proc(plus1 - 1);
+  sync_.Fresh(p);
+  return Ld(p->state) == kProcLive && Ld(p->generation) == Ld(r->owner_gen) &&
+         !IsProcDead(plus1 - 1);
+}
+
+Result<std::span<std::byte>> PoolImpl::CreateRoot(std::string_view name, uint64_t size,
+                                                  RootLifetime lifetime) {
   RETURN_IF_ERROR(CheckName(name));
   if (size == 0 || size > num_chunks_ * chunk_bytes_) {
     return InvalidArgument(
         fmt::format("pool: root size {} must be in [1, {}]", size, num_chunks_ * chunk_bytes_));
   }
-  Locked l(this);
-  std::optional<uint32_t> free_slot;
-  for (uint32_t i = 0; i < geometry_.max_roots; ++i) {
-    RootEntry* r = Root(i);
-    sync_.Fresh(r);
-    if (Ld(r->state) == kReady && NameIs(r, name)) {
-      return Status(Code::kAlreadyExists, fmt::format("pool: root '{}' exists", name));
-    }
-    if (Ld(r->state) != kReady && !free_slot) free_slot = i;
+  if (lifetime != RootLifetime::kPersistent && lifetime != RootLifetime::kProcess) {
+    return InvalidArgument(
+        fmt::format("pool: root lifetime {} unknown", static_cast<uint32_t>(lifetime)));
   }
-  if (!free_slot) {
+  Locked l(this);
+  constexpr uint32_t kNone = ~0u;
+  uint32_t free_slot = kNone;
+  bool swept = false;
+  for (bool rescan = true; rescan;) {
+    rescan = false;
+    free_slot = kNone;
+    for (uint32_t i = 0; i < geometry_.max_roots; ++i) {
+      RootEntry* r = Root(i);
+      sync_.Fresh(r);
+      if (Ld(r->state) == kReady && NameIs(r, name)) {
+        if (swept || RootOwnerLiveLocked(r)) {
+          return Status(Code::kAlreadyExists, fmt::format("pool: root '{}' exists", name));
+        }
+        // Its owner is gone but no sweep has run since: run it now (it drops this root with
+        // everything else the dead held) and scan again.
+        SweepLocked();
+        swept = true;
+        rescan = true;
+        break;
+      }
+      if (Ld(r->state) != kReady && free_slot == kNone) free_slot = i;
+    }
+  }
+  if (free_slot == kNone) {
     return Status(Code::kResourceExhausted,
                   fmt::format("pool: all {} root slots in use", geometry_.max_roots));
   }
-  // Roots take whole chunk runs (they are few and long-lived) and are owned by no process: they
-  // survive every crash until destroyed.
-  Result<uint64_t> off = AllocateRunLocked((size + chunk_bytes_ - 1) / chunk_bytes_);
-  if (!off.ok()) {
-    // Make room by evicting unpinned blocks, as a block allocation would.
-    for (;;) {
-      if (!EvictOneLocked()) return off.status();
-      off = AllocateRunLocked((size + chunk_bytes_ - 1) / chunk_bytes_);
-      if (off.ok()) break;
-    }
+  // Roots take whole chunk runs (they are few and long-lived). Capacity held by dead processes
+  // (their owner-bound roots among it) comes back before live blocks are evicted.
+  const uint64_t chunks = (size + chunk_bytes_ - 1) / chunk_bytes_;
+  Result<uint64_t> off = AllocateRunLocked(chunks);
+  if (!off.ok() && AnyProcGone()) {
+    SweepLocked();
+    off = AllocateRunLocked(chunks);
+  }
+  while (!off.ok()) {
+    if (!EvictOneLocked()) return off.status();
+    off = AllocateRunLocked(chunks);
   }
   std::memset(base_ + *off, 0, size);
   sync_.Publish(base_ + *off, size);
-  RootEntry* r = Root(*free_slot);
+  RootEntry* r = Root(free_slot);
   std::memset(r->name, 0, kRootNameBytes);
   std::memcpy(r->name, name.data(), name.size());
   St(r->data_off, *off);
   St(r->length, size);
+  // The owner is part of the truth: written before the commit store, so a READY root always
+  // names its owner and the sweep can tell whether it outlived it.
+  const bool owned = lifetime == RootLifetime::kProcess;
+  St(r->owner_plus1, owned ? self_ + 1 : 0u);
+  St(r->owner_gen, owned ? self_gen_ : 0u);
   sync_.Publish(r);
+  FaultPoint("root.before_commit");
   St(r->state, uint64_t{kReady});  // commit point
   sync_.Publish(r);
   return std::span<std::byte>(reinterpret_cast<std::byte*>(base_ + *off), size);
@@ -135,6 +172,17 @@ PoolStats PoolImpl::Stats() {
     if (Ld(r->state) == kReady) {
       ++s.roots;
       s.used_bytes += (Ld(r->length) + chunk_bytes_ - 1) / chunk_bytes_ * chunk_bytes_;
+      RootInfo info;
+      info.name.assign(r->name, strnlen(r->name, kRootNameBytes));
+      info.bytes = Ld(r->length);
+      const uint32_t owner = Ld(r->owner_plus1);
+      if (owner != 0) {
+        info.lifetime = RootLifetime::kProcess;
+        if (owner <= geometry_.max_procs && Ld(Proc(owner - 1)->generation) == Ld(r->owner_gen)) {
+          info.owner_pid = Ld(Proc(owner - 1)->pid);
+        }
+      }
+      s.root_list.push_back(std::move(info));
     }
   }
   for (uint32_t i = 0; i < geometry_.max_procs; ++i) {
@@ -166,6 +214,7 @@ PoolStats PoolImpl::Stats() {
   s.evictions = Ld(h->evictions);
   s.sweeps = Ld(h->sweeps);
   s.reclaimed_procs = Ld(h->reclaimed_procs);
+  s.reclaimed_roots = Ld(h->reclaimed_roots);
   return s;
 }
 

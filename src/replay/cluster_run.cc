@@ -16,6 +16,7 @@
 #include "child.h"
 #include "dualpath/common/log.h"
 #include "dualpath/control/v1/scheduler.grpc.pb.h"
+#include "dualpath/pool/pool.h"
 #include "dualpath/testbed/testbed.h"
 #include "link_monitor.h"
 #include "system_check.h"
@@ -189,6 +190,73 @@ Status ChildDied(const std::string& what, Child& c) {
                      "); log " + c.log_path() + ":\n" + c.LogTail(1500));
 }
 
+// The node pools of one run: stale files of an interrupted run removed up front, this run's removed
+// on every path (the engines are gone by then: StopSystem reaped them).
+class NodePools {
+ public:
+  NodePools(const testbed::Cluster& c, bool active) {
+    if (!active) return;
+    for (const testbed::Node& n : c.nodes) paths_.push_back(NodePoolPath(c.name, n.name));
+    Remove("stale ");
+  }
+  NodePools(const NodePools&) = delete;
+  NodePools& operator=(const NodePools&) = delete;
+  ~NodePools() { Remove(""); }
+
+ private:
+  void Remove(const char* what) {
+    for (const std::string& p : paths_) {
+      std::error_code ec;
+      if (!std::filesystem::exists(p, ec)) continue;
+      // Destroy checks that it is a pool region before removing it.
+      if (Status s = pool::Pool::Destroy(p); !s.ok()) {
+        log::Warn("cluster run: remove {}pool {}: {}", what, p, s.ToString());
+      }
+    }
+  }
+  std::vector<std::string> paths_;
+};
+
+// The pool root holding engine `engine`'s buffers (engine::PoolRootName; docs/engine.md).
+std::string EngineRoot(const std::string& engine) { return "engine/" + engine; }
+
+// Attaches to a node pool without a background thread, for one look.
+Result<std::unique_ptr<pool::Pool>> AttachForInspection(const std::string& path) {
+  pool::OpenOptions po;
+  po.background_thread = false;
+  return pool::Pool::Open(path, po);
+}
+
+// Records the root of the engine about to be killed while it runs.
+Result<BufferReclaim> InspectBuffers(const std::string& path, const std::string& engine) {
+  ASSIGN_OR_RETURN(std::unique_ptr<pool::Pool> p, AttachForInspection(path));
+  BufferReclaim b;
+  b.pool = path;
+  b.root = EngineRoot(engine);
+  const pool::PoolStats s = p->Stats();
+  for (const pool::RootInfo& r : s.root_list) {
+    if (r.name == b.root) {
+      b.root_bytes = r.bytes;
+      b.owner_pid = r.owner_pid;
+    }
+  }
+  b.reclaimed_roots = s.reclaimed_roots;  // baseline for the count after the kill
+  return b;
+}
+
+// After the kill (the engine reaped): run the pool's recovery sweep and look again.
+Status CheckReclaimed(BufferReclaim& b) {
+  ASSIGN_OR_RETURN(std::unique_ptr<pool::Pool> p, AttachForInspection(b.pool));
+  RETURN_IF_ERROR(p->Recover());
+  const pool::PoolStats s = p->Stats();
+  b.root_after = false;
+  for (const pool::RootInfo& r : s.root_list) b.root_after |= r.name == b.root;
+  b.used_bytes_after = s.used_bytes;
+  b.total_pins_after = s.total_pins;
+  b.reclaimed_roots = s.reclaimed_roots - b.reclaimed_roots;
+  return Status::Ok();
+}
+
 struct SystemProcesses {
   std::optional<Child> service;
   std::vector<Child> engines;  // cluster node order
@@ -260,6 +328,10 @@ Status StartSystem(const ClusterRunOptions& o, const testbed::Cluster& c, const 
                                      n.mount,
                                      "--store-subdir",
                                      subdir};
+    if (o.pool) {
+      argv.push_back("--pool");
+      argv.push_back(NodePoolPath(c.name, n.name));
+    }
     argv.insert(argv.end(), o.engine_args.begin(), o.engine_args.end());
     ASSIGN_OR_RETURN(Child e,
                      Child::Spawn(argv, work + "/" + system + "_engine_" + n.name + ".log"));
@@ -318,6 +390,10 @@ Status StopSystem(const ClusterRunOptions& o, const testbed::Cluster& c, const s
 }
 
 }  // namespace
+
+std::string NodePoolPath(const std::string& cluster, const std::string& node) {
+  return "/dev/shm/dualpath-" + cluster + "-" + node + ".pool";
+}
 
 Result<std::vector<std::string>> ParseSystems(const std::string& spec) {
   std::vector<std::string> out;
@@ -415,6 +491,8 @@ Result<ClusterRunReport> RunOnCluster(const ClusterRunOptions& o, std::ostream& 
     }
   }
 
+  // Declared after the cluster guard: the pools go before the cluster does.
+  NodePools pools(cluster, o.pool);
   for (size_t si = 0; si < o.systems.size(); ++si) {
     const std::string& system = o.systems[si];
     const std::string subdir = "replay-" + run_id + "-" + system;
@@ -431,12 +509,35 @@ Result<ClusterRunReport> RunOnCluster(const ClusterRunOptions& o, std::ostream& 
     LinkSampler sampler;
     sampler.Start(cluster, o.sample_interval_s);
     EngineKiller killer;
+    std::optional<BufferReclaim> buffers;
     if (kill_index >= 0) {
+      if (o.pool) {
+        const std::string pool_path = NodePoolPath(cluster.name, o.kill_node);
+        Result<BufferReclaim> b = InspectBuffers(pool_path, o.kill_node + ".0");
+        if (!b.ok()) return b.status().WithContext("inspect pool " + pool_path);
+        buffers = *b;
+      }
       killer.Start(&procs.engines[static_cast<size_t>(kill_index)], FromSeconds(o.kill_after_s));
     }
     Result<ReplayResult> replay = RunReplay(workload, ro, *client, WallClock());
     const bool killed = killer.Stop();
     if (killed) progress << system << ": killed engine " << o.kill_node << " mid-run\n";
+    if (killed && buffers) {
+      // Reap the victim first (its pid must be gone), then sweep its node's pool.
+      Child& victim = procs.engines[static_cast<size_t>(kill_index)];
+      if (!victim.Wait(10 * kNanosPerSecond).ok()) {
+        return Timeout("killed engine " + o.kill_node + " did not exit within 10 s");
+      }
+      RETURN_IF_ERROR(CheckReclaimed(*buffers).WithContext("sweep pool " + buffers->pool));
+      progress << system << ": " << o.kill_node << "'s buffers "
+               << (buffers->reclaimed() ? "reclaimed" : "NOT reclaimed") << ": root "
+               << buffers->root << " (" << (buffers->root_bytes >> 20) << " MiB, pid "
+               << buffers->owner_pid << ") " << (buffers->root_after ? "still present" : "gone")
+               << ", " << buffers->reclaimed_roots << " root(s) reclaimed, pool " << buffers->pool
+               << " now " << buffers->used_bytes_after << " bytes used, "
+               << buffers->total_pins_after << " pins\n"
+               << std::flush;
+    }
     std::vector<LinkSample> samples = sampler.Stop();
     ASSIGN_OR_RETURN(LinkSample after, ReadStorageCounters(cluster));
     // Stop the processes whatever the replay's outcome; report the replay's error first.
@@ -459,6 +560,7 @@ Result<ClusterRunReport> RunOnCluster(const ClusterRunOptions& o, std::ostream& 
                                  run.replay.steady_start_ns, run.replay.steady_end_ns);
     run.samples = std::move(samples);
     if (killed) run.killed_engine = o.kill_node;
+    if (killed) run.killed_buffers = buffers;
     const Summary s = Summarize(run.replay);
     progress << system << ": JCT " << s.jct_s << " s, " << s.requests << " requests, " << s.failed
              << " failed\n"

@@ -134,6 +134,19 @@ std::string RunJson(const std::string& config_json, const std::vector<SystemRun>
     o["failed"] = s.failed;
     o["mismatches"] = run.mismatches ? json(*run.mismatches) : json(nullptr);
     o["killed_engine"] = run.killed_engine.empty() ? json(nullptr) : json(run.killed_engine);
+    if (run.killed_buffers) {
+      const BufferReclaim& b = *run.killed_buffers;
+      o["killed_engine_buffers"] = {{"pool", b.pool},
+                                    {"root", b.root},
+                                    {"root_bytes", b.root_bytes},
+                                    {"owner_pid", b.owner_pid},
+                                    {"reclaimed", b.reclaimed()},
+                                    {"pool_used_bytes_after", b.used_bytes_after},
+                                    {"pool_pins_after", b.total_pins_after},
+                                    {"reclaimed_roots", b.reclaimed_roots}};
+    } else {
+      o["killed_engine_buffers"] = nullptr;
+    }
     o["steady_s"] = ToSeconds(run.replay.steady_end_ns - run.replay.steady_start_ns);
     json links = json::array();
     for (const LinkUsage& u : run.links) {

@@ -114,5 +114,36 @@ TEST(ResultsTest, JsonHasSimSchemaFieldsAndRecords) {
   EXPECT_NE(table.find("p0"), std::string::npos);
 }
 
+TEST(ResultsTest, KilledEngineBuffersInJson) {
+  SystemRun run;
+  run.system = "dualpath";
+  run.killed_engine = "d1";
+  BufferReclaim b;
+  b.pool = "/dev/shm/dualpath-dp-d1.pool";
+  b.root = "engine/d1.0";
+  b.root_bytes = 256ull << 20;
+  b.owner_pid = 42;
+  b.root_after = false;
+  b.reclaimed_roots = 1;
+  run.killed_buffers = b;
+  SystemRun other = run;
+  other.killed_buffers->root_after = true;  // still there: not reclaimed
+  SystemRun plain;
+  plain.system = "basic";
+  const nlohmann::json j = nlohmann::json::parse(RunJson("{}", {run, other, plain}));
+  const nlohmann::json& k = j["results"][0]["killed_engine_buffers"];
+  EXPECT_EQ(k["root"], "engine/d1.0");
+  EXPECT_EQ(k["root_bytes"], 256ull << 20);
+  EXPECT_EQ(k["reclaimed"], true);
+  EXPECT_EQ(j["results"][1]["killed_engine_buffers"]["reclaimed"], false);
+  EXPECT_TRUE(j["results"][2]["killed_engine_buffers"].is_null());
+  // Reclaimed needs all three: the root was seen, is gone, and a sweep dropped a root.
+  b.reclaimed_roots = 0;
+  EXPECT_FALSE(b.reclaimed());
+  b.reclaimed_roots = 1;
+  b.root_bytes = 0;
+  EXPECT_FALSE(b.reclaimed());
+}
+
 }  // namespace
 }  // namespace dualpath::replay

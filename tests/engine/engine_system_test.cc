@@ -18,7 +18,9 @@
 #include <vector>
 
 #include "dualpath/control/client.h"
+#include "dualpath/engine/engine.h"
 #include "dualpath/model/ref_model.h"
+#include "dualpath/pool/pool.h"
 
 namespace dualpath {
 namespace {
@@ -96,6 +98,7 @@ class Child {
     return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
   }
   void Kill() { kill(pid_, SIGKILL); }
+  pid_t pid() const { return pid_; }
 
  private:
   pid_t pid_ = -1;
@@ -110,6 +113,20 @@ struct AgentState {
   uint32_t turn = 0;
 };
 
+constexpr uint64_t kBufferBytes = 32ull << 20;  // --buffer-mib 32
+
+// The roots of `pool` by name: size and owner pid.
+std::map<std::string, std::pair<uint64_t, int32_t>> Roots(pool::Pool& pool) {
+  std::map<std::string, std::pair<uint64_t, int32_t>> out;
+  for (const pool::RootInfo& r : pool.Stats().root_list) out[r.name] = {r.bytes, r.owner_pid};
+  return out;
+}
+
+// Acceptance 4 of issue 8: the engines keep their buffers in one shared-memory pool (as engines
+// of one host would); a decode engine is SIGKILLed mid-run. Its requests are rescheduled and every
+// output matches the reference; after a recovery sweep its buffer root is gone and the pool holds
+// exactly the survivors' buffers; a new decode engine under the same name gets its full buffer;
+// clean exits give every buffer back.
 TEST(EngineSystemTest, AgentsCompleteWithReferenceOutputsAcrossADecodeEngineKill) {
   const char* bin_dir = std::getenv("DUALPATH_BINARY_DIR");
   ASSERT_NE(bin_dir, nullptr);
@@ -119,6 +136,12 @@ TEST(EngineSystemTest, AgentsCompleteWithReferenceOutputsAcrossADecodeEngineKill
   const std::string tmp = tmpl;
   const std::string sock = "unix:" + tmp + "/sched.sock";
   const std::string store = tmp + "/store";
+  const std::string pool_path = "/dev/shm/dualpath_engine_sys." + tmp.substr(tmp.rfind('.') + 1);
+  // Removed on every path (declared before the engines: they are killed first).
+  struct Unlink {
+    std::string path;
+    ~Unlink() { unlink(path.c_str()); }
+  } unlink_pool{pool_path};
 
   Child serve(
       {bin, "control", "serve", "--listen", sock, "--system", "dualpath", "--model-spec", kSpec,
@@ -126,36 +149,59 @@ TEST(EngineSystemTest, AgentsCompleteWithReferenceOutputsAcrossADecodeEngineKill
        "p0.0:prefill:p0,d0.0:decode:d0,d1.0:decode:d1", "--heartbeat-s", "0.5"},
       tmp + "/serve.log");
   ASSERT_EQ(serve.WaitLine("listening on"), "listening on " + sock);
+  auto engine_argv = [&](const std::string& name, const std::string& role,
+                         const std::string& node) {
+    return std::vector<std::string>{bin,
+                                    "engine",
+                                    "--role",
+                                    role,
+                                    "--name",
+                                    name,
+                                    "--node",
+                                    node,
+                                    "--scheduler",
+                                    sock,
+                                    "--listen",
+                                    "127.0.0.1",
+                                    "--store-root",
+                                    store,
+                                    "--store-subdir",
+                                    "dp",
+                                    "--buffer-mib",
+                                    "32",
+                                    "--pool",
+                                    pool_path,
+                                    "--pool-mib",
+                                    "96",
+                                    "--fetch-wait-ms",
+                                    "100",
+                                    "--peer-timeout-s",
+                                    "2",
+                                    "--request-timeout-s",
+                                    "20"};
+  };
   std::map<std::string, std::unique_ptr<Child>> engines;
   for (const char* spec : {"p0.0:prefill:p0", "d0.0:decode:d0", "d1.0:decode:d1"}) {
     std::string s = spec;
     std::string name = s.substr(0, 4), role = s.substr(5, s.rfind(':') - 5), node = s.substr(0, 2);
-    engines[name] = std::make_unique<Child>(std::vector<std::string>{bin,
-                                                                     "engine",
-                                                                     "--role",
-                                                                     role,
-                                                                     "--name",
-                                                                     name,
-                                                                     "--node",
-                                                                     node,
-                                                                     "--scheduler",
-                                                                     sock,
-                                                                     "--listen",
-                                                                     "127.0.0.1",
-                                                                     "--store-root",
-                                                                     store,
-                                                                     "--store-subdir",
-                                                                     "dp",
-                                                                     "--buffer-mib",
-                                                                     "32",
-                                                                     "--fetch-wait-ms",
-                                                                     "100",
-                                                                     "--peer-timeout-s",
-                                                                     "2",
-                                                                     "--request-timeout-s",
-                                                                     "20"},
-                                            tmp + "/" + name + ".log");
+    engines[name] =
+        std::make_unique<Child>(engine_argv(name, role, node), tmp + "/" + name + ".log");
     ASSERT_NE(engines[name]->WaitLine("engine " + name + " ready"), "") << name;
+  }
+  // Every engine's buffer is an owner-bound root of the pool, of the full buffer size.
+  pool::OpenOptions po;
+  po.background_thread = false;  // this test sweeps explicitly
+  auto pool = pool::Pool::Open(pool_path, po);
+  ASSERT_TRUE(pool.ok()) << pool.status().ToString();
+  {
+    auto roots = Roots(**pool);
+    ASSERT_EQ(roots.size(), 3u);
+    for (const char* name : {"p0.0", "d0.0", "d1.0"}) {
+      const auto& r = roots[engine::PoolRootName(name)];
+      EXPECT_EQ(r.first, kBufferBytes) << name;
+      EXPECT_EQ(r.second, engines[name]->pid()) << name;
+    }
+    EXPECT_EQ((*pool)->Stats().used_bytes, 3 * kBufferBytes);
   }
 
   auto model = model::RefModel::Create(*model::RefModelConfig::Parse(kSpec));
@@ -227,6 +273,7 @@ TEST(EngineSystemTest, AgentsCompleteWithReferenceOutputsAcrossADecodeEngineKill
         // Every agent finished a turn: kill one decode engine; the service reschedules its
         // requests (and new ones) to the other.
         engines["d1.0"]->Kill();
+        EXPECT_EQ(engines["d1.0"]->Wait(), 128 + SIGKILL);  // reaped: its pid is gone
         killed = true;
       }
       int agent = static_cast<int>(r.request_id() / 100);
@@ -238,14 +285,50 @@ TEST(EngineSystemTest, AgentsCompleteWithReferenceOutputsAcrossADecodeEngineKill
   EXPECT_EQ(done, kAgents * kTurns);
   // Every turn after the first starts with the previous turn's written-behind blocks.
   EXPECT_GE(with_hits, kAgents * (kTurns - 1));
+  ASSERT_TRUE(killed);
+
+  // The killed engine's buffer is reclaimed by a recovery sweep (a survivor's background tick may
+  // have run it already; Recover runs it regardless): its root is gone, the pool holds exactly
+  // the survivors' buffers, and it pinned nothing.
+  ASSERT_TRUE((*pool)->Recover().ok());
+  {
+    pool::PoolStats st = (*pool)->Stats();
+    auto roots = Roots(**pool);
+    EXPECT_EQ(roots.count(engine::PoolRootName("d1.0")), 0u);
+    EXPECT_EQ(roots.size(), 2u);
+    EXPECT_EQ(st.used_bytes, 2 * kBufferBytes);
+    EXPECT_GE(st.reclaimed_roots, 1u);
+    EXPECT_EQ(st.total_pins, 0u);
+    EXPECT_EQ(st.live_procs, 3u);  // p0.0, d0.0 and this test
+  }
+  // A new decode engine under the same name gets its full buffer back.
+  engines["d1.0"] =
+      std::make_unique<Child>(engine_argv("d1.0", "decode", "d1"), tmp + "/d1.0-restarted.log");
+  ASSERT_NE(engines["d1.0"]->WaitLine("engine d1.0 ready"), "");
+  {
+    auto roots = Roots(**pool);
+    EXPECT_EQ(roots.size(), 3u);
+    EXPECT_EQ(roots[engine::PoolRootName("d1.0")].first, kBufferBytes);
+    EXPECT_EQ(roots[engine::PoolRootName("d1.0")].second, engines["d1.0"]->pid());
+    EXPECT_EQ((*pool)->Stats().used_bytes, 3 * kBufferBytes);
+  }
 
   grpc::ClientContext ctx;
   v1::ShutdownReply sreply;
   ASSERT_TRUE(stub->Shutdown(&ctx, v1::ShutdownRequest(), &sreply).ok());
   EXPECT_EQ(engines["p0.0"]->Wait(), 0);
   EXPECT_EQ(engines["d0.0"]->Wait(), 0);
-  EXPECT_EQ(engines["d1.0"]->Wait(), 128 + SIGKILL);
+  EXPECT_EQ(engines["d1.0"]->Wait(), 0);  // the restarted one
   EXPECT_EQ(serve.Wait(), 0);
+  // Clean exits destroyed every engine's root.
+  {
+    pool::PoolStats st = (*pool)->Stats();
+    EXPECT_EQ(st.roots, 0u);
+    EXPECT_EQ(st.used_bytes, 0u);
+    EXPECT_EQ(st.live_procs, 1u);
+  }
+  pool->reset();
+  EXPECT_TRUE(pool::Pool::Destroy(pool_path).ok());  // it is a pool region, intact
   if (!HasFailure() && std::getenv("DUALPATH_TEST_KEEP") == nullptr) {
     std::filesystem::remove_all(tmp);
   } else {

@@ -6,7 +6,8 @@
 #  - every request ok, one record per request, the JSON fields of sim's schema + ours present;
 #  - the KV each side reports reading crossed that node's storage link; Basic reads only on the
 #    prefill side, Oracle reads nothing; plots were written;
-#  - afterwards nothing is left: no namespace, no process referring to the cluster, no state dir.
+#  - afterwards nothing is left: no namespace, no process referring to the cluster, no state dir,
+#    no node pool file in /dev/shm.
 #
 # usage: replay_system_test.sh DUALPATH_BINARY
 # env:   AGENTS (2), TURNS (3), MAX_CONTEXT (1024), GEN (8), SYSTEMS (all), PD (1P1D)
@@ -122,6 +123,9 @@ if pgrep -af -- "dualpath-testbed/$NAME/" >"$tmp/left.txt"; then
   fail "processes left: $(cat "$tmp/left.txt")"
 fi
 [[ -e $root/$NAME ]] && fail "state dir $root/$NAME left"
+# The engines' node pools (engine --pool, one per node) go with the run.
+left_pools=$(compgen -G "/dev/shm/dualpath-$NAME-*.pool")
+[[ -z $left_pools ]] || fail "pool files left: $left_pools"
 
 if ((failures > 0)); then
   echo "replay system test: $failures failure(s)"

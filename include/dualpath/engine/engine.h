@@ -2,7 +2,9 @@
 // docs/e2e.md, docs/engine.md).
 //
 // An Engine owns, for its whole life: a transfer::TransferEngine listening on its compute address
-// with one registered region of `buffer_bytes` (the engine's buffers and "HBM": host memory here),
+// with one registered region of `buffer_bytes` (the engine's buffers and "HBM": host memory here;
+// with `pool_path`, an owner-bound root of the node's shared-memory pool, destroyed at exit and
+// reclaimed by the pool's recovery sweep if the engine is killed),
 // an EnginePeer gRPC server on the same address, a storage::BlockStore at its node's store root,
 // the reference model (built from the spec the scheduler hands out at registration), and the
 // role's pipeline threads:
@@ -23,6 +25,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <string_view>
 
 #include "dualpath/common/clock.h"
 #include "dualpath/common/status.h"
@@ -34,6 +37,11 @@ namespace dualpath::engine {
 
 enum class Role { kPrefill, kDecode };
 
+// The pool root that holds engine `name`'s buffer region when it runs with a pool.
+inline std::string PoolRootName(std::string_view engine_name) {
+  return "engine/" + std::string(engine_name);
+}
+
 struct EngineOptions {
   Role role = Role::kPrefill;
   std::string name;  // unique engine name, e.g. "p0.0"
@@ -44,10 +52,15 @@ struct EngineOptions {
   std::string store_root;                // the node's store mount
   std::string store_subdir;              // optional subdirectory (one per system and run)
   uint64_t buffer_bytes = 256ull << 20;  // the registered region: buffers + "HBM"
-  int64_t hbm_tokens = 0;                // 0: whatever fits in buffer_bytes
-  std::string ucx_tls = "tcp";           // UCX_TLS of the transfer engine
-  unsigned read_depth = 8;               // io_uring reads in flight per reader stage
-  uint32_t fetch_wait_ms = 200;          // long-poll bound of one Fetch
+  // The node's shared-memory pool (docs/pool.md). Set: the buffer region is one owner-bound root
+  // of that pool, PoolRootName(name), reclaimed by the pool if the engine dies; the pool is
+  // created with pool_bytes of data (0: 4 x buffer_bytes) if absent. Empty: process memory.
+  std::string pool_path;
+  uint64_t pool_bytes = 0;
+  int64_t hbm_tokens = 0;        // 0: whatever fits in buffer_bytes
+  std::string ucx_tls = "tcp";   // UCX_TLS of the transfer engine
+  unsigned read_depth = 8;       // io_uring reads in flight per reader stage
+  uint32_t fetch_wait_ms = 200;  // long-poll bound of one Fetch
   // PE: how many requests the loader may have loaded (or be loading) beyond the one computing.
   // The default keeps loading as long as buffer memory lasts; 0 turns the overlap of storage
   // reads and compute off (a baseline for benchmarks: load, compute, load, compute...).

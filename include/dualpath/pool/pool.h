@@ -100,13 +100,31 @@ struct ProcInfo {
   uint64_t writing = 0;  // entries it is writing (reserved, not yet published)
 };
 
+// Who a named root belongs to.
+//  - kPersistent: owned by no process; survives every crash and every detach until DestroyRoot.
+//  - kProcess: owned by the attachment (Pool object) that created it; destroyed by the recovery
+//    sweep once that attachment is gone (closed, or its process dead: the same rule and the same
+//    sweep that drop a dead process's pins and WRITING reservations), returning its chunks to the
+//    free bitmap. For memory a process must not leak when it crashes (an engine's buffers).
+enum class RootLifetime : uint32_t { kPersistent = 0, kProcess = 1 };
+
+// One named root, as the region records it.
+struct RootInfo {
+  std::string name;
+  uint64_t bytes = 0;  // the size asked for (it occupies whole chunks)
+  RootLifetime lifetime = RootLifetime::kPersistent;
+  int32_t owner_pid = 0;  // kProcess: the owner's pid (0 if its slot was already reclaimed)
+};
+
 struct PoolStats {
   MemoryModel model = MemoryModel::kCoherent;
   uint64_t region_bytes = 0, chunk_bytes = 0, num_chunks = 0, free_chunks = 0;
   uint64_t index_capacity = 0, ready_entries = 0, writing_entries = 0, pinned_entries = 0;
   uint64_t total_pins = 0, used_bytes = 0;  // used_bytes: slots/runs held by entries and roots
   uint64_t live_procs = 0, roots = 0, evictions = 0, sweeps = 0, reclaimed_procs = 0;
-  std::vector<ProcInfo> procs;  // taken in the same critical section as the counts above
+  uint64_t reclaimed_roots = 0;     // owner-bound roots the sweep dropped (owner gone)
+  std::vector<ProcInfo> procs;      // taken in the same critical section as the counts above
+  std::vector<RootInfo> root_list;  // likewise
 };
 
 class PoolImpl;
@@ -115,7 +133,15 @@ class Pool {
  public:
   // Formats a new region at `path` (a regular file is created and sized; a DAX character device
   // is formatted in place). Fails with kAlreadyExists if a regular file exists there.
+  // The file appears under `path` only once fully formatted (formatted unnamed, then linked in
+  // without replacing anything), so a concurrent Open never sees a half-formatted region and two
+  // racing creators never clobber each other: the loser gets kAlreadyExists.
   static Status Create(const std::string& path, const Geometry& geometry);
+  // Opens `path`, creating it with `geometry` first if it does not exist. Safe when several
+  // processes race to create the same region: exactly one formats it, all attach to that one.
+  static Result<std::unique_ptr<Pool>> OpenOrCreate(const std::string& path,
+                                                    const Geometry& geometry,
+                                                    OpenOptions options = {});
   // Attaches this process. Validates the header first; on any error nothing is written.
   static Result<std::unique_ptr<Pool>> Open(const std::string& path, OpenOptions options = {});
   // Removes a region file after checking it really is a pool region.
@@ -156,7 +182,11 @@ class Pool {
   Result<size_t> Evict(size_t n);
 
   // --- named root objects (TraCT put/get/destroy) ---
-  Result<std::span<std::byte>> CreateRoot(std::string_view name, uint64_t size);
+  // The payload is zeroed. kAlreadyExists if a live root has that name; an owner-bound root whose
+  // owner is gone is reclaimed first, so the name can be taken again (an engine restarted after a
+  // crash). Evicts unpinned blocks to make room; kPoolFull if that is not enough.
+  Result<std::span<std::byte>> CreateRoot(std::string_view name, uint64_t size,
+                                          RootLifetime lifetime = RootLifetime::kPersistent);
   Result<std::span<std::byte>> GetRoot(std::string_view name);
   Status DestroyRoot(std::string_view name);
 

@@ -51,7 +51,11 @@ int32_t dp_pool_delete(dp_pool* pool, const dp_block_hash* hash);
 /* Number of leading hashes of chain[0..n) present. */
 uint64_t dp_pool_longest_prefix(dp_pool* pool, const dp_block_hash* chain, uint64_t n);
 
+/* A persistent root: survives until dp_pool_root_destroy. */
 int32_t dp_pool_root_create(dp_pool* pool, const char* name, uint64_t size, void** out);
+/* An owner-bound root: belongs to this handle and is reclaimed by the pool's recovery sweep once
+ * the handle is closed or its process has died (RootLifetime::kProcess). */
+int32_t dp_pool_root_create_owned(dp_pool* pool, const char* name, uint64_t size, void** out);
 int32_t dp_pool_root_get(dp_pool* pool, const char* name, void** out, uint64_t* size);
 int32_t dp_pool_root_destroy(dp_pool* pool, const char* name);
 

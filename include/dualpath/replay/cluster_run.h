@@ -7,8 +7,10 @@
 // fresh store subdirectory, one `dualpath engine` per node inside the node's network namespace
 // (`ip netns exec`), waits until every engine has registered, replays the workload while sampling
 // every node's storage-link counters, sends Shutdown, waits for every child (killing any that
-// overstays) and removes the store subdirectory. Afterwards it recomputes every request with the
-// reference model and counts mismatches (not for Oracle, whose hit KV is zeros).
+// overstays) and removes the store subdirectory. Engines run with their node's shared-memory pool
+// (`--pool`) unless options.pool is off; the pool files go at the end of the run. Afterwards it
+// recomputes every request with the reference model and counts mismatches (not for Oracle, whose
+// hit KV is zeros).
 //
 // Ownership: RunOnCluster owns every process it starts and reaps all of them on every path, error
 // paths included (Child's destructor); the cluster it brought up is torn down on every path unless
@@ -57,7 +59,14 @@ struct ClusterRunOptions {
   // system's replay; the service must reschedule its requests and outputs must still check.
   std::string kill_node;
   double kill_after_s = 0;
+  // Engines keep their buffers in their node's shared-memory pool (`engine --pool`), one pool
+  // file per node, NodePoolPath(), removed at the end of the run on every path. After a kill the
+  // killed node's pool is swept and the engine's buffer root checked reclaimed.
+  bool pool = true;
 };
+
+// The pool file of `node` of cluster `cluster`: /dev/shm/dualpath-<cluster>-<node>.pool.
+std::string NodePoolPath(const std::string& cluster, const std::string& node);
 
 struct ClusterRunReport {
   std::string config_json;

@@ -46,6 +46,21 @@ struct LinkSample {
   std::vector<uint64_t> tx;
 };
 
+// What became of a killed engine's buffers (acceptance 4): its buffer region was an owner-bound
+// root of its node's shared-memory pool; after the kill the orchestrator runs the pool's recovery
+// sweep and looks again.
+struct BufferReclaim {
+  std::string pool;               // the node's pool file
+  std::string root;               // "engine/<name>"
+  uint64_t root_bytes = 0;        // the root's size while the engine ran (0: not found then)
+  int32_t owner_pid = 0;          // the engine that held it
+  bool root_after = true;         // the root still exists after the sweep
+  uint64_t used_bytes_after = 0;  // the pool's used bytes after the sweep
+  uint64_t reclaimed_roots = 0;   // owner-bound roots the pool's sweeps dropped since the check
+  uint64_t total_pins_after = 0;  // pins left in the pool after the sweep
+  bool reclaimed() const { return root_bytes > 0 && !root_after && reclaimed_roots > 0; }
+};
+
 struct SystemRun {
   std::string system;  // "basic" | "dualpath" | "oracle"
   ReplayResult replay;
@@ -53,7 +68,8 @@ struct SystemRun {
   std::vector<uint64_t> mismatched_ids;  // request ids of the mismatches
   std::vector<LinkUsage> links;          // one per node, cluster order
   std::vector<LinkSample> samples;
-  std::string killed_engine;  // node whose engine was killed mid-run ("" if none)
+  std::string killed_engine;                    // node whose engine was killed mid-run ("" if none)
+  std::optional<BufferReclaim> killed_buffers;  // engines ran with pools and one was killed
 };
 
 struct Summary {
