@@ -312,7 +312,11 @@ cmd_down() {
     }
   done
 
-  # 4. State, but never while anything is still mounted below it (rm would recurse into it).
+  # 4. The nodes' shared-memory pools that `cluster run` gives its engines
+  # (/dev/shm/dualpath-NAME-NODE.pool, docs/replay.md): every engine of the cluster is gone now.
+  rm -f "/dev/shm/dualpath-$NAME-"*.pool || failed=1
+
+  # 5. State, but never while anything is still mounted below it (rm would recurse into it).
   if [[ -e $STATE ]]; then
     if awk -v p="$STATE/" 'index($5, p) == 1 { f = 1 } END { exit !f }' /proc/self/mountinfo; then
       echo "testbed: still mounted under $STATE; state kept" >&2

@@ -70,6 +70,7 @@ check_clean() {
   [[ -z $ns ]] || fail "$what: namespaces left: $ns"
   grep -q " $state_dir" /proc/self/mountinfo && fail "$what: mounts left under $state_dir"
   [[ -e $state_dir ]] && fail "$what: state directory $state_dir left"
+  compgen -G "/dev/shm/dualpath-$NAME-*.pool" >/dev/null && fail "$what: node pool files left"
   local p
   for p in /proc/[0-9]*; do
     local cmd
@@ -230,6 +231,9 @@ for pd in $PDS; do
   done
   BLAST=1 phase "all-at-once" $all_nodes
 
+  # A node pool that `cluster run` would have given its engines (an orchestrator killed before
+  # its own clean-up leaves it): `down` removes it.
+  : >"/dev/shm/dualpath-$NAME-p0.pool"
   t0=$(now_ns)
   "$bin" cluster down --name "$NAME" || fail "cluster down exited $?"
   t1=$(now_ns)
