@@ -18,17 +18,19 @@ out = subprocess.run(
      "--benchmark_enable_random_interleaving=true", "--benchmark_format=json"],
     check=True, capture_output=True, text=True).stdout
 times = {}  # (benchmark, shape) -> {isa: [cpu times]}
+units = {}
 for b in json.loads(out)["benchmarks"]:
     if b.get("run_type") != "iteration" or b.get("error_occurred"):
         continue
     name, isa, shape = b["run_name"].split("/", 2)
     isa = "baseline" if isa == "0" else "avx2"
     times.setdefault((name, shape), {}).setdefault(isa, []).append(b["cpu_time"])
+    units[(name, shape)] = b["time_unit"]
 print(f"{'benchmark':<22} {'shape':>6} {'baseline':>12} {'avx2':>12} {'speedup':>8}")
 for (name, shape), per in times.items():
     if "baseline" not in per or "avx2" not in per:
         continue
     base = statistics.median(per["baseline"])
     avx2 = statistics.median(per["avx2"])
-    unit = "ms" if name == "BM_IsaColdPrefill" else "us"
+    unit = units[(name, shape)]
     print(f"{name:<22} {shape:>6} {base:>10.1f}{unit} {avx2:>10.1f}{unit} {base / avx2:>7.2f}x")

@@ -9,6 +9,11 @@
 // debug) and -O2 (release) alike, and no -ffast-math is needed. The component is compiled with
 // -ffp-contract=off so no multiply-add is fused differently in two inlined copies.
 //
+// These are the baseline (SSE, any x86-64) kernels; kernels_avx2.h has the same kernels with one
+// 8-wide AVX2 vector holding the 8 lanes, bit-identical, and kernel_table.h picks one set per
+// process at run time. A change to an order here must be made there too (kernels_avx2_test.cc
+// compares the two with memcmp).
+//
 // Loads and stores go through memcpy: KV bytes come from engine buffers (std::byte spans), and
 // memcpy is the aliasing- and alignment-safe way to read floats from them; GCC turns it into
 // movups.
@@ -24,7 +29,7 @@
 namespace dualpath::model::internal {
 
 // 16-byte vectors only: 32-byte GCC vectors would change the calling convention without AVX
-// (-Wpsabi) and the build targets baseline x86-64.
+// (-Wpsabi) and the build targets baseline x86-64 (the AVX2 path is kernels_avx2.h).
 typedef float V4 __attribute__((vector_size(16)));
 
 inline V4 Load4(const void* p) {

@@ -80,12 +80,15 @@ inline float Dot(const float* a, const float* b, size_t n) {
 // Four Dot(a, b[k], n) with `a` loaded once; the four lane combinations are done together: with
 // P01 = hadd(acc0, acc1), P23 = hadd(acc2, acc3), Q = hadd(P01, P23), the low half of Q holds
 // (l0+l1)+(l2+l3) of each accumulator and the high half (l4+l5)+(l6+l7); one add finishes all four.
+// kN > 0: n == kN known at compile time (the loop is unrolled into registers).
+template <size_t kN = 0>
 [[gnu::always_inline]] inline void Dot4(const float* a, const float* const b[4], size_t n,
                                         float out[4]) {
-  if (n % 8 != 0) {
+  if (kN == 0 && n % 8 != 0) {
     for (int k = 0; k < 4; ++k) out[k] = Dot(a, b[k], n);
     return;
   }
+  if (kN != 0) n = kN;
   V8 acc0 = Splat8(0.0f), acc1 = acc0, acc2 = acc0, acc3 = acc0;
   for (size_t i = 0; i < n; i += 8) {
     const V8 av = Load8(a + i);
@@ -153,8 +156,10 @@ inline void Axpy(float s, const float* x, float* y, size_t n) {
   for (; i < n; ++i) y[i] += s * LoadF(x + i);
 }
 
-inline void Axpy4(const float* s, const float* x0, const float* x1, const float* x2,
-                  const float* x3, float* y, size_t n) {
+template <size_t kN = 0>
+[[gnu::always_inline]] inline void Axpy4(const float* s, const float* x0, const float* x1,
+                                         const float* x2, const float* x3, float* y, size_t n) {
+  if (kN != 0) n = kN;
   const V8 s0 = Splat8(s[0]), s1 = Splat8(s[1]), s2 = Splat8(s[2]), s3 = Splat8(s[3]);
   size_t i = 0;
   for (; i + 8 <= n; i += 8) {
@@ -165,6 +170,7 @@ inline void Axpy4(const float* s, const float* x0, const float* x1, const float*
     acc += s3 * Load8(x3 + i);
     Store8(y + i, acc);
   }
+  if constexpr (kN % 8 == 0 && kN != 0) return;  // no tail
   for (; i < n; ++i) {
     float acc = y[i];
     acc += s[0] * LoadF(x0 + i);
@@ -244,9 +250,14 @@ inline void SwiGluRow(const float* gate, const float* up, size_t n, float* out) 
 // The AVX2 kernel set for the algorithm templates (attention_impl.h), as BaselineOps.
 struct Ops {
   static float Dot(const float* a, const float* b, size_t n) { return avx2::Dot(a, b, n); }
+  // The default head_dim (32) gets loops unrolled for it: same operations, same order.
   [[gnu::always_inline]] static void Dot4(const float* a, const float* const b[4], size_t n,
                                           float out[4]) {
-    avx2::Dot4(a, b, n, out);
+    if (n == 32) {
+      avx2::Dot4<32>(a, b, n, out);
+    } else {
+      avx2::Dot4(a, b, n, out);
+    }
   }
   static float Sum(const float* x, size_t n) { return avx2::Sum(x, n); }
   static float Max(const float* x, size_t n) { return avx2::Max(x, n); }
@@ -254,7 +265,11 @@ struct Ops {
   static void Axpy(float s, const float* x, float* y, size_t n) { avx2::Axpy(s, x, y, n); }
   static void Axpy4(const float* s, const float* x0, const float* x1, const float* x2,
                     const float* x3, float* y, size_t n) {
-    avx2::Axpy4(s, x0, x1, x2, x3, y, n);
+    if (n == 32) {
+      avx2::Axpy4<32>(s, x0, x1, x2, x3, y, n);
+    } else {
+      avx2::Axpy4(s, x0, x1, x2, x3, y, n);
+    }
   }
 };
 
