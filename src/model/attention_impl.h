@@ -1,7 +1,7 @@
 // The body of CausalAttention (attention.h) as a template over a kernel set K (a struct of static
-// functions Dot, Dot4, Max, ExpShifted, Sum, Axpy, Axpy4 with the signatures of kernels.h), so
-// the baseline and the AVX2 paths are one algorithm with the same loop and reduction order; only
-// the vector width of the kernels differs (and they are bit-identical, kernels_avx2.h).
+// functions Dot, Dot4, Max, ExpShiftedSum (ExpShifted then Sum), Axpy, Axpy4 with the signatures of
+// kernels.h), so the baseline and the AVX2 paths are one algorithm with the same loop and reduction
+// order; only the vector width of the kernels differs (and they are bit-identical, kernels_avx2.h).
 //
 // Included by attention.cc (baseline) and by kernels_avx2.cc INSIDE its `#pragma GCC target`
 // region, after every standard header, so the AVX2 instantiation is compiled for AVX2 and can
@@ -80,8 +80,7 @@ void CausalAttentionWith(const AttentionShape& s, uint64_t start, size_t n, cons
       const size_t ctx = start + t0 + t + 1;
       for (size_t h = 0; h < s.q_heads; ++h) {
         float* sc = scores + (t * s.q_heads + h) * ctx_max;
-        K::ExpShifted(sc, ctx, K::Max(sc, ctx));
-        const float sum = K::Sum(sc, ctx);
+        const float sum = K::ExpShiftedSum(sc, ctx, K::Max(sc, ctx));
         inv_sum[t * s.q_heads + h] = 1.0f / sum;
       }
     }

@@ -280,7 +280,11 @@ struct BaselineOps {
   }
   static float Sum(const float* x, size_t n) { return internal::Sum(x, n); }
   static float Max(const float* x, size_t n) { return internal::Max(x, n); }
-  static void ExpShifted(float* x, size_t n, float shift) { internal::ExpShifted(x, n, shift); }
+  // The baseline keeps its two passes (the AVX2 set fuses them, same bits).
+  static float ExpShiftedSum(float* x, size_t n, float shift) {
+    internal::ExpShifted(x, n, shift);
+    return internal::Sum(x, n);
+  }
   static void Axpy(float s, const float* x, float* y, size_t n) { internal::Axpy(s, x, y, n); }
   static void Axpy4(const float* s, const float* x0, const float* x1, const float* x2,
                     const float* x3, float* y, size_t n) {

@@ -149,6 +149,24 @@ inline void ExpShifted(float* x, size_t n, float shift) {
   }
 }
 
+// ExpShifted(x, n, shift) then Sum(x, n) in one pass: the exponentials are stored and added to
+// the 8 lanes in the order Sum would add them (element i into lane i % 8, increasing i).
+inline float ExpShiftedSum(float* x, size_t n, float shift) {
+  const V8 sv = Splat8(shift);
+  V8 acc = Splat8(0.0f);
+  size_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    const V8 e = Exp8(Load8(x + i) - sv);
+    Store8(x + i, e);
+    acc += e;
+  }
+  if (i < n) {
+    ExpShifted(x + i, n - i, shift);
+    acc = AddTail(acc, x, nullptr, i, n);
+  }
+  return SumLanes(acc);
+}
+
 inline void Axpy(float s, const float* x, float* y, size_t n) {
   const V8 sv = Splat8(s);
   size_t i = 0;
@@ -261,7 +279,9 @@ struct Ops {
   }
   static float Sum(const float* x, size_t n) { return avx2::Sum(x, n); }
   static float Max(const float* x, size_t n) { return avx2::Max(x, n); }
-  static void ExpShifted(float* x, size_t n, float shift) { avx2::ExpShifted(x, n, shift); }
+  static float ExpShiftedSum(float* x, size_t n, float shift) {
+    return avx2::ExpShiftedSum(x, n, shift);
+  }
   static void Axpy(float s, const float* x, float* y, size_t n) { avx2::Axpy(s, x, y, n); }
   static void Axpy4(const float* s, const float* x0, const float* x1, const float* x2,
                     const float* x3, float* y, size_t n) {
