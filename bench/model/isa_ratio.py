@@ -26,11 +26,11 @@ for b in json.loads(out)["benchmarks"]:
     isa = "baseline" if isa == "0" else "avx2"
     times.setdefault((name, shape), {}).setdefault(isa, []).append(b["cpu_time"])
     units[(name, shape)] = b["time_unit"]
-print(f"{'benchmark':<22} {'shape':>6} {'baseline':>12} {'avx2':>12} {'speedup':>8}")
-for (name, shape), per in times.items():
+print(f"{'benchmark':<22} {'tokens':>6} {'baseline':>12} {'avx2':>12} {'speedup':>8}")
+scale = {"ns": 1e-3, "us": 1.0, "ms": 1e3}  # to microseconds
+for (name, shape), per in sorted(times.items(), key=lambda kv: (kv[0][0], int(kv[0][1]))):
     if "baseline" not in per or "avx2" not in per:
         continue
-    base = statistics.median(per["baseline"])
-    avx2 = statistics.median(per["avx2"])
-    unit = units[(name, shape)]
-    print(f"{name:<22} {shape:>6} {base:>10.1f}{unit} {avx2:>10.1f}{unit} {base / avx2:>7.2f}x")
+    base = statistics.median(per["baseline"]) * scale[units[(name, shape)]]
+    avx2 = statistics.median(per["avx2"]) * scale[units[(name, shape)]]
+    print(f"{name:<22} {shape:>6} {base:>10.0f}us {avx2:>10.0f}us {base / avx2:>7.2f}x")
