@@ -8,13 +8,20 @@
 // textbook scalar loops (one accumulator per dot product), so the ratio shows what the fixed-order
 // 8-lane kernels and the KV-row-major blocking buy (BM_NaiveAttentionChunk32Over2K for the
 // prefill chunk).
+//
+// AVX2 vs baseline (kernel_table.h): the BM_Isa* benchmarks take the instruction set as their
+// first argument (0 = baseline SSE, 1 = AVX2, forced through DUALPATH_MODEL_ISA at Create), so
+// one run measures both paths on the same machine; bench/model/isa_ratio.py prints the ratios.
 #include <benchmark/benchmark.h>
 
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 #include <vector>
 
 #include "dualpath/model/ref_model.h"
+#include "model/attention.h"
+#include "model/kernel_table.h"
 
 namespace dualpath::model {
 namespace {
@@ -168,6 +175,100 @@ void BM_NaiveAttentionChunk32Over2K(benchmark::State& state) { RunNaiveAttention
 void BM_CreateDefaultModel(benchmark::State& state) {
   for (auto _ : state) benchmark::DoNotOptimize(Model());
 }
+
+// --- AVX2 vs baseline --------------------------------------------------------------------------
+
+const char* IsaName(int64_t arg) { return arg == 0 ? "baseline" : "avx2"; }
+
+// The model on a forced instruction set; nullptr (and the benchmark skipped) where the CPU lacks
+// it.
+std::unique_ptr<RefModel> ModelOn(benchmark::State& state, const RefModelConfig& c = {}) {
+  const char* isa = IsaName(state.range(0));
+  setenv(internal::kIsaEnvVar, isa, 1);
+  auto m = RefModel::Create(c);
+  unsetenv(internal::kIsaEnvVar);
+  if (!m.ok()) {
+    state.SkipWithError(m.status().ToString().c_str());
+    return nullptr;
+  }
+  state.SetLabel(isa);
+  return std::move(m).value();
+}
+
+// The attention kernel alone (one layer, default head shape): n new tokens over 2,048 cached.
+void BM_IsaAttention(benchmark::State& state) {
+  const char* isa = IsaName(state.range(0));
+  setenv(internal::kIsaEnvVar, isa, 1);
+  auto table = internal::KernelsFromEnvironment();
+  unsetenv(internal::kIsaEnvVar);
+  if (!table.ok()) {
+    state.SkipWithError(table.status().ToString().c_str());
+    return;
+  }
+  state.SetLabel(isa);
+  const RefModelConfig c;
+  const uint64_t n = static_cast<uint64_t>(state.range(1));
+  const auto kv = FakeKv(c, kCached + n);
+  const internal::AttentionShape shape{c.q_heads, c.kv_heads, c.head_dim,
+                                       c.KvBytesPerTokenPerLayer()};
+  std::vector<float> q(n * c.hidden());
+  for (size_t i = 0; i < q.size(); ++i) q[i] = 0.01f * static_cast<float>(i % 97) - 0.48f;
+  std::vector<float> out(q.size()), scratch;
+  for (auto _ : state) {
+    table.value()->causal_attention(shape, kCached, n, q.data(), c.hidden(), kv.data(), out.data(),
+                                    &scratch);
+    benchmark::DoNotOptimize(out.data());
+  }
+  state.counters["attn_flops/s"] = benchmark::Counter(
+      AttnFlopsLayer(c, kCached, n), benchmark::Counter::kIsIterationInvariantRate);
+}
+
+// A whole ForwardLayer (projections, attention, MLP): n new tokens over 2,048 cached.
+void BM_IsaForwardLayer(benchmark::State& state) {
+  auto model = ModelOn(state);
+  if (model == nullptr) return;
+  const RefModelConfig& c = model->config();
+  const uint64_t n = static_cast<uint64_t>(state.range(1));
+  auto kv = FakeKv(c, kCached + n);
+  std::vector<uint32_t> tokens(n);
+  for (uint64_t i = 0; i < n; ++i) tokens[i] = static_cast<uint32_t>(i * 31 % c.vocab);
+  std::vector<float> embedded(n * c.hidden());
+  model->Embed(tokens, embedded);
+  std::vector<float> hidden;
+  for (auto _ : state) {
+    hidden = embedded;
+    model->ForwardLayer(0, kCached, kv, hidden);
+    benchmark::DoNotOptimize(hidden.data());
+  }
+  state.counters["flops/s"] =
+      benchmark::Counter(AttnFlopsLayer(c, kCached, n) + LinearFlopsPerTokenLayer(c) * n,
+                         benchmark::Counter::kIsIterationInvariantRate);
+}
+
+// A cold prefill of n tokens through the whole model (8 layers + LM head of the last token).
+void BM_IsaColdPrefill(benchmark::State& state) {
+  auto model = ModelOn(state);
+  if (model == nullptr) return;
+  const RefModelConfig& c = model->config();
+  const uint64_t n = static_cast<uint64_t>(state.range(1));
+  std::vector<std::vector<std::byte>> kv(c.layers);
+  for (auto& l : kv) l.resize(n * c.KvBytesPerTokenPerLayer());
+  std::vector<uint32_t> tokens(n);
+  for (uint64_t i = 0; i < n; ++i) tokens[i] = static_cast<uint32_t>(i * 17 % c.vocab);
+  std::vector<float> hidden(n * c.hidden());
+  std::vector<float> logits(c.vocab);
+  for (auto _ : state) {
+    model->Embed(tokens, hidden);
+    for (uint32_t l = 0; l < c.layers; ++l) model->ForwardLayer(l, 0, kv[l], hidden);
+    model->Logits(std::span<const float>(hidden).last(c.hidden()), logits);
+    benchmark::DoNotOptimize(RefModel::Argmax(logits));
+  }
+  state.SetItemsProcessed(static_cast<int64_t>(state.iterations() * n));
+}
+
+BENCHMARK(BM_IsaAttention)->ArgsProduct({{0, 1}, {16, 64}});
+BENCHMARK(BM_IsaForwardLayer)->ArgsProduct({{0, 1}, {1, 16, 64}});
+BENCHMARK(BM_IsaColdPrefill)->ArgsProduct({{0, 1}, {1536}})->Unit(benchmark::kMillisecond);
 
 BENCHMARK(BM_NaiveAttentionDecodeOver2K);
 BENCHMARK(BM_NaiveAttentionChunk32Over2K);

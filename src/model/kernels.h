@@ -9,6 +9,11 @@
 // debug) and -O2 (release) alike, and no -ffast-math is needed. The component is compiled with
 // -ffp-contract=off so no multiply-add is fused differently in two inlined copies.
 //
+// These are the baseline (SSE, any x86-64) kernels; kernels_avx2.h has the same kernels with one
+// 8-wide AVX2 vector holding the 8 lanes, bit-identical, and kernel_table.h picks one set per
+// process at run time. A change to an order here must be made there too (kernels_avx2_test.cc
+// compares the two with memcmp).
+//
 // Loads and stores go through memcpy: KV bytes come from engine buffers (std::byte spans), and
 // memcpy is the aliasing- and alignment-safe way to read floats from them; GCC turns it into
 // movups.
@@ -24,7 +29,7 @@
 namespace dualpath::model::internal {
 
 // 16-byte vectors only: 32-byte GCC vectors would change the calling convention without AVX
-// (-Wpsabi) and the build targets baseline x86-64.
+// (-Wpsabi) and the build targets baseline x86-64 (the AVX2 path is kernels_avx2.h).
 typedef float V4 __attribute__((vector_size(16)));
 
 inline V4 Load4(const void* p) {
@@ -253,5 +258,38 @@ inline void RmsNorm(const float* x, const float* gain, size_t n, float* out) {
 
 // SiLU(g) * u, SiLU(g) = g / (1 + exp(-g)).
 inline float SwiGlu(float g, float u) { return g / (1.0f + Exp(-g)) * u; }
+
+// out[i] = SwiGlu(gate[i], up[i]) for i < n, four at a time (each element alone: same bits).
+inline void SwiGluRow(const float* gate, const float* up, size_t n, float* out) {
+  const V4 one = Splat4(1.0f);
+  size_t i = 0;
+  for (; i + 4 <= n; i += 4) {
+    const V4 g = Load4(gate + i);
+    Store4(out + i, g / (one + Exp4(-g)) * Load4(up + i));
+  }
+  for (; i < n; ++i) out[i] = SwiGlu(gate[i], up[i]);
+}
+
+// The kernels above as a kernel set for the algorithm templates (attention_impl.h); kernels_avx2.h
+// has the same struct (avx2::Ops) over its AVX2 kernels.
+struct BaselineOps {
+  static float Dot(const float* a, const float* b, size_t n) { return internal::Dot(a, b, n); }
+  [[gnu::always_inline]] static void Dot4(const float* a, const float* const b[4], size_t n,
+                                          float out[4]) {
+    internal::Dot4(a, b, n, out);
+  }
+  static float Sum(const float* x, size_t n) { return internal::Sum(x, n); }
+  static float Max(const float* x, size_t n) { return internal::Max(x, n); }
+  // The baseline keeps its two passes (the AVX2 set fuses them, same bits).
+  static float ExpShiftedSum(float* x, size_t n, float shift) {
+    internal::ExpShifted(x, n, shift);
+    return internal::Sum(x, n);
+  }
+  static void Axpy(float s, const float* x, float* y, size_t n) { internal::Axpy(s, x, y, n); }
+  static void Axpy4(const float* s, const float* x0, const float* x1, const float* x2,
+                    const float* x3, float* y, size_t n) {
+    internal::Axpy4(s, x0, x1, x2, x3, y, n);
+  }
+};
 
 }  // namespace dualpath::model::internal

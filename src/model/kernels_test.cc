@@ -91,5 +91,16 @@ TEST(Kernels, ExpIsAccurateAndScalarEqualsVector) {
   for (size_t i = 0; i < v.size(); ++i) EXPECT_TRUE(SameBits(v[i], Exp(xs[i] - 1.5f))) << i;
 }
 
+TEST(Kernels, SwiGluRowEqualsTheScalarFormula) {
+  const auto g = Values(45, 7);
+  const auto u = Values(45, 8);
+  for (size_t n = 0; n <= 45; ++n) {
+    std::vector<float> row(n);
+    SwiGluRow(g.data(), u.data(), n, row.data());
+    for (size_t i = 0; i < n; ++i)
+      EXPECT_TRUE(SameBits(row[i], SwiGlu(g[i], u[i]))) << n << " " << i;
+  }
+}
+
 }  // namespace
 }  // namespace dualpath::model::internal

@@ -12,27 +12,27 @@
 
 #include "dualpath/common/check.h"
 #include "model/attention.h"
-#include "model/kernels.h"
+#include "model/kernel_table.h"
 #include "model/weights.h"
 
 namespace dualpath::model {
 
-using internal::MatVec;
-using internal::MatVecTokens;
-using internal::RmsNorm;
-using internal::SwiGlu;
-
-RefModel::RefModel(const RefModelConfig& config)
-    : config_(config), w_(std::make_unique<Weights>(Weights::Generate(config))) {}
+RefModel::RefModel(const RefModelConfig& config, const internal::KernelTable* kernels)
+    : config_(config),
+      w_(std::make_unique<Weights>(Weights::Generate(config))),
+      kernels_(kernels) {}
 
 RefModel::~RefModel() = default;
 
 Result<std::unique_ptr<RefModel>> RefModel::Create(const RefModelConfig& config) {
   RETURN_IF_ERROR(config.Validate());
-  return std::unique_ptr<RefModel>(new RefModel(config));
+  ASSIGN_OR_RETURN(const internal::KernelTable* kernels, internal::KernelsFromEnvironment());
+  return std::unique_ptr<RefModel>(new RefModel(config, kernels));
 }
 
 const RefModelConfig& RefModel::config() const { return config_; }
+
+std::string_view RefModel::isa() const { return kernels_->isa; }
 
 void RefModel::Embed(std::span<const uint32_t> tokens, std::span<float> hidden) const {
   const size_t h = config_.hidden();
@@ -107,8 +107,9 @@ void RefModel::ForwardLayer(uint32_t layer, uint64_t start, std::span<std::byte>
   float* sin_v = cos_v + hd / 2;
 
   // Attention input: RMSNorm, then Q, K, V for every new token.
-  for (size_t t = 0; t < n; ++t) RmsNorm(hidden.data() + t * h, lw.attn_norm.data(), h, xn + t * h);
-  MatVecTokens(lw.wqkv.data(), qkv_rows, h, xn, qkv, n);
+  const internal::KernelTable& k = *kernels_;
+  k.rms_norm_rows(hidden.data(), lw.attn_norm.data(), h, n, xn);
+  k.mat_vec_tokens(lw.wqkv.data(), qkv_rows, h, xn, qkv, n);
 
   // Rotary positions on Q and K (angles in double, rounded once), then K/V into the cache.
   std::byte* kv = layer_kv.data();
@@ -128,20 +129,17 @@ void RefModel::ForwardLayer(uint32_t layer, uint64_t start, std::span<std::byte>
   // Causal attention of each new token over positions [0, start + t] (attention.h).
   internal::AttentionShape shape{c.q_heads, c.kv_heads, hd, bpt};
   std::vector<float> attn_scratch;
-  internal::CausalAttention(shape, start, n, qkv, qkv_rows, kv, attn, &attn_scratch);
+  k.causal_attention(shape, start, n, qkv, qkv_rows, kv, attn, &attn_scratch);
 
   // Output projection into the residual stream.
-  MatVecTokens(lw.wo.data(), h, q_dim, attn, proj, n);
+  k.mat_vec_tokens(lw.wo.data(), h, q_dim, attn, proj, n);
   for (size_t i = 0; i < n * h; ++i) hidden[i] += proj[i];
 
   // SwiGLU MLP into the residual stream.
-  for (size_t t = 0; t < n; ++t) RmsNorm(hidden.data() + t * h, lw.mlp_norm.data(), h, xn + t * h);
-  MatVecTokens(lw.w_gate_up.data(), 2 * ffn, h, xn, gate_up, n);
-  for (size_t t = 0; t < n; ++t) {
-    const float* gu = gate_up + t * 2 * ffn;
-    for (size_t f = 0; f < ffn; ++f) act[t * ffn + f] = SwiGlu(gu[f], gu[ffn + f]);
-  }
-  MatVecTokens(lw.w_down.data(), h, ffn, act, proj, n);
+  k.rms_norm_rows(hidden.data(), lw.mlp_norm.data(), h, n, xn);
+  k.mat_vec_tokens(lw.w_gate_up.data(), 2 * ffn, h, xn, gate_up, n);
+  k.swiglu_rows(gate_up, ffn, n, act);
+  k.mat_vec_tokens(lw.w_down.data(), h, ffn, act, proj, n);
   for (size_t i = 0; i < n * h; ++i) hidden[i] += proj[i];
 }
 
@@ -150,8 +148,8 @@ void RefModel::Logits(std::span<const float> hidden_row, std::span<float> logits
   DUALPATH_CHECK(hidden_row.size() == h, "Logits: hidden_row must hold hidden() floats");
   DUALPATH_CHECK(logits.size() == config_.vocab, "Logits: logits must hold vocab floats");
   std::vector<float> xn(h);
-  RmsNorm(hidden_row.data(), w_->final_norm.data(), h, xn.data());
-  MatVec(w_->lm_head.data(), config_.vocab, h, xn.data(), logits.data());
+  kernels_->rms_norm_rows(hidden_row.data(), w_->final_norm.data(), h, 1, xn.data());
+  kernels_->mat_vec(w_->lm_head.data(), config_.vocab, h, xn.data(), logits.data());
 }
 
 uint32_t RefModel::Argmax(std::span<const float> logits) {

@@ -45,9 +45,10 @@ class ModelCliTest : public ::testing::Test {
   }
   void TearDown() override { std::system(("rm -rf '" + dir_ + "'").c_str()); }
 
-  RunResult Run(const std::string& args) {
+  // `env`: "NAME=value " assignments for the child only.
+  RunResult Run(const std::string& args, const std::string& env = "") {
     const std::string out = dir_ + "/stdout", err = dir_ + "/stderr";
-    const std::string cmd = "'" + binary_ + "' " + args + " > '" + out + "' 2> '" + err + "'";
+    const std::string cmd = env + "'" + binary_ + "' " + args + " > '" + out + "' 2> '" + err + "'";
     const int status = std::system(cmd.c_str());
     RunResult r;
     r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
@@ -111,6 +112,29 @@ TEST_F(ModelCliTest, InfoPrintsGeometry) {
   const RunResult text = Run("model info");
   ASSERT_EQ(text.exit_code, 0) << text.err;
   EXPECT_NE(text.out.find("8192 bytes all layers"), std::string::npos) << text.out;
+}
+
+// Across processes AND instruction sets: the child is forced onto the baseline (SSE) kernels, this
+// process uses the default selection (AVX2 where the CPU has it; then the test compares the two
+// paths, with head_dim 32 for the AVX2 path's unrolled kernels).
+TEST_F(ModelCliTest, BaselineChildMatchesThisProcessOnTheDefaultPath) {
+  const std::string spec = "layers=2,q_heads=4,kv_heads=4,head_dim=32,ffn_dim=96,vocab=300,seed=5";
+  const RunResult r = Run(
+      "model generate --spec " + spec + " --prompt-len 45 --gen 5 --seed 6 --teacher random --json",
+      "DUALPATH_MODEL_ISA=baseline ");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const auto j = nlohmann::json::parse(r.out);
+  auto model = std::move(RefModel::Create(*RefModelConfig::Parse(spec))).value();
+  const Generation want = Reference(*model, j.at("prompt").get<std::vector<uint32_t>>(),
+                                    j.at("teacher").get<std::vector<uint32_t>>(), 5);
+  EXPECT_EQ(j.at("tokens").get<std::vector<uint32_t>>(), want.tokens) << model->isa();
+  EXPECT_EQ(j.at("first_logits_digest").get<std::string>(), Hex64(want.first_logits_digest));
+
+  const RunResult bad = Run("model generate --prompt-len 3", "DUALPATH_MODEL_ISA=avx9 ");
+  EXPECT_EQ(bad.exit_code, 2);
+  EXPECT_TRUE(bad.out.empty());
+  EXPECT_EQ(std::count(bad.err.begin(), bad.err.end(), '\n'), 1) << bad.err;
+  EXPECT_NE(bad.err.find("DUALPATH_MODEL_ISA"), std::string::npos) << bad.err;
 }
 
 TEST_F(ModelCliTest, BadInputExitsTwoWithOneLine) {

@@ -28,12 +28,17 @@
 #include <memory>
 #include <span>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "dualpath/common/status.h"
 #include "dualpath/kv/model.h"
 
 namespace dualpath::model {
+
+namespace internal {
+struct KernelTable;
+}  // namespace internal
 
 struct RefModelConfig {
   uint32_t layers = 8;
@@ -63,12 +68,18 @@ struct RefModelConfig {
 
 class RefModel {
  public:
+  // Also picks the kernels' instruction set: AVX2 where the CPU has it, else the baseline SSE
+  // path; DUALPATH_MODEL_ISA=baseline|avx2|auto overrides (docs/model.md). Both paths give
+  // bit-identical results. kInvalidArgument for a bad config or DUALPATH_MODEL_ISA value,
+  // kFailedPrecondition for DUALPATH_MODEL_ISA=avx2 on a CPU without AVX2.
   static Result<std::unique_ptr<RefModel>> Create(const RefModelConfig& config);
   ~RefModel();
   RefModel(const RefModel&) = delete;
   RefModel& operator=(const RefModel&) = delete;
 
   const RefModelConfig& config() const;
+  // The instruction set of the kernels in use: "avx2" or "baseline".
+  std::string_view isa() const;
 
   // hidden[i * hidden() ...] = embedding of tokens[i]. tokens must be < vocab (checked: a bad id is
   // a programming error here; callers validate request input first).
@@ -94,9 +105,10 @@ class RefModel {
 
  private:
   struct Weights;
-  explicit RefModel(const RefModelConfig& config);
+  RefModel(const RefModelConfig& config, const internal::KernelTable* kernels);
   RefModelConfig config_;
   std::unique_ptr<Weights> w_;
+  const internal::KernelTable* kernels_;  // a static table (kernel_table.h), never null
 };
 
 // What a request produced: the tokens generated (greedy) and the digest of the first generated
