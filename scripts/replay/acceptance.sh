@@ -10,8 +10,8 @@
 # usage: scripts/replay/acceptance.sh [DUALPATH_BINARY]   (default build/release/bin/dualpath)
 # env:   AGENTS (16 on 1P1D, 24 on 1P2D: the closed loop must be deep enough to keep every link
 #        busy), TURNS (30 on 1P1D, 20 on 1P2D), APPEND (16), GEN (8), MAX_CONTEXT (3072), STOR_RATE (400mbit),
-#        COMP_RATE (2gbit), COMPUTE_AGENTS (4), COMPUTE_TURNS (5), COMPUTE_APPEND (1024),
-#        COMPUTE_MAX_CONTEXT (6144), COMPUTE_REPS (3: the compute-bound comparison is repeated and
+#        COMP_RATE (2gbit), COMPUTE_AGENTS (4), COMPUTE_TURNS (4), COMPUTE_APPEND (2048),
+#        COMPUTE_MAX_CONTEXT (8192), COMPUTE_REPS (3: the compute-bound comparison is repeated and
 #        judged on each system's median JCT, since on a shared 2-core machine one run's CPU noise
 #        is as large as the 10% being tested), OUT_DIR (build/replay-acceptance),
 #        ONLY ("1p1d 1p2d compute"), EXTRA (more `cluster run` arguments)
@@ -28,9 +28,9 @@ MAX_CONTEXT=${MAX_CONTEXT:-3072}
 STOR_RATE=${STOR_RATE:-400mbit}
 COMP_RATE=${COMP_RATE:-2gbit}
 COMPUTE_AGENTS=${COMPUTE_AGENTS:-4}
-COMPUTE_TURNS=${COMPUTE_TURNS:-5}
-COMPUTE_APPEND=${COMPUTE_APPEND:-1024}
-COMPUTE_MAX_CONTEXT=${COMPUTE_MAX_CONTEXT:-6144}
+COMPUTE_TURNS=${COMPUTE_TURNS:-4}
+COMPUTE_APPEND=${COMPUTE_APPEND:-2048}
+COMPUTE_MAX_CONTEXT=${COMPUTE_MAX_CONTEXT:-8192}
 COMPUTE_REPS=${COMPUTE_REPS:-3}
 OUT_DIR=${OUT_DIR:-$here/build/replay-acceptance}
 ONLY=${ONLY:-1p1d 1p2d compute}
