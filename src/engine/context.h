@@ -68,6 +68,9 @@ struct ReadPlan {
   int64_t prefill_read = 0;
   int64_t decode_read = 0;
   bool none = false;  // READ_SIDE_NONE (Oracle): hit KV is zeros, nothing is read or moved
+
+  // The DE reads a share and pushes it into the PE's area (DECODE and SPLIT sides).
+  bool decode_path() const { return !none && decode_read > 0; }
 };
 ReadPlan MakeReadPlan(const control::v1::Assignment& a, uint32_t block_tokens);
 

@@ -155,7 +155,7 @@ Result<v1::StartDecodeReply> Decoder::StartDecode(const v1::StartDecodeRequest& 
     r->deadline = ctx_.Deadline();
     reqs_.emplace(r->xfer_id, r);
     unfinished_tokens_ += r->capacity;
-    if (!r->plan.none && r->plan.decode_read > 0) {
+    if (r->plan.decode_path()) {
       r->reading = true;
       to_read_.push_back(r);
       queued_read_tokens_ += r->plan.decode_read;
@@ -408,11 +408,15 @@ void Decoder::DecodeLoop() {
       report_cv_.notify_all();
       continue;
     }
-    Status rs = ctx_.scheduler->ReportResult(result);
-    if (!rs.ok()) {
-      log::Warn("engine {}: reporting request {}: {}", ctx_.options.name,
-                r->a.request().request_id(), rs.ToString());
-    }
+    Report(result);
+  }
+}
+
+void Decoder::Report(const v1c::RequestResult& result) {
+  Status rs = ctx_.scheduler->ReportResult(result);
+  if (!rs.ok()) {
+    log::Warn("engine {}: reporting request {}: {}", ctx_.options.name, result.request_id(),
+              rs.ToString());
   }
 }
 
@@ -436,11 +440,7 @@ void Decoder::ReportLoop() {
                  write_behind_.last_error().ToString());
     }
     for (const v1c::RequestResult& result : batch) {
-      Status rs = ctx_.scheduler->ReportResult(result);
-      if (!rs.ok()) {
-        log::Warn("engine {}: reporting request {}: {}", ctx_.options.name, result.request_id(),
-                  rs.ToString());
-      }
+      Report(result);
     }
   }
 }

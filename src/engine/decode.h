@@ -67,6 +67,8 @@ class Decoder {
   void ReaderLoop();
   void DecodeLoop();
   void ReportLoop();
+  // ReportResult to the scheduler; a failure is logged (there is no one else to tell).
+  void Report(const control::v1::RequestResult& result);
   void ReadAndPush(const std::shared_ptr<DeReq>& r);
   Status Decode(DeReq& r, control::v1::RequestResult* result);
   void MaybeReadyLocked(const std::shared_ptr<DeReq>& r);

@@ -169,15 +169,15 @@ void Prefiller::LoaderLoop() {
     Status s = Admit(job);
     {
       std::lock_guard<std::mutex> lock(mu_);
+      // A queued PE read stays counted until the reader is done with it.
+      if (!s.ok() || !job->pe_pending) {
+        UncountQueuedReadLocked(*job);
+      }
       if (s.ok()) {
         if (job->pe_pending) {
           to_read_.push_back(job);
-        } else {
-          UncountQueuedReadLocked(*job);
         }
         loaded_.push_back(job);
-      } else {
-        UncountQueuedReadLocked(*job);
       }
     }
     if (s.ok()) {
@@ -275,27 +275,23 @@ Status Prefiller::Admit(const std::shared_ptr<PeJob>& self) {
 void Prefiller::ReadPrefillShare(PeJob& job) {
   const v1c::RequestSpec& r = job.a.request();
   const ReadPlan& p = job.plan;
-  const uint64_t bpt = ctx_.bpt;
-  {
-    const uint64_t blocks = p.prefill_read / ctx_.block_tokens;
-    std::vector<kv::BlockHash> hashes = HashRange(
-        *ctx_.hasher, {r.prompt().data(), static_cast<size_t>(r.prompt_size())}, 0, blocks);
-    // The blocks stay counted in queued_read_tokens_ until the whole read is done: a ReadStream
-    // shows only its in-flight blocks (<= read depth) in the store's queue, so uncounting earlier
-    // would hide the rest; counting those few twice is the smaller error.
-    HitReadResult rr = reader_.Read(hashes, 0, job.area, p.prompt * bpt);
-    job.pe_loaded = static_cast<int64_t>(rr.loaded_blocks) * ctx_.block_tokens;
-    job.read_bytes = static_cast<int64_t>(rr.bytes_read);
-    if (!rr.first_error.ok()) {
-      log::Info("engine {}: request {} hit block {} unusable ({}); recomputing from token {}",
-                ctx_.options.name, r.request_id(), rr.loaded_blocks, rr.first_error.ToString(),
-                job.pe_loaded);
-    }
+  const uint64_t blocks = p.prefill_read / ctx_.block_tokens;
+  std::vector<kv::BlockHash> hashes =
+      HashRange(*ctx_.hasher, {r.prompt().data(), static_cast<size_t>(r.prompt_size())}, 0, blocks);
+  // The blocks stay counted in queued_read_tokens_ until the whole read is done: a ReadStream
+  // shows only its in-flight blocks (<= read depth) in the store's queue, so uncounting earlier
+  // would hide the rest; counting those few twice is the smaller error.
+  HitReadResult rr = reader_.Read(hashes, 0, job.area, p.prompt * ctx_.bpt);
+  job.pe_loaded = static_cast<int64_t>(rr.loaded_blocks) * ctx_.block_tokens;
+  job.read_bytes = static_cast<int64_t>(rr.bytes_read);
+  if (!rr.first_error.ok()) {
+    log::Info("engine {}: request {} hit block {} unusable ({}); recomputing from token {}",
+              ctx_.options.name, r.request_id(), rr.loaded_blocks, rr.first_error.ToString(),
+              job.pe_loaded);
   }
 }
 
 std::shared_ptr<PeJob> Prefiller::TakeReadyLocked() {
-  auto de_path = [](const PeJob& j) { return !j.plan.none && j.plan.decode_read > 0; };
   auto take = [&](std::deque<std::shared_ptr<PeJob>>::iterator it) {
     std::shared_ptr<PeJob> j = *it;
     loaded_.erase(it);
@@ -304,14 +300,14 @@ std::shared_ptr<PeJob> Prefiller::TakeReadyLocked() {
   // Oldest with all of its hit KV in place.
   for (auto it = loaded_.begin(); it != loaded_.end(); ++it) {
     const PeJob& j = **it;
-    if (!j.pe_pending && (!de_path(j) || j.arrived_count == ctx_.layers)) {
+    if (!j.pe_pending && (!j.plan.decode_path() || j.arrived_count == ctx_.layers)) {
       return take(it);
     }
   }
   // None complete: the oldest whose first layer is in (the rest arrive while it computes).
   for (auto it = loaded_.begin(); it != loaded_.end(); ++it) {
     const PeJob& j = **it;
-    if (!j.pe_pending && de_path(j) && j.arrived[0]) {
+    if (!j.pe_pending && j.plan.decode_path() && j.arrived[0]) {
       return take(it);
     }
   }
@@ -322,7 +318,7 @@ std::shared_ptr<PeJob> Prefiller::TakeStuckLocked() {
   const auto now = std::chrono::steady_clock::now();
   for (auto it = loaded_.begin(); it != loaded_.end(); ++it) {
     PeJob& j = **it;
-    if (j.pe_pending || j.plan.none || j.plan.decode_read == 0) {
+    if (j.pe_pending || !j.plan.decode_path()) {
       continue;
     }
     if (!ctx_.peers->Alive(j.de_peer)) {
@@ -496,7 +492,7 @@ Status Prefiller::Compute(const std::shared_ptr<PeJob>& self) {
     RETURN_IF_ERROR(job.give_up);
   }
   const int64_t prefill_start_ns = RealtimeNs();
-  const bool de_path = !p.none && p.decode_read > 0;
+  const bool de_path = p.decode_path();
   if (de_path) {
     RETURN_IF_ERROR(WaitLayer(job, 0));
   }
@@ -564,7 +560,7 @@ bool Prefiller::ReleaseDe(PeJob& j, const Status& why) {
   grpc::ClientContext cctx;
   cctx.set_deadline(ctx_.RpcDeadline());
   grpc::Status s = j.de_stub->AbortDecode(&cctx, abort, &reply);
-  const bool de_pushes = !j.plan.none && j.plan.decode_read > 0;
+  const bool de_pushes = j.plan.decode_path();
   if (!j.de_started && !s.ok()) {
     // StartDecode never answered and the DE does not answer now either; if it is alive it may
     // still start pushing, so only a dead DE makes the area safe.
