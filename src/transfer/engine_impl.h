@@ -151,6 +151,8 @@ class EngineImpl final : public TransferEngine {
   void AdmitDeferred();
   void Post(InflightBatch* b);
   Status PostError(PeerState& p, ucs_status_t st, std::string_view what);
+  // Marks `p` dead (under mu_) and queues it for KillPeer after the current progress call.
+  void DeclareDead(PeerState& p, const std::string& reason);
   void PhaseDone(InflightBatch* b);
   void Finish(InflightBatch* b);
   Result<ucp_rkey_h> Rkey(PeerState& p, int c, uint32_t region, const RemoteTable& table);

@@ -311,10 +311,20 @@ Result<ucp_rkey_h> EngineImpl::Rkey(PeerState& p, int c, uint32_t region,
   return rkey;
 }
 
-Status EngineImpl::PostError(PeerState& p, ucs_status_t st, std::string_view what) {
-  // Posting fails on an endpoint UCX has already declared failed (its error callback may not
-  // have run yet): that is the peer's death, reported as such, and the peer is closed.
-  std::string reason = fmt::format("{}: {}", what, ucs_status_string(st));
+void EngineImpl::DeclareDead(PeerState& p, const std::string& reason) {
+  // Runs on the thread that owns progress_mu_, possibly inside ucp_worker_progress. The peer is
+  // marked dead (refused by Submit, gone from Peers) before any of its batches' completion
+  // callbacks run, so a caller that sees kTransferPeerDead and submits again is refused. The
+  // endpoints are closed after progress returns (closing them here would free UCX state the
+  // caller is still walking).
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!p.dead) {
+      p.dead = true;
+      p.death = Status(Code::kTransferPeerDead,
+                       fmt::format("peer {} ({}): {}", p.id.value(), p.name, reason));
+    }
+  }
   if (!p.killed && p.pending_kill.empty()) {
     p.pending_kill = reason;
     auto it = by_engine_id_.find(p.engine_id);
@@ -322,6 +332,13 @@ Status EngineImpl::PostError(PeerState& p, ucs_status_t st, std::string_view wha
       to_kill_.push_back(it->second);
     }
   }
+}
+
+Status EngineImpl::PostError(PeerState& p, ucs_status_t st, std::string_view what) {
+  // Posting fails on an endpoint UCX has already declared failed (its error callback may not
+  // have run yet): that is the peer's death, reported as such, and the peer is closed.
+  std::string reason = fmt::format("{}: {}", what, ucs_status_string(st));
+  DeclareDead(p, reason);
   return Status(Code::kTransferPeerDead,
                 fmt::format("peer {} ({}): {}", p.id.value(), p.name, reason));
 }
@@ -401,10 +418,16 @@ void EngineImpl::OnOpDone(InflightBatch* b, ucs_status_t st) {
   PeerState& p = *b->peer;
   p.last_progress = clock_.Now();
   if (st != UCS_OK && b->status.ok()) {
-    b->status = st == UCS_ERR_CANCELED && p.killed
-                    ? p.kill_status
-                    : Status(Code::kTransferPeerDead, fmt::format("peer {} ({}): {}", p.id.value(),
-                                                                  p.name, ucs_status_string(st)));
+    if (st == UCS_ERR_CANCELED && p.killed) {
+      b->status = p.kill_status;
+    } else {
+      // A failed operation means a failed endpoint: the peer is dead from now on, before this
+      // batch's callback can tell anyone.
+      std::string reason = fmt::format("operation failed: {}", ucs_status_string(st));
+      DeclareDead(p, reason);
+      b->status = Status(Code::kTransferPeerDead,
+                         fmt::format("peer {} ({}): {}", p.id.value(), p.name, reason));
+    }
   }
   if (--b->outstanding == 0) {
     PhaseDone(b);
@@ -466,16 +489,12 @@ void EngineImpl::Finish(InflightBatch* b) {
 }
 
 void EngineImpl::OnEpError(PeerState* p, ucs_status_t st) {
-  // Called inside ucp_worker_progress: only record; the endpoint is closed after progress
-  // returns (closing it here would free UCX state the caller is still walking).
+  // Called inside ucp_worker_progress: mark and queue; the endpoint is closed after progress
+  // returns.
   if (p->killed || !p->pending_kill.empty()) {
     return;
   }
-  p->pending_kill = fmt::format("endpoint error: {}", ucs_status_string(st));
-  auto it = by_engine_id_.find(p->engine_id);
-  if (it != by_engine_id_.end()) {
-    to_kill_.push_back(it->second);
-  }
+  DeclareDead(*p, fmt::format("endpoint error: {}", ucs_status_string(st)));
 }
 
 void EngineImpl::OnNotice(const NoticeHeader& h) {
