@@ -19,6 +19,7 @@
 #include "dualpath/pool/pool.h"
 #include "dualpath/testbed/testbed.h"
 #include "link_monitor.h"
+#include "run_lock.h"
 #include "system_check.h"
 
 namespace dualpath::replay {
@@ -433,6 +434,9 @@ Result<ClusterRunReport> RunOnCluster(const ClusterRunOptions& o, std::ostream& 
            << " generated\n";
   RETURN_IF_ERROR(testbed::RequireRoot("dualpath cluster run"));
 
+  // One run per cluster at a time, held until after the tear-down below (declared first, so it
+  // is released last).
+  ASSIGN_OR_RETURN(RunLock claim, RunLock::Acquire(ReplayRoot(), o.name));
   const bool was_up = testbed::ClusterExists(o.name);
   testbed::Cluster cluster;
   if (was_up) {
