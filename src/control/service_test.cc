@@ -353,6 +353,52 @@ TEST_F(ServiceTest, ResultsFlowToWaitResultsInReportOrder) {
   EXPECT_EQ(ReportResult(99, true, 0).code(), Code::kNotFound);
 }
 
+// A request that no live engine of a role can ever hold fails with a result naming the sizes,
+// instead of waiting in sched forever (phase 2 waits for decode HBM that cannot appear).
+TEST_F(ServiceTest, RequestNoLiveEngineCanHoldFailsNamingTheSizes) {
+  Start(Options(SystemKind::kDualPath, k1P1D));
+  Register1P1D();
+  auto with_capacity = [](uint32_t engine, int64_t capacity) {
+    v1::EngineReport r = Report(engine, 0, capacity);
+    r.set_capacity_tokens(capacity);
+    return r;
+  };
+  // Submitted before any capacity is known: queued (it may fit).
+  ASSERT_TRUE(Submit(Spec(1, Tokens(300, 1))).ok());
+  EXPECT_EQ(WaitResults(0, 0).results_size(), 0);
+  // The DE reports 200 tokens: prompt 300 + gen 4 can never fit there.
+  ASSERT_TRUE(Fetch(1, {with_capacity(1, 200)}, 0).ok());
+  auto r1 = WaitResults(0, kLongWaitMs);
+  ASSERT_EQ(r1.results_size(), 1);
+  EXPECT_EQ(r1.results(0).result().request_id(), 1u);
+  EXPECT_FALSE(r1.results(0).result().ok());
+  EXPECT_NE(r1.results(0).result().error().find(
+                "needs 304 tokens of decode engine buffer (prompt 300 + gen 4)"),
+            std::string::npos)
+      << r1.results(0).result().error();
+  EXPECT_NE(r1.results(0).result().error().find("holds 200"), std::string::npos);
+
+  // One that fits is scheduled as usual.
+  ASSERT_TRUE(Submit(Spec(2, Tokens(100, 2))).ok());
+  auto pe = Fetch(0, {with_capacity(0, 1000)}, kLongWaitMs);
+  ASSERT_TRUE(pe.ok());
+  ASSERT_EQ(pe->prefill_size(), 1);
+  EXPECT_EQ(pe->prefill(0).request().request_id(), 2u);
+
+  // With every capacity known, an oversized prompt fails at once (prefill side named first).
+  ASSERT_TRUE(Submit(Spec(3, Tokens(1500, 3))).ok());
+  auto all = WaitResults(0, 0);
+  ASSERT_EQ(all.results_size(), 2);
+  EXPECT_EQ(all.results(1).result().request_id(), 3u);
+  EXPECT_FALSE(all.results(1).result().ok());
+  EXPECT_NE(all.results(1).result().error().find(
+                "needs 1500 tokens of prefill engine buffer (prompt 1500) but the largest live "
+                "prefill engine holds 1000"),
+            std::string::npos)
+      << all.results(1).result().error();
+  EXPECT_EQ(server_->service().stats().failed, 2);
+}
+
 TEST_F(ServiceTest, FailedAttemptIsResubmittedThenForwardedAsFailed) {
   ServiceOptions o = Options(SystemKind::kDualPath, k1P1D);
   o.max_attempts = 2;

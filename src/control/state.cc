@@ -130,6 +130,7 @@ Result<v1::RegisterEngineReply> ControlState::Register(const v1::EngineInfo& inf
   e.last_seen = clock_->Now();
   e.last_report = sched::EngineReport{};
   e.last_report.hbm_free_tokens = info.hbm_tokens();
+  e.capacity_tokens = 0;  // a (re-)registered process: unknown until its first report
   if (info.role() == v1::ROLE_DECODE && info.hbm_tokens() == 0) {
     // Undeclared capacity: do not block scheduling before the engine's first report.
     e.last_report.hbm_free_tokens = kUndeclaredHbmTokens;
@@ -207,9 +208,58 @@ void ControlState::RebuildLocked() {
   }
 }
 
+std::string ControlState::UnplaceableLocked(const RequestState& st) const {
+  const int64_t prompt = st.spec.prompt_size();
+  const int64_t need[2] = {prompt, prompt + static_cast<int64_t>(st.spec.gen_tokens())};
+  const v1::Role roles[2] = {v1::ROLE_PREFILL, v1::ROLE_DECODE};
+  for (int k = 0; k < 2; ++k) {
+    int64_t largest = 0;
+    bool any = false;
+    bool unknown = false;  // some live engine of the role has not reported: it may fit there
+    for (const EngineState& e : engines_) {
+      if (!e.registered || !e.alive || e.info.role() != roles[k]) continue;
+      any = true;
+      unknown |= e.capacity_tokens <= 0;
+      largest = std::max(largest, e.capacity_tokens);
+    }
+    if (any && !unknown && need[k] > largest) {
+      return fmt::format(
+          "request {} needs {} tokens of {} engine buffer ({}) but the largest live {} engine "
+          "holds {} (raise the engines' --buffer-mib / --hbm-tokens)",
+          st.spec.request_id(), need[k], k == 0 ? "prefill" : "decode",
+          k == 0 ? fmt::format("prompt {}", prompt)
+                 : fmt::format("prompt {} + gen {}", prompt, st.spec.gen_tokens()),
+          k == 0 ? "prefill" : "decode", largest);
+    }
+  }
+  return "";
+}
+
+bool ControlState::AnyQueuedUnplaceableLocked() const {
+  for (uint64_t rid : order_) {
+    const RequestState& st = requests_.at(rid);
+    if (st.phase == Phase::kQueued && !UnplaceableLocked(st).empty()) return true;
+  }
+  return false;
+}
+
 void ControlState::SubmitToSchedLocked(uint64_t request_id) {
+  RequestState& st = requests_.at(request_id);
+  if (std::string why = UnplaceableLocked(st); !why.empty()) {
+    log::Error("control: {}; failing it", why);
+    ReleaseInFlightLocked(st, request_id);
+    st.phase = Phase::kDone;
+    v1::RequestResult failed;
+    failed.set_request_id(request_id);
+    failed.set_ok(false);
+    failed.set_error(why);
+    failed.set_attempt(st.attempt);
+    failed.set_hit_tokens(st.hit_tokens);
+    ++stats_.failed;
+    PushResultLocked(std::move(failed));
+    return;
+  }
   if (sched_ == nullptr) return;  // submitted at the next rebuild
-  const RequestState& st = requests_.at(request_id);
   sched::SchedRequest r;
   r.id = RequestId(request_id);
   r.session = SessionId(st.spec.agent_id());

@@ -83,6 +83,7 @@ class ControlState {
     int in_poll = 0;    // Fetch calls of this engine in progress: alive by definition
     Nanos last_seen = 0;
     sched::EngineReport last_report;             // engine field unused (mapped at apply time)
+    int64_t capacity_tokens = 0;                 // reported buffer size in tokens (0: unknown)
     std::set<uint64_t> in_flight;                // request ids assigned to it as PE or DE
     std::vector<v1::Assignment> pending_decode;  // decode assignments not yet fetched
   };
@@ -100,7 +101,14 @@ class ControlState {
   // All *Locked methods require mu_.
   Result<uint32_t> FindSlotLocked(const v1::EngineInfo& info);
   void RebuildLocked();
+  // Hands a kQueued request to sched, or fails it (kDone, failed result) when no live engine of
+  // a role could ever hold it (see UnplaceableLocked).
   void SubmitToSchedLocked(uint64_t request_id);
+  // Why `st` can never be placed: every live engine of a role has reported its capacity and
+  // none holds the request (prefill: its prompt; decode: prompt + gen). Empty when it may fit.
+  std::string UnplaceableLocked(const RequestState& st) const;
+  // True when some kQueued request is unplaceable now (capacities or the engine set changed).
+  bool AnyQueuedUnplaceableLocked() const;
   void RunDecodePhaseLocked();
   void RunPrefillFetchLocked(uint32_t engine, v1::FetchReply* reply);
   Status ApplyReportsLocked(const v1::FetchRequest& request);

@@ -33,14 +33,19 @@ Status ControlState::ApplyReportsLocked(const v1::FetchRequest& request) {
       return InvalidArgument(fmt::format("fetch: report for unknown engine_id {}", r.engine_id()));
     }
     if (r.unfinished_requests() < 0 || r.unfinished_tokens() < 0 || r.read_queue_tokens() < 0 ||
-        r.hbm_free_tokens() < 0) {
+        r.hbm_free_tokens() < 0 || r.capacity_tokens() < 0) {
       return InvalidArgument(
           fmt::format("fetch: report of engine {} has a negative field", r.engine_id()));
     }
   }
   std::vector<sched::EngineReport> mapped;
+  bool capacity_changed = false;
   for (const v1::EngineReport& r : request.reports()) {
     EngineState& e = engines_[r.engine_id()];
+    if (r.capacity_tokens() != e.capacity_tokens) {
+      e.capacity_tokens = r.capacity_tokens();
+      capacity_changed = true;
+    }
     e.last_report.unfinished_requests = r.unfinished_requests();
     e.last_report.unfinished_tokens = r.unfinished_tokens();
     e.last_report.read_queue_tokens = r.read_queue_tokens();
@@ -56,6 +61,9 @@ Status ControlState::ApplyReportsLocked(const v1::FetchRequest& request) {
     Status st = sched_->ApplyReports(mapped);
     DUALPATH_CHECK(st.ok(), st.ToString());  // validated above
   }
+  // A queued request that no live engine can ever hold would wait in sched forever (phase 2
+  // waits for HBM): the rebuild's re-submission fails it with a result that says why.
+  if (capacity_changed && sched_ != nullptr && AnyQueuedUnplaceableLocked()) RebuildLocked();
   return Status::Ok();
 }
 

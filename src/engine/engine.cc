@@ -230,6 +230,7 @@ v1c::EngineReport Engine::Impl::Report() const {
   r.set_read_queue_tokens(static_cast<int64_t>(store->read_queue().Snapshot().tokens) +
                           queued_reads);
   r.set_hbm_free_tokens(std::max<int64_t>(0, capacity_tokens - arena->used_tokens()));
+  r.set_capacity_tokens(capacity_tokens);
   return r;
 }
 
