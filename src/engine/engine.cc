@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 #include <grpcpp/grpcpp.h>
 
+#include <algorithm>
 #include <condition_variable>
 #include <mutex>
 
@@ -173,8 +174,9 @@ Status Engine::Impl::RegisterAndBuild() {
   ctx.arena = arena.get();
   ctx.peers = peers.get();
   ctx.scheduler = scheduler.get();
-  capacity_tokens =
-      o.hbm_tokens > 0 ? o.hbm_tokens : static_cast<int64_t>(arena->capacity() / ctx.TokenBytes());
+  // What fits in the buffer, lowered by --hbm-tokens (a limit, never a promise beyond the buffer).
+  capacity_tokens = static_cast<int64_t>(arena->capacity() / ctx.TokenBytes());
+  if (o.hbm_tokens > 0) capacity_tokens = std::min(capacity_tokens, o.hbm_tokens);
   if (o.role == Role::kPrefill) {
     prefiller = std::make_unique<Prefiller>(ctx);
   } else {
