@@ -212,6 +212,7 @@ std::string ControlState::UnplaceableLocked(const RequestState& st) const {
   const int64_t prompt = st.spec.prompt_size();
   const int64_t need[2] = {prompt, prompt + static_cast<int64_t>(st.spec.gen_tokens())};
   const v1::Role roles[2] = {v1::ROLE_PREFILL, v1::ROLE_DECODE};
+  const char* const names[2] = {"prefill", "decode"};
   for (int k = 0; k < 2; ++k) {
     int64_t largest = 0;
     bool any = false;
@@ -226,10 +227,10 @@ std::string ControlState::UnplaceableLocked(const RequestState& st) const {
       return fmt::format(
           "request {} needs {} tokens of {} engine buffer ({}) but the largest live {} engine "
           "holds {} (raise the engines' --buffer-mib / --hbm-tokens)",
-          st.spec.request_id(), need[k], k == 0 ? "prefill" : "decode",
+          st.spec.request_id(), need[k], names[k],
           k == 0 ? fmt::format("prompt {}", prompt)
                  : fmt::format("prompt {} + gen {}", prompt, st.spec.gen_tokens()),
-          k == 0 ? "prefill" : "decode", largest);
+          names[k], largest);
     }
   }
   return "";
@@ -248,15 +249,7 @@ void ControlState::SubmitToSchedLocked(uint64_t request_id) {
   if (std::string why = UnplaceableLocked(st); !why.empty()) {
     log::Error("control: {}; failing it", why);
     ReleaseInFlightLocked(st, request_id);
-    st.phase = Phase::kDone;
-    v1::RequestResult failed;
-    failed.set_request_id(request_id);
-    failed.set_ok(false);
-    failed.set_error(why);
-    failed.set_attempt(st.attempt);
-    failed.set_hit_tokens(st.hit_tokens);
-    ++stats_.failed;
-    PushResultLocked(std::move(failed));
+    FailLocked(request_id, why, nullptr);
     return;
   }
   if (sched_ == nullptr) return;  // submitted at the next rebuild
@@ -350,6 +343,12 @@ void ControlState::RetryOrFailLocked(uint64_t request_id, const std::string& why
     return;
   }
   log::Error("control: request {} failed after {} attempts: {}", request_id, st.attempt + 1, why);
+  FailLocked(request_id, why, result);
+}
+
+void ControlState::FailLocked(uint64_t request_id, const std::string& why,
+                              const v1::RequestResult* result) {
+  RequestState& st = requests_.at(request_id);
   st.phase = Phase::kDone;
   v1::RequestResult failed;
   if (result != nullptr) failed = *result;

@@ -118,6 +118,9 @@ class ControlState {
   // `defer`: wait for the failed attempt's engines to fetch again (see kDeferred).
   void RetryOrFailLocked(uint64_t request_id, const std::string& why,
                          const v1::RequestResult* result, bool defer);
+  // Ends the request (kDone) with a failed result: `result` (the engine's) if given, its error
+  // defaulting to `why`. The caller has released its engines.
+  void FailLocked(uint64_t request_id, const std::string& why, const v1::RequestResult* result);
   // Engine `engine` proved alive (a new Fetch or registration) or died: deferred requests stop
   // waiting for it, and those waiting for nobody are re-submitted.
   void ReleaseDeferredLocked(uint32_t engine);

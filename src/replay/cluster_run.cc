@@ -16,6 +16,7 @@
 #include "child.h"
 #include "dualpath/common/log.h"
 #include "dualpath/control/v1/scheduler.grpc.pb.h"
+#include "dualpath/engine/engine.h"
 #include "dualpath/pool/pool.h"
 #include "dualpath/testbed/testbed.h"
 #include "link_monitor.h"
@@ -218,9 +219,6 @@ class NodePools {
   std::vector<std::string> paths_;
 };
 
-// The pool root holding engine `engine`'s buffers (engine::PoolRootName; docs/engine.md).
-std::string EngineRoot(const std::string& engine) { return "engine/" + engine; }
-
 // Attaches to a node pool without a background thread, for one look.
 Result<std::unique_ptr<pool::Pool>> AttachForInspection(const std::string& path) {
   pool::OpenOptions po;
@@ -233,7 +231,7 @@ Result<BufferReclaim> InspectBuffers(const std::string& path, const std::string&
   ASSIGN_OR_RETURN(std::unique_ptr<pool::Pool> p, AttachForInspection(path));
   BufferReclaim b;
   b.pool = path;
-  b.root = EngineRoot(engine);
+  b.root = engine::PoolRootName(engine);
   const pool::PoolStats s = p->Stats();
   for (const pool::RootInfo& r : s.root_list) {
     if (r.name == b.root) {

@@ -635,12 +635,9 @@ void EngineImpl::HandleControlMessage(const std::shared_ptr<PeerState>& p) {
   std::string reason = "control channel: " + st.ToString();
   {
     std::lock_guard<std::mutex> lock(mu_);
-    if (p->dead) {
+    if (!p->MarkDeadLocked(reason)) {
       return;
     }
-    p->dead = true;
-    p->death = Status(Code::kTransferPeerDead,
-                      fmt::format("peer {} ({}): {}", p->id.value(), p->name, reason));
   }
   RunOnProgress([this, p, reason] { KillPeer(*p, reason); });
 }

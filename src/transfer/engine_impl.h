@@ -25,6 +25,7 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <string_view>
 #include <thread>
 #include <unordered_map>
 #include <vector>
@@ -80,6 +81,12 @@ struct PeerState {
   bool killed = false;       // endpoints closed, batches failed
   Status kill_status;        // why (the progress thread's copy of `death`)
   std::string pending_kill;  // set by the UCX error callback, acted on after progress
+
+  // What every failure of this peer reports: kTransferPeerDead naming the peer and `reason`.
+  Status DeathStatus(std::string_view reason) const;
+  // Marks the peer dead for `reason` unless it already is; true if this call did. Requires
+  // EngineImpl::mu_.
+  bool MarkDeadLocked(std::string_view reason);
 };
 
 struct InflightBatch {
@@ -152,7 +159,8 @@ class EngineImpl final : public TransferEngine {
   void Post(InflightBatch* b);
   Status PostError(PeerState& p, ucs_status_t st, std::string_view what);
   // Marks `p` dead (under mu_) and queues it for KillPeer after the current progress call.
-  void DeclareDead(PeerState& p, const std::string& reason);
+  // Returns p.DeathStatus(reason), the status to fail the caller's batch with.
+  Status DeclareDead(PeerState& p, const std::string& reason);
   void PhaseDone(InflightBatch* b);
   void Finish(InflightBatch* b);
   Result<ucp_rkey_h> Rkey(PeerState& p, int c, uint32_t region, const RemoteTable& table);

@@ -311,7 +311,18 @@ Result<ucp_rkey_h> EngineImpl::Rkey(PeerState& p, int c, uint32_t region,
   return rkey;
 }
 
-void EngineImpl::DeclareDead(PeerState& p, const std::string& reason) {
+Status PeerState::DeathStatus(std::string_view reason) const {
+  return Status(Code::kTransferPeerDead, fmt::format("peer {} ({}): {}", id.value(), name, reason));
+}
+
+bool PeerState::MarkDeadLocked(std::string_view reason) {
+  if (dead) return false;
+  dead = true;
+  death = DeathStatus(reason);
+  return true;
+}
+
+Status EngineImpl::DeclareDead(PeerState& p, const std::string& reason) {
   // Runs on the thread that owns progress_mu_, possibly inside ucp_worker_progress. The peer is
   // marked dead (refused by Submit, gone from Peers) before any of its batches' completion
   // callbacks run, so a caller that sees kTransferPeerDead and submits again is refused. The
@@ -319,11 +330,7 @@ void EngineImpl::DeclareDead(PeerState& p, const std::string& reason) {
   // caller is still walking).
   {
     std::lock_guard<std::mutex> lock(mu_);
-    if (!p.dead) {
-      p.dead = true;
-      p.death = Status(Code::kTransferPeerDead,
-                       fmt::format("peer {} ({}): {}", p.id.value(), p.name, reason));
-    }
+    p.MarkDeadLocked(reason);
   }
   if (!p.killed && p.pending_kill.empty()) {
     p.pending_kill = reason;
@@ -332,15 +339,13 @@ void EngineImpl::DeclareDead(PeerState& p, const std::string& reason) {
       to_kill_.push_back(it->second);
     }
   }
+  return p.DeathStatus(reason);
 }
 
 Status EngineImpl::PostError(PeerState& p, ucs_status_t st, std::string_view what) {
   // Posting fails on an endpoint UCX has already declared failed (its error callback may not
   // have run yet): that is the peer's death, reported as such, and the peer is closed.
-  std::string reason = fmt::format("{}: {}", what, ucs_status_string(st));
-  DeclareDead(p, reason);
-  return Status(Code::kTransferPeerDead,
-                fmt::format("peer {} ({}): {}", p.id.value(), p.name, reason));
+  return DeclareDead(p, fmt::format("{}: {}", what, ucs_status_string(st)));
 }
 
 void EngineImpl::Post(InflightBatch* b) {
@@ -423,10 +428,7 @@ void EngineImpl::OnOpDone(InflightBatch* b, ucs_status_t st) {
     } else {
       // A failed operation means a failed endpoint: the peer is dead from now on, before this
       // batch's callback can tell anyone.
-      std::string reason = fmt::format("operation failed: {}", ucs_status_string(st));
-      DeclareDead(p, reason);
-      b->status = Status(Code::kTransferPeerDead,
-                         fmt::format("peer {} ({}): {}", p.id.value(), p.name, reason));
+      b->status = DeclareDead(p, fmt::format("operation failed: {}", ucs_status_string(st)));
     }
   }
   if (--b->outstanding == 0) {
@@ -494,7 +496,8 @@ void EngineImpl::OnEpError(PeerState* p, ucs_status_t st) {
   if (p->killed || !p->pending_kill.empty()) {
     return;
   }
-  DeclareDead(*p, fmt::format("endpoint error: {}", ucs_status_string(st)));
+  // No batch to fail here: the kill that follows fails them with the peer's death status.
+  (void)DeclareDead(*p, fmt::format("endpoint error: {}", ucs_status_string(st)));
 }
 
 void EngineImpl::OnNotice(const NoticeHeader& h) {
@@ -571,11 +574,7 @@ void EngineImpl::KillPeer(PeerState& p, const std::string& reason) {
   p.killed = true;
   {
     std::lock_guard<std::mutex> lock(mu_);
-    if (!p.dead) {
-      p.dead = true;
-      p.death = Status(Code::kTransferPeerDead,
-                       fmt::format("peer {} ({}): {}", p.id.value(), p.name, reason));
-    }
+    p.MarkDeadLocked(reason);
     p.kill_status = p.death;
   }
   log::Debug("transfer: peer {} dead: {}", p.id.value(), reason);
