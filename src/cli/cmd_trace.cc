@@ -78,7 +78,9 @@ void PrintHuman(const trace::Workload& w, const trace::WorkloadStats& s) {
   row("workload", w.name);
   row("sessions", std::to_string(s.sessions));
   row("requests", std::to_string(s.turns));
-  row("turns/session", Fixed(s.turns_per_session, 1));
+  row("turns/session", Fixed(s.turns_per_session, 1) + "  (median " +
+                           std::to_string(s.turns_median) + ", max " + std::to_string(s.turns_max) +
+                           ")");
   row("append/turn",
       Fixed(s.append_mean, 1) + "  (pooled over requests: " + Fixed(s.append_per_request, 1) + ")");
   row("gen/turn",
@@ -97,6 +99,8 @@ void PrintJson(const trace::Workload& w, const trace::WorkloadStats& s) {
   j["sessions"] = s.sessions;
   j["requests"] = s.turns;
   j["turns_per_session"] = s.turns_per_session;
+  j["turns_median"] = s.turns_median;
+  j["turns_max"] = s.turns_max;
   j["append_mean"] = s.append_mean;
   j["gen_mean"] = s.gen_mean;
   j["total_mean"] = s.total_mean;

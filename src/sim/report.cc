@@ -53,6 +53,11 @@ std::string ReportJson(const Report& report) {
     o["requests"] = r.requests;
     o["agents"] = r.agents;
     o["events"] = r.events;
+    const AgentPath& p = r.last_agent;
+    o["last_agent"] = {
+        {"agent", p.agent},      {"turns", p.turns},       {"generated_tokens", p.generated_tokens},
+        {"start_s", p.start_s},  {"finish_s", p.finish_s}, {"to_first_token_s", p.to_first_token_s},
+        {"decode_s", p.decode_s}};
     j["results"].push_back(std::move(o));
   }
   j["wall_s"] = report.wall_s;
@@ -98,6 +103,24 @@ std::string ReportTable(const Report& report) {
                     aps.c_str());
     }
     os << line;
+  }
+  if (!online) {
+    // The critical path: no throughput gain shortens the last agent's turns, run one after the
+    // other (docs/sim.md "Results").
+    os << "last agent to finish (the critical path):\n";
+    for (const ReportEntry& e : report.entries) {
+      const AgentPath& p = e.result.last_agent;
+      const double per_token =
+          p.generated_tokens ? 1e3 * p.decode_s / static_cast<double>(p.generated_tokens) : 0;
+      std::snprintf(line, sizeof(line),
+                    "  %-13s agent %llu, %llu turns, %llu tokens generated: %.0f s to first "
+                    "tokens + %.0f s decoding (%.1f ms/token)\n",
+                    e.result.system.c_str(), static_cast<unsigned long long>(p.agent),
+                    static_cast<unsigned long long>(p.turns),
+                    static_cast<unsigned long long>(p.generated_tokens), p.to_first_token_s,
+                    p.decode_s, per_token);
+      os << line;
+    }
   }
   std::snprintf(line, sizeof(line), "simulated %.0f requests/s of wall time; wall %.2f s\n",
                 report.sim_requests_per_s, report.wall_s);

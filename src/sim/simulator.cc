@@ -143,6 +143,7 @@ class Simulation {
   double last_completion_ = 0;
   std::vector<std::pair<double, double>> attn_ratio_;  // (time, max/avg) per prefill step
   std::vector<double> agent_start_;
+  std::vector<AgentPath> agent_path_;  // per agent: where its time went (SimResult::last_agent)
   double steady_from_ = 0, steady_to_ = 0;  // online TTFT window (arrival times)
 };
 
@@ -518,6 +519,11 @@ void Simulation::Complete(uint32_t slot, double now) {
   Req& r = reqs_[slot];
   ttst_sum_ += r.ttst_time - r.first_token;
   ttst_n_++;
+  AgentPath& path = agent_path_[r.agent];
+  path.to_first_token_s += r.first_token - r.arrival;
+  path.decode_s += now - r.first_token;
+  path.generated_tokens += r.gen;
+  path.finish_s = now;
   DeState& d = c_.des[r.de];
   d.tokens -= r.prompt + r.gen;
   d.requests--;
@@ -544,6 +550,7 @@ Result<SimResult> Simulation::Run() {
       spec_.online && spec_.online_agents > 0 ? spec_.online_agents : w_.agents.size();
   uint64_t expected_requests = 0;
   agent_start_.resize(num_agents);
+  agent_path_.assign(num_agents, AgentPath{});
   std::mt19937_64 rng(spec_.seed);
   std::uniform_real_distribution<double> uni(0.0, 1.0);
   double t = 0;
@@ -559,6 +566,9 @@ Result<SimResult> Simulation::Run() {
     if (first.arrival_s >= 0) start = first.arrival_s;
     start += first.think_s;
     agent_start_[i] = start;
+    agent_path_[i].agent = i;
+    agent_path_[i].turns = a.num_turns;
+    agent_path_[i].start_s = start;
     Push(start, kArrive, i, a.first_turn);
   }
   if (spec_.online && num_agents > 0) {
@@ -700,6 +710,10 @@ SimResult Simulation::Collect(double /*unused*/) {
     }
   }
   r.attn_max_over_avg = a_n ? a_sum / static_cast<double>(a_n) : 0;
+  // The agent that finished last (first such agent on a tie): the run's critical path.
+  for (const AgentPath& p : agent_path_) {
+    if (p.finish_s > r.last_agent.finish_s) r.last_agent = p;
+  }
   return r;
 }
 

@@ -105,6 +105,28 @@ TEST(SimulatorTest, StorageBoundClusterOrdersTheSystems) {
   EXPECT_LE(oracle, dual);
 }
 
+// The last agent to finish is the offline JCT's critical path: its finish is the JCT, its turns
+// and generated tokens are its trajectory's, and (no think time in synthetic trajectories) its
+// time splits exactly into time to first tokens and decoding.
+TEST(SimulatorTest, LastAgentIsTheCriticalPath) {
+  const SimWorkload w = Synthetic(24);
+  for (SystemKind k : {SystemKind::kBasic, SystemKind::kDualPath, SystemKind::kOracle}) {
+    const SimResult r = RunSystem(k, w);
+    const AgentPath& p = r.last_agent;
+    ASSERT_LT(p.agent, w.agents.size()) << SystemName(k);
+    const SimAgent& a = w.agents[p.agent];
+    uint64_t gen = 0;
+    for (uint32_t t = a.first_turn; t < a.first_turn + a.num_turns; ++t) gen += w.turns[t].gen;
+    EXPECT_EQ(p.turns, a.num_turns) << SystemName(k);
+    EXPECT_EQ(p.generated_tokens, gen) << SystemName(k);
+    EXPECT_DOUBLE_EQ(p.finish_s, r.jct_s) << SystemName(k);
+    EXPECT_GT(p.to_first_token_s, 0) << SystemName(k);
+    EXPECT_GT(p.decode_s, 0) << SystemName(k);
+    EXPECT_NEAR(p.start_s + p.to_first_token_s + p.decode_s, p.finish_s, 1e-6 * p.finish_s)
+        << SystemName(k);
+  }
+}
+
 TEST(SimulatorTest, SameInputSameResult) {
   const SimWorkload w = Synthetic(32);
   RunSpec spec;

@@ -1,6 +1,8 @@
 // Workload statistics in the definitions of DualPath Table 2 plus the ideal prefix-cache hit ratio.
 #include <algorithm>
+#include <cstddef>
 #include <unordered_set>
+#include <vector>
 
 #include "dualpath/common/check.h"
 #include "dualpath/trace/workload.h"
@@ -90,12 +92,15 @@ WorkloadStats ComputeStats(const Workload& w, uint32_t block_size) {
   uint64_t append_sum = 0;
   uint64_t gen_sum = 0;
   uint64_t nonempty = 0;
+  std::vector<uint64_t> turn_counts;
+  turn_counts.reserve(w.sessions.size());
   for (size_t si = 0; si < w.sessions.size(); ++si) {
     const Session& s = w.sessions[si];
     if (s.turns.empty()) {
       continue;
     }
     ++nonempty;
+    turn_counts.push_back(s.turns.size());
     const std::vector<uint64_t> contexts = Contexts(s);
     // Blocks of hash-id sessions are counted in the trace's own block size.
     const uint64_t bs = HasHashIds(s) ? std::max<uint32_t>(s.block_size, 1) : block_size;
@@ -136,6 +141,11 @@ WorkloadStats ComputeStats(const Workload& w, uint32_t block_size) {
     st.context_mean /= n;
     st.total_mean /= n;
     st.session_hit_ratio_mean /= n;
+    const auto mid =
+        turn_counts.begin() + static_cast<std::ptrdiff_t>((turn_counts.size() - 1) / 2);
+    std::nth_element(turn_counts.begin(), mid, turn_counts.end());
+    st.turns_median = *mid;
+    st.turns_max = *std::max_element(turn_counts.begin(), turn_counts.end());
   }
   if (st.turns > 0) {
     const double r = static_cast<double>(st.turns);

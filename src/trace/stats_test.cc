@@ -19,6 +19,8 @@ TEST(StatsTest, TableTwoDefinitionsOnAHandBuiltWorkload) {
   EXPECT_EQ(st.sessions, 2u);
   EXPECT_EQ(st.turns, 3u);
   EXPECT_DOUBLE_EQ(st.turns_per_session, 1.5);
+  EXPECT_EQ(st.turns_median, 1u);  // lower median of {2, 1}
+  EXPECT_EQ(st.turns_max, 2u);
   EXPECT_DOUBLE_EQ(st.append_mean, (96.0 + 100.0) / 2);  // per-session means, then mean
   EXPECT_DOUBLE_EQ(st.gen_mean, (64.0 + 50.0) / 2);
   EXPECT_DOUBLE_EQ(st.total_mean, (320.0 + 150.0) / 2);

@@ -10,6 +10,7 @@ small=(--agents 12 --max-len 16K)
 # Default comparison: a table with the three systems, JSON with the documented fields.
 "$bin" sim "${small[@]}" --json "$tmp/a.json" >"$tmp/out.txt" || fail "default run exited $?"
 for s in basic dualpath oracle; do grep -q "^$s " "$tmp/out.txt" || fail "table lacks $s"; done
+grep -q "^last agent to finish" "$tmp/out.txt" || fail "table lacks the critical path"
 python3 - "$tmp/a.json" <<'PY' || fail "offline JSON shape"
 import json, sys
 d = json.load(open(sys.argv[1]))
@@ -20,6 +21,9 @@ for r in d["results"]:
               "attn_max_over_avg", "max_aps"]:
         assert k in r, k
     assert r["jct_s"] > 0 and r["ttft_p50_s"] is None and r["max_aps"] is None, r
+    p = r["last_agent"]  # the critical path: finishes at the JCT
+    assert abs(p["finish_s"] - r["jct_s"]) <= 1e-9 * r["jct_s"], p
+    assert p["turns"] > 0 and p["generated_tokens"] > 0 and p["decode_s"] > 0, p
 assert d["config"]["pd"] == "2P4D" and d["config"]["agents"] == 12
 assert d["results"][2]["jct_s"] <= d["results"][0]["jct_s"]  # oracle never slower than basic
 assert d["sim_requests_per_s"] > 0

@@ -58,6 +58,19 @@ struct RunSpec {
   double append_scale = 1;
 };
 
+// Where one agent's time went, summed over its turns. For a closed-loop agent, finish_s - start_s
+// = to_first_token_s + decode_s + the think time between its turns.
+struct AgentPath {
+  uint64_t agent = 0;  // index in run order
+  uint64_t turns = 0;
+  uint64_t generated_tokens = 0;
+  double start_s = 0, finish_s = 0;
+  // Arrival to first token: scheduling, KV reads, waiting for and running prefill batches.
+  double to_first_token_s = 0;
+  // First token to last: prompt KV to the DE (buffer, HBM) and the decode steps.
+  double decode_s = 0;
+};
+
 struct SimResult {
   std::string system;
   uint64_t requests = 0;
@@ -74,6 +87,9 @@ struct SimResult {
   double snic_max_over_avg = 0;
   double snic_max_over_avg_unweighted = 0;
   double attn_max_over_avg = 0;  // attention time across a prefill EP group, mean over steps
+  // The agent that finished last. Offline its finish is the JCT, so this is the critical path no
+  // throughput gain shortens: its turns one after the other, each a prefill then a decode.
+  AgentPath last_agent;
   double snic_read_bytes = 0;
   double snic_avg_utilization = 0;  // read bytes / (nodes x rate x jct)
   uint64_t events = 0;

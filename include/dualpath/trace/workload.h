@@ -157,6 +157,10 @@ struct WorkloadStats {
   uint64_t hit_blocks = 0;           // sum over requests of hit blocks
   double ideal_block_hit_ratio = 0;  // hit_blocks / prompt_blocks (the Mooncake README's figure)
   uint32_t block_size = 0;           // the block size the hits were counted in
+  // Spread of turns per session (non-empty sessions; lower median). The longest session is the
+  // critical path of an offline batch that runs it (docs/sim.md).
+  uint64_t turns_median = 0;
+  uint64_t turns_max = 0;
 };
 // Ideal (infinite prefix cache) hit tokens of every turn: result[s][i] for w.sessions[s].turns[i].
 // Sessions with hash ids hit the longest prefix of their hash ids already seen in any session
