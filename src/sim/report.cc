@@ -195,6 +195,39 @@ Status WritePlots(const Report& report, const std::string& dir) {
     }
     script << "\n";
   }
+  // Decode side over time: requests per decode GPU and the decode step time (what paces TPOT and
+  // an offline run's critical path, docs/sim.md).
+  for (const ReportEntry& e : report.entries) {
+    const SimResult& r = e.result;
+    const size_t windows = r.decode_batch_per_gpu.size();
+    if (windows == 0) continue;
+    const std::string dat_path = dir + "/decode_" + r.system + ".dat";
+    std::ofstream dat(dat_path);
+    const size_t step = std::max<size_t>(1, windows / 400);
+    for (size_t w = 0; w + step <= windows; w += step) {
+      double batch = 0, tau = 0;
+      size_t active = 0;
+      for (size_t k = w; k < w + step; ++k) {
+        batch += r.decode_batch_per_gpu[k];
+        if (r.decode_step_ms[k] > 0) {
+          tau += r.decode_step_ms[k];
+          active++;
+        }
+      }
+      dat << w << ' ' << batch / static_cast<double>(step) << ' '
+          << (active ? tau / static_cast<double>(active) : 0.0) << '\n';
+    }
+    json cfg = json::parse(report.config_json);
+    const double window_s = cfg["sim"].value("snic_window_s", 1.0);
+    script << "reset\nset output '" << dir << "/decode_" << r.system << ".png'\n"
+           << "set title 'Decode side: " << r.system << "'\n"
+           << "set xlabel 'time (s)'\nset ylabel 'requests in decode per decode GPU'\n"
+           << "set y2label 'decode step (ms)'\nset ytics nomirror\nset y2tics\n"
+           << "set yrange [0:*]\nset y2range [0:*]\nset grid\nset key top right\n"
+           << "plot '" << dat_path << "' using ($1*" << window_s
+           << "):2 with lines lw 1.5 title 'batch per GPU', '' using ($1*" << window_s
+           << "):($3 > 0 ? $3 : 1/0) axes x1y2 with lines lw 1.5 dt 2 title 'step time'\n";
+  }
   const std::string gp = dir + "/plots.gp";
   {
     std::ofstream out(gp);

@@ -61,6 +61,8 @@ struct DeGroup {
   double last_t = 0;
   double tau = 0;  // current step time
   uint64_t version = 0;
+  // Decode time series: the batch (requests over the group's GPUs) and step time since `from`.
+  double series_from = 0, series_batch = 0, series_tau = 0;
   // (finish step, request) min-heap.
   std::priority_queue<std::pair<double, uint32_t>, std::vector<std::pair<double, uint32_t>>,
                       std::greater<>>
@@ -100,6 +102,7 @@ class Simulation {
   void DecodeJoin(uint32_t slot, double now);
   void DecodeDone(uint32_t group, uint64_t version, double now);
   void AdvanceDecode(DeGroup& g, double now);
+  void AccumulateDecodeSeries(DeGroup& g, double now);
   void RetimeDecode(uint32_t group, double now);
   void Complete(uint32_t slot, double now);
   uint32_t NewReq();
@@ -143,7 +146,11 @@ class Simulation {
   double last_completion_ = 0;
   std::vector<std::pair<double, double>> attn_ratio_;  // (time, max/avg) per prefill step
   std::vector<double> agent_start_;
-  std::vector<AgentPath> agent_path_;  // per agent: where its time went (SimResult::last_agent)
+  std::vector<AgentPath> agent_path_;
+  // Per snic_window_s window, summed over decode groups: integral of requests in decode, time a
+  // group was decoding, and integral of its step time while it was.
+  std::vector<double> dec_batch_time_, dec_active_time_,
+      dec_tau_time_;  // per agent: where its time went (SimResult::last_agent)
   double steady_from_ = 0, steady_to_ = 0;  // online TTFT window (arrival times)
 };
 
@@ -452,6 +459,27 @@ void Simulation::AdvanceDecode(DeGroup& g, double now) {
   g.last_t = now;
 }
 
+void Simulation::AccumulateDecodeSeries(DeGroup& g, double now) {
+  if (g.series_batch > 0 && now > g.series_from) {
+    const double window = cfg_.snic_window_s;
+    const auto last = static_cast<size_t>(now / window);
+    if (dec_batch_time_.size() <= last) {
+      dec_batch_time_.resize(last + 1, 0.0);
+      dec_active_time_.resize(last + 1, 0.0);
+      dec_tau_time_.resize(last + 1, 0.0);
+    }
+    for (auto w = static_cast<size_t>(g.series_from / window); w <= last; ++w) {
+      const double lo = std::max(g.series_from, static_cast<double>(w) * window);
+      const double hi = std::min(now, static_cast<double>(w + 1) * window);
+      if (hi <= lo) continue;
+      dec_batch_time_[w] += g.series_batch * (hi - lo);
+      dec_active_time_[w] += hi - lo;
+      dec_tau_time_[w] += g.series_tau * (hi - lo);
+    }
+  }
+  g.series_from = now;
+}
+
 void Simulation::RetimeDecode(uint32_t gi, double now) {
   DeGroup& g = de_groups_[gi];
   double slowest = 0;
@@ -461,6 +489,11 @@ void Simulation::RetimeDecode(uint32_t gi, double now) {
   }
   g.tau = slowest > 0 ? slowest + cost_.decode_overhead_s() : 0;
   g.version++;
+  double batch = 0;
+  for (uint32_t di : g.des) batch += c_.des[di].batch;
+  g.series_from = now;
+  g.series_batch = batch;
+  g.series_tau = g.tau;
   if (!g.heap.empty()) {
     const double left = std::max(0.0, g.heap.top().first - g.steps);
     Push(now + left * g.tau, kDecodeDone, gi, g.version);
@@ -477,6 +510,7 @@ void Simulation::DecodeJoin(uint32_t slot, double now) {
   DeState& d = c_.des[r.de];
   DeGroup& g = de_groups_[d.group];
   AdvanceDecode(g, now);
+  AccumulateDecodeSeries(g, now);
   // Per-step costs at the request's mean context during its decode.
   const uint64_t ctx = r.prompt + r.gen / 2;
   r.dec_flops = cost_.DecodeFlopsPerStep(ctx);
@@ -494,6 +528,7 @@ void Simulation::DecodeDone(uint32_t gi, uint64_t version, double now) {
   DeGroup& g = de_groups_[gi];
   if (version != g.version) return;  // superseded by a later retime
   AdvanceDecode(g, now);
+  AccumulateDecodeSeries(g, now);
   while (!g.heap.empty() && g.heap.top().first <= g.steps + 1e-6) {
     const uint32_t slot = g.heap.top().second;
     g.heap.pop();
@@ -710,6 +745,17 @@ SimResult Simulation::Collect(double /*unused*/) {
     }
   }
   r.attn_max_over_avg = a_n ? a_sum / static_cast<double>(a_n) : 0;
+  // Decode batch and step time per window (the decode groups are idle once every request is done).
+  const double de_gpus = static_cast<double>(c_.des.size());
+  r.decode_batch_per_gpu.assign(windows, 0.0f);
+  r.decode_step_ms.assign(windows, 0.0f);
+  for (size_t w = 0; w < windows && w < dec_batch_time_.size(); ++w) {
+    r.decode_batch_per_gpu[w] =
+        static_cast<float>(dec_batch_time_[w] / (cfg_.snic_window_s * de_gpus));
+    if (dec_active_time_[w] > 0) {
+      r.decode_step_ms[w] = static_cast<float>(1e3 * dec_tau_time_[w] / dec_active_time_[w]);
+    }
+  }
   // The agent that finished last (first such agent on a tie): the run's critical path.
   for (const AgentPath& p : agent_path_) {
     if (p.finish_s > r.last_agent.finish_s) r.last_agent = p;

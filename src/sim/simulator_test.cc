@@ -127,6 +127,37 @@ TEST(SimulatorTest, LastAgentIsTheCriticalPath) {
   }
 }
 
+// The decode series: one agent can never put more than one request per window into decode, so
+// the batch per decode GPU is at most 1 / (decode GPUs); every window that decoded steps at least
+// the fixed decode overhead; and the time-integral of the batch equals the decode time of the
+// agent's turns (each turn decodes alone, from joining to its last token).
+TEST(SimulatorTest, DecodeSeriesFollowsTheRequests) {
+  SimWorkload one = Synthetic(1);
+  for (SystemKind k : {SystemKind::kBasic, SystemKind::kOracle}) {
+    const SimResult r = RunSystem(k, one);
+    const double de_gpus = 2 * 8;  // RunSystem's default 1P2D, 8 GPUs per node
+    ASSERT_FALSE(r.decode_batch_per_gpu.empty()) << SystemName(k);
+    ASSERT_EQ(r.decode_batch_per_gpu.size(), r.decode_step_ms.size());
+    double integral = 0;
+    bool decoded = false;
+    for (size_t w = 0; w < r.decode_batch_per_gpu.size(); ++w) {
+      const double b = r.decode_batch_per_gpu[w];
+      EXPECT_LE(b, 1.0 / de_gpus + 1e-6) << SystemName(k) << " window " << w;
+      if (b > 0) {
+        decoded = true;
+        EXPECT_GE(r.decode_step_ms[w], Pinned().engine.decode_overhead_ms - 1e-3) << w;
+      }
+      integral += b * de_gpus * SimConfig{}.snic_window_s;
+    }
+    EXPECT_TRUE(decoded) << SystemName(k);
+    // decode_s also holds the prompt KV's way to the DE, except for Oracle, which moves no KV.
+    EXPECT_LE(integral, r.last_agent.decode_s * (1 + 1e-6)) << SystemName(k);
+    if (k == SystemKind::kOracle) {
+      EXPECT_NEAR(integral, r.last_agent.decode_s, 1e-6 * r.last_agent.decode_s);
+    }
+  }
+}
+
 TEST(SimulatorTest, SameInputSameResult) {
   const SimWorkload w = Synthetic(32);
   RunSpec spec;

@@ -62,7 +62,7 @@ python3 -c "import json,sys; r=json.load(open(sys.argv[1]))['results'][0]; asser
   || fail "ablation run"
 python3 -c "import json,sys; assert [r['system'] for r in json.load(open(sys.argv[1]))['results']]==['basic','layerwise','dualpath-rr','dualpath']" \
   "$tmp/ab.json" || fail "ablation systems"
-for f in jct.png snic_basic.png snic_dualpath.png; do
+for f in jct.png snic_basic.png snic_dualpath.png decode_basic.png decode_dualpath.png; do
   [[ -s "$tmp/plots/$f" ]] || fail "plot $f missing"
 done
 

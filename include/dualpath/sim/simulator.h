@@ -97,6 +97,11 @@ struct SimResult {
   // prefill nodes first. For plots.
   std::vector<std::vector<float>> snic_util;
   std::vector<bool> node_is_prefill;
+  // Per window of config.snic_window_s: requests in decode per decode GPU (time-weighted mean) and
+  // the decode step time of the groups that were decoding (ms, time-weighted; 0 when none was).
+  // For plots and for checking what paces the decode side (docs/sim.md).
+  std::vector<float> decode_batch_per_gpu;
+  std::vector<float> decode_step_ms;
 };
 
 // A workload in the compact form the simulator replays: per agent, per turn, the hit (cached)
