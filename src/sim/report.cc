@@ -134,6 +134,7 @@ Status WritePlots(const Report& report, const std::string& dir) {
   if (ec) {
     return IoError("create plot dir " + dir + ": " + ec.message());
   }
+  const double window_s = json::parse(report.config_json)["sim"].value("snic_window_s", 1.0);
   std::ostringstream script;
   script << "set terminal pngcairo size 1000,600 font 'sans,11'\n";
   // JCT (offline) or TTFT (online) per system: a bar chart.
@@ -176,8 +177,6 @@ Status WritePlots(const Report& report, const std::string& dir) {
            << "set title 'Storage NIC read utilization per node: " << r.system << "'\n"
            << "set xlabel 'time (s)'\nset ylabel 'utilization (%)'\nset yrange [0:110]\n"
            << "set grid\nset key outside right\n";
-    json cfg = json::parse(report.config_json);
-    const double window_s = cfg["sim"].value("snic_window_s", 1.0);
     script << "plot ";
     const size_t nodes = r.snic_util.size();
     // Keep the plot readable for big clusters: at most 12 nodes drawn, prefill nodes first.
@@ -217,8 +216,6 @@ Status WritePlots(const Report& report, const std::string& dir) {
       dat << w << ' ' << batch / static_cast<double>(step) << ' '
           << (active ? tau / static_cast<double>(active) : 0.0) << '\n';
     }
-    json cfg = json::parse(report.config_json);
-    const double window_s = cfg["sim"].value("snic_window_s", 1.0);
     script << "reset\nset output '" << dir << "/decode_" << r.system << ".png'\n"
            << "set title 'Decode side: " << r.system << "'\n"
            << "set xlabel 'time (s)'\nset ylabel 'requests in decode per decode GPU'\n"

@@ -145,12 +145,10 @@ class Simulation {
   uint64_t requests_done_ = 0;
   double last_completion_ = 0;
   std::vector<std::pair<double, double>> attn_ratio_;  // (time, max/avg) per prefill step
-  std::vector<double> agent_start_;
-  std::vector<AgentPath> agent_path_;
+  std::vector<AgentPath> agent_path_;  // per agent: its start and where its time went
   // Per snic_window_s window, summed over decode groups: integral of requests in decode, time a
   // group was decoding, and integral of its step time while it was.
-  std::vector<double> dec_batch_time_, dec_active_time_,
-      dec_tau_time_;  // per agent: where its time went (SimResult::last_agent)
+  std::vector<double> dec_batch_time_, dec_active_time_, dec_tau_time_;
   double steady_from_ = 0, steady_to_ = 0;  // online TTFT window (arrival times)
 };
 
@@ -482,16 +480,15 @@ void Simulation::AccumulateDecodeSeries(DeGroup& g, double now) {
 
 void Simulation::RetimeDecode(uint32_t gi, double now) {
   DeGroup& g = de_groups_[gi];
-  double slowest = 0;
+  double slowest = 0, batch = 0;
   for (uint32_t di : g.des) {
     const DeState& d = c_.des[di];
     slowest = std::max(slowest, cost_.DecodeGpuTime(d.flops, d.kv_bytes, d.batch));
+    batch += d.batch;
   }
   g.tau = slowest > 0 ? slowest + cost_.decode_overhead_s() : 0;
   g.version++;
-  double batch = 0;
-  for (uint32_t di : g.des) batch += c_.des[di].batch;
-  g.series_from = now;
+  // The series' interval up to `now` was accumulated by the caller (AccumulateDecodeSeries).
   g.series_batch = batch;
   g.series_tau = g.tau;
   if (!g.heap.empty()) {
@@ -574,7 +571,7 @@ void Simulation::Complete(uint32_t slot, double now) {
     const double at = t.arrival_s >= 0 ? std::max(now, t.arrival_s) : now + t.think_s;
     Push(at, kArrive, agent, next);
   } else {
-    agent_jct_sum_ += now - agent_start_[agent];
+    agent_jct_sum_ += now - agent_path_[agent].start_s;
     agents_done_++;
   }
 }
@@ -584,7 +581,6 @@ Result<SimResult> Simulation::Run() {
   const size_t num_agents =
       spec_.online && spec_.online_agents > 0 ? spec_.online_agents : w_.agents.size();
   uint64_t expected_requests = 0;
-  agent_start_.resize(num_agents);
   agent_path_.assign(num_agents, AgentPath{});
   std::mt19937_64 rng(spec_.seed);
   std::uniform_real_distribution<double> uni(0.0, 1.0);
@@ -600,15 +596,14 @@ Result<SimResult> Simulation::Run() {
     const SimTurn& first = w_.turns[a.first_turn];
     if (first.arrival_s >= 0) start = first.arrival_s;
     start += first.think_s;
-    agent_start_[i] = start;
     agent_path_[i].agent = i;
     agent_path_[i].turns = a.num_turns;
     agent_path_[i].start_s = start;
     Push(start, kArrive, i, a.first_turn);
   }
   if (spec_.online && num_agents > 0) {
-    steady_from_ = 0.5 * agent_start_.back();
-    steady_to_ = agent_start_.back();
+    steady_from_ = 0.5 * agent_path_.back().start_s;
+    steady_to_ = agent_path_.back().start_s;
   }
   reqs_.reserve(std::min<size_t>(num_agents, 1 << 20) + 16);
   ttft_.reserve(std::min<uint64_t>(expected_requests, 1 << 24));
