@@ -1,12 +1,16 @@
 #include "dualpath/common/file.h"
 
 #include <fcntl.h>
+#include <spawn.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
+#include <filesystem>
 #include <string>
+#include <vector>
 
 namespace dualpath {
 namespace {
@@ -155,6 +159,41 @@ Status WriteOutputFile(const std::string& path, std::string_view text, std::stri
     ::unlink(tmp.c_str());
   }
   return st_write;
+}
+
+Status PreparePlotDir(const std::string& dir) {
+  if (dir.find_first_of("'\"\n\r\\") != std::string::npos) {
+    return InvalidArgument("--plot " + dir + ": quotes, backslashes and newlines are not allowed");
+  }
+  struct stat st {};
+  if (::stat(dir.c_str(), &st) == 0) return CheckDirectory(dir, "--plot");
+  std::error_code ec;
+  std::filesystem::create_directories(dir, ec);
+  if (ec) return ErrnoStatus("create --plot directory " + dir, ec.value());
+  return CheckDirectory(dir, "--plot");
+}
+
+Status RunGnuplot(const std::string& script_path, const std::string& log_path) {
+  posix_spawn_file_actions_t actions;
+  posix_spawn_file_actions_init(&actions);
+  posix_spawn_file_actions_addopen(&actions, STDERR_FILENO, log_path.c_str(),
+                                   O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  std::string prog = "gnuplot";
+  std::vector<char*> argv = {prog.data(), const_cast<char*>(script_path.c_str()), nullptr};
+  pid_t pid = -1;
+  const int err = ::posix_spawnp(&pid, "gnuplot", &actions, nullptr, argv.data(), environ);
+  posix_spawn_file_actions_destroy(&actions);
+  if (err != 0) {
+    return ErrnoStatus(err == ENOENT ? "run gnuplot (is it installed?)" : "run gnuplot", err);
+  }
+  int wstatus = 0;
+  while (::waitpid(pid, &wstatus, 0) < 0) {
+    if (errno != EINTR) return ErrnoStatus("wait for gnuplot", errno);
+  }
+  if (WIFEXITED(wstatus) && WEXITSTATUS(wstatus) == 0) return Status::Ok();
+  const std::string how = WIFEXITED(wstatus) ? "exit " + std::to_string(WEXITSTATUS(wstatus))
+                                             : "signal " + std::to_string(WTERMSIG(wstatus));
+  return IoError("gnuplot " + script_path + " failed (" + how + "); see " + log_path);
 }
 
 }  // namespace dualpath

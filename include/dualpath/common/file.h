@@ -74,4 +74,12 @@ Status CheckDirectory(const std::string& path, std::string_view what);
 // kPermissionDenied, kStorageNoSpace), kInvalidArgument for a path that is a directory.
 Status WriteOutputFile(const std::string& path, std::string_view text, std::string_view what);
 
+// Plot output (`--plot DIR` of sim and cluster run). PreparePlotDir creates `dir` if needed and
+// refuses a path that is not a directory or that the gnuplot script could not quote (a quote or a
+// newline in it): kInvalidArgument. RunGnuplot runs `gnuplot SCRIPT` without a shell, stderr to
+// `log_path`, and turns a missing gnuplot, a signal or a non-zero exit into one Status naming the
+// log.
+Status PreparePlotDir(const std::string& dir);
+Status RunGnuplot(const std::string& script_path, const std::string& log_path);
+
 }  // namespace dualpath
