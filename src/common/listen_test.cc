@@ -3,6 +3,7 @@
 #include "dualpath/common/listen.h"
 
 #include <arpa/inet.h>
+#include <grpcpp/generic/async_generic_service.h>
 #include <grpcpp/grpcpp.h>
 #include <gtest/gtest.h>
 #include <netinet/in.h>
@@ -94,12 +95,15 @@ TEST_F(ListenTest, TakenTcpPortIsInUse) {
 // first still serves on its own address.
 TEST_F(ListenTest, SecondGrpcServerRefusesAndTheFirstKeepsServing) {
   const std::string unix_addr = "unix:" + dir_ + "/g.sock";
-  grpc::ServerBuilder b1;
+  // gRPC starts no server without a service; a generic one (unanswered) is enough here.
+  grpc::CallbackGenericService svc[4];
+  grpc::ServerBuilder b1, b2, b3, b4;
+  grpc::ServerBuilder* builders[] = {&b1, &b2, &b3, &b4};
+  for (int i = 0; i < 4; ++i) builders[i]->RegisterCallbackGenericService(&svc[i]);
   Result<GrpcServerStart> first = StartGrpcServer(b1, "first", unix_addr);
   ASSERT_TRUE(first.ok()) << first.status().ToString();
   struct stat before {};
   ASSERT_EQ(stat((dir_ + "/g.sock").c_str(), &before), 0);
-  grpc::ServerBuilder b2;
   Result<GrpcServerStart> second = StartGrpcServer(b2, "second", unix_addr);
   ASSERT_FALSE(second.ok());
   EXPECT_EQ(second.status().code(), Code::kAlreadyExists) << second.status().ToString();
@@ -109,12 +113,10 @@ TEST_F(ListenTest, SecondGrpcServerRefusesAndTheFirstKeepsServing) {
   EXPECT_EQ(before.st_ino, after.st_ino) << "the first server's socket was replaced";
   EXPECT_TRUE(Answers(dir_ + "/g.sock"));
 
-  grpc::ServerBuilder b3;
   Result<GrpcServerStart> tcp = StartGrpcServer(b3, "tcp", "127.0.0.1:0");
   ASSERT_TRUE(tcp.ok()) << tcp.status().ToString();
   ASSERT_GT(tcp->port, 0);
   EXPECT_EQ(tcp->address, "127.0.0.1:" + std::to_string(tcp->port));
-  grpc::ServerBuilder b4;
   Result<GrpcServerStart> tcp2 = StartGrpcServer(b4, "tcp2", tcp->address);
   ASSERT_FALSE(tcp2.ok());
   EXPECT_EQ(tcp2.status().code(), Code::kAlreadyExists) << tcp2.status().ToString();
