@@ -78,17 +78,19 @@ Result<pid_t> SpawnProcess(const SpawnOptions& o) {
     sigset_t none;
     sigemptyset(&none);
     sigprocmask(SIG_SETMASK, &none, nullptr);
-    const int in = open("/dev/null", O_RDONLY);
+    const int in = open("/dev/null", O_RDONLY | O_CLOEXEC);  // dup2 drops O_CLOEXEC on 0
     if (in < 0 || dup2(in, STDIN_FILENO) < 0) ChildFail(report[1]);
     int out = o.output_fd;
     if (!o.log_path.empty()) {
-      out = open(o.log_path.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0644);
+      out = open(o.log_path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
     } else if (out < 0) {
-      out = open("/dev/null", O_WRONLY);
+      out = open("/dev/null", O_WRONLY | O_CLOEXEC);
     }
     if (out < 0 || dup2(out, STDOUT_FILENO) < 0 || dup2(out, STDERR_FILENO) < 0) {
       ChildFail(report[1]);
     }
+    // dup2 onto itself keeps O_CLOEXEC (a parent with 0, 1 or 2 closed): clear it there.
+    for (int fd = STDIN_FILENO; fd <= STDERR_FILENO; ++fd) fcntl(fd, F_SETFD, 0);
     execve(exe.c_str(), args.data(), environ);
     ChildFail(report[1]);
   }
