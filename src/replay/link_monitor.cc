@@ -11,6 +11,7 @@
 
 #include "child.h"
 #include "dualpath/common/log.h"
+#include "dualpath/common/stop_signal.h"
 #include "dualpath/testbed/link_stats.h"
 
 namespace dualpath::replay {
@@ -70,16 +71,25 @@ Result<LinkSample> ReadStorageCounters(const testbed::Cluster& cluster) {
 void LinkSampler::Start(const testbed::Cluster& cluster, double interval_s) {
   Stop();
   stop_ = false;
+  health_ = Status::Ok();
   samples_.clear();
   thread_ = std::thread([this, cluster, interval_s] {
     const auto interval = std::chrono::microseconds(static_cast<int64_t>(interval_s * 1e6));
+    int failures = 0;
     std::unique_lock<std::mutex> lock(mu_);
     while (!stop_) {
       lock.unlock();
       Result<LinkSample> s = ReadStorageCounters(cluster);
       lock.lock();
       if (s.ok()) {
+        failures = 0;
         samples_.push_back(std::move(*s));
+      } else if (s.status().code() == Code::kNotFound || ++failures >= kMaxFailures) {
+        // `ip` could not find the namespace or the link: the cluster was taken down (or a node
+        // lost its link) under the run. Retrying cannot bring it back; the run must end.
+        health_ = Unavailable("cluster " + cluster.name +
+                              " went away during the run (cluster down?): " + s.status().message());
+        return;
       } else {
         log::Warn("cluster run: link sample failed: {}", s.status().ToString());
       }
@@ -87,6 +97,11 @@ void LinkSampler::Start(const testbed::Cluster& cluster, double interval_s) {
       cv_.wait_for(lock, interval, [this] { return stop_; });
     }
   });
+}
+
+Status LinkSampler::Health() {
+  std::lock_guard<std::mutex> lock(mu_);
+  return health_;
 }
 
 std::vector<LinkSample> LinkSampler::Stop() {
@@ -130,7 +145,20 @@ Result<std::vector<double>> MeasureGoodput(const testbed::Cluster& cluster, cons
     readers.push_back(std::move(*c));
   }
   for (size_t i = 0; i < readers.size() && status.ok(); ++i) {
-    Result<int> w = readers[i].Wait(120 * kNanosPerSecond);
+    // In slices, so that a stop signal ends the probe within 200 ms (the readers are killed and
+    // reaped below).
+    Result<int> w = Timeout("goodput probe still running after 120 s");
+    for (int slice = 0; slice < 600 && !w.ok() && w.status().code() == Code::kTimeout; ++slice) {
+      if (Status stop = CheckStop(); !stop.ok()) {
+        w = stop;
+        break;
+      }
+      w = readers[i].Wait(200 * kNanosPerMilli);
+    }
+    if (!w.ok() && w.status().code() == Code::kCancelled) {
+      status = w.status();
+      break;
+    }
     if (!w.ok() || *w != 0) {
       status = Unavailable("goodput probe on " + cluster.nodes[i].name + " failed (" +
                            (w.ok() ? DescribeWaitStatus(*w) : w.status().ToString()) +
