@@ -8,6 +8,7 @@
 #include <random>
 
 #include "dualpath/common/check.h"
+#include "dualpath/common/numeric.h"
 #include "dualpath/sim/event_queue.h"
 #include "sim/cluster_state.h"
 #include "sim/cost_model.h"
@@ -771,9 +772,15 @@ Result<SimResult> Simulate(const SimConfig& config, const kv::ModelGeometry& mod
   if (workload.agents.empty()) {
     return InvalidArgument("empty workload");
   }
-  if (spec.online && !(spec.aps > 0)) {
+  if (spec.online && !(spec.aps > 0 && std::isfinite(spec.aps))) {
     return InvalidArgument("online mode needs an arrival rate > 0 agents/s");
   }
+  // Per-GPU state is the simulator's other size besides the workload: bounded like the inputs
+  // (docs/sim.md "Input ranges"; the paper's largest cluster has 1,152 GPUs).
+  const uint64_t gpus =
+      (uint64_t{spec.shape.prefill_nodes} + spec.shape.decode_nodes) * config.hw.gpus_per_node;
+  RETURN_IF_ERROR(
+      CheckCountRange("GPUs (--pd nodes x hardware.gpus_per_node)", gpus, 1, kMaxSimGpus, "GPUs"));
   if (model.KvBytesPerToken() == 0 || model.num_layers == 0) {
     return InvalidArgument("model " + model.name + " has no KV geometry");
   }

@@ -134,6 +134,9 @@ Result<SimWorkload> CompactWorkload(const trace::Workload& w, uint32_t block_tok
 // a trajectory of `base` drawn uniformly with a seeded RNG (agents share the turn records).
 SimWorkload SampleAgents(const SimWorkload& base, uint64_t agents, uint64_t seed);
 
+// At most this many GPUs per simulated cluster (kInvalidArgument otherwise).
+inline constexpr uint64_t kMaxSimGpus = uint64_t{1} << 20;
+
 Result<SimResult> Simulate(const SimConfig& config, const kv::ModelGeometry& model,
                            const SimWorkload& workload, const RunSpec& spec);
 

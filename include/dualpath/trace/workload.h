@@ -90,7 +90,9 @@ struct SyntheticSpec {
   uint64_t seed = 1;
   uint32_t block_size = 64;  // recorded in Session::block_size
 };
-// Deterministic for a spec. Errors (kInvalidArgument): max_len_k outside [8, 1024], sessions 0.
+// Deterministic for a spec. Errors (kInvalidArgument): max_len_k outside [8, 1024], sessions 0,
+// sessions x max_len_k above kMaxSyntheticSessionsTimesLenK (memory grows with it: ~1 GB there).
+inline constexpr uint64_t kMaxSyntheticSessionsTimesLenK = 100'000 * 64;
 Result<Workload> GenerateSynthetic(const SyntheticSpec& spec);
 
 // DualPath §7 (Figure 9): multiply every turn's append by append_factor and generation by
