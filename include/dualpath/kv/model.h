@@ -42,7 +42,8 @@ inline constexpr uint32_t kMaxModelLayers = 4096;
 inline constexpr uint32_t kMaxModelDim = 65536;  // heads, head dims, latent/rope/index dims
 inline constexpr uint32_t kMaxModelHidden = 1u << 20;
 inline constexpr uint32_t kMaxIndexTopk = 1u << 30;  // tokens
-inline constexpr uint64_t kMaxKvBytesPerTokenPerLayer = uint64_t{1} << 32;
+// The largest derived value: 2 (K and V) x kMaxModelDim heads x kMaxModelDim dims x 4 bytes.
+inline constexpr uint64_t kMaxKvBytesPerTokenPerLayer = uint64_t{1} << 35;
 inline constexpr double kMaxModelParams = 1e15;
 
 struct ModelGeometry {
