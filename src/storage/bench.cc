@@ -1,16 +1,21 @@
 #include "dualpath/storage/bench.h"
 
 #include <sys/resource.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstring>
-#include <filesystem>
 #include <random>
+#include <set>
+#include <string>
 #include <vector>
 
 #include "dualpath/common/check.h"
 #include "dualpath/common/clock.h"
 #include "dualpath/common/log.h"
+#include "dualpath/storage/layout.h"
 
 namespace dualpath::storage {
 namespace {
@@ -33,6 +38,63 @@ kv::BlockHash BenchHash(uint64_t salt, uint64_t i) {
   }
   return h;
 }
+
+bool IsDir(const std::string& path) {
+  struct stat st {};
+  return ::stat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode);
+}
+
+// What one benchmark run made on disk, so that it removes exactly that and nothing else: the
+// block files whose publishing rename this run performed (BlockStore::WriteStream's `created`),
+// and the directories that did not exist before the run. A block that was already there (kept
+// by an earlier --keep run, or any file of a real store that happens to share the model
+// directory) is never removed, and a directory is removed with rmdir only, so one that holds
+// anything else stays.
+class RunFootprint {
+ public:
+  // Records which of `dir`'s ancestors and itself are missing now (to be made by the store).
+  void NoteDirChain(const std::string& dir) {
+    for (size_t pos = 1; pos <= dir.size(); ++pos) {
+      if (pos == dir.size() || dir[pos] == '/') {
+        NoteDir(dir.substr(0, pos));
+      }
+    }
+  }
+  // Records whether `dir` exists now (first sighting only): a missing one is ours once made.
+  void NoteDir(const std::string& dir) {
+    if (seen_.insert(dir).second && !IsDir(dir)) {
+      ours_.push_back(dir);
+    }
+  }
+  void NoteBlock(std::string path) { blocks_.push_back(std::move(path)); }
+
+  // Removes the recorded block files, then the directories this run made, deepest first.
+  // Returns how many block files were removed.
+  size_t Remove() {
+    size_t removed = 0;
+    for (const std::string& path : blocks_) {
+      if (::unlink(path.c_str()) == 0) {
+        ++removed;
+      } else if (errno != ENOENT) {
+        log::Warn("bench storage: remove {}: {}", path, std::strerror(errno));
+      }
+    }
+    blocks_.clear();
+    // Deeper paths are longer: children before their parents.
+    std::sort(ours_.begin(), ours_.end(),
+              [](const std::string& a, const std::string& b) { return a.size() > b.size(); });
+    for (const std::string& dir : ours_) {
+      ::rmdir(dir.c_str());  // ENOTEMPTY: someone else's files are in it; it stays
+    }
+    ours_.clear();
+    return removed;
+  }
+
+ private:
+  std::set<std::string> seen_;
+  std::vector<std::string> ours_;
+  std::vector<std::string> blocks_;
+};
 
 double ProcessCpuSeconds() {
   rusage ru{};
@@ -67,6 +129,24 @@ Result<StorageBenchReport> RunStorageBench(const StorageBenchOptions& o) {
   std::random_device rd;
   const uint64_t fingerprint =
       o.fingerprint != 0 ? o.fingerprint : (uint64_t{rd()} << 32) ^ rd() ^ o.seed;
+  const std::string model_dir = BlockStore::ModelDir(o.dir, fingerprint);
+  if (o.read_only && !IsDir(model_dir)) {
+    return InvalidArgument("--read-only --fingerprint: no kept set at " + model_dir +
+                           " (run once with --keep first)");
+  }
+  // Everything this run makes is removed when it ends (also when it fails, --keep or not: a
+  // partial set cannot be re-read), unless it succeeds with --keep. --read-only makes nothing.
+  RunFootprint footprint;
+  footprint.NoteDirChain(model_dir + "/" + std::string(kQuarantineDir));
+  struct Cleanup {
+    RunFootprint& footprint;
+    bool remove = true;
+    ~Cleanup() {
+      if (remove) {
+        footprint.Remove();
+      }
+    }
+  } cleanup{footprint, !o.read_only};
   StoreOptions so;
   so.root = o.dir;
   so.model_fingerprint = fingerprint;
@@ -74,7 +154,8 @@ Result<StorageBenchReport> RunStorageBench(const StorageBenchOptions& o) {
   so.sync = o.sync;
   so.queue_depth = o.queue_depth;
   so.verify_threads = o.verify_threads;
-  so.scan_on_open = false;  // a fresh directory: nothing to scan
+  so.scan_on_open = false;  // nothing to index; and a benchmark removes nothing it did not make
+  so.read_only = o.read_only;
   ASSIGN_OR_RETURN(auto store, BlockStore::Open(so));
 
   const uint64_t payload_bytes = o.block_bytes - kv::kBlockFileHeaderBytes;
@@ -113,6 +194,10 @@ Result<StorageBenchReport> RunStorageBench(const StorageBenchOptions& o) {
         buf_of[i] = k;
         EncodedBlock& img = images[k];
         img.hash = BenchHash(salt, i);
+        // The fan-out directories this block's write may make (before the write makes them).
+        const std::string dir = BlockDir(model_dir, img.hash);
+        footprint.NoteDir(dir.substr(0, dir.rfind('/')));
+        footprint.NoteDir(dir);
         kv::BlockFileMeta meta{fingerprint, img.hash, shape.tokens, shape.num_layers,
                                shape.bytes_per_token_per_layer};
         Status st = kv::EncodeBlockFileHeader(meta, checksum,
@@ -120,8 +205,11 @@ Result<StorageBenchReport> RunStorageBench(const StorageBenchOptions& o) {
         DUALPATH_CHECK(st.ok(), st.ToString());
         return img;
       },
-      [&](size_t i, Status st) {
+      [&](size_t i, Status st, bool created) {
         free_bufs.push_back(buf_of[i]);
+        if (created) {
+          footprint.NoteBlock(BlockPath(model_dir, BenchHash(salt, i)));
+        }
         if (!st.ok() && first_error.ok()) {
           first_error = st.WithContext("bench write");
         }
@@ -168,10 +256,8 @@ Result<StorageBenchReport> RunStorageBench(const StorageBenchOptions& o) {
   report.read_gbps = total / report.read_seconds / 1e9;
   report.direct_io = store->direct_io();
   report.model_dir = store->model_dir();
-  if (!o.keep) {
-    std::error_code ec;
-    std::filesystem::remove_all(store->model_dir(), ec);
-  }
+  store.reset();
+  cleanup.remove = !o.read_only && !o.keep;
   return report;
 }
 
