@@ -139,9 +139,9 @@ void RegisterPool(CLI::App& root, int* exit_code) {
     }
     constexpr uint64_t kMaxLeaseMs = 86'400'000;  // a day: a longer lease is a mistake
     if (ca->lease_ms == 0 || ca->lease_ms > kMaxLeaseMs) {
-      *exit_code = Report("pool create",
-                          InvalidArgument("--lease-ms " + std::to_string(ca->lease_ms) +
-                                          " out of range [1, 86400000]"));
+      *exit_code =
+          Report("pool create", InvalidArgument("--lease-ms " + std::to_string(ca->lease_ms) +
+                                                " out of range [1, 86400000]"));
       return;
     }
     g.region_bytes = *size;

@@ -92,8 +92,9 @@ void BlockStore::WriteStream(size_t n, const WriteSource& source, const WriteSin
       return false;
     }
     if (options_.read_only) {
-      fail(i, p, FailedPrecondition("write block=" + ShortHex(b.hash) + ": store " + model_dir_ +
-                                    " was opened read-only"));
+      fail(i, p,
+           FailedPrecondition("write block=" + ShortHex(b.hash) + ": store " + model_dir_ +
+                              " was opened read-only"));
       return false;
     }
     std::string path = BlockPath(model_dir_, b.hash);

@@ -8,10 +8,10 @@
 // directory, synced as configured, then renamed to the block name, so no process on any node
 // ever sees a partial block under a block's name; two writers publishing the same block is
 // harmless (equal bytes: the first rename wins, the second finds the name taken and drops its
-// temporary file; where the file system has no renameat2(RENAME_NOREPLACE) the last one wins). Every read is fully verified (header checksum, model
-// fingerprint, block hash, payload checksum); a file that fails is a miss, counted and moved to
-// the quarantine directory, never returned as data. See docs/storage.md and
-// docs/formats/storage_layout.md.
+// temporary file; where the file system has no renameat2(RENAME_NOREPLACE) the last one wins).
+// Every read is fully verified (header checksum, model fingerprint, block hash, payload checksum);
+// a file that fails is a miss, counted and moved to the quarantine directory, never returned as
+// data. See docs/storage.md and docs/formats/storage_layout.md.
 //
 // The in-memory index (rebuilt by scanning the root at Open, which also removes temporary files
 // left by crashed writers) drives a capacity limit with least-recently-used eviction. The index is
