@@ -39,6 +39,12 @@ kv::BlockHash BenchHash(uint64_t salt, uint64_t i) {
   return h;
 }
 
+// Input ranges (docs/storage.md): up to 16 Mi files (16 TiB of 1 MiB blocks), blocks up to
+// 256 MiB, and at most 16 GiB of buffers.
+constexpr uint64_t kMaxFiles = uint64_t{1} << 24;
+constexpr uint64_t kMaxBlockBytes = uint64_t{256} << 20;
+constexpr uint64_t kMaxBufferBytes = uint64_t{16} << 30;
+
 bool IsDir(const std::string& path) {
   struct stat st {};
   return ::stat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode);
@@ -66,20 +72,26 @@ class RunFootprint {
       ours_.push_back(dir);
     }
   }
-  void NoteBlock(std::string path) { blocks_.push_back(std::move(path)); }
+  // Block i's file was created by this run (one bit per file: memory bounded by --files).
+  void NoteBlock(size_t i) {
+    if (created_.size() <= i) {
+      created_.resize(i + 1);
+    }
+    created_[i] = true;
+  }
 
-  // Removes the recorded block files, then the directories this run made, deepest first.
-  // Returns how many block files were removed.
-  size_t Remove() {
-    size_t removed = 0;
-    for (const std::string& path : blocks_) {
-      if (::unlink(path.c_str()) == 0) {
-        ++removed;
-      } else if (errno != ENOENT) {
+  // Removes the block files this run created, then the directories it made, deepest first.
+  void Remove(const std::string& model_dir, uint64_t salt) {
+    for (size_t i = 0; i < created_.size(); ++i) {
+      if (!created_[i]) {
+        continue;
+      }
+      const std::string path = BlockPath(model_dir, BenchHash(salt, i));
+      if (::unlink(path.c_str()) != 0 && errno != ENOENT) {
         log::Warn("bench storage: remove {}: {}", path, std::strerror(errno));
       }
     }
-    blocks_.clear();
+    created_.clear();
     // Deeper paths are longer: children before their parents.
     std::sort(ours_.begin(), ours_.end(),
               [](const std::string& a, const std::string& b) { return a.size() > b.size(); });
@@ -87,13 +99,12 @@ class RunFootprint {
       ::rmdir(dir.c_str());  // ENOTEMPTY: someone else's files are in it; it stays
     }
     ours_.clear();
-    return removed;
   }
 
  private:
   std::set<std::string> seen_;
   std::vector<std::string> ours_;
-  std::vector<std::string> blocks_;
+  std::vector<bool> created_;
 };
 
 double ProcessCpuSeconds() {
@@ -118,8 +129,20 @@ Result<StorageBenchReport> RunStorageBench(const StorageBenchOptions& o) {
     return InvalidArgument("--queue-depth " + std::to_string(o.queue_depth) +
                            " out of range [1, 4096]");
   }
-  if (o.files == 0) {
-    return InvalidArgument("--files must be at least 1");
+  if (o.files == 0 || o.files > kMaxFiles) {
+    return InvalidArgument("--files " + std::to_string(o.files) + " out of range [1, " +
+                           std::to_string(kMaxFiles) + "]");
+  }
+  if (o.block_bytes > kMaxBlockBytes) {
+    return InvalidArgument("--block-bytes " + std::to_string(o.block_bytes) +
+                           " out of range [8192, " + std::to_string(kMaxBlockBytes) + "]");
+  }
+  // The benchmark holds 6 x queue_depth blocks in memory (3 x queue_depth file images and as
+  // many read buffers).
+  if (6 * uint64_t{o.queue_depth} * o.block_bytes > kMaxBufferBytes) {
+    return InvalidArgument("--queue-depth " + std::to_string(o.queue_depth) + " x --block-bytes " +
+                           std::to_string(o.block_bytes) + ": 6 x their product is over " +
+                           std::to_string(kMaxBufferBytes >> 30) + " GiB of buffers");
   }
   // A fresh model directory per run (random fingerprint), so no earlier run's files dedupe
   // this run's writes.
@@ -140,13 +163,15 @@ Result<StorageBenchReport> RunStorageBench(const StorageBenchOptions& o) {
   footprint.NoteDirChain(model_dir + "/" + std::string(kQuarantineDir));
   struct Cleanup {
     RunFootprint& footprint;
+    const std::string& model_dir;
+    uint64_t salt;
     bool remove = true;
     ~Cleanup() {
       if (remove) {
-        footprint.Remove();
+        footprint.Remove(model_dir, salt);
       }
     }
-  } cleanup{footprint, !o.read_only};
+  } cleanup{footprint, model_dir, fingerprint, !o.read_only};
   StoreOptions so;
   so.root = o.dir;
   so.model_fingerprint = fingerprint;
@@ -208,7 +233,7 @@ Result<StorageBenchReport> RunStorageBench(const StorageBenchOptions& o) {
       [&](size_t i, Status st, bool created) {
         free_bufs.push_back(buf_of[i]);
         if (created) {
-          footprint.NoteBlock(BlockPath(model_dir, BenchHash(salt, i)));
+          footprint.NoteBlock(i);
         }
         if (!st.ok() && first_error.ok()) {
           first_error = st.WithContext("bench write");

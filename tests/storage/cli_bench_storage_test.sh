@@ -25,6 +25,11 @@ expect_bad --dir "$dir" --sync sometimes
 expect_bad --dir "$dir" --read-only
 expect_bad --dir "$dir" --read-only --fingerprint nothex
 expect_bad --block-bytes 8192
+expect_bad --dir "$dir" --files 16777217
+expect_bad --dir "$dir" --block-bytes 268439552
+expect_bad --dir "$dir" --queue-depth 4096
+expect_bad --dir "$dir" --verify-threads 65
+[[ -z $(ls -A "$dir") ]] || fail "refused runs created something: $(ls -A "$dir")"
 
 out=$("$bin" bench storage --dir "$dir" --files 8 --block-bytes 65536 --queue-depth 4 --json) ||
   fail "small run exited $?"
