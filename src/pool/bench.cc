@@ -38,7 +38,10 @@ BlockHash Key(uint64_t i) {
   return h;
 }
 
-// A temporary region removed on destruction.
+// A temporary region removed on destruction, also when Make fails half way. Everything in the
+// directory was made by this object (mkdtemp gives a fresh, uniquely named directory; the region
+// and, for the non-coherent model, its node-local lock files go in it), so removing the directory
+// removes exactly what this run made.
 class TempRegion {
  public:
   static Result<std::unique_ptr<TempRegion>> Make(const std::string& dir, Geometry g) {
@@ -46,6 +49,7 @@ class TempRegion {
     if (mkdtemp(tmpl.data()) == nullptr) return ErrnoStatus("mkdtemp in " + dir, errno);
     std::unique_ptr<TempRegion> t(new TempRegion());
     t->dir_ = tmpl;
+    // The region is reserved at creation: a --dir that cannot hold it is kStorageNoSpace here.
     RETURN_IF_ERROR(Pool::Create(t->dir_ + "/region", g));
     OpenOptions o;
     o.local_dir = t->dir_;

@@ -19,8 +19,11 @@ namespace {
 
 // Writes `bytes` of a non-constant pattern (GlusterFS has no dedup or compression, but zeros are
 // the one thing a future layer might shortcut) with O_DIRECT-sized writes.
+// Writes a new file at `path`; removes it again if the write fails (a full brick must not keep a
+// partial probe). O_EXCL: a file already there is not ours, so it is neither truncated here nor
+// removed by the caller.
 Status WriteProbe(const std::string& path, uint64_t bytes) {
-  const int fd = open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  const int fd = open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
   if (fd < 0) return ErrnoStatus("create " + path, errno);
   std::vector<uint64_t> buf((4u << 20) / sizeof(uint64_t));
   uint64_t x = 0x9e3779b97f4a7c15ULL;
@@ -35,13 +38,18 @@ Status WriteProbe(const std::string& path, uint64_t bytes) {
     const size_t n = static_cast<size_t>(std::min<uint64_t>(bytes - done, buf.size() * 8));
     const ssize_t w = write(fd, buf.data(), n);
     if (w <= 0) {
-      const int err = errno;
+      const int err = w == 0 ? ENOSPC : errno;
       close(fd);
-      return IoError("write " + path, err);
+      unlink(path.c_str());
+      return ErrnoStatus("write " + path, err);
     }
     done += static_cast<uint64_t>(w);
   }
-  if (close(fd) != 0) return IoError("close " + path, errno);
+  if (close(fd) != 0) {
+    const int err = errno;
+    unlink(path.c_str());
+    return ErrnoStatus("close " + path, err);
+  }
   return Status::Ok();
 }
 
