@@ -10,8 +10,11 @@
 // ratio serial / overlapped (the speed-up from overlap) and checks both produced identical tokens.
 #include <CLI/CLI.hpp>
 #include <algorithm>
+#include <cerrno>
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <mutex>
 #include <random>
@@ -94,7 +97,14 @@ int Main(int argc, char** argv) {
   const kv::BlockShape shape = kv::BlockShape::For(cfg->Geometry(), a.block_tokens);
   const double block_s =
       static_cast<double>(storage::BlockStore::FileBytes(shape)) * 8 / (a.rate_mbit * 1e6);
-  const std::string root = a.dir + "/engine_overlap_bench." + std::to_string(getpid());
+  // A fresh directory (mkdtemp), so the remove_all at the end removes only what this run made.
+  std::string root = a.dir + "/engine_overlap_bench.XXXXXX";
+  std::error_code ec;
+  std::filesystem::create_directories(a.dir, ec);
+  if (::mkdtemp(root.data()) == nullptr) {
+    std::fprintf(stderr, "mkdtemp %s: %s\n", root.c_str(), std::strerror(errno));
+    return 1;
+  }
   LocalScheduler sched(a.spec, a.block_tokens);
   PacedLink link_overlap(
       std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(block_s)));

@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "cli/command.h"
+#include "dualpath/common/stop_signal.h"
 #include "dualpath/testbed/cluster.h"
 #include "dualpath/testbed/link_stats.h"
 #include "dualpath/testbed/netperf.h"
@@ -139,8 +140,17 @@ void RegisterUpDown(CLI::App* cluster, int* exit_code) {
       o.decode_nodes = counts.second;
       ASSIGN_OR_RETURN(o.storage_rate_bps, testbed::ParseRate(*stor_rate));
       ASSIGN_OR_RETURN(o.compute_rate_bps, testbed::ParseRate(*comp_rate));
+      // SIGINT / SIGTERM while the script builds the cluster: it finishes (a half-built cluster
+      // is what a kill would leave), then the cluster is taken down again and we exit 130 / 143.
+      InstallStopHandlers();
       testbed::UpReport report;
       ASSIGN_OR_RETURN(Cluster c, testbed::ClusterUp(o, &report));
+      if (Status stop = CheckStop(); !stop.ok()) {
+        Status down = testbed::ClusterDown(c.name);
+        return stop.WithContext(down.ok() ? "cluster " + c.name + " taken down again"
+                                          : "taking cluster " + c.name +
+                                                " down again failed: " + down.ToString());
+      }
       PrintDescription(c, std::cout);
       std::cout << fmt::format("up in {:.2f} s\n", report.seconds);
       return Status::Ok();

@@ -12,6 +12,7 @@
 
 #include "cli/command.h"
 #include "dualpath/common/file.h"
+#include "dualpath/common/stop_signal.h"
 #include "dualpath/replay/cluster_run.h"
 #include "dualpath/testbed/cluster.h"
 
@@ -92,6 +93,9 @@ void Register(CLI::App& root, int* exit_code) {
                 "shared-memory pool (/dev/shm/dualpath-CLUSTER-NODE.pool)");
   run->add_flag("--no-check", a->no_check, "Skip the recompute-and-compare correctness check");
   run->callback([a, pd, append, exit_code] {
+    // SIGINT / SIGTERM end the run at its next check (within a poll interval): the service and
+    // engines are stopped, the cluster and pools this run made are removed, exit 130 / 143.
+    InstallStopHandlers();
     Status s = [&]() -> Status {
       replay::ClusterRunOptions o = a->o;
       o.pd_given = pd->count() > 0;

@@ -12,6 +12,7 @@
 
 #include "cli/command.h"
 #include "dualpath/common/log.h"
+#include "dualpath/common/stop_signal.h"
 #include "dualpath/control/client.h"
 #include "dualpath/control/options.h"
 #include "dualpath/control/server.h"
@@ -80,6 +81,7 @@ int Serve(const ServeArgs& a) {
       const int sig = sigtimedwait(&signals, nullptr, &tick);
       if (sig == SIGTERM || sig == SIGINT) {
         log::Info("control: signal {}: stopping", sig);
+        RequestStop(sig);
         s.RequestStop();
         return;
       }
@@ -95,6 +97,11 @@ int Serve(const ServeArgs& a) {
       finished ? "run finished" : "stopped", st.submitted, st.assigned, st.completed, st.failed,
       st.resubmitted, st.engines_dead, st.stale_results);
   server->reset();
+  if (const int sig = StopSignal(); sig != 0) {
+    // Stopped, not finished: say so and exit 128 + signal (the server is down by now).
+    std::cerr << "dualpath control serve: stopped by " << StopSignalName(sig) << "\n";
+    return StopExitCode(sig);
+  }
   return kExitOk;
 }
 

@@ -19,6 +19,7 @@
 
 #include "cli/command.h"
 #include "dualpath/common/log.h"
+#include "dualpath/common/stop_signal.h"
 #include "dualpath/engine/engine.h"
 
 namespace dualpath::cli {
@@ -104,6 +105,7 @@ int RunEngine(EngineArgs& a) {
     sigwait(&set, &sig);
     if (sig != SIGUSR1) {
       log::Info("engine: signal {}: stopping", sig);
+      RequestStop(sig);
       eng->Stop();
     }
   });
@@ -113,6 +115,11 @@ int RunEngine(EngineArgs& a) {
   pthread_kill(waiter.native_handle(), SIGUSR1);
   waiter.join();
   e->reset();
+  if (const int sig = StopSignal(); sig != 0) {
+    // Stopped by a signal, not by the scheduler: say so and exit 128 + signal.
+    std::cerr << "dualpath engine: stopped by " << StopSignalName(sig) << "\n";
+    return StopExitCode(sig);
+  }
   if (!s.ok()) {
     return ReportError("engine", s);
   }

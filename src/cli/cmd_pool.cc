@@ -4,6 +4,7 @@
 //   dualpath pool stat /dev/shm/kvpool [--json]
 //   dualpath pool destroy /dev/shm/kvpool
 //   dualpath bench pool [--json] [--dir /dev/shm] [--mib 64] [--passes 5]
+#include <cstdint>
 #include <cstdio>
 #include <iostream>
 #include <memory>
@@ -19,6 +20,10 @@ namespace {
 // "4096", "64K", "4M", "8G" (binary units). Anything else is kInvalidArgument naming the value.
 Result<uint64_t> ParseSize(const std::string& what, const std::string& s) {
   if (s.empty()) return InvalidArgument(what + ": empty size");
+  // stoull would accept "-1" (as 2^64-1) and leading blanks: a size starts with a digit.
+  if (s[0] < '0' || s[0] > '9') {
+    return InvalidArgument(what + ": '" + s + "' is not a size (e.g. 4096, 64K, 4M, 8G)");
+  }
   size_t pos = 0;
   uint64_t v = 0;
   try {
@@ -36,6 +41,11 @@ Result<uint64_t> ParseSize(const std::string& what, const std::string& s) {
     mult = 1ull << 30;
   } else if (!unit.empty()) {
     return InvalidArgument(what + ": '" + s + "' has an unknown unit (use K, M or G)");
+  }
+  // A file size is an off_t: at most 2^63-1 bytes (and v * mult must not wrap).
+  constexpr uint64_t kMaxSize = uint64_t{INT64_MAX};
+  if (v > kMaxSize / mult) {
+    return InvalidArgument(what + ": '" + s + "' is more than 2^63-1 bytes");
   }
   return v * mult;
 }
@@ -127,6 +137,13 @@ void RegisterPool(CLI::App& root, int* exit_code) {
         return;
       }
     }
+    constexpr uint64_t kMaxLeaseMs = 86'400'000;  // a day: a longer lease is a mistake
+    if (ca->lease_ms == 0 || ca->lease_ms > kMaxLeaseMs) {
+      *exit_code =
+          Report("pool create", InvalidArgument("--lease-ms " + std::to_string(ca->lease_ms) +
+                                                " out of range [1, 86400000]"));
+      return;
+    }
     g.region_bytes = *size;
     g.chunk_bytes = *chunk;
     g.model = *model;
@@ -134,6 +151,12 @@ void RegisterPool(CLI::App& root, int* exit_code) {
     g.max_procs = ca->max_procs;
     g.lease = static_cast<Nanos>(ca->lease_ms) * kNanosPerMilli;
     Status s = pool::Pool::Create(ca->path, g);
+    if (s.code() == Code::kStorageNoSpace) {
+      // A size the file system cannot hold is bad input: the user asked for more than there is.
+      std::cerr << "dualpath pool create: --size " << ca->size << ": " << s.ToString() << "\n";
+      *exit_code = kExitBadInput;
+      return;
+    }
     if (!s.ok()) {
       *exit_code = Report("pool create", s);
       return;
@@ -204,6 +227,13 @@ void RegisterBench(CLI::App& root, int* exit_code) {
       a->o.models = {*m};
     }
     Result<std::vector<pool::BenchRow>> rows = pool::RunPoolBench(a->o);
+    if (rows.status().code() == Code::kStorageNoSpace) {
+      // The regions are sized by --mib: more than --dir can hold is bad input.
+      std::cerr << "dualpath bench pool: --mib " << a->o.data_mib << " in --dir " << a->o.dir
+                << ": " << rows.status().ToString() << "\n";
+      *exit_code = kExitBadInput;
+      return;
+    }
     if (!rows.ok()) {
       *exit_code = Report("bench pool", rows.status());
       return;

@@ -7,6 +7,7 @@
 //
 // With no arguments it runs Basic, DualPath and Oracle offline on the 64K synthetic workload and
 // prints the comparison. Bad input: one line on stderr, exit status 2.
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <filesystem>
@@ -15,6 +16,7 @@
 
 #include "cli/command.h"
 #include "dualpath/common/file.h"
+#include "dualpath/common/numeric.h"
 #include "dualpath/kv/model.h"
 #include "dualpath/sim/config.h"
 #include "dualpath/sim/report.h"
@@ -25,6 +27,11 @@ namespace dualpath::cli {
 namespace {
 
 using sim::SystemKind;
+
+// Input ranges of the flags (docs/sim.md "Input ranges").
+constexpr uint64_t kMaxAgents = 10'000'000;  // agent records are ~100 B each: ~1 GB at most
+constexpr double kMinAps = 1e-3;             // agents/s: 1,024 agents then arrive over ~12 days
+constexpr double kMaxAps = 1e4;
 
 struct Options {
   std::string model = "ds660b";
@@ -121,8 +128,9 @@ struct Runner {
     // overloaded rate shows as a queue that keeps growing within the steady window.
     auto at = [&](double aps) {
       spec.aps = aps;
-      spec.online_agents =
-          std::max<uint64_t>(64, static_cast<uint64_t>(aps * config.online_horizon_s));
+      // Bounded like --agents: at most kMaxAgents whatever the rate the search reaches.
+      spec.online_agents = std::clamp<uint64_t>(
+          static_cast<uint64_t>(aps * config.online_horizon_s), 64, kMaxAgents);
       return Run(spec);
     };
     double lo = 0, hi = 0.05;
@@ -160,6 +168,12 @@ int RunSim(const Options& o) {
   if (o.online && !(o.aps > 0)) {
     return ReportError("sim", InvalidArgument("--online needs --aps X with X > 0"));
   }
+  if (o.online) {
+    // Arrivals are spread over agents / aps seconds: a rate near 0 makes simulated time, not the
+    // workload, the size of the run (docs/sim.md "Input ranges").
+    Status st = CheckRange("--aps", o.aps, kMinAps, kMaxAps, "agents/s");
+    if (!st.ok()) return ReportError("sim", st);
+  }
   if (!o.online && o.aps != 0) {
     return ReportError("sim", InvalidArgument("--aps needs --online"));
   }
@@ -182,8 +196,8 @@ int RunSim(const Options& o) {
   }
   Result<uint64_t> agents = ParseCount("--agents", o.agents);
   if (!agents.ok()) return ReportError("sim", agents.status());
-  if (*agents > 10'000'000) {
-    return ReportError("sim", InvalidArgument("--agents above 10M"));
+  if (Status st = CheckCountRange("--agents", *agents, 1, kMaxAgents, "agents"); !st.ok()) {
+    return ReportError("sim", st);
   }
   Result<uint32_t> max_len = ParseMaxLen(o.max_len);
   if (!max_len.ok()) return ReportError("sim", max_len.status());

@@ -5,7 +5,8 @@
 // callback that stores the exit code in `*exit_code`. The registry keeps main.cc free of a list
 // that every component would have to edit.
 //
-// Exit codes: 0 success, 1 runtime failure, 2 bad input (usage, malformed file, unknown model...).
+// Exit codes: 0 success, 1 runtime failure, 2 bad input (usage, malformed file, unknown model...),
+// 128 + signal (130 SIGINT, 143 SIGTERM) when stopped by a signal after cleaning up.
 #pragma once
 
 #include <CLI/CLI.hpp>
@@ -31,7 +32,7 @@ struct Registrar {
 
 // Prints "dualpath <what>: <status>" to stderr and returns the exit code for it: 2 for codes
 // that mean bad input (invalid argument, parse error, unknown model, malformed trace, bad config),
-// 1 otherwise.
+// 128 + signal for kCancelled after a stop signal (stop_signal.h), 1 otherwise.
 int ReportError(std::string_view what, const Status& status);
 
 // True when the status's code means the user gave bad input.

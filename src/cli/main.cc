@@ -20,6 +20,7 @@
 
 #include "cli/command.h"
 #include "dualpath/common/log.h"
+#include "dualpath/common/stop_signal.h"
 
 namespace dualpath::cli {
 
@@ -47,6 +48,8 @@ bool IsBadInput(const Status& status) {
 
 int ReportError(std::string_view what, const Status& status) {
   std::cerr << "dualpath " << what << ": " << status.ToString() << "\n";
+  // Stopped by SIGINT / SIGTERM after cleaning up (stop_signal.h): 128 + the signal.
+  if (status.code() == Code::kCancelled && StopSignal() != 0) return StopExitCode(StopSignal());
   return IsBadInput(status) ? kExitBadInput : kExitFailure;
 }
 

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 
+#include "dualpath/common/grpc_server.h"
 #include "dualpath/common/log.h"
 #include "dualpath/control/client.h"
 
@@ -19,21 +20,11 @@ Result<std::unique_ptr<ControlServer>> ControlServer::Start(const std::string& l
   grpc::ServerBuilder builder;
   builder.SetMaxReceiveMessageSize(-1);
   builder.SetMaxSendMessageSize(-1);
-  int port = 0;
-  builder.AddListeningPort(listen, grpc::InsecureServerCredentials(), &port);
   builder.RegisterService(s->service_.get());
-  s->server_ = builder.BuildAndStart();
-  if (s->server_ == nullptr) {
-    return Unavailable(fmt::format("control: cannot listen on '{}'", listen));
-  }
-  if (listen.rfind("unix:", 0) == 0) {
-    s->address_ = listen;
-  } else {
-    if (port == 0) return Unavailable(fmt::format("control: cannot listen on '{}'", listen));
-    // Replace the requested port (possibly 0) with the bound one.
-    const size_t colon = listen.rfind(':');
-    s->address_ = fmt::format("{}:{}", listen.substr(0, colon), port);
-  }
+  // Refuses an address another server holds ("address in use") instead of taking it over.
+  ASSIGN_OR_RETURN(GrpcServerStart started, StartGrpcServer(builder, "control", listen));
+  s->server_ = std::move(started.server);
+  s->address_ = std::move(started.address);
   s->liveness_ = std::thread([p = s.get()] { p->LivenessLoop(); });
   return s;
 }

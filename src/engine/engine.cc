@@ -7,6 +7,7 @@
 #include <condition_variable>
 #include <mutex>
 
+#include "dualpath/common/grpc_server.h"
 #include "dualpath/common/log.h"
 #include "dualpath/kv/block_file.h"
 #include "engine/context.h"
@@ -103,17 +104,15 @@ Status Engine::Impl::StartServers() {
 
   service.SetPrefill(o.role == Role::kPrefill);
   grpc::ServerBuilder builder;
-  int port = 0;
-  builder.AddListeningPort(fmt::format("{}:{}", o.listen_ip, o.peer_port),
-                           grpc::InsecureServerCredentials(), &port);
   builder.RegisterService(&service);
   // StartDecode carries every prompt token id (hundreds of KiB for long agentic contexts).
   builder.SetMaxReceiveMessageSize(-1);
-  server = builder.BuildAndStart();
-  if (server == nullptr || port == 0) {
-    return Unavailable(
-        fmt::format("EnginePeer server cannot listen on {}:{}", o.listen_ip, o.peer_port));
-  }
+  // Refuses a port another server holds ("address in use"): gRPC would share it (SO_REUSEPORT).
+  ASSIGN_OR_RETURN(
+      GrpcServerStart started,
+      StartGrpcServer(builder, "EnginePeer", fmt::format("{}:{}", o.listen_ip, o.peer_port)));
+  server = std::move(started.server);
+  const int port = started.port;
   ctx.info.set_peer_addr(fmt::format("{}:{}", o.listen_ip, port));
   return Status::Ok();
 }

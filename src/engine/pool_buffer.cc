@@ -10,8 +10,9 @@ Result<std::unique_ptr<PoolBuffer>> PoolBuffer::Attach(const std::string& path, 
                                                        const std::string& root_name,
                                                        uint64_t bytes) {
   pool::Geometry g;
-  // Engines take roots only (no KV blocks yet): a small index keeps the metadata small. Sparse
-  // on tmpfs, a generous data area costs nothing until a root's pages are touched.
+  // Engines take roots only (no KV blocks yet): a small index keeps the metadata small. The
+  // whole region is reserved at creation (docs/pool.md), so a pool /dev/shm cannot hold fails
+  // here with kStorageNoSpace rather than SIGBUS at the first store into a buffer.
   g.index_capacity = 1024;
   const uint64_t chunks = (pool_bytes + g.chunk_bytes - 1) / g.chunk_bytes;
   g.region_bytes = chunks * g.chunk_bytes + (8ull << 20);  // + metadata (a few MiB at most)

@@ -4,6 +4,8 @@
 #include <cctype>
 #include <string>
 
+#include "dualpath/common/numeric.h"
+
 namespace dualpath::kv {
 
 std::string_view AttentionKindName(AttentionKind kind) {
@@ -152,11 +154,33 @@ Status ModelGeometry::Validate() const {
     return InvalidArgument("model '" + name + "': " + what);
   };
   if (name.empty()) return InvalidArgument("model: empty name");
-  if (num_layers == 0) return bad("num_layers must be > 0");
-  if (num_heads == 0) return bad("num_heads must be > 0");
-  if (num_kv_heads == 0) return bad("num_kv_heads must be > 0");
-  if (head_dim == 0) return bad("head_dim must be > 0");
-  if (v_head_dim == 0) return bad("v_head_dim must be > 0");
+  auto range = [&](const char* field, uint64_t v, uint64_t lo, uint64_t hi) {
+    const Status s = CheckCountRange(field, v, lo, hi, "");
+    return s.ok() ? s : bad(s.message());
+  };
+  RETURN_IF_ERROR(range("num_layers", num_layers, 1, kMaxModelLayers));
+  RETURN_IF_ERROR(range("hidden_size", hidden_size, 0, kMaxModelHidden));
+  RETURN_IF_ERROR(range("num_heads", num_heads, 1, kMaxModelDim));
+  RETURN_IF_ERROR(range("num_kv_heads", num_kv_heads, 1, kMaxModelDim));
+  RETURN_IF_ERROR(range("head_dim", head_dim, 1, kMaxModelDim));
+  RETURN_IF_ERROR(range("v_head_dim", v_head_dim, 1, kMaxModelDim));
+  RETURN_IF_ERROR(range("kv_lora_rank", kv_lora_rank, 0, kMaxModelDim));
+  RETURN_IF_ERROR(range("qk_rope_head_dim", qk_rope_head_dim, 0, kMaxModelDim));
+  RETURN_IF_ERROR(range("index_num_heads", index_num_heads, 0, kMaxModelDim));
+  RETURN_IF_ERROR(range("index_head_dim", index_head_dim, 0, kMaxModelDim));
+  RETURN_IF_ERROR(range("index_topk", index_topk, 0, kMaxIndexTopk));
+  RETURN_IF_ERROR(range("kv_bytes_per_token_per_layer", kv_bytes_per_token_per_layer, 1,
+                        kMaxKvBytesPerTokenPerLayer));
+  for (const auto& [field, v] :
+       {std::pair{"params_total", params_total}, std::pair{"params_active", params_active},
+        std::pair{"params_active_non_embedding", params_active_non_embedding}}) {
+    const Status s = CheckRange(field, v, 0, kMaxModelParams, "parameters");
+    if (!s.ok()) return bad(s.message());
+  }
+  // The ranges keep this far inside 64 bits; the check keeps it so if they ever widen.
+  if (!CheckedMul(kv_bytes_per_token_per_layer, num_layers).has_value()) {
+    return bad("KV bytes per token (kv_bytes_per_token_per_layer x num_layers) overflow 64 bits");
+  }
   if (attention == AttentionKind::kMha && num_kv_heads != num_heads) {
     return bad("mha needs num_kv_heads == num_heads");
   }
@@ -174,7 +198,6 @@ Status ModelGeometry::Validate() const {
   if (any_index && attention != AttentionKind::kMla) {
     return bad("sparse attention (index_*) is only modelled for mla");
   }
-  if (kv_bytes_per_token_per_layer == 0) return bad("kv_bytes_per_token_per_layer must be > 0");
   if (!(params_active_non_embedding > 0)) return bad("params_active_non_embedding must be > 0");
   if (params_active < params_active_non_embedding) {
     return bad("params_active must be >= params_active_non_embedding");

@@ -4,6 +4,7 @@
 #include <set>
 
 #include "dualpath/common/file.h"
+#include "dualpath/common/numeric.h"
 #include "dualpath/kv/model.h"
 
 namespace dualpath::kv {
@@ -39,7 +40,8 @@ class Reader {
  public:
   Reader(const json& j, std::string_view origin) : j_(j), origin_(origin) {}
 
-  Status Uint(const char* key, bool required, uint64_t max, uint64_t* out) {
+  // An integer in [lo, hi]; checked before it is narrowed, so 2^40 cannot wrap into a uint32_t.
+  Status Uint(const char* key, bool required, uint64_t lo, uint64_t hi, uint64_t* out) {
     auto it = j_.find(key);
     if (it == j_.end()) {
       return required ? Error(key, "missing") : Status::Ok();
@@ -48,20 +50,23 @@ class Reader {
       return Error(key, "must be a non-negative integer");
     }
     const uint64_t v = it->get<uint64_t>();
-    if (v > max) return Error(key, "too large (max " + std::to_string(max) + ")");
+    const Status range = CheckCountRange("", v, lo, hi, "");
+    if (!range.ok()) return Error(key, range.message());  // "' = v is outside [lo, hi]"
     *out = v;
     return Status::Ok();
   }
-  Status U32(const char* key, bool required, uint32_t* out) {
+  Status U32(const char* key, bool required, uint32_t lo, uint32_t hi, uint32_t* out) {
     uint64_t v = *out;
-    RETURN_IF_ERROR(Uint(key, required, 0xFFFFFFFFULL, &v));
+    RETURN_IF_ERROR(Uint(key, required, lo, hi, &v));
     *out = static_cast<uint32_t>(v);
     return Status::Ok();
   }
-  Status Number(const char* key, bool required, double* out) {
+  Status Number(const char* key, bool required, double lo, double hi, double* out) {
     auto it = j_.find(key);
     if (it == j_.end()) return required ? Error(key, "missing") : Status::Ok();
-    if (!it->is_number() || it->get<double>() < 0) return Error(key, "must be a number >= 0");
+    if (!it->is_number()) return Error(key, "must be a number");
+    const Status range = CheckRange("", it->get<double>(), lo, hi, "");
+    if (!range.ok()) return Error(key, range.message());
     *out = it->get<double>();
     return Status::Ok();
   }
@@ -72,8 +77,11 @@ class Reader {
     *out = it->get<std::string>();
     return Status::Ok();
   }
+  // "<origin>: key 'num_layers' missing", "<origin>: key 'num_layers' = 0 is outside [1, 4096]".
   Status Error(const char* key, const std::string& what) const {
-    return InvalidArgument(std::string(origin_) + ": key '" + key + "' " + what);
+    const bool range = what.starts_with(" = ");
+    return InvalidArgument(std::string(origin_) + ": key '" + key + "'" + (range ? "" : " ") +
+                           what);
   }
 
  private:
@@ -114,27 +122,29 @@ Result<ModelGeometry> ParseModelJson(std::string_view json_text, std::string_vie
   Result<KvDtype> kv_dtype = ParseKvDtype(dtype);
   if (!kv_dtype.ok()) return kv_dtype.status().WithContext(origin);
   m.kv_dtype = *kv_dtype;
-  RETURN_IF_ERROR(r.U32("num_layers", true, &m.num_layers));
-  RETURN_IF_ERROR(r.U32("hidden_size", false, &m.hidden_size));
-  RETURN_IF_ERROR(r.U32("num_heads", true, &m.num_heads));
+  RETURN_IF_ERROR(r.U32("num_layers", true, 1, kMaxModelLayers, &m.num_layers));
+  RETURN_IF_ERROR(r.U32("hidden_size", false, 0, kMaxModelHidden, &m.hidden_size));
+  RETURN_IF_ERROR(r.U32("num_heads", true, 1, kMaxModelDim, &m.num_heads));
   const bool mla = m.attention == AttentionKind::kMla;
   m.num_kv_heads = mla ? 1 : (m.attention == AttentionKind::kMha ? m.num_heads : 0);
-  RETURN_IF_ERROR(r.U32("num_kv_heads", m.attention == AttentionKind::kGqa, &m.num_kv_heads));
-  RETURN_IF_ERROR(r.U32("head_dim", true, &m.head_dim));
+  RETURN_IF_ERROR(
+      r.U32("num_kv_heads", m.attention == AttentionKind::kGqa, 1, kMaxModelDim, &m.num_kv_heads));
+  RETURN_IF_ERROR(r.U32("head_dim", true, 1, kMaxModelDim, &m.head_dim));
   m.v_head_dim = m.head_dim;
-  RETURN_IF_ERROR(r.U32("v_head_dim", false, &m.v_head_dim));
-  RETURN_IF_ERROR(r.U32("kv_lora_rank", mla, &m.kv_lora_rank));
-  RETURN_IF_ERROR(r.U32("qk_rope_head_dim", mla, &m.qk_rope_head_dim));
-  RETURN_IF_ERROR(r.U32("index_num_heads", false, &m.index_num_heads));
-  RETURN_IF_ERROR(r.U32("index_head_dim", false, &m.index_head_dim));
-  RETURN_IF_ERROR(r.U32("index_topk", false, &m.index_topk));
-  RETURN_IF_ERROR(r.Number("params_active_non_embedding", true, &m.params_active_non_embedding));
+  RETURN_IF_ERROR(r.U32("v_head_dim", false, 1, kMaxModelDim, &m.v_head_dim));
+  RETURN_IF_ERROR(r.U32("kv_lora_rank", mla, mla ? 1 : 0, kMaxModelDim, &m.kv_lora_rank));
+  RETURN_IF_ERROR(r.U32("qk_rope_head_dim", mla, mla ? 1 : 0, kMaxModelDim, &m.qk_rope_head_dim));
+  RETURN_IF_ERROR(r.U32("index_num_heads", false, 0, kMaxModelDim, &m.index_num_heads));
+  RETURN_IF_ERROR(r.U32("index_head_dim", false, 0, kMaxModelDim, &m.index_head_dim));
+  RETURN_IF_ERROR(r.U32("index_topk", false, 0, kMaxIndexTopk, &m.index_topk));
+  RETURN_IF_ERROR(r.Number("params_active_non_embedding", true, 0, kMaxModelParams,
+                           &m.params_active_non_embedding));
   m.params_active = m.params_active_non_embedding;
-  RETURN_IF_ERROR(r.Number("params_active", false, &m.params_active));
+  RETURN_IF_ERROR(r.Number("params_active", false, 0, kMaxModelParams, &m.params_active));
   m.params_total = m.params_active;
-  RETURN_IF_ERROR(r.Number("params_total", false, &m.params_total));
+  RETURN_IF_ERROR(r.Number("params_total", false, 0, kMaxModelParams, &m.params_total));
   m.kv_bytes_per_token_per_layer = DeriveKvBytesPerTokenPerLayer(m);
-  RETURN_IF_ERROR(r.Uint("kv_bytes_per_token_per_layer", false, uint64_t{1} << 32,
+  RETURN_IF_ERROR(r.Uint("kv_bytes_per_token_per_layer", false, 1, kMaxKvBytesPerTokenPerLayer,
                          &m.kv_bytes_per_token_per_layer));
   RETURN_IF_ERROR(m.Validate().WithContext(origin));
   return m;

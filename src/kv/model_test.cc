@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <cstring>
 #include <fstream>
+#include <limits>
 
 namespace dualpath::kv {
 namespace {
@@ -218,6 +219,17 @@ TEST(ModelValidateTest, RejectsInconsistentFields) {
   m = SmallMha();
   m.params_total = 10;
   expect_bad(m, "params_total");
+  // Issue 19: sizes whose KV bytes per token would wrap 64 bits are outside the ranges.
+  m = SmallMha();
+  m.num_layers = 0xFFFFFFFFu;
+  m.kv_bytes_per_token_per_layer = uint64_t{1} << 40;
+  expect_bad(m, "num_layers = 4294967295 is outside [1, 4096]");
+  m = SmallMha();
+  m.kv_bytes_per_token_per_layer = uint64_t{1} << 40;
+  expect_bad(m, "kv_bytes_per_token_per_layer = 1099511627776 is outside");
+  m = SmallMha();
+  m.params_active_non_embedding = std::numeric_limits<double>::infinity();
+  expect_bad(m, "params_active_non_embedding = inf is outside");
   m = SmallMha();
   m.name.clear();
   EXPECT_EQ(m.Validate().code(), Code::kInvalidArgument);
@@ -285,7 +297,21 @@ TEST(ModelJsonTest, ErrorsNameTheProblem) {
        Code::kInvalidArgument, "'kv_lora_rank' missing"},
       {R"({"name":"a","attention":"gqa","num_layers":0,"num_heads":1,"num_kv_heads":1,
           "head_dim":8,"params_active_non_embedding":1})",
-       Code::kInvalidArgument, "num_layers must be > 0"},
+       Code::kInvalidArgument, "key 'num_layers' = 0 is outside [1, 4096]"},
+      // Issue 19: geometry whose KV bytes per token overflow 64 bits was accepted and printed
+      // wrapped; every dimension now has a range checked where it is parsed.
+      {R"({"name":"a","attention":"gqa","num_layers":4294967295,"num_heads":4294967295,
+          "num_kv_heads":4294967295,"head_dim":4294967295,"params_active_non_embedding":1})",
+       Code::kInvalidArgument, "key 'num_layers' = 4294967295 is outside [1, 4096]"},
+      {R"({"name":"a","attention":"gqa","num_layers":8,"num_heads":1,"num_kv_heads":1,
+          "head_dim":4294967296,"params_active_non_embedding":1})",
+       Code::kInvalidArgument, "key 'head_dim' = 4294967296 is outside [1, 65536]"},
+      {R"({"name":"a","attention":"gqa","num_layers":8,"num_heads":1,"num_kv_heads":1,
+          "head_dim":8,"params_active_non_embedding":1e300})",
+       Code::kInvalidArgument, "key 'params_active_non_embedding' = 1e+300 is outside"},
+      {R"({"name":"a","attention":"gqa","num_layers":8,"num_heads":1,"num_kv_heads":1,
+          "head_dim":8,"params_active_non_embedding":1e999})",
+       Code::kParseError, "not valid JSON"},
       {R"({"name":"a","aliases":"b"})", Code::kInvalidArgument, "'aliases' must be an array"},
   };
   for (const Case& c : cases) {

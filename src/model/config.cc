@@ -70,6 +70,16 @@ Status RefModelConfig::Validate() const {
   RETURN_IF_ERROR(positive("head_dim", head_dim));
   RETURN_IF_ERROR(positive("ffn_dim", ffn_dim));
   RETURN_IF_ERROR(positive("vocab", vocab));
+  // The kv geometry's ranges (docs/models.md "Input ranges"), so Geometry() always validates.
+  auto at_most = [](std::string_view name, uint64_t v, uint64_t max) {
+    return v > max ? InvalidArgument("model spec: " + std::string(name) + "=" + std::to_string(v) +
+                                     " is outside [1, " + std::to_string(max) + "]")
+                   : Status::Ok();
+  };
+  RETURN_IF_ERROR(at_most("layers", layers, kv::kMaxModelLayers));
+  RETURN_IF_ERROR(at_most("q_heads", q_heads, kv::kMaxModelDim));
+  RETURN_IF_ERROR(at_most("kv_heads", kv_heads, kv::kMaxModelDim));
+  RETURN_IF_ERROR(at_most("head_dim", head_dim, kv::kMaxModelDim));
   if (q_heads % kv_heads != 0) {
     return InvalidArgument("model spec: kv_heads=" + std::to_string(kv_heads) +
                            " must divide q_heads=" + std::to_string(q_heads));

@@ -39,7 +39,10 @@ BlockHash Key(uint64_t i) {
   return h;
 }
 
-// A temporary region removed on destruction.
+// A temporary region removed on destruction, also when Make fails half way. Everything in the
+// directory was made by this object (mkdtemp gives a fresh, uniquely named directory; the region
+// and, for the non-coherent model, its node-local lock files go in it), so removing the directory
+// removes exactly what this run made.
 class TempRegion {
  public:
   static Result<std::unique_ptr<TempRegion>> Make(const std::string& dir, Geometry g) {
@@ -47,6 +50,7 @@ class TempRegion {
     if (mkdtemp(tmpl.data()) == nullptr) return ErrnoStatus("mkdtemp in " + dir, errno);
     std::unique_ptr<TempRegion> t(new TempRegion());
     t->dir_ = tmpl;
+    // The region is reserved at creation: a --dir that cannot hold it is kStorageNoSpace here.
     RETURN_IF_ERROR(Pool::Create(t->dir_ + "/region", g));
     OpenOptions o;
     o.local_dir = t->dir_;
@@ -181,9 +185,9 @@ Result<std::vector<BenchRow>> RunPoolBench(const BenchOptions& o) {
   }
   // Two buffers of --mib plus a region of about --mib in shared memory: all of it must fit in
   // RAM at once, or the pages would be swapped while timed (or the allocation fail).
-  const uint64_t phys_mib = static_cast<uint64_t>(sysconf(_SC_PHYS_PAGES)) *
-                                static_cast<uint64_t>(sysconf(_SC_PAGESIZE)) >>
-                            20;
+  const uint64_t phys_bytes =
+      static_cast<uint64_t>(sysconf(_SC_PHYS_PAGES)) * static_cast<uint64_t>(sysconf(_SC_PAGESIZE));
+  const uint64_t phys_mib = phys_bytes >> 20;
   const uint64_t max_mib = std::min<uint64_t>(kMaxBenchMib, std::max<uint64_t>(1, phys_mib / 4));
   if (o.data_mib > max_mib) {
     return InvalidArgument("--mib " + std::to_string(o.data_mib) + " is outside [1, " +

@@ -98,12 +98,11 @@ Result<std::unique_ptr<TwoTierLock>> TwoTierLock::Open(uint8_t* locks_area, uint
   if (l->local_fd_ < 0) return ErrnoStatus(fmt::format("open node-local lock {}", path), errno);
   // Initialization race between processes of one node: serialize with flock, init once.
   if (flock(l->local_fd_, LOCK_EX) != 0) return ErrnoStatus("flock " + path, errno);
-  struct stat st {};
-  fstat(l->local_fd_, &st);
-  if (static_cast<size_t>(st.st_size) < sizeof(NodeLocal) &&
-      ftruncate(l->local_fd_, sizeof(NodeLocal)) != 0) {
+  // Size and back the file in one step (idempotent): a sparse page of a full tmpfs would be
+  // SIGBUS at the first store through the mapping below, instead of this error.
+  if (const int rc = posix_fallocate(l->local_fd_, 0, sizeof(NodeLocal)); rc != 0) {
     flock(l->local_fd_, LOCK_UN);
-    return ErrnoStatus("size " + path, errno);
+    return ErrnoStatus("reserve " + path, rc);
   }
   void* p = mmap(nullptr, sizeof(NodeLocal), PROT_READ | PROT_WRITE, MAP_SHARED, l->local_fd_, 0);
   if (p == MAP_FAILED) {

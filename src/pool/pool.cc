@@ -151,6 +151,8 @@ Result<std::unique_ptr<PoolImpl>> PoolImpl::Open(const std::string& path, OpenOp
   std::unique_ptr<PoolImpl> p(new PoolImpl());
   ASSIGN_OR_RETURN(p->mapping_, Mapping::Open(path));
   ASSIGN_OR_RETURN(RegionHeader h, ReadHeader(*p->mapping_));
+  // A region is written through the mapping from here on: its pages must all be backed.
+  RETURN_IF_ERROR(p->mapping_->Reserve());
   p->base_ = p->mapping_->base();
   p->geometry_ = GeometryOf(h);
   p->data_off_ = h.data_off;

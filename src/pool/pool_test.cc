@@ -1,8 +1,15 @@
 // Single-process behaviour of the pool, in both memory models.
 #include "dualpath/pool/pool.h"
 
+#include <fcntl.h>
 #include <gtest/gtest.h>
+#include <sys/mount.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
 #include <vector>
 
 #include "pool/layout.h"
@@ -56,6 +63,77 @@ class PoolTest : public ::testing::TestWithParam<MemoryModel> {
   ManualClock clock_{1'000'000};
   std::string path_;
 };
+
+// Bytes of a file actually backed by the file system.
+uint64_t AllocatedBytes(const std::string& path) {
+  struct stat st {};
+  EXPECT_EQ(stat(path.c_str(), &st), 0) << path;
+  return static_cast<uint64_t>(st.st_blocks) * 512;
+}
+
+// Issue 19: a sparse region on a full tmpfs was SIGBUS at the first store into an unbacked page.
+// Create reserves every byte; Open reserves a region that is (still) sparse.
+TEST_P(PoolTest, RegionIsReservedAtCreateAndAtOpenIfSparse) {
+  const Geometry g = SmallGeometry(64);
+  path_ = dir_.File("region");
+  ASSERT_TRUE(Pool::Create(path_, g).ok());
+  EXPECT_GE(AllocatedBytes(path_), g.region_bytes) << "Create left the region sparse";
+  // Punch a hole in the data area, as a region made before reservation (ftruncate) would have.
+  {
+    const int fd = open(path_.c_str(), O_RDWR | O_CLOEXEC);
+    ASSERT_GE(fd, 0);
+    const auto quarter = static_cast<off_t>(g.region_bytes / 4);  // inside the data area
+    ASSERT_EQ(fallocate(fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, 2 * quarter, quarter), 0)
+        << std::strerror(errno);
+    close(fd);
+  }
+  ASSERT_LT(AllocatedBytes(path_), g.region_bytes);
+  {
+    Result<std::unique_ptr<Pool>> p = Pool::Open(path_, Options());
+    ASSERT_TRUE(p.ok()) << p.status().ToString();
+    EXPECT_GE(AllocatedBytes(path_), g.region_bytes) << "Open left a sparse region sparse";
+    EXPECT_TRUE((*p)->Put(MakeHash(1), Payload(1, 4096)).ok());
+  }
+  if (GetParam() == MemoryModel::kNonCoherent) {
+    // The node-local lock file is mapped too: reserved as well.
+    for (const auto& e : std::filesystem::directory_iterator(dir_.path())) {
+      if (e.path().extension() == ".lock") {
+        EXPECT_GE(AllocatedBytes(e.path().string()), e.file_size()) << e.path();
+      }
+    }
+  }
+}
+
+// A region the file system cannot hold is a clear kStorageNoSpace at Create, with nothing left at
+// the path, never SIGBUS later. Needs root to mount a small tmpfs; skips otherwise.
+TEST_P(PoolTest, RegionLargerThanTheFileSystemIsNoSpaceAtCreate) {
+  const std::string mnt = dir_.File("small");
+  ASSERT_TRUE(std::filesystem::create_directory(mnt));
+  if (mount("dp_pool_nospace", mnt.c_str(), "tmpfs", 0, "size=8m") != 0) {
+    GTEST_SKIP() << "cannot mount tmpfs (" << std::strerror(errno) << "); needs root";
+  }
+  struct Unmount {
+    std::string path;
+    ~Unmount() { umount2(path.c_str(), MNT_DETACH); }
+  } unmount{mnt};
+  for (uint64_t mib : {64ull, 16ull << 10}) {  // 8x the file system, and 16 GiB
+    Geometry g = SmallGeometry();
+    g.region_bytes = mib << 20;
+    g.index_capacity = 0;
+    Status s = Pool::Create(mnt + "/region", g);
+    EXPECT_EQ(s.code(), Code::kStorageNoSpace) << mib << " MiB: " << s.ToString();
+    EXPECT_NE(s.message().find("reserve"), std::string::npos) << s.message();
+    EXPECT_FALSE(std::filesystem::exists(mnt + "/region")) << "a failed create left a file";
+  }
+  // What fits is created, and every byte of it can be written.
+  Geometry g = SmallGeometry(32);  // 2 MiB of data
+  ASSERT_TRUE(Pool::Create(mnt + "/region", g).ok());
+  Result<std::unique_ptr<Pool>> p = Pool::Open(mnt + "/region", Options());
+  ASSERT_TRUE(p.ok()) << p.status().ToString();
+  for (uint64_t i = 0; i < 16; ++i) {
+    ASSERT_TRUE((*p)->Put(MakeHash(i), Payload(i, 60 << 10)).ok()) << i;
+  }
+}
 
 TEST_P(PoolTest, PutGetPinUnpinDelete) {
   auto pool = CreateAndOpen(SmallGeometry());

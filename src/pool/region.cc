@@ -45,6 +45,27 @@ Result<uint64_t> SizeOfFd(int fd, const std::string& path, bool* is_device) {
   return InvalidArgument(fmt::format("{}: not a regular file or a DAX character device", path));
 }
 
+// Backs [0, bytes) of a regular file with real blocks (tmpfs: pages of its quota; hugetlbfs:
+// huge pages). A sparse shared mapping is a promise the file system may not keep: a store to a
+// page it cannot allocate is SIGBUS, not an error, and no process of ours may ever take that
+// from a pool file. Reserving before mapping turns a full file system into kStorageNoSpace here.
+Status ReserveFd(int fd, uint64_t bytes, const std::string& path) {
+  // posix_fallocate returns the error number (it does not set errno); EINTR: a signal arrived
+  // while a large range was being allocated, allocating again resumes.
+  int rc = 0;
+  do {
+    rc = posix_fallocate(fd, 0, static_cast<off_t>(bytes));
+  } while (rc == EINTR);
+  if (rc == 0) return Status::Ok();
+  std::string free_note;
+  struct statfs fs {};
+  if ((rc == ENOSPC || rc == EDQUOT) && fstatfs(fd, &fs) == 0) {
+    free_note = fmt::format(" (the file system has {} bytes free)",
+                            static_cast<uint64_t>(fs.f_bavail) * static_cast<uint64_t>(fs.f_bsize));
+  }
+  return ErrnoStatus(fmt::format("reserve {} bytes for {}{}", bytes, path, free_note), rc);
+}
+
 Result<uint8_t*> MapFd(int fd, uint64_t bytes, const std::string& path) {
   void* p = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
   if (p == MAP_FAILED) {
@@ -89,8 +110,10 @@ Result<std::unique_ptr<Mapping>> Mapping::Create(const std::string& path, uint64
       const uint64_t page = static_cast<uint64_t>(fs.f_bsize);
       bytes = (bytes + page - 1) / page * page;
     }
-    if (ftruncate(m->fd_, static_cast<off_t>(bytes)) != 0) {
-      Status s = ErrnoStatus(fmt::format("size {} to {} bytes", path, bytes), errno);
+    // Size and reserve in one step: the whole file is backed before it is mapped (see
+    // ReserveFd). On failure the file is ours to remove: an unnamed one goes with its fd, a named
+    // one was created by this call with O_EXCL.
+    if (Status s = ReserveFd(m->fd_, bytes, path); !s.ok()) {
       if (!m->unnamed_) unlink(path.c_str());
       return s;
     }
@@ -115,6 +138,16 @@ Status Mapping::Link() {
   }
   unnamed_ = false;
   return Status::Ok();
+}
+
+Status Mapping::Reserve() {
+  if (is_device_) return Status::Ok();
+  struct stat st {};
+  if (fstat(fd_, &st) != 0) return ErrnoStatus(fmt::format("fstat {}", path_), errno);
+  // Already backed (every file Create made since reservation existed): nothing to do, and no
+  // walk over every page of a large region at each attach.
+  if (static_cast<uint64_t>(st.st_blocks) * 512 >= bytes_) return Status::Ok();
+  return ReserveFd(fd_, bytes_, path_);
 }
 
 Result<std::unique_ptr<Mapping>> Mapping::Open(const std::string& path) {

@@ -23,12 +23,20 @@ class Mapping {
   // Exists if present), or opens an existing DAX device (its size must be >= bytes). Where the
   // file system supports O_TMPFILE (tmpfs does) the file is created unnamed: it appears at `path`
   // only when Link() is called, after formatting, and a crash before that leaves nothing behind.
+  // The file's blocks are reserved (posix_fallocate) before it is mapped, so a file system that
+  // cannot hold `bytes` is kStorageNoSpace here, never a SIGBUS at a later store; nothing is left
+  // at `path` then.
   static Result<std::unique_ptr<Mapping>> Create(const std::string& path, uint64_t bytes);
   // Gives a file made by Create its name (no-op if it already has one). kAlreadyExists, without
   // touching the existing file, if something appeared at the path meanwhile.
   Status Link();
   // Opens an existing region file or device read-write without modifying it.
   static Result<std::unique_ptr<Mapping>> Open(const std::string& path);
+  // Backs every byte of an opened regular file with real blocks if it is sparse (a region made
+  // before Create reserved its space, or extended by someone else), so that no store to the
+  // mapping can SIGBUS; kStorageNoSpace if the file system cannot. Contents are unchanged. Call
+  // it only once the file is known to be a region (it allocates space for the whole file).
+  Status Reserve();
   // Size of the file or device at `path` (no mapping).
   static Result<uint64_t> SizeOf(const std::string& path);
 

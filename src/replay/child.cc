@@ -3,7 +3,6 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
-#include <spawn.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -13,7 +12,7 @@
 #include <fstream>
 #include <sstream>
 
-extern char** environ;
+#include "dualpath/common/spawn.h"
 
 namespace dualpath::replay {
 
@@ -21,34 +20,14 @@ Result<Child> Child::Spawn(const std::vector<std::string>& argv, const std::stri
   if (argv.empty()) {
     return InvalidArgument("Child::Spawn: empty argv");
   }
-  posix_spawn_file_actions_t actions;
-  posix_spawn_file_actions_init(&actions);
-  posix_spawn_file_actions_addopen(&actions, STDIN_FILENO, "/dev/null", O_RDONLY, 0);
-  posix_spawn_file_actions_addopen(&actions, STDOUT_FILENO, log_path.c_str(),
-                                   O_WRONLY | O_CREAT | O_APPEND, 0644);
-  posix_spawn_file_actions_adddup2(&actions, STDOUT_FILENO, STDERR_FILENO);
-  posix_spawnattr_t attr;
-  posix_spawnattr_init(&attr);
-  // Own process group (pgid = pid) so Signal reaches the whole child tree; default signal
-  // dispositions and an empty mask, whatever the orchestrator blocked.
-  sigset_t none, all;
-  sigemptyset(&none);
-  sigfillset(&all);
-  posix_spawnattr_setsigmask(&attr, &none);
-  posix_spawnattr_setsigdefault(&attr, &all);
-  posix_spawnattr_setpgroup(&attr, 0);
-  posix_spawnattr_setflags(&attr,
-                           POSIX_SPAWN_SETPGROUP | POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF);
-  std::vector<char*> args;
-  for (const std::string& a : argv) args.push_back(const_cast<char*>(a.c_str()));
-  args.push_back(nullptr);
-  pid_t pid = -1;
-  const int rc = posix_spawnp(&pid, args[0], &actions, &attr, args.data(), environ);
-  posix_spawn_file_actions_destroy(&actions);
-  posix_spawnattr_destroy(&attr);
-  if (rc != 0) {
-    return IoError("spawn " + argv[0], rc);
-  }
+  // Own process group (pgid = pid) so Signal reaches the whole child tree; SIGKILLed if the
+  // orchestrator dies, even by SIGKILL, so no service or engine outlives its run.
+  SpawnOptions so;
+  so.argv = argv;
+  so.log_path = log_path;
+  so.own_process_group = true;
+  so.death_signal = SIGKILL;
+  ASSIGN_OR_RETURN(pid_t pid, SpawnProcess(so));
   // glibc 2.36 declares pidfd_open but this toolchain links no wrapper for it: use the syscall.
   const int pidfd = static_cast<int>(syscall(SYS_pidfd_open, pid, 0));
   if (pidfd < 0) {

@@ -15,6 +15,7 @@
 
 #include "child.h"
 #include "dualpath/common/log.h"
+#include "dualpath/common/stop_signal.h"
 #include "dualpath/control/v1/scheduler.grpc.pb.h"
 #include "dualpath/engine/engine.h"
 #include "dualpath/pool/pool.h"
@@ -192,6 +193,13 @@ Status ChildDied(const std::string& what, Child& c) {
                      "); log " + c.log_path() + ":\n" + c.LogTail(1500));
 }
 
+// One line for a child that ended while the run still needed it (the replay's health check).
+Status ChildGone(const std::string& what, Child& c) {
+  const std::optional<int> st = c.Poll();
+  return Unavailable(what + " exited during the run (" +
+                     (st ? DescribeWaitStatus(*st) : "still running") + "); log " + c.log_path());
+}
+
 // The node pools of one run: stale files of an interrupted run removed up front, this run's removed
 // on every path (the engines are gone by then: StopSystem reaped them).
 class NodePools {
@@ -298,6 +306,7 @@ Status StartSystem(const ClusterRunOptions& o, const testbed::Cluster& c, const 
   const Nanos deadline = WallClock().Now() + FromSeconds(o.start_timeout_s);
   // The socket accepts once the service is serving; a dead service fails fast instead.
   while (!control.WaitConnected(200 * kNanosPerMilli)) {
+    RETURN_IF_ERROR(CheckStop());
     if (!procs.service->running() || procs.service->Poll().has_value()) {
       return ChildDied("control serve (" + system + ")", *procs.service);
     }
@@ -339,6 +348,7 @@ Status StartSystem(const ClusterRunOptions& o, const testbed::Cluster& c, const 
   const int want = static_cast<int>(c.nodes.size());
   int alive = 0;
   while (true) {
+    RETURN_IF_ERROR(CheckStop());
     for (size_t i = 0; i < procs.engines.size(); ++i) {
       if (procs.engines[i].Poll().has_value()) {
         return ChildDied("engine " + c.nodes[i].name + " (" + system + ")", procs.engines[i]);
@@ -461,6 +471,8 @@ Result<ClusterRunReport> RunOnCluster(const ClusterRunOptions& o, std::ostream& 
              << " s\n";
   }
   ClusterGuard guard(o.name, !was_up && !o.keep, progress);
+  // A stop that arrived while the cluster came up: the guard takes it down again.
+  RETURN_IF_ERROR(CheckStop());
 
   const std::string bin = o.dualpath_bin.empty() ? SelfExe() : o.dualpath_bin;
   const std::string run_id = RunId();
@@ -497,6 +509,7 @@ Result<ClusterRunReport> RunOnCluster(const ClusterRunOptions& o, std::ostream& 
   NodePools pools(cluster, o.pool);
   for (size_t si = 0; si < o.systems.size(); ++si) {
     const std::string& system = o.systems[si];
+    RETURN_IF_ERROR(CheckStop());
     const std::string subdir = "replay-" + run_id + "-" + system;
     // The socket lives in the cluster's state directory (docs/e2e.md): it goes with the cluster.
     const std::string address = "unix:" + cluster.state_dir + "/" + subdir + ".sock";
@@ -521,8 +534,37 @@ Result<ClusterRunReport> RunOnCluster(const ClusterRunOptions& o, std::ostream& 
       }
       killer.Start(&procs.engines[static_cast<size_t>(kill_index)], FromSeconds(o.kill_after_s));
     }
+    // The replay ends early, with a one-line reason, when the run cannot go on: a stop signal,
+    // the cluster taken down under it, or the service or an engine gone (the fault-injection
+    // victim excepted: the killer thread owns it until killer.Stop()).
+    ro.health = [&]() -> Status {
+      RETURN_IF_ERROR(CheckStop());
+      RETURN_IF_ERROR(sampler.Health());
+      if (procs.service->Poll().has_value()) {
+        return ChildGone("control serve (" + system + ")", *procs.service);
+      }
+      for (size_t i = 0; i < procs.engines.size(); ++i) {
+        if (static_cast<int>(i) != kill_index && procs.engines[i].Poll().has_value()) {
+          return ChildGone("engine " + cluster.nodes[i].name + " (" + system + ")",
+                           procs.engines[i]);
+        }
+      }
+      return Status::Ok();
+    };
     Result<ReplayResult> replay = RunReplay(workload, ro, *client, WallClock());
     const bool killed = killer.Stop();
+    if (!replay.ok()) {
+      // Stop what is left of this system (Shutdown, then TERM/KILL after stop_timeout_s) before
+      // reporting; the cluster and pools go with their guards.
+      sampler.Stop();
+      (void)StopSystem(o, cluster, system, procs, control);
+      if (const int sig = StopSignal(); sig != 0) {
+        progress << system << ": stopped by " << StopSignalName(sig) << ": service and "
+                 << procs.engines.size() << " engines stopped\n"
+                 << std::flush;
+      }
+      return replay.status().WithContext(system + " replay (logs in " + work + ")");
+    }
     if (killed) progress << system << ": killed engine " << o.kill_node << " mid-run\n";
     if (killed && buffers) {
       // Reap the victim first (its pid must be gone), then sweep its node's pool.
@@ -542,11 +584,7 @@ Result<ClusterRunReport> RunOnCluster(const ClusterRunOptions& o, std::ostream& 
     }
     std::vector<LinkSample> samples = sampler.Stop();
     ASSIGN_OR_RETURN(LinkSample after, ReadStorageCounters(cluster));
-    // Stop the processes whatever the replay's outcome; report the replay's error first.
     Status stopped = StopSystem(o, cluster, system, procs, control);
-    if (!replay.ok()) {
-      return replay.status().WithContext(system + " replay (logs in " + work + ")");
-    }
     RETURN_IF_ERROR(stopped.WithContext(system));
     if (!o.keep) {
       std::filesystem::remove_all(cluster.storage.admin_mount + "/" + subdir, ec);
@@ -571,6 +609,7 @@ Result<ClusterRunReport> RunOnCluster(const ClusterRunOptions& o, std::ostream& 
   }
 
   if (o.check) {
+    RETURN_IF_ERROR(CheckStop());
     RETURN_IF_ERROR(CheckRuns(spec, workload, o.check_threads, report.runs, progress));
   }
   if (!o.keep) {

@@ -11,6 +11,7 @@
 
 #include "child.h"
 #include "dualpath/common/log.h"
+#include "dualpath/common/stop_signal.h"
 #include "dualpath/testbed/link_stats.h"
 
 namespace dualpath::replay {
@@ -18,8 +19,11 @@ namespace {
 
 // Writes `bytes` of a non-constant pattern (GlusterFS has no dedup or compression, but zeros are
 // the one thing a future layer might shortcut) with O_DIRECT-sized writes.
+// Writes a new file at `path`; removes it again if the write fails (a full brick must not keep a
+// partial probe). O_EXCL: a file already there is not ours, so it is neither truncated here nor
+// removed by the caller.
 Status WriteProbe(const std::string& path, uint64_t bytes) {
-  const int fd = open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  const int fd = open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
   if (fd < 0) return ErrnoStatus("create " + path, errno);
   std::vector<uint64_t> buf((4u << 20) / sizeof(uint64_t));
   uint64_t x = 0x9e3779b97f4a7c15ULL;
@@ -34,13 +38,18 @@ Status WriteProbe(const std::string& path, uint64_t bytes) {
     const size_t n = static_cast<size_t>(std::min<uint64_t>(bytes - done, buf.size() * 8));
     const ssize_t w = write(fd, buf.data(), n);
     if (w <= 0) {
-      const int err = errno;
+      const int err = w == 0 ? ENOSPC : errno;
       close(fd);
-      return IoError("write " + path, err);
+      unlink(path.c_str());
+      return ErrnoStatus("write " + path, err);
     }
     done += static_cast<uint64_t>(w);
   }
-  if (close(fd) != 0) return IoError("close " + path, errno);
+  if (close(fd) != 0) {
+    const int err = errno;
+    unlink(path.c_str());
+    return ErrnoStatus("close " + path, err);
+  }
   return Status::Ok();
 }
 
@@ -70,16 +79,25 @@ Result<LinkSample> ReadStorageCounters(const testbed::Cluster& cluster) {
 void LinkSampler::Start(const testbed::Cluster& cluster, double interval_s) {
   Stop();
   stop_ = false;
+  health_ = Status::Ok();
   samples_.clear();
   thread_ = std::thread([this, cluster, interval_s] {
     const auto interval = std::chrono::microseconds(static_cast<int64_t>(interval_s * 1e6));
+    int failures = 0;
     std::unique_lock<std::mutex> lock(mu_);
     while (!stop_) {
       lock.unlock();
       Result<LinkSample> s = ReadStorageCounters(cluster);
       lock.lock();
       if (s.ok()) {
+        failures = 0;
         samples_.push_back(std::move(*s));
+      } else if (s.status().code() == Code::kNotFound || ++failures >= kMaxFailures) {
+        // `ip` could not find the namespace or the link: the cluster was taken down (or a node
+        // lost its link) under the run. Retrying cannot bring it back; the run must end.
+        health_ = Unavailable("cluster " + cluster.name +
+                              " went away during the run (cluster down?): " + s.status().message());
+        return;
       } else {
         log::Warn("cluster run: link sample failed: {}", s.status().ToString());
       }
@@ -87,6 +105,11 @@ void LinkSampler::Start(const testbed::Cluster& cluster, double interval_s) {
       cv_.wait_for(lock, interval, [this] { return stop_; });
     }
   });
+}
+
+Status LinkSampler::Health() {
+  std::lock_guard<std::mutex> lock(mu_);
+  return health_;
 }
 
 std::vector<LinkSample> LinkSampler::Stop() {
@@ -130,7 +153,20 @@ Result<std::vector<double>> MeasureGoodput(const testbed::Cluster& cluster, cons
     readers.push_back(std::move(*c));
   }
   for (size_t i = 0; i < readers.size() && status.ok(); ++i) {
-    Result<int> w = readers[i].Wait(120 * kNanosPerSecond);
+    // In slices, so that a stop signal ends the probe within 200 ms (the readers are killed and
+    // reaped below).
+    Result<int> w = Timeout("goodput probe still running after 120 s");
+    for (int slice = 0; slice < 600 && !w.ok() && w.status().code() == Code::kTimeout; ++slice) {
+      if (Status stop = CheckStop(); !stop.ok()) {
+        w = stop;
+        break;
+      }
+      w = readers[i].Wait(200 * kNanosPerMilli);
+    }
+    if (!w.ok() && w.status().code() == Code::kCancelled) {
+      status = w.status();
+      break;
+    }
     if (!w.ok() || *w != 0) {
       status = Unavailable("goodput probe on " + cluster.nodes[i].name + " failed (" +
                            (w.ok() ? DescribeWaitStatus(*w) : w.status().ToString()) +

@@ -32,11 +32,18 @@ class LinkSampler {
   void Start(const testbed::Cluster& cluster, double interval_s);
   // Stops and joins the thread; returns the samples taken (failed readings are skipped).
   std::vector<LinkSample> Stop();
+  // Ok while the links can be read. Once a node's namespace or link is gone (`cluster down` under
+  // a run), or kMaxFailures readings in a row failed, kUnavailable naming the cluster: the run
+  // cannot go on, and the sampler has stopped sampling. Callable from any thread.
+  Status Health();
+
+  static constexpr int kMaxFailures = 8;
 
  private:
   std::mutex mu_;
   std::condition_variable cv_;
   bool stop_ = false;
+  Status health_;
   std::vector<LinkSample> samples_;
   std::thread thread_;
 };

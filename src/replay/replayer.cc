@@ -140,6 +140,9 @@ Result<ReplayResult> RunReplay(const ReplayWorkload& workload, const ReplayOptio
                      " s: " + std::to_string(out.records.size()) + " results, " +
                      std::to_string(in_flight.size()) + " requests in flight");
     }
+    if (options.health) {
+      RETURN_IF_ERROR(options.health());
+    }
     uint32_t wait_ms = options.poll_ms;
     if (arrived < n) {
       const Nanos until = out.start_ns + arrivals[arrived] - now;

@@ -184,5 +184,27 @@ TEST(ReplayerTest, ErrorsAndTimeoutAreReported) {
   EXPECT_NE(r.status().message().find("in flight"), std::string::npos);
 }
 
+// Issue 19: a replay whose service never answers (its engines were killed by `cluster down`)
+// ends as soon as the health check fails, long before the replay timeout, with that status.
+TEST(ReplayerTest, FailedHealthCheckEndsTheReplayAtOnce) {
+  const ReplayWorkload w = SmallWorkload();
+  ManualClock clock;
+  FakeService silent(clock);
+  silent.never_answer_ = true;
+  ReplayOptions o;
+  o.timeout_s = 600;
+  int checks = 0;
+  o.health = [&]() -> Status {
+    return ++checks < 3 ? Status::Ok() : Unavailable("engine d0 (basic) exited (signal 9)");
+  };
+  const Nanos start = clock.Now();
+  Result<ReplayResult> r = RunReplay(w, o, silent, clock);
+  EXPECT_EQ(r.status().code(), Code::kUnavailable);
+  EXPECT_NE(r.status().message().find("engine d0"), std::string::npos) << r.status().ToString();
+  EXPECT_EQ(checks, 3);
+  // Two long polls of poll_ms each, not the 600 s timeout.
+  EXPECT_LE(clock.Now() - start, 2 * o.poll_ms * kNanosPerMilli);
+}
+
 }  // namespace
 }  // namespace dualpath::replay

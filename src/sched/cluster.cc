@@ -105,6 +105,16 @@ Result<ClusterDesc> MakeUniformCluster(const UniformClusterSpec& spec) {
   if (spec.gpus_per_node <= 0) {
     return BadConfig(fmt::format("gpus_per_node must be > 0, got {}", spec.gpus_per_node));
   }
+  // Memory grows with the engine count: at most 2^20 engines (the paper's largest cluster has
+  // 1,152), computed in 64 bits so the product cannot wrap.
+  const int64_t engines =
+      (int64_t{spec.prefill_nodes} + spec.decode_nodes) * int64_t{spec.gpus_per_node};
+  if (engines > (int64_t{1} << 20)) {
+    return BadConfig(
+        fmt::format("(prefill_nodes + decode_nodes) x gpus_per_node = {} engines is "
+                    "outside [1, 1048576]",
+                    engines));
+  }
   if (spec.nodes_per_prefill_group <= 0 || spec.prefill_nodes % spec.nodes_per_prefill_group) {
     return BadConfig(
         fmt::format("nodes_per_prefill_group {} must be > 0 and divide prefill_nodes {}",

@@ -45,6 +45,9 @@ TEST(ClusterTest, UniformBadSpecNamesField) {
       {{.gpus_per_node = 0}, "gpus_per_node"},
       {{.prefill_nodes = 3, .nodes_per_prefill_group = 2}, "nodes_per_prefill_group"},
       {{.decode_nodes = 4, .nodes_per_decode_group = 0}, "nodes_per_decode_group"},
+      // Issue 19: memory grew with one number; 999999P999999D x 2048 GPUs also overflows int.
+      {{.prefill_nodes = 999999, .decode_nodes = 999999, .gpus_per_node = 2048},
+       "engines is outside [1, 1048576]"},
   };
   for (const Case& c : cases) {
     auto r = MakeUniformCluster(c.spec);

@@ -4,50 +4,113 @@
 #include <sstream>
 
 #include "dualpath/common/file.h"
+#include "dualpath/common/numeric.h"
 
 namespace dualpath::sim {
 namespace {
 
 using nlohmann::json;
 
-// One table of fields per section, so parsing, printing and the docs cannot drift apart.
+// One table of fields per section, so parsing, validation, printing and the docs cannot drift
+// apart. X(field, lo, hi, unit, derive): the field's physical range (docs/sim.md "Input ranges");
+// derive = a negative value means "derive from the model" (ResolveEngine) and skips the range.
+// Lower bounds keep every rate far from 0 and upper bounds keep every size and time far from the
+// limits of a double: simulated time grows as 1/rate, and the events and metric windows with it.
 // clang-format off
-#define DP_HW_FIELDS(X)                                                                  \
-  X(gpus_per_node) X(cnic_gbps) X(snic_gbps) X(snic_efficiency) X(cnic_kv_share)         \
-  X(dram_buffer_gb) X(host_mem_gBps) X(pcie_gBps) X(gpu_bf16_tflops) X(gpu_fp8_tflops)   \
-  X(hbm_gb) X(hbm_tbps)
-#define DP_ENGINE_FIELDS(X)                                                              \
-  X(linear_efficiency) X(attention_efficiency) X(linear_half_tokens) X(layer_overhead_us) \
-  X(compute_quota_ms) X(pe_hbm_reserved_gb) X(decode_overhead_ms)                        \
-  X(decode_compute_efficiency) X(decode_hbm_efficiency) X(de_hbm_reserved_gb)            \
-  X(decode_weight_gb) X(weight_bytes_per_param) X(ep_pe_workspace_gb) X(ep_de_workspace_gb)    \
-  X(dp_workspace_gb) X(decode_layer_overhead_us) X(decode_moe_layer_overhead_us)         \
-  X(max_decode_batch) X(pe_ep_nodes) X(de_ep_nodes) X(block_tokens)
-#define DP_SCHED_FIELDS(X) X(short_read_queue_s) X(unfinished_token_limit_s) X(fetch_interval_ms)
-#define DP_TOP_FIELDS(X)                                                                 \
-  X(snic_window_s) X(balance_phase_fraction) X(online_horizon_s) X(synthetic_trajectories)
+#define DP_HW_FIELDS(X)                                                                    \
+  X(gpus_per_node, 1, 64, "GPUs", false)                                                   \
+  X(cnic_gbps, 1, 1e4, "Gbit/s", false)                                                    \
+  X(snic_gbps, 1, 1e4, "Gbit/s", false)                                                    \
+  X(snic_efficiency, 0.01, 1, "", false)                                                   \
+  X(cnic_kv_share, 0.01, 1, "", false)                                                     \
+  X(dram_buffer_gb, 0.1, 1e5, "GB", false)                                                 \
+  X(host_mem_gBps, 1, 1e5, "GB/s", false)                                                  \
+  X(pcie_gBps, 1, 1e4, "GB/s", false)                                                      \
+  X(gpu_bf16_tflops, 1, 1e5, "TFLOP/s", false)                                             \
+  X(gpu_fp8_tflops, 1, 1e5, "TFLOP/s", false)                                              \
+  X(hbm_gb, 1, 1e4, "GB", false)                                                           \
+  X(hbm_tbps, 0.1, 1e3, "TB/s", false)
+#define DP_ENGINE_FIELDS(X)                                                                \
+  X(linear_efficiency, 0.01, 1, "", false)                                                 \
+  X(attention_efficiency, 0.01, 1, "", false)                                              \
+  X(linear_half_tokens, 0, 1e7, "tokens", false)                                           \
+  X(layer_overhead_us, 0, 1e6, "us", false)                                                \
+  X(compute_quota_ms, 1, 1e5, "ms", false)                                                 \
+  X(pe_hbm_reserved_gb, 0, 1e4, "GB", true)                                                \
+  X(decode_overhead_ms, 0, 1e4, "ms", true)                                                \
+  X(decode_compute_efficiency, 0.01, 1, "", false)                                         \
+  X(decode_hbm_efficiency, 0.01, 1, "", false)                                             \
+  X(de_hbm_reserved_gb, 0, 1e4, "GB", true)                                                \
+  X(decode_weight_gb, 0, 1e6, "GB", true)                                                  \
+  X(weight_bytes_per_param, 0.125, 8, "bytes", true)                                       \
+  X(ep_pe_workspace_gb, 0, 1e4, "GB", false)                                               \
+  X(ep_de_workspace_gb, 0, 1e4, "GB", false)                                               \
+  X(dp_workspace_gb, 0, 1e4, "GB", false)                                                  \
+  X(decode_layer_overhead_us, 0, 1e6, "us", false)                                         \
+  X(decode_moe_layer_overhead_us, 0, 1e6, "us", false)                                     \
+  X(max_decode_batch, 1, 65536, "requests", false)                                         \
+  X(pe_ep_nodes, 1, 4096, "nodes", false)                                                  \
+  X(de_ep_nodes, 1, 4096, "nodes", false)                                                  \
+  X(block_tokens, 1, 65536, "tokens", false)
+#define DP_SCHED_FIELDS(X)                                                                 \
+  X(short_read_queue_s, 0.001, 1e4, "s", false)                                            \
+  X(unfinished_token_limit_s, 0.001, 1e4, "s", false)                                      \
+  X(fetch_interval_ms, 0.1, 1e4, "ms", false)
+#define DP_TOP_FIELDS(X)                                                                   \
+  X(snic_window_s, 0.001, 1e6, "s", false)                                                 \
+  X(balance_phase_fraction, 0.01, 1, "", false)                                            \
+  X(online_horizon_s, 1, 86400, "s", false)                                                \
+  X(synthetic_trajectories, 0, 1e5, "trajectories", false)
 // clang-format on
 
+struct FieldRange {
+  double lo, hi;
+  const char* unit;
+  bool derive;
+};
+
+// A field's value against its range, named by its full key ("hardware.snic_gbps").
+Status CheckField(std::string_view path, double v, const FieldRange& r) {
+  if (r.derive && v < 0) {
+    return Status::Ok();
+  }
+  return CheckRange(path, v, r.lo, r.hi,
+                    r.derive ? std::string(r.unit) + " (or < 0: derive)" : r.unit,
+                    Code::kSimBadConfig);
+}
+
 template <typename T>
-Status ReadField(const json& j, std::string_view path, T* out) {
+Status ReadField(const json& j, std::string_view path, const FieldRange& r, T* out) {
+  double v = 0;
   if constexpr (std::is_integral_v<T>) {
     if (!j.is_number_integer() && !j.is_number_unsigned()) {
       return Status(Code::kSimBadConfig, std::string(path) + ": expected an integer");
     }
-    if (j.is_number_integer() && j.get<int64_t>() < 0) {
-      return Status(Code::kSimBadConfig, std::string(path) + ": must not be negative");
+    // Checked before converting, so 2^40 cannot wrap into a small uint32_t.
+    v = j.is_number_unsigned() ? static_cast<double>(j.get<uint64_t>())
+                               : static_cast<double>(j.get<int64_t>());
+  } else {
+    if (!j.is_number()) {
+      return Status(Code::kSimBadConfig, std::string(path) + ": expected a number");
     }
-  } else if (!j.is_number()) {
-    return Status(Code::kSimBadConfig, std::string(path) + ": expected a number");
+    v = j.get<double>();
   }
-  *out = j.get<T>();
+  RETURN_IF_ERROR(CheckField(path, v, r));
+  *out = static_cast<T>(v);
   return Status::Ok();
 }
 
-#define DP_READ_CASE(f)                                                        \
-  if (key == #f) {                                                             \
-    RETURN_IF_ERROR(ReadField(value, std::string(section) + "." #f, &obj->f)); \
-    continue;                                                                  \
+#define DP_READ_CASE(f, lo, hi, unit, derive)                              \
+  if (key == #f) {                                                         \
+    RETURN_IF_ERROR(ReadField(value, std::string(section) + "." #f,        \
+                              FieldRange{lo, hi, unit, derive}, &obj->f)); \
+    continue;                                                              \
+  }
+#define DP_READ_TOP_CASE(f, lo, hi, unit, derive)                      \
+  if (key == #f) {                                                     \
+    st = ReadField(value, #f, FieldRange{lo, hi, unit, derive}, &c.f); \
+    if (!st.ok()) return st.WithContext(origin);                       \
+    continue;                                                          \
   }
 
 template <typename S>
@@ -83,63 +146,28 @@ Status ParseSched(const json& j, std::string_view section, SchedConfig* obj) {
   return Status::Ok();
 }
 
-Status Positive(double v, const char* name) {
-  if (!(v > 0)) {
-    return Status(Code::kSimBadConfig, std::string(name) + " must be > 0");
-  }
-  return Status::Ok();
-}
-Status Fraction(double v, const char* name) {
-  if (!(v > 0 && v <= 1)) {
-    return Status(Code::kSimBadConfig, std::string(name) + " must be in (0, 1]");
-  }
-  return Status::Ok();
-}
-
 }  // namespace
 
 Status SimConfig::Validate() const {
-  RETURN_IF_ERROR(Positive(hw.gpus_per_node, "hardware.gpus_per_node"));
-  RETURN_IF_ERROR(Positive(hw.cnic_gbps, "hardware.cnic_gbps"));
-  RETURN_IF_ERROR(Positive(hw.snic_gbps, "hardware.snic_gbps"));
-  RETURN_IF_ERROR(Fraction(hw.snic_efficiency, "hardware.snic_efficiency"));
-  RETURN_IF_ERROR(Fraction(hw.cnic_kv_share, "hardware.cnic_kv_share"));
-  RETURN_IF_ERROR(Positive(hw.dram_buffer_gb, "hardware.dram_buffer_gb"));
-  RETURN_IF_ERROR(Positive(hw.host_mem_gBps, "hardware.host_mem_gBps"));
-  RETURN_IF_ERROR(Positive(hw.pcie_gBps, "hardware.pcie_gBps"));
-  RETURN_IF_ERROR(Positive(hw.gpu_bf16_tflops, "hardware.gpu_bf16_tflops"));
-  RETURN_IF_ERROR(Positive(hw.gpu_fp8_tflops, "hardware.gpu_fp8_tflops"));
-  RETURN_IF_ERROR(Positive(hw.hbm_gb, "hardware.hbm_gb"));
-  RETURN_IF_ERROR(Positive(hw.hbm_tbps, "hardware.hbm_tbps"));
-  RETURN_IF_ERROR(Fraction(engine.linear_efficiency, "engine.linear_efficiency"));
-  RETURN_IF_ERROR(Fraction(engine.attention_efficiency, "engine.attention_efficiency"));
-  RETURN_IF_ERROR(Fraction(engine.decode_compute_efficiency, "engine.decode_compute_efficiency"));
-  RETURN_IF_ERROR(Fraction(engine.decode_hbm_efficiency, "engine.decode_hbm_efficiency"));
-  RETURN_IF_ERROR(Positive(engine.compute_quota_ms, "engine.compute_quota_ms"));
-  RETURN_IF_ERROR(Positive(engine.max_decode_batch, "engine.max_decode_batch"));
-  RETURN_IF_ERROR(Positive(engine.pe_ep_nodes, "engine.pe_ep_nodes"));
-  RETURN_IF_ERROR(Positive(engine.de_ep_nodes, "engine.de_ep_nodes"));
-  RETURN_IF_ERROR(Positive(engine.block_tokens, "engine.block_tokens"));
-  if (engine.linear_half_tokens < 0 || engine.layer_overhead_us < 0 ||
-      engine.ep_pe_workspace_gb < 0 || engine.ep_de_workspace_gb < 0 ||
-      engine.dp_workspace_gb < 0 || engine.decode_layer_overhead_us < 0 ||
-      engine.decode_moe_layer_overhead_us < 0) {
-    return Status(Code::kSimBadConfig, "engine: overheads and sizes must not be negative");
-  }
+#define DP_CHECK_FIELD(prefix, obj, f, lo, hi, unit, derive) \
+  RETURN_IF_ERROR(                                           \
+      CheckField(prefix #f, static_cast<double>(obj.f), FieldRange{lo, hi, unit, derive}));
+#define DP_CHECK_HW(f, lo, hi, unit, derive) \
+  DP_CHECK_FIELD("hardware.", hw, f, lo, hi, unit, derive)
+#define DP_CHECK_ENGINE(f, lo, hi, unit, derive) \
+  DP_CHECK_FIELD("engine.", engine, f, lo, hi, unit, derive)
+#define DP_CHECK_SCHED(f, lo, hi, unit, derive) \
+  DP_CHECK_FIELD("sched.", sched, f, lo, hi, unit, derive)
+#define DP_CHECK_TOP(f, lo, hi, unit, derive) DP_CHECK_FIELD("", (*this), f, lo, hi, unit, derive)
+  DP_HW_FIELDS(DP_CHECK_HW)
+  DP_ENGINE_FIELDS(DP_CHECK_ENGINE)
+  DP_SCHED_FIELDS(DP_CHECK_SCHED)
+  DP_TOP_FIELDS(DP_CHECK_TOP)
   // Negative = derived from the model (ResolveEngine); explicit values must fit in HBM.
   if (engine.pe_hbm_reserved_gb >= hw.hbm_gb || engine.de_hbm_reserved_gb >= hw.hbm_gb) {
     return Status(Code::kSimBadConfig,
                   "engine.pe_hbm_reserved_gb / de_hbm_reserved_gb must be below hardware.hbm_gb");
   }
-  if (engine.weight_bytes_per_param == 0) {
-    return Status(Code::kSimBadConfig, "engine.weight_bytes_per_param must be > 0 (or < 0: auto)");
-  }
-  RETURN_IF_ERROR(Positive(sched.short_read_queue_s, "sched.short_read_queue_s"));
-  RETURN_IF_ERROR(Positive(sched.unfinished_token_limit_s, "sched.unfinished_token_limit_s"));
-  RETURN_IF_ERROR(Positive(sched.fetch_interval_ms, "sched.fetch_interval_ms"));
-  RETURN_IF_ERROR(Positive(snic_window_s, "snic_window_s"));
-  RETURN_IF_ERROR(Fraction(balance_phase_fraction, "balance_phase_fraction"));
-  RETURN_IF_ERROR(Positive(online_horizon_s, "online_horizon_s"));
   return Status::Ok();
 }
 
@@ -160,8 +188,6 @@ Result<SimConfig> ParseSimConfig(std::string_view text, std::string_view origin)
     return Status(Code::kSimBadConfig, std::string(origin) + ": expected a JSON object");
   }
   SimConfig c;
-  SimConfig* obj = &c;
-  const std::string_view section = origin;
   for (const auto& [key, value] : j.items()) {
     Status st;
     if (key == "hardware") {
@@ -171,7 +197,7 @@ Result<SimConfig> ParseSimConfig(std::string_view text, std::string_view origin)
     } else if (key == "sched") {
       st = ParseSched(value, "sched", &c.sched);
     } else {
-      DP_TOP_FIELDS(DP_READ_CASE)
+      DP_TOP_FIELDS(DP_READ_TOP_CASE)
       st = Status(Code::kSimBadConfig, "unknown key " + key);
     }
     if (!st.ok()) {
@@ -189,10 +215,10 @@ Result<SimConfig> LoadSimConfig(const std::string& path) {
 
 std::string SimConfigToJson(const SimConfig& c) {
   json j;
-#define DP_WRITE_HW(f) j["hardware"][#f] = c.hw.f;
-#define DP_WRITE_ENGINE(f) j["engine"][#f] = c.engine.f;
-#define DP_WRITE_SCHED(f) j["sched"][#f] = c.sched.f;
-#define DP_WRITE_TOP(f) j[#f] = c.f;
+#define DP_WRITE_HW(f, ...) j["hardware"][#f] = c.hw.f;
+#define DP_WRITE_ENGINE(f, ...) j["engine"][#f] = c.engine.f;
+#define DP_WRITE_SCHED(f, ...) j["sched"][#f] = c.sched.f;
+#define DP_WRITE_TOP(f, ...) j[#f] = c.f;
   DP_HW_FIELDS(DP_WRITE_HW)
   DP_ENGINE_FIELDS(DP_WRITE_ENGINE)
   DP_SCHED_FIELDS(DP_WRITE_SCHED)

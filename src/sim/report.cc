@@ -130,7 +130,11 @@ std::string ReportTable(const Report& report) {
 
 Status WritePlots(const Report& report, const std::string& dir) {
   RETURN_IF_ERROR(PreparePlotDir(dir));
-  const double window_s = json::parse(report.config_json)["sim"].value("snic_window_s", 1.0);
+  const double config_window_s = json::parse(report.config_json)["sim"].value("snic_window_s", 1.0);
+  // A long run's windows are wider than the configured ones (SimResult::window_s).
+  auto window_of = [&](const SimResult& r) {
+    return r.window_s > 0 ? r.window_s : config_window_s;
+  };
   std::ostringstream script;
   script << "set terminal pngcairo size 1000,600 font 'sans,11'\n";
   // JCT (offline) or TTFT (online) per system: a bar chart.
@@ -156,6 +160,7 @@ Status WritePlots(const Report& report, const std::string& dir) {
   for (const ReportEntry& e : report.entries) {
     const SimResult& r = e.result;
     if (r.snic_util.empty()) continue;
+    const double window_s = window_of(r);
     const std::string dat_path = dir + "/snic_" + r.system + ".dat";
     std::ostringstream dat;
     const size_t windows = r.snic_util.front().size();
@@ -198,6 +203,7 @@ Status WritePlots(const Report& report, const std::string& dir) {
     const SimResult& r = e.result;
     const size_t windows = r.decode_batch_per_gpu.size();
     if (windows == 0) continue;
+    const double window_s = window_of(r);
     const std::string dat_path = dir + "/decode_" + r.system + ".dat";
     std::ostringstream dat;
     const size_t step = std::max<size_t>(1, windows / 400);

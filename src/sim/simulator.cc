@@ -8,10 +8,12 @@
 #include <random>
 
 #include "dualpath/common/check.h"
+#include "dualpath/common/numeric.h"
 #include "dualpath/sim/event_queue.h"
 #include "sim/cluster_state.h"
 #include "sim/cost_model.h"
 #include "sim/sched_driver.h"
+#include "sim/time_bins.h"
 
 namespace dualpath::sim {
 namespace {
@@ -82,7 +84,10 @@ class Simulation {
         layerwise_(Layerwise(spec.system)),
         oracle_(spec.system == SystemKind::kOracle),
         attn_model_(FitAttentionModel(cost_)),
-        rng_(spec.seed ^ 0x9e3779b97f4a7c15ULL) {}
+        rng_(spec.seed ^ 0x9e3779b97f4a7c15ULL),
+        dec_batch_time_(config.snic_window_s),
+        dec_active_time_(config.snic_window_s),
+        dec_tau_time_(config.snic_window_s) {}
 
   Result<SimResult> Run();
 
@@ -146,9 +151,10 @@ class Simulation {
   double last_completion_ = 0;
   std::vector<std::pair<double, double>> attn_ratio_;  // (time, max/avg) per prefill step
   std::vector<AgentPath> agent_path_;  // per agent: its start and where its time went
-  // Per snic_window_s window, summed over decode groups: integral of requests in decode, time a
-  // group was decoding, and integral of its step time while it was.
-  std::vector<double> dec_batch_time_, dec_active_time_, dec_tau_time_;
+  // Per window (snic_window_s, widened on long runs: time_bins.h), summed over decode groups:
+  // integral of requests in decode, time a group was decoding, and integral of its step time
+  // while it was.
+  TimeBins dec_batch_time_, dec_active_time_, dec_tau_time_;
   double steady_from_ = 0, steady_to_ = 0;  // online TTFT window (arrival times)
 };
 
@@ -459,21 +465,9 @@ void Simulation::AdvanceDecode(DeGroup& g, double now) {
 
 void Simulation::AccumulateDecodeSeries(DeGroup& g, double now) {
   if (g.series_batch > 0 && now > g.series_from) {
-    const double window = cfg_.snic_window_s;
-    const auto last = static_cast<size_t>(now / window);
-    if (dec_batch_time_.size() <= last) {
-      dec_batch_time_.resize(last + 1, 0.0);
-      dec_active_time_.resize(last + 1, 0.0);
-      dec_tau_time_.resize(last + 1, 0.0);
-    }
-    for (auto w = static_cast<size_t>(g.series_from / window); w <= last; ++w) {
-      const double lo = std::max(g.series_from, static_cast<double>(w) * window);
-      const double hi = std::min(now, static_cast<double>(w + 1) * window);
-      if (hi <= lo) continue;
-      dec_batch_time_[w] += g.series_batch * (hi - lo);
-      dec_active_time_[w] += hi - lo;
-      dec_tau_time_[w] += g.series_tau * (hi - lo);
-    }
+    dec_batch_time_.AddSpread(g.series_from, now, g.series_batch);
+    dec_active_time_.AddSpread(g.series_from, now, 1.0);
+    dec_tau_time_.AddSpread(g.series_from, now, g.series_tau);
   }
   g.series_from = now;
 }
@@ -694,7 +688,17 @@ SimResult Simulation::Collect(double /*unused*/) {
   // Storage NIC balance over the loaded phase (paper Figure 13 shows the early, busy part).
   const double phase_end = cfg_.balance_phase_fraction * r.jct_s;
   const size_t nodes = c_.nics.size();
-  const auto windows = static_cast<size_t>(std::ceil(r.jct_s / cfg_.snic_window_s));
+  // Every series at one window width: the widest any of them reached on this run, widened further
+  // until [0, jct) fits in TimeBins::kMaxWindows windows (memory bounded by the workload, not by
+  // simulated time; time_bins.h).
+  std::vector<TimeBins*> series = {&dec_batch_time_, &dec_active_time_, &dec_tau_time_};
+  for (StorageNic& nic : c_.nics) series.push_back(&nic.bins());
+  double width = cfg_.snic_window_s;
+  for (const TimeBins* b : series) width = std::max(width, b->width());
+  for (TimeBins* b : series) b->CoarsenTo(width, r.jct_s);
+  width = series.front()->width();
+  r.window_s = width;
+  const auto windows = static_cast<size_t>(std::ceil(r.jct_s / width));
   r.snic_util.assign(nodes, std::vector<float>(windows, 0.0f));
   // Per window, the busiest NIC's traffic over the mean NIC traffic (paper Figure 13). Summarized
   // traffic-weighted (sum of maxima / sum of means): nearly idle windows, where one small read
@@ -702,7 +706,7 @@ SimResult Simulation::Collect(double /*unused*/) {
   // ratios is reported too.
   double max_sum = 0, avg_sum = 0, ratio_sum = 0;
   size_t ratio_n = 0;
-  const double per_window = cost_.snic_bytes_per_s() * cfg_.snic_window_s;
+  const double per_window = cost_.snic_bytes_per_s() * width;
   for (size_t w = 0; w < windows; ++w) {
     double mx = 0, total = 0;
     for (size_t n = 0; n < nodes; ++n) {
@@ -712,7 +716,7 @@ SimResult Simulation::Collect(double /*unused*/) {
       mx = std::max(mx, b);
       total += b;
     }
-    if (static_cast<double>(w + 1) * cfg_.snic_window_s <= phase_end && total > 0) {
+    if (static_cast<double>(w + 1) * width <= phase_end && total > 0) {
       const double avg = total / static_cast<double>(nodes);
       max_sum += mx;
       avg_sum += avg;
@@ -744,11 +748,13 @@ SimResult Simulation::Collect(double /*unused*/) {
   const double de_gpus = static_cast<double>(c_.des.size());
   r.decode_batch_per_gpu.assign(windows, 0.0f);
   r.decode_step_ms.assign(windows, 0.0f);
-  for (size_t w = 0; w < windows && w < dec_batch_time_.size(); ++w) {
-    r.decode_batch_per_gpu[w] =
-        static_cast<float>(dec_batch_time_[w] / (cfg_.snic_window_s * de_gpus));
-    if (dec_active_time_[w] > 0) {
-      r.decode_step_ms[w] = static_cast<float>(1e3 * dec_tau_time_[w] / dec_active_time_[w]);
+  const std::vector<double>& batch_time = dec_batch_time_.values();
+  const std::vector<double>& active_time = dec_active_time_.values();
+  const std::vector<double>& tau_time = dec_tau_time_.values();
+  for (size_t w = 0; w < windows && w < batch_time.size(); ++w) {
+    r.decode_batch_per_gpu[w] = static_cast<float>(batch_time[w] / (width * de_gpus));
+    if (active_time[w] > 0) {
+      r.decode_step_ms[w] = static_cast<float>(1e3 * tau_time[w] / active_time[w]);
     }
   }
   // The agent that finished last (first such agent on a tie): the run's critical path.
@@ -766,9 +772,15 @@ Result<SimResult> Simulate(const SimConfig& config, const kv::ModelGeometry& mod
   if (workload.agents.empty()) {
     return InvalidArgument("empty workload");
   }
-  if (spec.online && !(spec.aps > 0)) {
+  if (spec.online && !(spec.aps > 0 && std::isfinite(spec.aps))) {
     return InvalidArgument("online mode needs an arrival rate > 0 agents/s");
   }
+  // Per-GPU state is the simulator's other size besides the workload: bounded like the inputs
+  // (docs/sim.md "Input ranges"; the paper's largest cluster has 1,152 GPUs).
+  const uint64_t gpus =
+      (uint64_t{spec.shape.prefill_nodes} + spec.shape.decode_nodes) * config.hw.gpus_per_node;
+  RETURN_IF_ERROR(
+      CheckCountRange("GPUs (--pd nodes x hardware.gpus_per_node)", gpus, 1, kMaxSimGpus, "GPUs"));
   if (model.KvBytesPerToken() == 0 || model.num_layers == 0) {
     return InvalidArgument("model " + model.name + " has no KV geometry");
   }

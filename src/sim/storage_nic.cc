@@ -8,7 +8,7 @@
 namespace dualpath::sim {
 
 StorageNic::StorageNic(double bytes_per_s, double buffer_bytes, double window_s)
-    : rate_(bytes_per_s), buffer_capacity_(buffer_bytes), window_s_(window_s) {}
+    : rate_(bytes_per_s), buffer_capacity_(buffer_bytes), bins_(window_s) {}
 
 void StorageNic::Enqueue(double /*now*/, uint64_t tag, double bytes) {
   waiting_.push_back(Waiting{tag, bytes});
@@ -45,17 +45,7 @@ double StorageNic::PendingBytes(double now) const {
 
 void StorageNic::Record(double start, double end) {
   // Spread [start, end) at the full rate over the windows it overlaps.
-  const auto last = static_cast<size_t>(end / window_s_);
-  if (window_bytes_.size() <= last) {
-    window_bytes_.resize(last + 1, 0.0);
-  }
-  for (auto w = static_cast<size_t>(start / window_s_); w <= last; ++w) {
-    const double lo = std::max(start, static_cast<double>(w) * window_s_);
-    const double hi = std::min(end, static_cast<double>(w + 1) * window_s_);
-    if (hi > lo) {
-      window_bytes_[w] += (hi - lo) * rate_;
-    }
-  }
+  bins_.AddSpread(start, end, rate_);
 }
 
 }  // namespace dualpath::sim

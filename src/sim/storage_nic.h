@@ -5,8 +5,8 @@
 // full rate one after another (3FS saturates the NIC, no storage-side cache: §7.2), so a read's
 // completion time is known when it starts. Pending bytes (waiting for buffer + not yet
 // transferred) are the node's "disk read queue" that the §6.1 scheduler looks at. Transferred
-// bytes are binned per time window so utilization over time can be plotted (paper Figure 15) and
-// the max/avg balance metric computed (Figure 13).
+// bytes are binned per time window (TimeBins) so utilization over time can be plotted (paper Figure
+// 15) and the max/avg balance metric computed (Figure 13).
 //
 // Thread safety: none (owned by one simulation).
 #pragma once
@@ -14,6 +14,8 @@
 #include <cstdint>
 #include <deque>
 #include <vector>
+
+#include "sim/time_bins.h"
 
 namespace dualpath::sim {
 
@@ -38,7 +40,10 @@ class StorageNic {
   double PendingBytes(double now) const;
   double buffer_used() const { return buffer_used_; }
   double total_read_bytes() const { return total_bytes_; }
-  const std::vector<double>& window_bytes() const { return window_bytes_; }
+  // Bytes transferred per window (time_bins.h: the windows widen on long runs, so memory stays
+  // bounded; bins().width() is the current width).
+  const std::vector<double>& window_bytes() const { return bins_.values(); }
+  TimeBins& bins() { return bins_; }
   double bytes_per_s() const { return rate_; }
 
  private:
@@ -50,13 +55,12 @@ class StorageNic {
   };
   double rate_;
   double buffer_capacity_;
-  double window_s_;
   double buffer_used_ = 0;
   double busy_until_ = 0;
   double waiting_bytes_ = 0;
   double total_bytes_ = 0;
   std::deque<Waiting> waiting_;
-  std::vector<double> window_bytes_;
+  TimeBins bins_;
 };
 
 }  // namespace dualpath::sim

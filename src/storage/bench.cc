@@ -1,16 +1,21 @@
 #include "dualpath/storage/bench.h"
 
 #include <sys/resource.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstring>
-#include <filesystem>
 #include <random>
+#include <set>
+#include <string>
 #include <vector>
 
 #include "dualpath/common/check.h"
 #include "dualpath/common/clock.h"
 #include "dualpath/common/log.h"
+#include "dualpath/storage/layout.h"
 
 namespace dualpath::storage {
 namespace {
@@ -34,6 +39,74 @@ kv::BlockHash BenchHash(uint64_t salt, uint64_t i) {
   return h;
 }
 
+// Input ranges (docs/storage.md): up to 16 Mi files (16 TiB of 1 MiB blocks), blocks up to
+// 256 MiB, and at most 16 GiB of buffers.
+constexpr uint64_t kMaxFiles = uint64_t{1} << 24;
+constexpr uint64_t kMaxBlockBytes = uint64_t{256} << 20;
+constexpr uint64_t kMaxBufferBytes = uint64_t{16} << 30;
+
+bool IsDir(const std::string& path) {
+  struct stat st {};
+  return ::stat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode);
+}
+
+// What one benchmark run made on disk, so that it removes exactly that and nothing else: the
+// block files whose publishing rename this run performed (BlockStore::WriteStream's `created`),
+// and the directories that did not exist before the run. A block that was already there (kept
+// by an earlier --keep run, or any file of a real store that happens to share the model
+// directory) is never removed, and a directory is removed with rmdir only, so one that holds
+// anything else stays.
+class RunFootprint {
+ public:
+  // Records which of `dir`'s ancestors and itself are missing now (to be made by the store).
+  void NoteDirChain(const std::string& dir) {
+    for (size_t pos = 1; pos <= dir.size(); ++pos) {
+      if (pos == dir.size() || dir[pos] == '/') {
+        NoteDir(dir.substr(0, pos));
+      }
+    }
+  }
+  // Records whether `dir` exists now (first sighting only): a missing one is ours once made.
+  void NoteDir(const std::string& dir) {
+    if (seen_.insert(dir).second && !IsDir(dir)) {
+      ours_.push_back(dir);
+    }
+  }
+  // Block i's file was created by this run (one bit per file: memory bounded by --files).
+  void NoteBlock(size_t i) {
+    if (created_.size() <= i) {
+      created_.resize(i + 1);
+    }
+    created_[i] = true;
+  }
+
+  // Removes the block files this run created, then the directories it made, deepest first.
+  void Remove(const std::string& model_dir, uint64_t salt) {
+    for (size_t i = 0; i < created_.size(); ++i) {
+      if (!created_[i]) {
+        continue;
+      }
+      const std::string path = BlockPath(model_dir, BenchHash(salt, i));
+      if (::unlink(path.c_str()) != 0 && errno != ENOENT) {
+        log::Warn("bench storage: remove {}: {}", path, std::strerror(errno));
+      }
+    }
+    created_.clear();
+    // Deeper paths are longer: children before their parents.
+    std::sort(ours_.begin(), ours_.end(),
+              [](const std::string& a, const std::string& b) { return a.size() > b.size(); });
+    for (const std::string& dir : ours_) {
+      ::rmdir(dir.c_str());  // ENOTEMPTY: someone else's files are in it; it stays
+    }
+    ours_.clear();
+  }
+
+ private:
+  std::set<std::string> seen_;
+  std::vector<std::string> ours_;
+  std::vector<bool> created_;
+};
+
 double ProcessCpuSeconds() {
   rusage ru{};
   ::getrusage(RUSAGE_SELF, &ru);
@@ -56,8 +129,20 @@ Result<StorageBenchReport> RunStorageBench(const StorageBenchOptions& o) {
     return InvalidArgument("--queue-depth " + std::to_string(o.queue_depth) +
                            " out of range [1, 4096]");
   }
-  if (o.files == 0) {
-    return InvalidArgument("--files must be at least 1");
+  if (o.files == 0 || o.files > kMaxFiles) {
+    return InvalidArgument("--files " + std::to_string(o.files) + " out of range [1, " +
+                           std::to_string(kMaxFiles) + "]");
+  }
+  if (o.block_bytes > kMaxBlockBytes) {
+    return InvalidArgument("--block-bytes " + std::to_string(o.block_bytes) +
+                           " out of range [8192, " + std::to_string(kMaxBlockBytes) + "]");
+  }
+  // The benchmark holds 6 x queue_depth blocks in memory (3 x queue_depth file images and as
+  // many read buffers).
+  if (6 * uint64_t{o.queue_depth} * o.block_bytes > kMaxBufferBytes) {
+    return InvalidArgument("--queue-depth " + std::to_string(o.queue_depth) + " x --block-bytes " +
+                           std::to_string(o.block_bytes) + ": 6 x their product is over " +
+                           std::to_string(kMaxBufferBytes >> 30) + " GiB of buffers");
   }
   // A fresh model directory per run (random fingerprint), so no earlier run's files dedupe
   // this run's writes.
@@ -67,6 +152,26 @@ Result<StorageBenchReport> RunStorageBench(const StorageBenchOptions& o) {
   std::random_device rd;
   const uint64_t fingerprint =
       o.fingerprint != 0 ? o.fingerprint : (uint64_t{rd()} << 32) ^ rd() ^ o.seed;
+  const std::string model_dir = BlockStore::ModelDir(o.dir, fingerprint);
+  if (o.read_only && !IsDir(model_dir)) {
+    return InvalidArgument("--read-only --fingerprint: no kept set at " + model_dir +
+                           " (run once with --keep first)");
+  }
+  // Everything this run makes is removed when it ends (also when it fails, --keep or not: a
+  // partial set cannot be re-read), unless it succeeds with --keep. --read-only makes nothing.
+  RunFootprint footprint;
+  footprint.NoteDirChain(model_dir + "/" + std::string(kQuarantineDir));
+  struct Cleanup {
+    RunFootprint& footprint;
+    const std::string& model_dir;
+    uint64_t salt;
+    bool remove = true;
+    ~Cleanup() {
+      if (remove) {
+        footprint.Remove(model_dir, salt);
+      }
+    }
+  } cleanup{footprint, model_dir, fingerprint, !o.read_only};
   StoreOptions so;
   so.root = o.dir;
   so.model_fingerprint = fingerprint;
@@ -74,7 +179,8 @@ Result<StorageBenchReport> RunStorageBench(const StorageBenchOptions& o) {
   so.sync = o.sync;
   so.queue_depth = o.queue_depth;
   so.verify_threads = o.verify_threads;
-  so.scan_on_open = false;  // a fresh directory: nothing to scan
+  so.scan_on_open = false;  // nothing to index; and a benchmark removes nothing it did not make
+  so.read_only = o.read_only;
   ASSIGN_OR_RETURN(auto store, BlockStore::Open(so));
 
   const uint64_t payload_bytes = o.block_bytes - kv::kBlockFileHeaderBytes;
@@ -113,6 +219,10 @@ Result<StorageBenchReport> RunStorageBench(const StorageBenchOptions& o) {
         buf_of[i] = k;
         EncodedBlock& img = images[k];
         img.hash = BenchHash(salt, i);
+        // The fan-out directories this block's write may make (before the write makes them).
+        const std::string dir = BlockDir(model_dir, img.hash);
+        footprint.NoteDir(dir.substr(0, dir.rfind('/')));
+        footprint.NoteDir(dir);
         kv::BlockFileMeta meta{fingerprint, img.hash, shape.tokens, shape.num_layers,
                                shape.bytes_per_token_per_layer};
         Status st = kv::EncodeBlockFileHeader(meta, checksum,
@@ -120,8 +230,11 @@ Result<StorageBenchReport> RunStorageBench(const StorageBenchOptions& o) {
         DUALPATH_CHECK(st.ok(), st.ToString());
         return img;
       },
-      [&](size_t i, Status st) {
+      [&](size_t i, Status st, bool created) {
         free_bufs.push_back(buf_of[i]);
+        if (created) {
+          footprint.NoteBlock(i);
+        }
         if (!st.ok() && first_error.ok()) {
           first_error = st.WithContext("bench write");
         }
@@ -168,10 +281,8 @@ Result<StorageBenchReport> RunStorageBench(const StorageBenchOptions& o) {
   report.read_gbps = total / report.read_seconds / 1e9;
   report.direct_io = store->direct_io();
   report.model_dir = store->model_dir();
-  if (!o.keep) {
-    std::error_code ec;
-    std::filesystem::remove_all(store->model_dir(), ec);
-  }
+  store.reset();
+  cleanup.remove = !o.read_only && !o.keep;
   return report;
 }
 

@@ -85,15 +85,18 @@ Result<std::unique_ptr<BlockStore>> BlockStore::Open(const StoreOptions& options
   return store;
 }
 
-Status BlockStore::Init() {
+std::string BlockStore::ModelDir(const std::string& root, uint64_t model_fingerprint) {
   char fp[17];
-  std::snprintf(fp, sizeof(fp), "%016llx",
-                static_cast<unsigned long long>(options_.model_fingerprint));
-  std::string root = options_.root;
-  while (root.size() > 1 && root.back() == '/') {
-    root.pop_back();
+  std::snprintf(fp, sizeof(fp), "%016llx", static_cast<unsigned long long>(model_fingerprint));
+  std::string trimmed = root;
+  while (trimmed.size() > 1 && trimmed.back() == '/') {
+    trimmed.pop_back();
   }
-  model_dir_ = root + "/" + fp;
+  return trimmed + "/" + fp;
+}
+
+Status BlockStore::Init() {
+  model_dir_ = ModelDir(options_.root, options_.model_fingerprint);
   char host[256] = {};
   if (::gethostname(host, sizeof(host) - 1) != 0 || host[0] == '\0') {
     std::snprintf(host, sizeof(host), "unknown");
@@ -104,6 +107,23 @@ Status BlockStore::Init() {
     if (c == '.' || c == '/') {
       c = '_';
     }
+  }
+  if (options_.read_only) {
+    // Change nothing: not even the directories or the O_DIRECT probe file (the first read
+    // decides, see ReadStreamImpl).
+    struct stat st {};
+    if (::stat(model_dir_.c_str(), &st) != 0) {
+      return ErrnoStatus("open store root=" + options_.root + " read-only: " + model_dir_, errno);
+    }
+    if (!S_ISDIR(st.st_mode)) {
+      return InvalidArgument("open store root=" + options_.root + " read-only: " + model_dir_ +
+                             " is not a directory");
+    }
+    direct_.store(options_.io_mode != IoMode::kBuffered, std::memory_order_relaxed);
+    if (options_.scan_on_open) {
+      RETURN_IF_ERROR(Scan());
+    }
+    return Status::Ok();
   }
   Status made = internal::MakeDirs(model_dir_ + "/" + std::string(kQuarantineDir));
   if (!made.ok()) {
@@ -184,7 +204,7 @@ void BlockStore::IndexTouch(const kv::BlockHash& hash, uint64_t bytes) {
 }
 
 void BlockStore::EvictIfNeeded(const kv::BlockHash& protect) {
-  if (options_.capacity_bytes == 0) {
+  if (options_.capacity_bytes == 0 || options_.read_only) {
     return;
   }
   std::vector<kv::BlockHash> victims;
@@ -217,6 +237,12 @@ void BlockStore::Quarantine(const kv::BlockHash& hash, int fd, std::string_view 
       ours.st_dev != now.st_dev) {
     return;
   }
+  if (options_.read_only) {
+    // Leave the file where it is (the read is still a miss): a read-only store changes nothing.
+    std::lock_guard lock(index_->mu);
+    index_->lru.Erase(hash);
+    return;
+  }
   std::string dest = model_dir_ + "/" + std::string(kQuarantineDir) + "/" + hash.Hex() + "." +
                      std::string(reason) + "." + host_ + "." + std::to_string(::getpid()) + "." +
                      std::to_string(NextSeq());
@@ -234,6 +260,10 @@ bool BlockStore::Contains(const kv::BlockHash& hash) {
 }
 
 Status BlockStore::Remove(const kv::BlockHash& hash) {
+  if (options_.read_only) {
+    return FailedPrecondition("remove block=" + ShortHex(hash) + ": store " + model_dir_ +
+                              " was opened read-only");
+  }
   std::string path = BlockPath(model_dir_, hash);
   {
     std::lock_guard lock(index_->mu);

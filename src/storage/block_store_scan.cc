@@ -95,7 +95,7 @@ Status BlockStore::Scan() {
         // only make that writer fail; remove it when its writer is certainly gone.
         bool stale = tmp->host == host_ ? LocalWriterDead(tmp->pid)
                                         : now - st.st_mtim.tv_sec > options_.stale_tmp_seconds;
-        if (stale && ::unlink(path.c_str()) == 0) {
+        if (stale && !options_.read_only && ::unlink(path.c_str()) == 0) {
           counters_->tmp_cleaned.fetch_add(1, std::memory_order_relaxed);
           log::Debug("storage: removed stale temporary file {}", path);
         }

@@ -6,6 +6,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <chrono>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -417,6 +419,84 @@ TEST_P(BlockStoreTest, ReadStreamRecyclesThreeTimesQueueDepthBuffers) {
     EXPECT_EQ(s->stats().corrupt, 1u);
     EXPECT_EQ(s->read_queue().Snapshot().bytes, 0u);
   }
+}
+
+// WriteStream tells exactly one writer that it created a block's file: a caller that removes
+// what it wrote (bench storage) must never remove a file that was there before it.
+TEST_P(BlockStoreTest, WriteStreamReportsWhichBlocksThisCallCreated) {
+  auto s = OpenStore(Options());
+  ASSERT_TRUE(s);
+  ASSERT_TRUE(WriteBlock(*s, 1).ok());  // there before the stream
+  std::vector<EncodedBlock> blocks;
+  for (uint64_t i : {1, 2, 2}) {  // an old block, a new one, and the new one again
+    auto p = PayloadOf(i, SmallShape().FullBytes());
+    auto e = s->Encode(HashOf(i), SmallShape(), p);
+    ASSERT_TRUE(e.ok());
+    blocks.push_back(std::move(*e));
+  }
+  std::vector<int> created(blocks.size(), -1);
+  s->WriteStream(
+      blocks.size(), [&](size_t i) -> const EncodedBlock& { return blocks[i]; },
+      [&](size_t i, Status st, bool c) {
+        EXPECT_TRUE(st.ok()) << st.ToString();
+        created[i] = c;
+      });
+  EXPECT_EQ(created[0], 0) << "block 1 existed before the stream";
+  // Blocks 2 and 2 may be in flight together: whichever publishes first created the file, the
+  // other finds the name taken.
+  EXPECT_EQ(created[1] + created[2], 1);
+  EXPECT_EQ(s->stats().writes, 2u);
+  EXPECT_EQ(s->stats().write_dedup, 2u);
+  EXPECT_EQ(TmpFileCount(*s), 0u);
+  EXPECT_TRUE(ReadBlock(*s, 2).ok());
+}
+
+// A read-only store changes nothing on disk: it creates no directory (a missing one is
+// kNotFound), writes and removes nothing, and leaves a damaged file where it is.
+TEST_P(BlockStoreTest, ReadOnlyStoreChangesNothing) {
+  StoreOptions o = Options();
+  o.read_only = true;
+  auto missing = BlockStore::Open(o);
+  EXPECT_EQ(missing.status().code(), Code::kNotFound) << missing.status().ToString();
+  EXPECT_TRUE(fs::is_empty(dir_.path())) << "a read-only open created something";
+
+  {
+    auto w = OpenStore(Options());
+    ASSERT_TRUE(w);
+    ASSERT_TRUE(WriteBlock(*w, 1).ok());
+    ASSERT_TRUE(WriteBlock(*w, 2).ok());
+  }
+  // Damage block 2 and leave a dead writer's temporary file: a writable open would clean both.
+  const std::string model_dir = BlockStore::ModelDir(dir_.path(), kFingerprint);
+  const std::string bad = BlockPath(model_dir, HashOf(2));
+  fs::resize_file(bad, 4096 + 100);
+  const std::string tmp = TmpPath(model_dir, HashOf(3), "nohost", 1, 0);
+  fs::create_directories(fs::path(tmp).parent_path());
+  std::ofstream(tmp) << "partial";
+  fs::last_write_time(tmp, fs::file_time_type::clock::now() - std::chrono::hours(1));
+  auto listing = [&] {
+    std::vector<std::string> v;
+    for (auto& e : fs::recursive_directory_iterator(dir_.path())) {
+      v.push_back(e.path().string() + ":" +
+                  std::to_string(e.is_regular_file() ? fs::file_size(e.path()) : 0));
+    }
+    std::sort(v.begin(), v.end());
+    return v;
+  };
+  const std::vector<std::string> before = listing();
+
+  o.capacity_bytes = 1;  // eviction would remove everything
+  o.scan_on_open = true;
+  o.stale_tmp_seconds = 0;
+  auto r = OpenStore(o);
+  ASSERT_TRUE(r);
+  EXPECT_TRUE(ReadBlock(*r, 1).ok());
+  EXPECT_EQ(ReadBlock(*r, 2).code(), Code::kStorageMiss);
+  EXPECT_EQ(r->stats().corrupt, 1u);
+  EXPECT_EQ(WriteBlock(*r, 4).code(), Code::kFailedPrecondition);
+  EXPECT_EQ(r->Remove(HashOf(1)).code(), Code::kFailedPrecondition);
+  r.reset();
+  EXPECT_EQ(listing(), before) << "a read-only store changed the directory";
 }
 
 TEST_P(BlockStoreTest, RejectsBadOptions) {

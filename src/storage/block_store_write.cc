@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdio>
 #include <cstring>
 #include <string>
 #include <unordered_map>
@@ -51,7 +52,7 @@ std::vector<Status> BlockStore::WriteBatch(std::span<const EncodedBlock> blocks)
   std::vector<Status> results(blocks.size());
   WriteStream(
       blocks.size(), [&](size_t i) -> const EncodedBlock& { return blocks[i]; },
-      [&](size_t i, Status st) { results[i] = std::move(st); });
+      [&](size_t i, Status st, bool /*created*/) { results[i] = std::move(st); });
   return results;
 }
 
@@ -64,9 +65,9 @@ void BlockStore::WriteStream(size_t n, const WriteSource& source, const WriteSin
   std::unordered_map<size_t, Pending> pending;
   pending.reserve(options_.queue_depth * 2);
 
-  auto done = [&](size_t i, Status status) {
+  auto done = [&](size_t i, Status status, bool created = false) {
     pending.erase(i);
-    sink(i, std::move(status));
+    sink(i, std::move(status), created);
   };
   // Undoes a block's temporary file; nothing was ever visible under its block name.
   auto fail = [&](size_t i, Pending& p, Status status) {
@@ -88,6 +89,12 @@ void BlockStore::WriteStream(size_t n, const WriteSource& source, const WriteSin
         b.file.capacity() < b.file_bytes) {
       fail(i, p,
            InvalidArgument("write block=" + ShortHex(b.hash) + ": not an encoded block file"));
+      return false;
+    }
+    if (options_.read_only) {
+      fail(i, p,
+           FailedPrecondition("write block=" + ShortHex(b.hash) + ": store " + model_dir_ +
+                              " was opened read-only"));
       return false;
     }
     std::string path = BlockPath(model_dir_, b.hash);
@@ -152,10 +159,24 @@ void BlockStore::WriteStream(size_t n, const WriteSource& source, const WriteSin
       options_.faults->BeforePublish(b.hash);
     }
     // The publishing step. rename is atomic: the block name shows either nothing or the whole
-    // written file. If another writer published the same block meanwhile, this replaces equal
-    // bytes with equal bytes; readers holding the old file keep reading it.
+    // written file. RENAME_NOREPLACE: if another writer published the same block meanwhile, its
+    // file stays (equal bytes) and this write is a dedup, so exactly one writer is told it
+    // created the file (a benchmark removes only the files it created). File systems without
+    // the flag (EINVAL; some FUSE and network file systems) take a plain rename: equal bytes
+    // replace equal bytes, readers holding the old file keep reading it.
     std::string path = BlockPath(model_dir_, b.hash);
-    if (::rename(p.tmp.c_str(), path.c_str()) != 0) {
+    int rc = ::renameat2(AT_FDCWD, p.tmp.c_str(), AT_FDCWD, path.c_str(), RENAME_NOREPLACE);
+    if (rc != 0 && (errno == EINVAL || errno == ENOSYS)) {
+      rc = ::rename(p.tmp.c_str(), path.c_str());
+    }
+    if (rc != 0 && errno == EEXIST) {
+      ::unlink(p.tmp.c_str());
+      counters_->write_dedup.fetch_add(1, std::memory_order_relaxed);
+      IndexTouch(b.hash, b.file_bytes);
+      done(i, Status::Ok());
+      return;
+    }
+    if (rc != 0) {
       fail(i, p, ErrnoStatus("rename " + p.tmp + " -> " + path, errno));
       return;
     }
@@ -174,7 +195,7 @@ void BlockStore::WriteStream(size_t n, const WriteSource& source, const WriteSin
     counters_->writes.fetch_add(1, std::memory_order_relaxed);
     counters_->bytes_written.fetch_add(b.file_bytes, std::memory_order_relaxed);
     IndexInsert(b.hash, b.file_bytes);
-    done(i, Status::Ok());
+    done(i, Status::Ok(), /*created=*/true);
   };
 
   auto engine = engines_->Acquire();

@@ -12,6 +12,8 @@
 #include <utility>
 #include <vector>
 
+#include "dualpath/common/listen.h"
+
 namespace dualpath::testbed {
 namespace {
 
@@ -126,6 +128,9 @@ Result<Sink> Sink::Listen(const std::string& bind_addr, uint16_t port) {
   const int one = 1;
   setsockopt(fd.get(), SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
   if (bind(fd.get(), reinterpret_cast<const sockaddr*>(&addr), sizeof(addr)) != 0) {
+    if (errno == EADDRINUSE) {
+      return AddressInUse("sink", fmt::format("{}:{}", bind_addr, port), "port taken");
+    }
     return IoError(fmt::format("sink: bind {}:{}", bind_addr, port), errno);
   }
   if (listen(fd.get(), 16) != 0) {

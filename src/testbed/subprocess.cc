@@ -2,13 +2,13 @@
 
 #include <fcntl.h>
 #include <fmt/format.h>
-#include <spawn.h>
+#include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <cerrno>
 
-extern char** environ;
+#include "dualpath/common/spawn.h"
 
 namespace dualpath::testbed {
 
@@ -22,26 +22,19 @@ Result<ProcessResult> RunProcess(const std::vector<std::string>& argv) {
   if (pipe2(fds, O_CLOEXEC) != 0) {
     return IoError("pipe2", errno);
   }
-  posix_spawn_file_actions_t actions;
-  posix_spawn_file_actions_init(&actions);
-  posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0);
-  posix_spawn_file_actions_adddup2(&actions, fds[1], 1);
-  posix_spawn_file_actions_adddup2(&actions, fds[1], 2);
-
-  std::vector<char*> args;
-  args.reserve(argv.size() + 1);
-  for (const std::string& a : argv) {
-    args.push_back(const_cast<char*>(a.c_str()));
-  }
-  args.push_back(nullptr);
-  pid_t pid = -1;
-  const int rc = posix_spawnp(&pid, args[0], &actions, nullptr, args.data(), environ);
-  posix_spawn_file_actions_destroy(&actions);
+  // Killed if we die (the death signal), so a stopped or crashed dualpath leaves no `ip` or
+  // script behind; daemons the script starts fork away from it and are not affected.
+  SpawnOptions so;
+  so.argv = argv;
+  so.output_fd = fds[1];
+  so.death_signal = SIGKILL;
+  Result<pid_t> spawned = SpawnProcess(so);
   close(fds[1]);
-  if (rc != 0) {
+  if (!spawned.ok()) {
     close(fds[0]);
-    return ErrnoStatus(fmt::format("start {}", argv[0]), rc);
+    return spawned.status();
   }
+  const pid_t pid = *spawned;
 
   ProcessResult result;
   char buf[4096];

@@ -2,6 +2,8 @@
 
 #include <cmath>
 
+#include "dualpath/common/numeric.h"
+
 namespace dualpath::trace::internal {
 
 using nlohmann::json;
@@ -67,7 +69,8 @@ std::string Describe(const json& v) {
 
 }  // namespace
 
-Result<uint64_t> GetCount(const json& obj, std::string_view key, std::string_view where) {
+Result<uint64_t> GetCount(const json& obj, std::string_view key, std::string_view where,
+                          uint64_t lo, uint64_t hi, std::string_view unit) {
   const json* v = Find(obj, key);
   if (v == nullptr) {
     return Malformed(where, "missing field \"" + std::string(key) + "\"");
@@ -77,17 +80,27 @@ Result<uint64_t> GetCount(const json& obj, std::string_view key, std::string_vie
     return Malformed(where, "field \"" + std::string(key) +
                                 "\" must be a non-negative integer, got " + Describe(*v));
   }
+  const Status range = CheckCountRange("field \"" + std::string(key) + "\"", out, lo, hi, unit);
+  if (!range.ok()) {
+    return Malformed(where, range.message());
+  }
   return out;
 }
 
-Result<double> GetSeconds(const json& obj, std::string_view key, std::string_view where) {
+Result<double> GetNumber(const json& obj, std::string_view key, std::string_view where, double lo,
+                         double hi, std::string_view unit) {
   const json* v = Find(obj, key);
   if (v == nullptr) {
     return Malformed(where, "missing field \"" + std::string(key) + "\"");
   }
-  if (!v->is_number() || !std::isfinite(v->get<double>()) || v->get<double>() < 0) {
-    return Malformed(where, "field \"" + std::string(key) +
-                                "\" must be a non-negative number, got " + Describe(*v));
+  if (!v->is_number()) {
+    return Malformed(where,
+                     "field \"" + std::string(key) + "\" must be a number, got " + Describe(*v));
+  }
+  const Status range =
+      CheckRange("field \"" + std::string(key) + "\"", v->get<double>(), lo, hi, unit);
+  if (!range.ok()) {
+    return Malformed(where, range.message());
   }
   return v->get<double>();
 }

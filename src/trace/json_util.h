@@ -19,11 +19,13 @@ std::string Where(std::string_view path, uint64_t line);
 // JSON pointer of the offending object ("trace_0001.json:/requests/3").
 Status Malformed(std::string_view where, std::string_view what);
 
-// The field `key` of object `obj`, as a non-negative integer (a JSON unsigned integer, or a
-// non-negative integral double such as 12.0).
-Result<uint64_t> GetCount(const nlohmann::json& obj, std::string_view key, std::string_view where);
-// The field `key` as a finite non-negative number.
-Result<double> GetSeconds(const nlohmann::json& obj, std::string_view key, std::string_view where);
+// The field `key` of object `obj`, as an integer in [lo, hi] (a JSON integer, or an integral
+// double such as 12.0). Out of range: `<where>: field "key" = v is outside [lo, hi] <unit>`.
+Result<uint64_t> GetCount(const nlohmann::json& obj, std::string_view key, std::string_view where,
+                          uint64_t lo, uint64_t hi, std::string_view unit);
+// The field `key` as a finite number in [lo, hi].
+Result<double> GetNumber(const nlohmann::json& obj, std::string_view key, std::string_view where,
+                         double lo, double hi, std::string_view unit);
 // The field `key` as an array of non-negative integers.
 Result<std::vector<uint64_t>> GetIds(const nlohmann::json& obj, std::string_view key,
                                      std::string_view where);

@@ -37,16 +37,16 @@ Result<Workload> ReadMooncakeJsonl(const std::string& path) {
       return Malformed(Where(path, line_no), "expected a JSON object");
     }
     ASSIGN_OR_RETURN(const double timestamp_ms,
-                     internal::GetSeconds(obj, "timestamp", Where(path, line_no)));
+                     internal::GetNumber(obj, "timestamp", Where(path, line_no), 0,
+                                         kMaxTraceSeconds * 1000, "ms"));
     ASSIGN_OR_RETURN(const uint64_t input,
-                     internal::GetCount(obj, "input_length", Where(path, line_no)));
+                     internal::GetCount(obj, "input_length", Where(path, line_no), 1,
+                                        kMaxTraceTokens, "tokens"));
     ASSIGN_OR_RETURN(const uint64_t output,
-                     internal::GetCount(obj, "output_length", Where(path, line_no)));
+                     internal::GetCount(obj, "output_length", Where(path, line_no), 0,
+                                        kMaxTraceTokens, "tokens"));
     ASSIGN_OR_RETURN(std::vector<uint64_t> hash_ids,
                      internal::GetIds(obj, "hash_ids", Where(path, line_no)));
-    if (input == 0) {
-      return Malformed(Where(path, line_no), "input_length must be positive");
-    }
     const uint64_t want_blocks = (input + kMooncakeBlockSize - 1) / kMooncakeBlockSize;
     if (hash_ids.size() != want_blocks) {
       return Malformed(Where(path, line_no), "hash_ids has " + std::to_string(hash_ids.size()) +

@@ -60,7 +60,20 @@ TEST(MooncakeReaderTest, MalformedInputNamesFileLineAndField) {
       "field \"output_length\" must be a non-negative integer");
   ExpectMalformed(
       R"({"timestamp": -1, "input_length": 600, "output_length": 5, "hash_ids": [1, 2]})",
-      "field \"timestamp\" must be a non-negative number");
+      "field \"timestamp\" = -1 is outside [0, 1000000000] ms");
+  // Issue 19: 2^64-1 output tokens were accepted and wrapped; times of 1e308 gave a JCT of inf.
+  ExpectMalformed(
+      R"({"timestamp": 0, "input_length": 600, "output_length": 18446744073709551615,)"
+      R"( "hash_ids": [1, 2]})",
+      ":1: field \"output_length\" = 18446744073709551615 is outside [0, 1073741824] tokens");
+  ExpectMalformed(
+      R"({"timestamp": 1e308, "input_length": 600, "output_length": 5, "hash_ids": [1, 2]})",
+      "field \"timestamp\" = 1e+308 is outside");
+  ExpectMalformed(
+      R"({"timestamp": 0, "input_length": 1073741825, "output_length": 5, "hash_ids": []})",
+      "field \"input_length\" = 1073741825 is outside [1, 1073741824] tokens");
+  ExpectMalformed(R"({"timestamp": 1e999, "input_length": 1, "output_length": 5, "hash_ids": [1]})",
+                  ":1: not valid JSON");
   ExpectMalformed(R"({"timestamp": 0, "input_length": 600, "output_length": 5, "hash_ids": [1]})",
                   "hash_ids has 1 entries, want ceil(input_length/512) = 2");
   ExpectMalformed(

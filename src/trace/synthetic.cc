@@ -5,6 +5,7 @@
 #include <cmath>
 #include <string>
 
+#include "dualpath/common/numeric.h"
 #include "dualpath/trace/workload.h"
 #include "trace/rng.h"
 #include "trace/synthetic_model.h"
@@ -91,6 +92,11 @@ Result<Workload> GenerateWithParams(const SyntheticSpec& spec, const ModelParams
   if (spec.sessions == 0) {
     return InvalidArgument("synthetic sessions must be positive");
   }
+  // Memory grows with sessions x MaxLen (a 64K trajectory is ~170 turns, ~10 KB): bounded at
+  // 100,000 trajectories of 64K, about 1 GB (docs/trace.md "Input ranges").
+  RETURN_IF_ERROR(CheckCountRange("synthetic sessions x max_len_k",
+                                  uint64_t{spec.sessions} * spec.max_len_k, 1,
+                                  kMaxSyntheticSessionsTimesLenK, "K tokens of trajectories"));
   if (spec.block_size == 0) {
     return InvalidArgument("synthetic block_size must be positive");
   }

@@ -25,6 +25,8 @@ constexpr int kNamespaceShift = 40;
 constexpr uint64_t kMaxLocalId = (uint64_t{1} << kNamespaceShift) - 1;
 // Sub-agents nest one level in the real traces; a hostile file must not recurse without bound.
 constexpr int kMaxDepth = 16;
+// Tokens per hash id: the recorded files use 64.
+constexpr uint64_t kMaxBlockSize = uint64_t{1} << 20;
 
 struct FileContext {
   std::string path;
@@ -93,7 +95,7 @@ Status ReadAgent(const json& requests, const std::string& pointer, double start_
     if (!r.is_object()) {
       return Malformed(rwhere, "request must be a JSON object");
     }
-    ASSIGN_OR_RETURN(const double t, internal::GetSeconds(r, "t", rwhere));
+    ASSIGN_OR_RETURN(const double t, internal::GetNumber(r, "t", rwhere, 0, kMaxTraceSeconds, "s"));
     auto type = r.find("type");
     if (type != r.end() && *type == "subagent") {
       auto nested = r.find("requests");
@@ -107,12 +109,9 @@ Status ReadAgent(const json& requests, const std::string& pointer, double start_
       continue;
     }
     Recorded cur;
-    ASSIGN_OR_RETURN(cur.in, internal::GetCount(r, "in", rwhere));
-    ASSIGN_OR_RETURN(cur.out, internal::GetCount(r, "out", rwhere));
+    ASSIGN_OR_RETURN(cur.in, internal::GetCount(r, "in", rwhere, 1, kMaxTraceTokens, "tokens"));
+    ASSIGN_OR_RETURN(cur.out, internal::GetCount(r, "out", rwhere, 0, kMaxTraceTokens, "tokens"));
     ASSIGN_OR_RETURN(cur.hash_ids, internal::GetIds(r, "hash_ids", rwhere));
-    if (cur.in == 0) {
-      return Malformed(rwhere, "field \"in\" must be positive");
-    }
     // The files list the prompt's full blocks (floor); accept a trailing partial block too.
     const uint64_t full = cur.in / ctx.block_size;
     if (cur.hash_ids.size() != full && cur.hash_ids.size() != full + 1) {
@@ -129,7 +128,8 @@ Status ReadAgent(const json& requests, const std::string& pointer, double start_
     }
     double think = 0;
     if (r.contains("think_time")) {
-      ASSIGN_OR_RETURN(think, internal::GetSeconds(r, "think_time", rwhere));
+      ASSIGN_OR_RETURN(think,
+                       internal::GetNumber(r, "think_time", rwhere, 0, kMaxTraceSeconds, "s"));
     }
     Turn turn = MakeTurn(s.turns.empty() ? nullptr : &prev, cur, ctx.block_size);
     turn.think_time_s = think;
@@ -151,7 +151,7 @@ Status ReadFileInto(const std::string& path, uint64_t ns, Workload& w) {
     doc = json::parse(text);
   } catch (const json::exception& e) {
     // e.what() is "[json.exception.parse_error.101] parse error at line L, column C: ...", or
-    // out_of_range.406 for a number beyond a double (1e999).
+    // out_of_range.406 "number overflow parsing '1e999'" for a number no double holds.
     std::string what = e.what();
     if (auto pos = what.find("] "); pos != std::string::npos) {
       what = what.substr(pos + 2);
@@ -161,10 +161,8 @@ Status ReadFileInto(const std::string& path, uint64_t ns, Workload& w) {
   if (!doc.is_object()) {
     return Malformed(path, "expected a JSON object");
   }
-  ASSIGN_OR_RETURN(const uint64_t block_size, internal::GetCount(doc, "block_size", path));
-  if (block_size == 0 || block_size > (1u << 20)) {
-    return Malformed(path, "block_size " + std::to_string(block_size) + " outside [1, 2^20]");
-  }
+  ASSIGN_OR_RETURN(const uint64_t block_size,
+                   internal::GetCount(doc, "block_size", path, 1, kMaxBlockSize, "tokens"));
   auto requests = doc.find("requests");
   if (requests == doc.end()) {
     return Malformed(path, "missing field \"requests\"");

@@ -132,6 +132,33 @@ TEST(WekaReaderTest, MalformedInputNamesFileAndLocation) {
   ExpectMalformed(R"({"block_size": 64, "requests": [)" + deep + "]}", "nested deeper than 16");
 }
 
+// Issue 19: every number has a range checked where it is parsed (docs/trace.md "Input ranges").
+TEST(WekaReaderTest, NumbersOutsideTheirRangesNameTheField) {
+  auto one = [](const std::string& fields) {
+    return R"({"block_size": 64, "requests": [{"type": "n", "hash_ids": [1], )" + fields + "}]}";
+  };
+  ExpectMalformed(
+      one(R"("t": 0, "in": 64, "out": 1, "think_time": 1e8)"),
+      "bad.json:/requests/0: field \"think_time\" = 100000000 is outside [0, 1000000] s");
+  ExpectMalformed(one(R"("t": 0, "in": 64, "out": 1, "think_time": 1e12)"),
+                  "field \"think_time\" = 1000000000000 is outside");
+  ExpectMalformed(one(R"("t": 1e308, "in": 64, "out": 1)"),
+                  "field \"t\" = 1e+308 is outside [0, 1000000] s");
+  ExpectMalformed(one(R"("t": 0, "in": 64, "out": 18446744073709551615)"),
+                  "field \"out\" = 18446744073709551615 is outside [0, 1073741824] tokens");
+  ExpectMalformed(one(R"("t": 0, "in": 0, "out": 1)"), "field \"in\" = 0 is outside [1, ");
+  ExpectMalformed(one(R"("t": 0, "in": 64, "out": 1, "think_time": 1e999)"),
+                  "not valid JSON: number overflow");
+  ExpectMalformed(R"({"block_size": 0, "requests": []})",
+                  "field \"block_size\" = 0 is outside [1, 1048576] tokens");
+  // The ceilings themselves are fine.
+  const std::string ok =
+      WriteScratch("ok.json", one(R"("t": 1e6, "in": 64, "out": 1073741824, "think_time": 1e6)"));
+  auto w = ReadWekaSession(ok);
+  ASSERT_TRUE(w.ok()) << w.status().ToString();
+  EXPECT_EQ(w->sessions[0].turns[0].think_time_s, 1e6);
+}
+
 TEST(WekaReaderTest, MissingInputsAreNotFound) {
   EXPECT_EQ(ReadWekaSession("/nonexistent/trace_0001.json").status().code(), Code::kNotFound);
   EXPECT_EQ(ReadWekaDir("/nonexistent").status().code(), Code::kNotFound);

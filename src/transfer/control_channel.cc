@@ -14,6 +14,7 @@
 #include <cstring>
 #include <mutex>
 
+#include "dualpath/common/listen.h"
 #include "socket_tos.h"
 
 namespace dualpath::transfer {
@@ -195,6 +196,10 @@ Result<std::unique_ptr<ControlListener>> TcpListen(std::string_view addr_port, i
   if (::bind(fd, reinterpret_cast<sockaddr*>(&sa), sizeof sa) != 0 || ::listen(fd, 64) != 0) {
     int e = errno;
     ::close(fd);
+    // No SO_REUSEPORT: a second listener on a taken port fails here instead of sharing it.
+    if (e == EADDRINUSE) {
+      return AddressInUse("transfer listen", addr_port, "another server holds the port");
+    }
     return Status(Code::kUnavailable, fmt::format("listen on {}: {}", addr_port, strerror(e)));
   }
   socklen_t len = sizeof sa;

@@ -71,6 +71,26 @@ std::vector<uint8_t> Pattern(size_t n, uint32_t seed) {
 
 uint64_t Addr(const void* p) { return reinterpret_cast<uint64_t>(p); }
 
+// Issue 19, defect 5: a second engine listening on a port another holds refuses ("address in
+// use") instead of sharing it, and the first still accepts peers.
+TEST(EngineListenTest, SecondListenerOnATakenPortRefuses) {
+  EngineConfig cfg;
+  cfg.ucx_tls = "tcp";
+  cfg.busy_poll = false;
+  auto c = TransferEngine::Create(cfg);
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  auto d = TransferEngine::Create(cfg);
+  ASSERT_TRUE(d.ok()) << d.status().ToString();
+  Result<std::string> first = (*c)->Listen("127.0.0.1:0");
+  ASSERT_TRUE(first.ok()) << first.status().ToString();
+  Result<std::string> second = (*d)->Listen(*first);
+  ASSERT_FALSE(second.ok()) << "a second listener bound " << *first;
+  EXPECT_EQ(second.status().code(), Code::kAlreadyExists) << second.status().ToString();
+  EXPECT_NE(second.status().message().find("address in use"), std::string::npos);
+  Result<PeerId> id = (*d)->Connect(*first);
+  EXPECT_TRUE(id.ok()) << "the first listener stopped accepting: " << id.status().ToString();
+}
+
 // Parameters: UCX_TLS, and whether Submit may post on the caller's thread (post_on_submit).
 class EngineTest : public ::testing::TestWithParam<std::tuple<std::string, bool>> {
  protected:

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # `dualpath control serve|engines|shutdown`: the ready line, a Shutdown ends the run (exit 0),
-# SIGTERM ends it too (exit 0), bad input is one line on stderr with exit 2. Waits are blocking
-# reads of the server's stdout and `wait`, never sleeps.
+# SIGTERM / SIGINT stop it (exit 143 / 130, "stopped by ..."), a second server on a taken address
+# refuses ("address in use", exit 1) and the first keeps its socket, bad input is one line on
+# stderr with exit 2. Waits are blocking reads of the server's stdout and `wait`, never sleeps.
 set -u
 bin=$1
 fail() { echo "FAIL: $*"; exit 1; }
@@ -34,23 +35,35 @@ bad "heartbeat_s" --listen "$sock" --heartbeat-s 0 "${ok_engines[@]}"
 bad "without store_root" --listen "$sock" --store-subdir basic "${ok_engines[@]}"
 
 # serve (reads stdout through a FIFO: the ready line is a blocking read).
-start() {
+start() {  # [LISTEN]: default $sock
+  local listen=${1:-$sock}
   mkfifo "$tmp/fifo"
-  "$bin" control serve --listen "$sock" --system basic --block-tokens 64 \
+  "$bin" control serve --listen "$listen" --system basic --block-tokens 64 \
     --store-root "$tmp/store" --store-subdir basic "${ok_engines[@]}" \
     >"$tmp/fifo" 2>"$tmp/serve.err" &
   srv_pid=$!
   exec 3<"$tmp/fifo"
   read -r -t 60 line <&3 || fail "no ready line: $(cat "$tmp/serve.err")"
-  [[ "$line" == "listening on $sock" ]] || fail "ready line is '$line'"
+  [[ "$line" == "listening on "* ]] || fail "ready line is '$line'"
+  [[ $listen == *:0 || "$line" == "listening on $listen" ]] || fail "ready line is '$line'"
+  listening=${line#listening on }
   rm -f "$tmp/fifo"
 }
-finish() {  # wait for the server and check its exit status
+finish() {  # [WANT]: wait for the server and check its exit status (default 0)
+  local want=${1:-0}
   wait "$srv_pid"
   local rc=$?
   srv_pid=""
   exec 3<&-
-  [[ $rc -eq 0 ]] || fail "serve exited $rc: $(cat "$tmp/serve.err")"
+  [[ $rc -eq $want ]] || fail "serve exited $rc, want $want: $(cat "$tmp/serve.err")"
+}
+second_refuses() {  # LISTEN: a second server on it exits 1 with one "address in use" line
+  "$bin" control serve --listen "$1" --system basic "${ok_engines[@]}" >"$tmp/out2" 2>"$tmp/err2"
+  local rc=$?
+  [[ $rc -eq 1 ]] || fail "second serve on $1 exited $rc, want 1: $(cat "$tmp/err2")"
+  [[ $(wc -l <"$tmp/err2") -eq 1 ]] || fail "second serve stderr is not one line: $(cat "$tmp/err2")"
+  grep -q "address in use" "$tmp/err2" || fail "second serve: no 'address in use': $(cat "$tmp/err2")"
+  grep -q "listening" "$tmp/out2" && fail "second serve said it is listening"
 }
 
 start
@@ -63,8 +76,28 @@ grep -q "run finished" "$tmp/serve.err" || fail "no summary line: $(cat "$tmp/se
 
 start
 kill -TERM "$srv_pid"
+finish 143
+grep -q "stopped by SIGTERM" "$tmp/serve.err" || fail "no stopped line: $(cat "$tmp/serve.err")"
+
+# Issue 19: two services on one address. The second refuses; the first keeps its socket file,
+# still answers, and its own stop still works. Then the same on TCP (gRPC's SO_REUSEPORT off).
+start
+second_refuses "$sock"
+[[ -S ${sock#unix:} ]] || fail "the second server removed the first one's socket"
+"$bin" control engines --scheduler "$sock" >/dev/null || fail "first server no longer answers"
+kill -INT "$srv_pid"  # a background job: bash ignores SIGINT for it, serve must not
+finish 130
+grep -q "stopped by SIGINT" "$tmp/serve.err" || fail "no SIGINT line: $(cat "$tmp/serve.err")"
+start "127.0.0.1:0"
+second_refuses "$listening"
+"$bin" control engines --scheduler "$listening" >/dev/null || fail "first TCP server stopped answering"
+"$bin" control shutdown --scheduler "$listening" || fail "shutdown over TCP failed"
 finish
-grep -q "stopped" "$tmp/serve.err" || fail "no stopped line: $(cat "$tmp/serve.err")"
+# A stale socket (its server gone) is replaced; a file that is not a socket is refused and kept.
+echo data >"$tmp/not-a-socket"
+"$bin" control serve --listen "unix:$tmp/not-a-socket" --system basic "${ok_engines[@]}" \
+  >/dev/null 2>"$tmp/err" && fail "serve on a regular file succeeded"
+[[ $(cat "$tmp/not-a-socket") == data ]] || fail "serve replaced a regular file"
 
 "$bin" control engines --scheduler "unix:$tmp/nothing.sock" >/dev/null 2>"$tmp/err" &&
   fail "engines on a dead address succeeded"

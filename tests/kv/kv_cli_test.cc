@@ -163,6 +163,31 @@ TEST_F(KvCliTest, ModelsAcceptsJsonFile) {
   ExpectBadInput("kv models " + path, "", "'num_layers' missing");
 }
 
+// Issue 19: geometry so large that KV bytes per token overflow 64 bits was printed wrapped. Every
+// dimension has a range (docs/models.md "Input ranges"), checked where the JSON is parsed.
+TEST_F(KvCliTest, ModelsRefusesGeometryOutsideItsRanges) {
+  const std::string path = dir_ + "/huge.json";
+  std::ofstream(path) << R"({"name":"huge","attention":"gqa","num_layers":4294967295,
+      "num_heads":4294967295,"num_kv_heads":4294967295,"head_dim":4294967295,
+      "params_active_non_embedding":1})";
+  ExpectBadInput("kv models " + path, "", "key 'num_layers' = 4294967295 is outside [1, 4096]");
+  std::ofstream(path) << R"({"name":"huge","attention":"gqa","num_layers":4096,"num_heads":8,
+      "num_kv_heads":8,"head_dim":8,"kv_bytes_per_token_per_layer":18446744073709551615,
+      "params_active_non_embedding":1})";
+  ExpectBadInput("kv models " + path, "",
+                 "key 'kv_bytes_per_token_per_layer' = 18446744073709551615");
+  std::ofstream(path) << R"({"name":"huge","attention":"gqa","num_layers":8,"num_heads":8,
+      "num_kv_heads":8,"head_dim":8,"params_active_non_embedding":1e308})";
+  ExpectBadInput("kv models " + path, "", "key 'params_active_non_embedding' = 1e+308 is outside");
+  // The largest geometry in range prints its exact KV bytes per token: 4096 layers x 2 x 65536
+  // heads x 65536 dims x 4 bytes = 2^47, no wrap.
+  std::ofstream(path) << R"({"name":"max","attention":"mha","num_layers":4096,"num_heads":65536,
+      "head_dim":65536,"kv_dtype":"fp32","params_active_non_embedding":1e15})";
+  const RunResult r = Run("kv models " + path, "");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find(std::to_string(uint64_t{1} << 47)), std::string::npos) << r.out;
+}
+
 TEST_F(KvCliTest, InspectVerifiesAndReportsCorruption) {
   const ModelGeometry m = *FindModel("r1-llama-8b");
   BlockFileMeta meta;

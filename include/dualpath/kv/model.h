@@ -34,6 +34,18 @@ std::string_view KvDtypeName(KvDtype dtype);  // "fp32", "bf16", "fp16", "fp8"
 Result<KvDtype> ParseKvDtype(std::string_view name);
 uint32_t KvDtypeBytes(KvDtype dtype);  // 4, 2, 2, 1
 
+// Input ranges of a model's geometry (docs/models.md "Input ranges"), checked where a model JSON
+// is parsed and again by Validate(). Generous for any real model (the largest today have ~130
+// layers, 128 heads, head dims of 256 and ~2e12 parameters) and small enough that the derived
+// sizes cannot overflow: 2 x heads x head_dim x 4 bytes <= 2^35 per layer, x layers <= 2^47.
+inline constexpr uint32_t kMaxModelLayers = 4096;
+inline constexpr uint32_t kMaxModelDim = 65536;  // heads, head dims, latent/rope/index dims
+inline constexpr uint32_t kMaxModelHidden = 1u << 20;
+inline constexpr uint32_t kMaxIndexTopk = 1u << 30;  // tokens
+// The largest derived value: 2 (K and V) x kMaxModelDim heads x kMaxModelDim dims x 4 bytes.
+inline constexpr uint64_t kMaxKvBytesPerTokenPerLayer = uint64_t{1} << 35;
+inline constexpr double kMaxModelParams = 1e15;
+
 struct ModelGeometry {
   std::string name;          // short preset id, e.g. "ds660b"
   std::string display_name;  // e.g. "DeepSeek-V3.2 (660B)"
@@ -95,8 +107,9 @@ struct ModelGeometry {
     return params_active * weight_bytes_per_param;
   }
 
-  // Checks that the fields are consistent (non-zero layers/heads, MLA fields present for MLA,
-  // index_* all set or all zero, KV bytes non-zero). kInvalidArgument naming the field otherwise.
+  // Checks that the fields are in their ranges (above) and consistent (MLA fields present for
+  // MLA, index_* all set or all zero, KV bytes non-zero, KV bytes per token within 64 bits).
+  // kInvalidArgument naming the field otherwise.
   Status Validate() const;
 };
 

@@ -14,6 +14,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -71,6 +72,10 @@ struct ReplayOptions {
   uint32_t poll_ms = 200;         // WaitResults long-poll wait
   double timeout_s = 600;         // the whole replay; kTimeout past it
   uint64_t first_request_id = 1;  // request ids are first_request_id, +1, ... in submit order
+  // Checked before every long poll (so at most poll_ms apart): an error ends the replay at once
+  // with that status (`cluster run`: a child that died, a cluster taken down, a stop signal).
+  // Empty: no check.
+  std::function<Status()> health;
 };
 
 struct ReplayResult {

@@ -93,11 +93,14 @@ struct SimResult {
   double snic_read_bytes = 0;
   double snic_avg_utilization = 0;  // read bytes / (nodes x rate x jct)
   uint64_t events = 0;
-  // Storage-NIC read utilization (0..1) per node per window of config.snic_window_s; nodes are
-  // prefill nodes first. For plots.
+  // Width of the windows below: config.snic_window_s, doubled as often as needed to keep a long
+  // run within 65,536 windows (memory bounded by the workload, not by simulated time).
+  double window_s = 0;
+  // Storage-NIC read utilization (0..1) per node per window of window_s; nodes are prefill nodes
+  // first. For plots.
   std::vector<std::vector<float>> snic_util;
   std::vector<bool> node_is_prefill;
-  // Per window of config.snic_window_s: requests in decode per decode GPU (time-weighted mean) and
+  // Per window of window_s: requests in decode per decode GPU (time-weighted mean) and
   // the decode step time of the groups that were decoding (ms, time-weighted; 0 when none was).
   // For plots and for checking what paces the decode side (docs/sim.md).
   std::vector<float> decode_batch_per_gpu;
@@ -130,6 +133,9 @@ Result<SimWorkload> CompactWorkload(const trace::Workload& w, uint32_t block_tok
 // agent trajectories, we sample an existing trajectory". Returns `agents` agents, each replaying
 // a trajectory of `base` drawn uniformly with a seeded RNG (agents share the turn records).
 SimWorkload SampleAgents(const SimWorkload& base, uint64_t agents, uint64_t seed);
+
+// At most this many GPUs per simulated cluster (kInvalidArgument otherwise).
+inline constexpr uint64_t kMaxSimGpus = uint64_t{1} << 20;
 
 Result<SimResult> Simulate(const SimConfig& config, const kv::ModelGeometry& model,
                            const SimWorkload& workload, const RunSpec& spec);

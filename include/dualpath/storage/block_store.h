@@ -5,12 +5,13 @@
 // Reads and writes are batched through io_uring with O_DIRECT where the file system accepts it
 // (buffered I/O plus posix_fadvise(DONTNEED) otherwise, announced by one log line at Open).
 // Writes publish atomically: the file is written under a temporary name in the block's own
-// directory, synced as configured, then renamed over the block name, so no process on any node
+// directory, synced as configured, then renamed to the block name, so no process on any node
 // ever sees a partial block under a block's name; two writers publishing the same block is
-// harmless (equal bytes, last rename wins). Every read is fully verified (header checksum, model
-// fingerprint, block hash, payload checksum); a file that fails is a miss, counted and moved to
-// the quarantine directory, never returned as data. See docs/storage.md and
-// docs/formats/storage_layout.md.
+// harmless (equal bytes: the first rename wins, the second finds the name taken and drops its
+// temporary file; where the file system has no renameat2(RENAME_NOREPLACE) the last one wins).
+// Every read is fully verified (header checksum, model fingerprint, block hash, payload checksum);
+// a file that fails is a miss, counted and moved to the quarantine directory, never returned as
+// data. See docs/storage.md and docs/formats/storage_layout.md.
 //
 // The in-memory index (rebuilt by scanning the root at Open, which also removes temporary files
 // left by crashed writers) drives a capacity limit with least-recently-used eviction. The index is
@@ -69,6 +70,11 @@ struct StoreOptions {
   bool scan_on_open = true;         // rebuild the index and clean stale temporary files
   int64_t stale_tmp_seconds = 600;  // another host's temporary file older than this is removed
   StorageFaults* faults = nullptr;  // fault points for tests; not owned
+  // Reads only, and change nothing on disk: the model directory must exist (kNotFound
+  // otherwise; nothing is created, not even a probe file), writes and Remove fail with
+  // kFailedPrecondition, a file that fails verification is a miss but is not moved to
+  // quarantine, and neither the scan nor the capacity limit removes anything.
+  bool read_only = false;
 };
 
 // A block file image ready to write: header + payload + padding in an aligned buffer.
@@ -121,6 +127,10 @@ class BlockStore {
   BlockStore(const BlockStore&) = delete;
   BlockStore& operator=(const BlockStore&) = delete;
 
+  // <root>/<fingerprint as 16 hex digits>: the directory a store of this model uses (trailing
+  // slashes of root ignored).
+  static std::string ModelDir(const std::string& root, uint64_t model_fingerprint);
+
   // File bytes (and the read buffer size) for a block of `shape`.
   static uint64_t FileBytes(const kv::BlockShape& shape) {
     return kv::BlockFileSize(shape.FullBytes());
@@ -133,14 +143,18 @@ class BlockStore {
 
   // Publishes blocks; returns one status per block (OK also when the block already existed).
   // kStorageNoSpace when the file system is full, kPermissionDenied, kIoError otherwise; a failed
-  // write leaves nothing under the block's name.
+  // write leaves nothing under the block's name and no temporary file.
   std::vector<Status> WriteBatch(std::span<const EncodedBlock> blocks);
   // Streaming form: Source(i) is asked for block i when an io_uring slot is free (the block must
-  // stay alive until Sink(i) is called), Sink(i, status) once block i is published or failed.
+  // stay alive until Sink(i) is called), Sink(i, status, created) once block i is published or
+  // failed. `created` is true only when this call put the file under the block's name; false
+  // when the name was already taken (by anyone: the publishing rename never replaces a file, so
+  // two writers of one block cannot both claim it) or on failure. A caller that must remove what
+  // it wrote (a benchmark) removes exactly the blocks with created == true.
   // Up to queue_depth blocks are in flight and Sinks may lag Sources by as many again, so
   // 2 x queue_depth buffers stream any number of blocks.
   using WriteSource = std::function<const EncodedBlock&(size_t index)>;
-  using WriteSink = std::function<void(size_t index, Status status)>;
+  using WriteSink = std::function<void(size_t index, Status status, bool created)>;
   void WriteStream(size_t n, const WriteSource& source, const WriteSink& sink);
   // Encode + WriteBatch of one block.
   Status Write(const kv::BlockHash& hash, const kv::BlockShape& shape,

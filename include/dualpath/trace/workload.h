@@ -90,7 +90,9 @@ struct SyntheticSpec {
   uint64_t seed = 1;
   uint32_t block_size = 64;  // recorded in Session::block_size
 };
-// Deterministic for a spec. Errors (kInvalidArgument): max_len_k outside [8, 1024], sessions 0.
+// Deterministic for a spec. Errors (kInvalidArgument): max_len_k outside [8, 1024], sessions 0,
+// sessions x max_len_k above kMaxSyntheticSessionsTimesLenK (memory grows with it: ~1 GB there).
+inline constexpr uint64_t kMaxSyntheticSessionsTimesLenK = 100'000 * 64;
 Result<Workload> GenerateSynthetic(const SyntheticSpec& spec);
 
 // DualPath §7 (Figure 9): multiply every turn's append by append_factor and generation by
@@ -105,6 +107,17 @@ Result<Workload> ScaleTurns(const Workload& w, double append_factor, double gen_
 // --- Readers ------------------------------------------------------------------------------------
 // Malformed input gives Code::kTraceMalformed with "file:line: what was wrong"; a missing file
 // gives kNotFound.
+//
+// Input ranges (docs/trace.md "Input ranges"), checked where each field is parsed; a value outside
+// is malformed input naming the field:
+//   - prompt and generated tokens of one request: [1, kMaxTraceTokens] / [0, kMaxTraceTokens]
+//     (2^30: no model's context comes near, and a session's sums of up to 2^32 turns of them
+//     stay far inside 64 bits, so the replay helpers' arithmetic cannot wrap);
+//   - every time (WEKA "t" and "think_time", Mooncake "timestamp"/1000): [0, kMaxTraceSeconds]
+//     (1e6 s, 11.6 days: the longest public traces span a week; a larger value is not a
+//     measurement, and simulated time grows with it).
+inline constexpr uint64_t kMaxTraceTokens = uint64_t{1} << 30;
+inline constexpr double kMaxTraceSeconds = 1e6;
 
 // One request per line; each request is its own one-turn session arriving at timestamp/1000 s
 // (open loop); hash_ids give cross-request hits.
