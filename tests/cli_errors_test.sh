@@ -55,6 +55,9 @@ expect 2 "$tmp/fifo.json" sim --trace "$tmp/fifo.json" --agents 4
 expect 2 "$tmp/empty" sim --trace "$tmp/empty" --agents 4
 expect 2 "$tmp/empty" trace stats "$tmp/empty"
 expect 2 "/dev/zero" kv inspect /dev/zero
+for p in /dev/zero "$tmp/fifo.blk" "$tmp/empty"; do
+  expect 2 "$p is not a regular file" cluster read "$p"
+done
 expect 2 "$tmp/fifo.blk" kv inspect "$tmp/fifo.blk"
 # Token ids on stdin: /dev/zero never ends; its first byte is not text.
 stdin=/dev/zero expect 2 "not text" kv hash --seed 0 --block-size 16

@@ -64,6 +64,10 @@ Result<UniqueFd> OpenRegularFile(const std::string& path, std::string_view what,
   UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK | extra_flags));
   if (!fd.valid()) {
     if (errno == EINVAL && (extra_flags & O_DIRECT) != 0) {
+      // Refused for O_DIRECT: say why, "not a regular file" first (a FIFO or device gets EINVAL
+      // too), else the file system does not do direct I/O.
+      Result<UniqueFd> plain = OpenRegularFile(path, what, extra_flags & ~O_DIRECT);
+      if (!plain.ok()) return plain.status();
       return InvalidArgument("open " + name + ": O_DIRECT not supported there");
     }
     return ErrnoStatus("open " + name, errno);

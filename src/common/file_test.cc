@@ -100,6 +100,14 @@ TEST_F(FileTest, OpenRegularFileReturnsBlockingDescriptor) {
   EXPECT_EQ(::read(fd->get(), buf, sizeof(buf)), 3);
 }
 
+TEST_F(FileTest, DirectOpenOfNonRegularFileNamesTheKind) {
+  Result<UniqueFd> fd = OpenRegularFile("/dev/zero", "file", O_DIRECT);
+  ASSERT_FALSE(fd.ok());
+  EXPECT_EQ(fd.status().code(), Code::kInvalidArgument);
+  EXPECT_TRUE(HasMessage(fd.status(), "is not a regular file (a character device)"))
+      << fd.status().ToString();
+}
+
 TEST_F(FileTest, CheckDirectory) {
   EXPECT_TRUE(CheckDirectory(dir_, "--dir").ok());
   Status s = CheckDirectory(Write("f", "x"), "--dir");
