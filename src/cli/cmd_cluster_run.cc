@@ -7,11 +7,11 @@
 //
 // Registers under the `cluster` group of cmd_cluster.cc (found, or added, by name).
 #include <cstdlib>
-#include <fstream>
 #include <iostream>
 #include <memory>
 
 #include "cli/command.h"
+#include "dualpath/common/file.h"
 #include "dualpath/common/stop_signal.h"
 #include "dualpath/replay/cluster_run.h"
 #include "dualpath/testbed/cluster.h"
@@ -30,14 +30,6 @@ struct RunArgs {
   bool no_pool = false;
   std::string kill;
 };
-
-Status WriteFile(const std::string& path, const std::string& text) {
-  std::ofstream out(path);
-  out << text;
-  out.close();
-  if (!out) return IoError("write " + path);
-  return Status::Ok();
-}
 
 void Register(CLI::App& root, int* exit_code) {
   CLI::App* cluster =
@@ -131,7 +123,8 @@ void Register(CLI::App& root, int* exit_code) {
       ASSIGN_OR_RETURN(replay::ClusterRunReport report, replay::RunOnCluster(o, std::cerr));
       std::cout << replay::RunTable(report.runs) << std::flush;
       if (!a->json_out.empty()) {
-        RETURN_IF_ERROR(WriteFile(a->json_out, replay::RunJson(report.config_json, report.runs)));
+        RETURN_IF_ERROR(WriteOutputFile(
+            a->json_out, replay::RunJson(report.config_json, report.runs), "--json"));
       }
       if (!a->plot_dir.empty()) {
         RETURN_IF_ERROR(replay::WriteRunPlots(report.runs, a->plot_dir));

@@ -6,14 +6,14 @@
 //       the model presets (or the named models) with their KV bytes per token
 //   dualpath kv inspect FILE [--model M] [--hash HEX]
 //       decodes and verifies a Full Block file's header (and payload when --model/--hash given)
+#include <cctype>
+#include <cerrno>
 #include <cstdio>
-#include <fstream>
 #include <iostream>
-#include <iterator>
 #include <optional>
-#include <sstream>
 
 #include "cli/command.h"
+#include "dualpath/common/file.h"
 #include "dualpath/kv/block_file.h"
 #include "dualpath/kv/hasher.h"
 #include "dualpath/kv/model.h"
@@ -27,6 +27,34 @@ struct HashArgs {
   std::string algo = "sha256_cbor";
 };
 
+// Token ids as text from `in`, bounded: stdin may be /dev/zero or /dev/urandom, which never end.
+// Bytes that cannot be in a list of ids (NUL, control characters, non-ASCII) stop the read at
+// once; the 1 GiB cap bounds an endless stream of plausible text.
+Result<std::string> ReadTokenText(std::FILE* in) {
+  constexpr size_t kMaxBytes = size_t{1} << 30;
+  std::string text;
+  char buf[1 << 16];
+  size_t n = 0;
+  while ((n = std::fread(buf, 1, sizeof(buf), in)) > 0) {
+    for (size_t i = 0; i < n; ++i) {
+      const unsigned char c = static_cast<unsigned char>(buf[i]);
+      if ((c < 0x20 && !std::isspace(c)) || c >= 0x7f) {
+        char shown[8];
+        std::snprintf(shown, sizeof(shown), "0x%02x", c);
+        return Status(Code::kKvBadToken, std::string("byte ") + shown + " at offset " +
+                                             std::to_string(text.size() + i) +
+                                             " is not text: want token ids");
+      }
+    }
+    if (text.size() + n > kMaxBytes) {
+      return InvalidArgument("more than " + std::to_string(kMaxBytes) + " bytes of token ids");
+    }
+    text.append(buf, n);
+  }
+  if (std::ferror(in)) return IoError("read", errno);
+  return text;
+}
+
 int RunHash(const HashArgs& a) {
   if (a.block_size <= 0 || a.block_size > kv::kMaxBlockSize) {
     return ReportError("kv hash", InvalidArgument("--block-size must be in [1, " +
@@ -39,9 +67,9 @@ int RunHash(const HashArgs& a) {
       kv::BlockHasher::Create(*algo, a.seed, static_cast<uint32_t>(a.block_size));
   if (!hasher.ok()) return ReportError("kv hash", hasher.status());
 
-  std::string input{std::istreambuf_iterator<char>(std::cin), std::istreambuf_iterator<char>()};
-  if (std::cin.bad()) return ReportError("kv hash", IoError("read stdin"));
-  Result<std::vector<kv::TokenId>> tokens = kv::ParseTokenIds(input);
+  Result<std::string> input = ReadTokenText(stdin);
+  if (!input.ok()) return ReportError("kv hash: stdin", input.status());
+  Result<std::vector<kv::TokenId>> tokens = kv::ParseTokenIds(*input);
   if (!tokens.ok()) return ReportError("kv hash: stdin", tokens.status());
 
   std::vector<kv::BlockHash> hashes = hasher->HashPrefix(*tokens);
@@ -120,9 +148,10 @@ int RunInspect(const InspectArgs& a) {
     if (!m.ok()) return ReportModelError("kv inspect: --model", m.status());
     want_fingerprint = kv::ModelFingerprint(*m);
   }
-  std::ifstream in(a.path, std::ios::binary);
-  if (!in) return ReportError("kv inspect", ErrnoStatus("open " + a.path, errno));
-  std::string data{std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+  Result<std::string> file = ReadRegularFile(a.path, "block file");
+  // A path the user named that is missing or unreadable is bad input too (exit 2).
+  if (!file.ok()) return ReportModelError("kv inspect", file.status());
+  const std::string& data = *file;
   auto bytes = std::as_bytes(std::span<const char>(data));
   Result<kv::BlockFileMeta> meta = kv::DecodeBlockFileHeader(bytes);
   if (!meta.ok()) return ReportError("kv inspect " + a.path, meta.status());

@@ -11,11 +11,11 @@
 #include <chrono>
 #include <cmath>
 #include <filesystem>
-#include <fstream>
 #include <iostream>
 #include <nlohmann/json.hpp>
 
 #include "cli/command.h"
+#include "dualpath/common/file.h"
 #include "dualpath/common/numeric.h"
 #include "dualpath/kv/model.h"
 #include "dualpath/sim/config.h"
@@ -279,9 +279,8 @@ int RunSim(const Options& o) {
             << (o.online ? " at " + std::to_string(o.aps) + " agents/s" : "") << "\n";
   std::cout << sim::ReportTable(report);
   if (!o.json_out.empty()) {
-    std::ofstream out(o.json_out);
-    out << sim::ReportJson(report);
-    if (!out) return ReportError("sim", IoError("write " + o.json_out));
+    Status st = WriteOutputFile(o.json_out, sim::ReportJson(report), "--json");
+    if (!st.ok()) return ReportError("sim", st);
   }
   if (!o.plot_dir.empty()) {
     Status st = sim::WritePlots(report, o.plot_dir);

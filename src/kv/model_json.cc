@@ -1,10 +1,9 @@
 // Loading a ModelGeometry from JSON (format: docs/models.md). Strict: unknown keys and wrong
 // types are errors naming the key, so a typo cannot silently fall back to a default.
-#include <fstream>
 #include <nlohmann/json.hpp>
 #include <set>
-#include <sstream>
 
+#include "dualpath/common/file.h"
 #include "dualpath/common/numeric.h"
 #include "dualpath/kv/model.h"
 
@@ -152,12 +151,9 @@ Result<ModelGeometry> ParseModelJson(std::string_view json_text, std::string_vie
 }
 
 Result<ModelGeometry> LoadModelJson(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return ErrnoStatus("open model file " + path, errno);
-  std::ostringstream ss;
-  ss << in.rdbuf();
-  if (in.bad()) return IoError("read model file " + path, errno);
-  return ParseModelJson(ss.str(), path);
+  // A model description is a few hundred bytes; 16 MiB bounds a wrong path without a false alarm.
+  ASSIGN_OR_RETURN(const std::string text, ReadRegularFile(path, "model file", 16 << 20));
+  return ParseModelJson(text, path);
 }
 
 }  // namespace dualpath::kv

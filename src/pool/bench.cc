@@ -8,6 +8,7 @@
 #include <chrono>
 #include <cstring>
 #include <filesystem>
+#include <new>
 #include <random>
 
 #include "pool/layout.h"
@@ -178,10 +179,32 @@ Result<std::vector<BenchRow>> RunPoolBench(const BenchOptions& o) {
   if (o.passes <= 0 || o.data_mib == 0 || o.lookup_entries == 0 || o.lookups == 0) {
     return InvalidArgument("bench pool: passes, data size and lookup counts must be positive");
   }
+  if (o.passes > kMaxBenchPasses) {
+    return InvalidArgument("--passes " + std::to_string(o.passes) + " is outside [1, " +
+                           std::to_string(kMaxBenchPasses) + "]");
+  }
+  // Two buffers of --mib plus a region of about --mib in shared memory: all of it must fit in
+  // RAM at once, or the pages would be swapped while timed (or the allocation fail).
+  const uint64_t phys_bytes =
+      static_cast<uint64_t>(sysconf(_SC_PHYS_PAGES)) * static_cast<uint64_t>(sysconf(_SC_PAGESIZE));
+  const uint64_t phys_mib = phys_bytes >> 20;
+  const uint64_t max_mib = std::min<uint64_t>(kMaxBenchMib, std::max<uint64_t>(1, phys_mib / 4));
+  if (o.data_mib > max_mib) {
+    return InvalidArgument("--mib " + std::to_string(o.data_mib) + " is outside [1, " +
+                           std::to_string(max_mib) + "] (at most " + std::to_string(kMaxBenchMib) +
+                           " and a quarter of this host's RAM)");
+  }
   uint64_t max_block = 0;
   for (uint64_t b : o.block_bytes) max_block = std::max(max_block, b);
   const uint64_t buf_bytes = std::max(o.data_mib << 20, max_block);
-  std::vector<std::byte> src(buf_bytes), dst(buf_bytes);
+  std::vector<std::byte> src, dst;
+  try {
+    src.resize(buf_bytes);
+    dst.resize(buf_bytes);
+  } catch (const std::bad_alloc&) {
+    return ResourceExhausted("bench pool: cannot allocate 2 x " + std::to_string(buf_bytes) +
+                             " bytes for --mib " + std::to_string(o.data_mib));
+  }
   std::mt19937_64 rng(7);
   for (size_t i = 0; i + 8 <= src.size(); i += 8) {
     const uint64_t v = rng();

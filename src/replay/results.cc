@@ -3,11 +3,11 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
-#include <filesystem>
-#include <fstream>
 #include <nlohmann/json.hpp>
 #include <set>
 #include <sstream>
+
+#include "dualpath/common/file.h"
 
 namespace dualpath::replay {
 namespace {
@@ -238,16 +238,13 @@ std::string RunTable(const std::vector<SystemRun>& runs) {
 }
 
 Status WriteRunPlots(const std::vector<SystemRun>& runs, const std::string& dir) {
-  std::error_code ec;
-  std::filesystem::create_directories(dir, ec);
-  if (ec) {
-    return IoError("create plot dir " + dir + ": " + ec.message());
-  }
+  RETURN_IF_ERROR(PreparePlotDir(dir));
   std::ostringstream gp;
   gp << "set terminal pngcairo size 1000,600 font 'sans,11'\n";
   {
-    std::ofstream dat(dir + "/jct.dat");
+    std::ostringstream dat;
     for (const SystemRun& r : runs) dat << '"' << r.system << "\" " << r.replay.JctS() << "\n";
+    RETURN_IF_ERROR(WriteOutputFile(dir + "/jct.dat", dat.str(), "--plot"));
     gp << "set output '" << dir << "/jct.png'\n"
        << "set title 'Job completion time per system (emulated cluster)'\n"
        << "set ylabel 'JCT (s)'\nset style fill solid 0.8 border -1\nset boxwidth 0.6\n"
@@ -259,7 +256,7 @@ Status WriteRunPlots(const std::vector<SystemRun>& runs, const std::string& dir)
   for (const SystemRun& r : runs) {
     if (r.samples.size() < 2 || r.links.empty()) continue;
     const std::string dat_path = dir + "/storage_" + r.system + ".dat";
-    std::ofstream dat(dat_path);
+    std::ostringstream dat;
     const Nanos t0 = r.replay.start_ns;
     // Rates over trailing windows of at least 1 s: per-sample rates at 0.25 s swing between 0
     // and the line rate as individual reads start and stop.
@@ -274,6 +271,7 @@ Status WriteRunPlots(const std::vector<SystemRun>& runs, const std::string& dir)
       }
       dat << '\n';
     }
+    RETURN_IF_ERROR(WriteOutputFile(dat_path, dat.str(), "--plot"));
     gp << "reset\nset output '" << dir << "/storage_" << r.system << ".png'\n"
        << "set title 'Storage link read rate per node: " << r.system << "'\n"
        << "set xlabel 'time since first submit (s)'\nset ylabel 'Mbit/s'\nset yrange [0:*]\n"
@@ -290,16 +288,8 @@ Status WriteRunPlots(const std::vector<SystemRun>& runs, const std::string& dir)
     gp << "\n";
   }
   const std::string script = dir + "/plots.gp";
-  {
-    std::ofstream out(script);
-    out << gp.str();
-  }
-  const std::string cmd = "gnuplot '" + script + "' 2>'" + dir + "/gnuplot.log'";
-  const int rc = std::system(cmd.c_str());
-  if (rc != 0) {
-    return IoError("gnuplot failed (exit " + std::to_string(rc) + "); see " + dir + "/gnuplot.log");
-  }
-  return Status::Ok();
+  RETURN_IF_ERROR(WriteOutputFile(script, gp.str(), "--plot"));
+  return RunGnuplot(script, dir + "/gnuplot.log");
 }
 
 }  // namespace dualpath::replay

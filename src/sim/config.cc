@@ -1,9 +1,9 @@
 #include "dualpath/sim/config.h"
 
-#include <fstream>
 #include <nlohmann/json.hpp>
 #include <sstream>
 
+#include "dualpath/common/file.h"
 #include "dualpath/common/numeric.h"
 
 namespace dualpath::sim {
@@ -176,8 +176,13 @@ Result<SimConfig> ParseSimConfig(std::string_view text, std::string_view origin)
   try {
     j = json::parse(text);
   } catch (const json::exception& e) {
-    // parse_error, or out_of_range.406 for a number no double holds (1e999).
-    return Status(Code::kSimBadConfig, std::string(origin) + ": bad JSON: " + e.what());
+    // parse_error for bad syntax; out_of_range (406) for a number no double holds, e.g. 1e999.
+    // e.what() starts with the library's "[json.exception.parse_error.101] ": drop that.
+    std::string what = e.what();
+    if (auto pos = what.find("] "); pos != std::string::npos) what = what.substr(pos + 2);
+    const bool range = dynamic_cast<const json::out_of_range*>(&e) != nullptr;
+    return Status(Code::kSimBadConfig, std::string(origin) + ": bad JSON: " +
+                                           (range ? "number out of range (" + what + ")" : what));
   }
   if (!j.is_object()) {
     return Status(Code::kSimBadConfig, std::string(origin) + ": expected a JSON object");
@@ -204,13 +209,8 @@ Result<SimConfig> ParseSimConfig(std::string_view text, std::string_view origin)
 }
 
 Result<SimConfig> LoadSimConfig(const std::string& path) {
-  std::ifstream in(path);
-  if (!in) {
-    return NotFound("sim config " + path + ": cannot open");
-  }
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ParseSimConfig(ss.str(), path);
+  ASSIGN_OR_RETURN(const std::string text, ReadRegularFile(path, "sim config", 16 << 20));
+  return ParseSimConfig(text, path);
 }
 
 std::string SimConfigToJson(const SimConfig& c) {

@@ -68,6 +68,26 @@ TEST(SimConfigTest, ErrorsNameTheProblem) {
   }
 }
 
+TEST(SimConfigTest, NumberBeyondDoubleIsAnErrorNotAnException) {
+  // nlohmann throws out_of_range (not parse_error) for 1e999 while parsing.
+  auto r = ParseSimConfig(R"({"hardware": {"snic_gbps": 1e999}})", "cfg.json");
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), Code::kSimBadConfig);
+  EXPECT_NE(r.status().message().find("cfg.json: bad JSON: number out of range"), std::string::npos)
+      << r.status().message();
+  EXPECT_EQ(r.status().message().find("[json.exception"), std::string::npos);
+}
+
+TEST(SimConfigTest, NonRegularFileIsRefused) {
+  for (const char* path : {"/dev/zero", "/"}) {
+    auto r = LoadSimConfig(path);
+    ASSERT_FALSE(r.ok()) << path;
+    EXPECT_EQ(r.status().code(), Code::kInvalidArgument) << path;
+    EXPECT_NE(r.status().message().find("is not a regular file"), std::string::npos)
+        << r.status().message();
+  }
+}
+
 TEST(SimConfigTest, MissingFileIsNotFound) {
   auto r = LoadSimConfig("/nonexistent/sim.json");
   ASSERT_FALSE(r.ok());

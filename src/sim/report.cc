@@ -1,10 +1,10 @@
 #include "dualpath/sim/report.h"
 
 #include <cstdio>
-#include <filesystem>
-#include <fstream>
 #include <nlohmann/json.hpp>
 #include <sstream>
+
+#include "dualpath/common/file.h"
 
 namespace dualpath::sim {
 namespace {
@@ -129,11 +129,7 @@ std::string ReportTable(const Report& report) {
 }
 
 Status WritePlots(const Report& report, const std::string& dir) {
-  std::error_code ec;
-  std::filesystem::create_directories(dir, ec);
-  if (ec) {
-    return IoError("create plot dir " + dir + ": " + ec.message());
-  }
+  RETURN_IF_ERROR(PreparePlotDir(dir));
   const double config_window_s = json::parse(report.config_json)["sim"].value("snic_window_s", 1.0);
   // A long run's windows are wider than the configured ones (SimResult::window_s).
   auto window_of = [&](const SimResult& r) {
@@ -143,11 +139,12 @@ Status WritePlots(const Report& report, const std::string& dir) {
   script << "set terminal pngcairo size 1000,600 font 'sans,11'\n";
   // JCT (offline) or TTFT (online) per system: a bar chart.
   {
-    std::ofstream dat(dir + "/jct.dat");
+    std::ostringstream dat;
     for (const ReportEntry& e : report.entries) {
       dat << '"' << e.result.system << "\" " << (e.online ? e.result.ttft_mean_s : e.result.jct_s)
           << "\n";
     }
+    RETURN_IF_ERROR(WriteOutputFile(dir + "/jct.dat", dat.str(), "--plot"));
     const bool online = !report.entries.empty() && report.entries.front().online;
     script << "set output '" << dir << "/jct.png'\n"
            << "set title '" << (online ? "Mean TTFT per system" : "Job completion time per system")
@@ -165,7 +162,7 @@ Status WritePlots(const Report& report, const std::string& dir) {
     if (r.snic_util.empty()) continue;
     const double window_s = window_of(r);
     const std::string dat_path = dir + "/snic_" + r.system + ".dat";
-    std::ofstream dat(dat_path);
+    std::ostringstream dat;
     const size_t windows = r.snic_util.front().size();
     // Average over groups of windows so a long run stays readable (~400 points).
     const size_t step = std::max<size_t>(1, windows / 400);
@@ -178,6 +175,7 @@ Status WritePlots(const Report& report, const std::string& dir) {
       }
       dat << '\n';
     }
+    RETURN_IF_ERROR(WriteOutputFile(dat_path, dat.str(), "--plot"));
     script << "reset\nset output '" << dir << "/snic_" << r.system << ".png'\n"
            << "set title 'Storage NIC read utilization per node: " << r.system << "'\n"
            << "set xlabel 'time (s)'\nset ylabel 'utilization (%)'\nset yrange [0:110]\n"
@@ -207,7 +205,7 @@ Status WritePlots(const Report& report, const std::string& dir) {
     if (windows == 0) continue;
     const double window_s = window_of(r);
     const std::string dat_path = dir + "/decode_" + r.system + ".dat";
-    std::ofstream dat(dat_path);
+    std::ostringstream dat;
     const size_t step = std::max<size_t>(1, windows / 400);
     for (size_t w = 0; w + step <= windows; w += step) {
       double batch = 0, tau = 0;
@@ -222,6 +220,7 @@ Status WritePlots(const Report& report, const std::string& dir) {
       dat << w << ' ' << batch / static_cast<double>(step) << ' '
           << (active ? tau / static_cast<double>(active) : 0.0) << '\n';
     }
+    RETURN_IF_ERROR(WriteOutputFile(dat_path, dat.str(), "--plot"));
     script << "reset\nset output '" << dir << "/decode_" << r.system << ".png'\n"
            << "set title 'Decode side: " << r.system << "'\n"
            << "set xlabel 'time (s)'\nset ylabel 'requests in decode per decode GPU'\n"
@@ -232,16 +231,8 @@ Status WritePlots(const Report& report, const std::string& dir) {
            << "):($3 > 0 ? $3 : 1/0) axes x1y2 with lines lw 1.5 dt 2 title 'step time'\n";
   }
   const std::string gp = dir + "/plots.gp";
-  {
-    std::ofstream out(gp);
-    out << script.str();
-  }
-  const std::string cmd = "gnuplot '" + gp + "' 2>'" + dir + "/gnuplot.log'";
-  const int rc = std::system(cmd.c_str());
-  if (rc != 0) {
-    return IoError("gnuplot failed (exit " + std::to_string(rc) + "); see " + dir + "/gnuplot.log");
-  }
-  return Status::Ok();
+  RETURN_IF_ERROR(WriteOutputFile(gp, script.str(), "--plot"));
+  return RunGnuplot(gp, dir + "/gnuplot.log");
 }
 
 }  // namespace dualpath::sim

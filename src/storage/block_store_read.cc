@@ -161,7 +161,9 @@ void BlockStore::ReadStreamImpl(size_t n, const ReadSource& source, const ReadSi
     // The open runs in the ring too (see IoOp::open_path): on a distributed file system it is a
     // round trip that would otherwise stall every other read's submission.
     op.open_path = p.path.c_str();
-    op.open_flags = O_RDONLY | O_CLOEXEC | internal::DirectFlag(direct);
+    // O_NONBLOCK: something other than a block file under a block's name (a FIFO) must fail
+    // verification, not block the open forever; regular files ignore the flag.
+    op.open_flags = O_RDONLY | O_CLOEXEC | O_NONBLOCK | internal::DirectFlag(direct);
     op.buf = r.buffer.data();
     op.len = r.buffer.size();
     op.direct = direct;
@@ -176,7 +178,7 @@ void BlockStore::ReadStreamImpl(size_t n, const ReadSource& source, const ReadSi
       if (direct_.exchange(false)) {
         LogDirectRefused();
       }
-      p.fd = ::open(p.path.c_str(), O_RDONLY | O_CLOEXEC);
+      p.fd = ::open(p.path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
       if (p.fd >= 0) {
         uint64_t done = 0;
         while (done < r.buffer.size()) {

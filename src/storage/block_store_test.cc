@@ -230,6 +230,21 @@ TEST_P(BlockStoreTest, SmallBufferIsCallerErrorNotCorruption) {
   EXPECT_TRUE(ReadBlock(*s, 3).ok());
 }
 
+// A FIFO or a directory under a block's name (a careless or hostile user): a failed read at once,
+// never an open that waits for a writer (this test would hang) and never a served block.
+TEST_P(BlockStoreTest, NonRegularFilesUnderABlockNameFailWithoutBlocking) {
+  auto s = OpenStore(Options());
+  ASSERT_TRUE(s);
+  fs::create_directories(BlockDir(s->model_dir(), HashOf(11)));
+  ASSERT_EQ(::mkfifo(BlockPath(s->model_dir(), HashOf(11)).c_str(), 0600), 0);
+  EXPECT_FALSE(ReadBlock(*s, 11).ok());
+  fs::create_directories(BlockPath(s->model_dir(), HashOf(12)));
+  EXPECT_FALSE(ReadBlock(*s, 12).ok());
+  // The store keeps serving.
+  ASSERT_TRUE(WriteBlock(*s, 13).ok());
+  EXPECT_TRUE(ReadBlock(*s, 13).ok());
+}
+
 TEST_P(BlockStoreTest, SecondWriteOfSameBlockIsIdempotent) {
   auto s = OpenStore(Options());
   ASSERT_TRUE(s);

@@ -1,10 +1,9 @@
 // cluster.json: serialization of a Cluster (schema in docs/testbed.md).
 #include <fmt/format.h>
 
-#include <fstream>
 #include <nlohmann/json.hpp>
-#include <sstream>
 
+#include "dualpath/common/file.h"
 #include "dualpath/testbed/cluster.h"
 
 namespace dualpath::testbed {
@@ -206,16 +205,15 @@ Result<Cluster> LoadCluster(std::string_view name, std::string_view state_root) 
   RETURN_IF_ERROR(ValidateClusterName(name));
   const std::string root = state_root.empty() ? StateRoot() : std::string(state_root);
   const std::string path = StateDir(root, name) + "/cluster.json";
-  std::ifstream in(path);
-  if (!in) {
+  Result<std::string> text = ReadRegularFile(path, "cluster state", 16 << 20);
+  if (text.status().code() == Code::kNotFound) {
     return Status(Code::kTestbedNotFound,
                   fmt::format("cluster '{}' is not up ({} not found); start it with `dualpath "
                               "cluster up --name {}`",
                               name, path, name));
   }
-  std::stringstream buf;
-  buf << in.rdbuf();
-  Result<Cluster> c = ParseClusterJson(buf.str());
+  if (!text.ok()) return text.status();
+  Result<Cluster> c = ParseClusterJson(*text);
   if (!c.ok()) {
     return c.status().WithContext(path);
   }

@@ -13,6 +13,8 @@
 #include <thread>
 #include <vector>
 
+#include "dualpath/common/file.h"
+
 namespace dualpath::testbed {
 namespace {
 
@@ -61,14 +63,9 @@ Result<ReadRateResult> MeasureRead(const ReadRateOptions& o, const Clock& clock)
     return InvalidArgument(
         fmt::format("block size {} must be a positive multiple of 4096", o.block_bytes));
   }
-  const FdGuard file{open(o.path.c_str(), O_RDONLY | O_DIRECT | O_CLOEXEC)};
-  const int fd = file.fd;
-  if (fd < 0) {
-    if (errno == EINVAL) {
-      return InvalidArgument(fmt::format("open {}: O_DIRECT not supported there", o.path));
-    }
-    return ErrnoStatus(fmt::format("open {} with O_DIRECT", o.path), errno);
-  }
+  // Only a regular file: a FIFO would block the open, a device would never reach its end.
+  ASSIGN_OR_RETURN(const UniqueFd file, OpenRegularFile(o.path, "file", O_DIRECT));
+  const int fd = file.get();
   const FdGuard counter_file{
       o.rx_counter.empty() ? -1 : open(o.rx_counter.c_str(), O_RDONLY | O_CLOEXEC)};
   const int cfd = counter_file.fd;

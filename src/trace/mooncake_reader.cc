@@ -1,9 +1,9 @@
 // Mooncake (FAST'25) JSONL traces: {"timestamp": ms, "input_length": n, "output_length": n,
 // "hash_ids": [...]} per line, 512 tokens per hash id. See docs/formats/trace.md.
-#include <fstream>
 #include <nlohmann/json.hpp>
 #include <string>
 
+#include "dualpath/common/file.h"
 #include "dualpath/trace/workload.h"
 #include "trace/json_util.h"
 
@@ -16,15 +16,15 @@ constexpr uint32_t kMooncakeBlockSize = 512;
 Result<Workload> ReadMooncakeJsonl(const std::string& path) {
   using internal::Malformed;
   using internal::Where;
-  std::ifstream in(path);
-  if (!in) {
-    return ErrnoStatus("open mooncake trace " + path, errno);
-  }
+  ASSIGN_OR_RETURN(const std::string text, ReadRegularFile(path, "Mooncake trace"));
   Workload w;
   w.name = "mooncake:" + path;
-  std::string line;
   uint64_t line_no = 0;
-  while (std::getline(in, line)) {
+  for (size_t begin = 0; begin < text.size();) {
+    size_t end = text.find('\n', begin);
+    if (end == std::string::npos) end = text.size();
+    const std::string_view line(text.data() + begin, end - begin);
+    begin = end + 1;
     ++line_no;
     if (line.find_first_not_of(" \t\r") == std::string::npos) {
       continue;  // blank lines (a trailing newline pair) carry no request
@@ -63,9 +63,6 @@ Result<Workload> ReadMooncakeJsonl(const std::string& path) {
                            .arrival_s = s.start_s,
                            .hash_ids = std::move(hash_ids)});
     w.sessions.push_back(std::move(s));
-  }
-  if (in.bad()) {
-    return ErrnoStatus("read mooncake trace " + path, errno);
   }
   if (w.sessions.empty()) {
     return Malformed(path, "no requests");

@@ -6,10 +6,10 @@
 // agent becomes one Session; sub-agents point at their parent.
 #include <algorithm>
 #include <filesystem>
-#include <fstream>
 #include <nlohmann/json.hpp>
 #include <string>
 
+#include "dualpath/common/file.h"
 #include "dualpath/trace/workload.h"
 #include "trace/json_util.h"
 
@@ -145,13 +145,10 @@ Status ReadAgent(const json& requests, const std::string& pointer, double start_
 }
 
 Status ReadFileInto(const std::string& path, uint64_t ns, Workload& w) {
-  std::ifstream in(path);
-  if (!in) {
-    return ErrnoStatus("open WEKA trace " + path, errno);
-  }
+  ASSIGN_OR_RETURN(const std::string text, ReadRegularFile(path, "WEKA trace"));
   json doc;
   try {
-    doc = json::parse(in);
+    doc = json::parse(text);
   } catch (const json::exception& e) {
     // e.what() is "[json.exception.parse_error.101] parse error at line L, column C: ...", or
     // out_of_range.406 "number overflow parsing '1e999'" for a number no double holds.
@@ -185,21 +182,22 @@ Result<Workload> ReadWekaSession(const std::string& path) {
 
 Result<Workload> ReadWekaDir(const std::string& dir) {
   namespace fs = std::filesystem;
-  std::error_code ec;
-  if (!fs::is_directory(dir, ec)) {
-    return NotFound("WEKA trace directory " + dir + " does not exist or is not a directory");
-  }
+  RETURN_IF_ERROR(CheckDirectory(dir, "WEKA trace directory"));
   std::vector<std::string> files;
-  for (const fs::directory_entry& e : fs::directory_iterator(dir, ec)) {
-    if (e.is_regular_file() && e.path().extension() == ".json") {
-      files.push_back(e.path().string());
+  // The error_code overloads throughout: the range-for's increment would throw on a read error.
+  std::error_code ec;
+  for (fs::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) {
+    std::error_code type_ec;
+    if (it->is_regular_file(type_ec) && it->path().extension() == ".json") {
+      files.push_back(it->path().string());
     }
   }
   if (ec) {
     return ErrnoStatus("list " + dir, ec.value());
   }
   if (files.empty()) {
-    return NotFound("no *.json session files in " + dir);
+    // The directory is there but is not a trace: bad input, like a malformed file.
+    return InvalidArgument("WEKA trace directory " + dir + " has no *.json session files");
   }
   std::sort(files.begin(), files.end());
   Workload w;

@@ -18,6 +18,11 @@
 
 namespace dualpath::pool {
 
+// Ranges of the options (checked by RunPoolBench, kInvalidArgument outside): data_mib in
+// [1, min(kMaxBenchMib, RAM / 4 in MiB)], passes in [1, kMaxBenchPasses].
+inline constexpr uint64_t kMaxBenchMib = 16384;
+inline constexpr int kMaxBenchPasses = 1000;
+
 struct BenchOptions {
   std::string dir = "/dev/shm";  // where the temporary regions are created
   uint64_t data_mib = 64;        // payload bytes per pass (above the LLC: DRAM bandwidth)

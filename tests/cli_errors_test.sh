@@ -1,0 +1,96 @@
+#!/usr/bin/env bash
+# The dualpath command given hostile or careless input (issue 19, defects 6 and 8):
+#  - every subcommand that reads a file, given a directory, a character device (/dev/zero) or a
+#    FIFO with no writer, exits 2 at once with one line naming the path (never hangs or throws);
+#  - no exception reaches the user raw: a number no double holds, a buffer size beyond RAM;
+#  - output that cannot be written (missing directory, /dev/full, a directory, stdout on a full
+#    device) is one line naming the output and a non-zero status, and leaves no partial file.
+# Each run is bounded by `timeout 20`: a hang fails the test instead of hanging it.
+set -u
+bin=$1
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+fail() { echo "FAIL: $*"; exit 1; }
+
+# expect WANT_RC WANT_TEXT ARGS... [< stdin via $stdin]: exit status WANT_RC, exactly one line on
+# stderr containing WANT_TEXT, and no library exception text.
+stdin=/dev/null
+expect() {
+  local want_rc=$1 want=$2
+  shift 2
+  timeout 20 "$bin" "$@" <"$stdin" >"$tmp/out.txt" 2>"$tmp/err.txt"
+  local rc=$?
+  [[ $rc -ne 124 ]] || fail "'$*' hung (killed after 20 s)"
+  [[ $rc -eq $want_rc ]] || fail "'$*' exited $rc, want $want_rc: $(cat "$tmp/err.txt")"
+  local lines
+  lines=$(wc -l <"$tmp/err.txt")
+  [[ $lines -eq 1 ]] || fail "'$*' wrote $lines lines on stderr, want 1: $(cat "$tmp/err.txt")"
+  grep -qF -- "$want" "$tmp/err.txt" || fail "'$*' error lacks '$want': $(cat "$tmp/err.txt")"
+  if grep -qE 'json\.exception|std::|terminate called|what\(\)' "$tmp/err.txt"; then
+    fail "'$*' printed a raw library message: $(cat "$tmp/err.txt")"
+  fi
+}
+
+# Non-regular inputs. The .json/.jsonl names make each command take the file path it would take
+# for a real file of that kind (model JSON, WEKA session, Mooncake trace).
+mkdir "$tmp/dir.json" "$tmp/dir.jsonl" "$tmp/empty"
+mkfifo "$tmp/fifo.json" "$tmp/fifo.jsonl" "$tmp/fifo.blk"
+ln -s /dev/zero "$tmp/zero.json"
+ln -s /dev/zero "$tmp/zero.jsonl"
+for kind in dir fifo zero; do
+  json=$tmp/$kind.json
+  jsonl=$tmp/$kind.jsonl
+  expect 2 "$json" sim --config "$json"
+  expect 2 "$json" sim --model "$json" --agents 4 --max-len 16K
+  expect 2 "$json" kv models "$json"
+  expect 2 "$json" kv inspect /nonexistent --model "$json"
+  expect 2 "$jsonl" sim --trace "$jsonl" --agents 4
+  expect 2 "$jsonl" trace stats "$jsonl"
+  expect 2 "$json" trace stats "$json" --format weka
+  expect 2 "$jsonl" trace stats "$jsonl" --format mooncake
+  expect 2 "$json" kv inspect "$json"
+done
+# A WEKA session path that is no file (the directory case is a WEKA directory: here an empty one).
+expect 2 "$tmp/fifo.json" sim --trace "$tmp/fifo.json" --agents 4
+expect 2 "$tmp/empty" sim --trace "$tmp/empty" --agents 4
+expect 2 "$tmp/empty" trace stats "$tmp/empty"
+expect 2 "/dev/zero" kv inspect /dev/zero
+for p in /dev/zero "$tmp/fifo.blk" "$tmp/empty"; do
+  expect 2 "$p is not a regular file" cluster read "$p"
+done
+expect 2 "$tmp/fifo.blk" kv inspect "$tmp/fifo.blk"
+# Token ids on stdin: /dev/zero never ends; its first byte is not text.
+stdin=/dev/zero expect 2 "not text" kv hash --seed 0 --block-size 16
+
+# Exceptions that used to escape raw.
+echo '{"hardware": {"snic_gbps": 1e999}}' >"$tmp/huge.json"
+expect 2 "number out of range" sim --config "$tmp/huge.json"
+echo '{"block_size": 64, "requests": [{"t": 1e999, "in": 64, "out": 1, "hash_ids": [1]}]}' \
+  >"$tmp/trace_0001.json"
+expect 2 "$tmp/trace_0001.json" sim --trace "$tmp/trace_0001.json" --agents 4
+expect 2 "--mib" bench pool --mib 100000 --dir "$tmp"
+expect 2 "--mib" bench pool --mib 18446744073709551615 --dir "$tmp"
+[[ -z $(ls "$tmp" | grep dpbench) ]] || fail "bench pool left a temporary directory"
+
+# Outputs that cannot be written: one line naming the output, nothing partial left behind.
+small=(sim --agents 4 --max-len 16K --system basic)
+expect 1 "$tmp/no/such/dir/out.json" "${small[@]}" --json "$tmp/no/such/dir/out.json"
+[[ ! -e $tmp/no ]] || fail "--json into a missing directory created it"
+expect 1 "--json /dev/full" "${small[@]}" --json /dev/full
+expect 2 "--json $tmp/empty is a directory" "${small[@]}" --json "$tmp/empty"
+[[ -z $(ls "$tmp/empty") ]] || fail "--json into a directory left files: $(ls "$tmp/empty")"
+expect 2 "--plot" "${small[@]}" --plot "$tmp/zero.json"
+expect 2 "--plot" "${small[@]}" --plot "$tmp/it's"
+[[ ! -e "$tmp/it's" ]] || fail "--plot with a quote created the directory"
+# A good --json still works and leaves only the file.
+timeout 60 "$bin" "${small[@]}" --json "$tmp/ok.json" >/dev/null || fail "--json ok.json failed"
+[[ -s $tmp/ok.json ]] || fail "--json ok.json is empty"
+[[ -z $(ls "$tmp" | grep 'ok.json.tmp') ]] || fail "--json left a temporary file"
+
+# Standard output on a full device: a failure, not a silent success.
+timeout 20 "$bin" kv models >/dev/full 2>"$tmp/err.txt"
+rc=$?
+[[ $rc -eq 1 ]] || fail "kv models >/dev/full exited $rc, want 1"
+grep -q "write stdout" "$tmp/err.txt" || fail "kv models >/dev/full: $(cat "$tmp/err.txt")"
+
+echo "cli_errors: ok"
