@@ -62,6 +62,17 @@ expect 2 "$tmp/fifo.blk" kv inspect "$tmp/fifo.blk"
 # Token ids on stdin: /dev/zero never ends; its first byte is not text.
 stdin=/dev/zero expect 2 "not text" kv hash --seed 0 --block-size 16
 
+# A missing input the user named is bad input in every command (docs/cli.md), not a runtime error.
+for p in "$tmp/missing.json" "$tmp/missing.jsonl" "$tmp/missing_dir"; do
+  expect 2 "$p" sim --trace "$p" --agents 4
+  expect 2 "$p" trace stats "$p"
+done
+expect 2 "$tmp/missing.json does not exist" sim --config "$tmp/missing.json"
+expect 2 "$tmp/missing.json does not exist" sim --model "$tmp/missing.json" --agents 4
+expect 2 "$tmp/missing.json" kv models "$tmp/missing.json"
+expect 2 "$tmp/missing.kvb" kv inspect "$tmp/missing.kvb"
+expect 2 "$tmp/missing.json" trace stats "$tmp/missing.json" --format weka
+
 # Exceptions that used to escape raw.
 echo '{"hardware": {"snic_gbps": 1e999}}' >"$tmp/huge.json"
 expect 2 "number out of range" sim --config "$tmp/huge.json"

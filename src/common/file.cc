@@ -123,11 +123,24 @@ Result<std::string> ReadRegularFile(const std::string& path, std::string_view wh
   return data;
 }
 
+Result<std::string> ReadInputFile(const std::string& path, std::string_view what,
+                                  uint64_t max_bytes) {
+  Result<std::string> text = ReadRegularFile(path, what, max_bytes);
+  if (text.status().code() == Code::kNotFound) {
+    return InvalidArgument(Named(what, path) + " does not exist");
+  }
+  return text;
+}
+
 Status CheckDirectory(const std::string& path, std::string_view what) {
   const std::string name = Named(what, path);
   if (path.empty()) return InvalidArgument(std::string(what) + ": empty path");
   struct stat st {};
-  if (::stat(path.c_str(), &st) != 0) return ErrnoStatus("stat " + name, errno);
+  if (::stat(path.c_str(), &st) != 0) {
+    // A directory the user named that is not there is bad input, like a missing input file.
+    if (errno == ENOENT) return InvalidArgument(name + " does not exist");
+    return ErrnoStatus("stat " + name, errno);
+  }
   if (!S_ISDIR(st.st_mode)) {
     return InvalidArgument(name + " is not a directory (" + KindOf(st.st_mode) + ")");
   }

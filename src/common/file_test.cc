@@ -83,6 +83,15 @@ TEST_F(FileTest, MissingFileIsNotFound) {
   EXPECT_TRUE(HasMessage(r.status(), dir_ + "/nope"));
 }
 
+TEST_F(FileTest, MissingInputFileIsBadInput) {
+  Result<std::string> r = ReadInputFile(dir_ + "/nope", "--config");
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), Code::kInvalidArgument);
+  EXPECT_TRUE(HasMessage(r.status(), "--config " + dir_ + "/nope does not exist"))
+      << r.status().ToString();
+  EXPECT_EQ(*ReadInputFile(Write("in", "abc"), "--config"), "abc");
+}
+
 TEST_F(FileTest, RefusesFileAboveLimit) {
   const std::string p = Write("big", std::string(100, 'x'));
   Result<std::string> r = ReadRegularFile(p, "model", 99);
@@ -113,7 +122,9 @@ TEST_F(FileTest, CheckDirectory) {
   Status s = CheckDirectory(Write("f", "x"), "--dir");
   EXPECT_EQ(s.code(), Code::kInvalidArgument);
   EXPECT_TRUE(HasMessage(s, "is not a directory")) << s.ToString();
-  EXPECT_EQ(CheckDirectory(dir_ + "/nope", "--dir").code(), Code::kNotFound);
+  Status missing = CheckDirectory(dir_ + "/nope", "--dir");
+  EXPECT_EQ(missing.code(), Code::kInvalidArgument);
+  EXPECT_TRUE(HasMessage(missing, "does not exist")) << missing.ToString();
 }
 
 TEST_F(FileTest, WriteOutputFileReplacesWhole) {

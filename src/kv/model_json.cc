@@ -152,7 +152,7 @@ Result<ModelGeometry> ParseModelJson(std::string_view json_text, std::string_vie
 
 Result<ModelGeometry> LoadModelJson(const std::string& path) {
   // A model description is a few hundred bytes; 16 MiB bounds a wrong path without a false alarm.
-  ASSIGN_OR_RETURN(const std::string text, ReadRegularFile(path, "model file", 16 << 20));
+  ASSIGN_OR_RETURN(const std::string text, ReadInputFile(path, "model file", 16 << 20));
   return ParseModelJson(text, path);
 }
 

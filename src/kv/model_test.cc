@@ -337,8 +337,9 @@ TEST(ModelJsonTest, LoadFromFileAndResolve) {
   ASSERT_TRUE(r.ok());
   EXPECT_EQ(r->num_layers, 4u);
   std::remove(path);
-  EXPECT_EQ(LoadModelJson(path).status().code(), Code::kNotFound);
-  EXPECT_EQ(ResolveModel("/nonexistent/x.json").status().code(), Code::kNotFound);
+  // A model file the user named that is not there is bad input (docs/cli.md).
+  EXPECT_EQ(LoadModelJson(path).status().code(), Code::kInvalidArgument);
+  EXPECT_EQ(ResolveModel("/nonexistent/x.json").status().code(), Code::kInvalidArgument);
   EXPECT_EQ(ResolveModel("ds27b")->name, "ds27b");
   EXPECT_EQ(ResolveModel("nope").status().code(), Code::kKvUnknownModel);
 }

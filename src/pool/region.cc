@@ -29,6 +29,11 @@ Result<uint64_t> DeviceSize(const std::string& path, const struct stat& st) {
   return size;
 }
 
+// A directory given where a region is expected is bad input (exit 2), not an I/O error.
+Status IsADirectory(const std::string& path) {
+  return InvalidArgument(fmt::format("{}: is a directory, not a pool region", path));
+}
+
 Result<uint64_t> SizeOfFd(int fd, const std::string& path, bool* is_device) {
   struct stat st {};
   if (fstat(fd, &st) != 0) {
@@ -42,6 +47,7 @@ Result<uint64_t> SizeOfFd(int fd, const std::string& path, bool* is_device) {
     *is_device = true;
     return DeviceSize(path, st);
   }
+  if (S_ISDIR(st.st_mode)) return IsADirectory(path);
   return InvalidArgument(fmt::format("{}: not a regular file or a DAX character device", path));
 }
 
@@ -154,6 +160,7 @@ Result<std::unique_ptr<Mapping>> Mapping::Open(const std::string& path) {
   std::unique_ptr<Mapping> m(new Mapping());
   m->path_ = path;
   m->fd_ = open(path.c_str(), O_RDWR | O_CLOEXEC);
+  if (m->fd_ < 0 && errno == EISDIR) return IsADirectory(path);
   if (m->fd_ < 0) return ErrnoStatus(fmt::format("open {}", path), errno);
   ASSIGN_OR_RETURN(m->bytes_, SizeOfFd(m->fd_, path, &m->is_device_));
   if (m->bytes_ == 0) {
@@ -164,7 +171,7 @@ Result<std::unique_ptr<Mapping>> Mapping::Open(const std::string& path) {
 }
 
 Result<uint64_t> Mapping::SizeOf(const std::string& path) {
-  int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);  // a FIFO must not block
   if (fd < 0) return ErrnoStatus(fmt::format("open {}", path), errno);
   bool dev = false;
   Result<uint64_t> r = SizeOfFd(fd, path, &dev);

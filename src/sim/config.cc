@@ -209,7 +209,7 @@ Result<SimConfig> ParseSimConfig(std::string_view text, std::string_view origin)
 }
 
 Result<SimConfig> LoadSimConfig(const std::string& path) {
-  ASSIGN_OR_RETURN(const std::string text, ReadRegularFile(path, "sim config", 16 << 20));
+  ASSIGN_OR_RETURN(const std::string text, ReadInputFile(path, "sim config", 16 << 20));
   return ParseSimConfig(text, path);
 }
 

@@ -88,10 +88,10 @@ TEST(SimConfigTest, NonRegularFileIsRefused) {
   }
 }
 
-TEST(SimConfigTest, MissingFileIsNotFound) {
+TEST(SimConfigTest, MissingFileIsBadInput) {
   auto r = LoadSimConfig("/nonexistent/sim.json");
   ASSERT_FALSE(r.ok());
-  EXPECT_EQ(r.status().code(), Code::kNotFound);
+  EXPECT_EQ(r.status().code(), Code::kInvalidArgument);
 }
 
 }  // namespace

@@ -16,7 +16,7 @@ constexpr uint32_t kMooncakeBlockSize = 512;
 Result<Workload> ReadMooncakeJsonl(const std::string& path) {
   using internal::Malformed;
   using internal::Where;
-  ASSIGN_OR_RETURN(const std::string text, ReadRegularFile(path, "Mooncake trace"));
+  ASSIGN_OR_RETURN(const std::string text, ReadInputFile(path, "Mooncake trace"));
   Workload w;
   w.name = "mooncake:" + path;
   uint64_t line_no = 0;

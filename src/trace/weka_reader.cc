@@ -145,7 +145,7 @@ Status ReadAgent(const json& requests, const std::string& pointer, double start_
 }
 
 Status ReadFileInto(const std::string& path, uint64_t ns, Workload& w) {
-  ASSIGN_OR_RETURN(const std::string text, ReadRegularFile(path, "WEKA trace"));
+  ASSIGN_OR_RETURN(const std::string text, ReadInputFile(path, "WEKA trace"));
   json doc;
   try {
     doc = json::parse(text);

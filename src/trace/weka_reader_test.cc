@@ -160,8 +160,9 @@ TEST(WekaReaderTest, NumbersOutsideTheirRangesNameTheField) {
 }
 
 TEST(WekaReaderTest, MissingInputsAreNotFound) {
-  EXPECT_EQ(ReadWekaSession("/nonexistent/trace_0001.json").status().code(), Code::kNotFound);
-  EXPECT_EQ(ReadWekaDir("/nonexistent").status().code(), Code::kNotFound);
+  EXPECT_EQ(ReadWekaSession("/nonexistent/trace_0001.json").status().code(),
+            Code::kInvalidArgument);
+  EXPECT_EQ(ReadWekaDir("/nonexistent").status().code(), Code::kInvalidArgument);
 }
 
 }  // namespace

@@ -65,8 +65,16 @@ Result<UniqueFd> OpenRegularFile(const std::string& path, std::string_view what,
 Result<std::string> ReadRegularFile(const std::string& path, std::string_view what,
                                     uint64_t max_bytes = kMaxInputFileBytes);
 
+// ReadRegularFile for a file the user named as input (a flag, a config field): a path that does
+// not exist is bad input, kInvalidArgument "<what> <path> does not exist", not the runtime
+// kNotFound that ReadRegularFile returns (which callers probing for state, such as the testbed's
+// cluster.json, rely on). docs/cli.md: a missing input file exits 2 in every command.
+Result<std::string> ReadInputFile(const std::string& path, std::string_view what,
+                                  uint64_t max_bytes = kMaxInputFileBytes);
+
 // kInvalidArgument "<what> <path> is not a directory" unless `path` is a directory (following
-// symlinks); ErrnoStatus when it cannot be looked up.
+// symlinks); kInvalidArgument "... does not exist" for a missing path; ErrnoStatus when it cannot
+// be looked up otherwise.
 Status CheckDirectory(const std::string& path, std::string_view what);
 
 // Writes `text` to `path` as described in the header comment. Errors name `what` and the path:
