@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "cli/command.h"
+#include "dualpath/common/numeric.h"
 #include "dualpath/common/stop_signal.h"
 #include "dualpath/testbed/cluster.h"
 #include "dualpath/testbed/link_stats.h"
@@ -314,6 +315,9 @@ void RegisterNetperf(CLI::App* cluster, int* exit_code) {
           port <= 0 || port > 65535) {
         return InvalidArgument(fmt::format("--to '{}': expected ADDR:PORT", ba->to));
       }
+      // docs/testbed.md "Input ranges".
+      RETURN_IF_ERROR(CheckRange("--seconds", ba->seconds, 0, 86'400, "s"));
+      RETURN_IF_ERROR(CheckCountRange("--bytes", ba->bytes, 0, 1ull << 50, "bytes"));
       testbed::BlastOptions o;
       o.host = ba->to.substr(0, colon);
       o.port = static_cast<uint16_t>(port);
@@ -353,6 +357,7 @@ void RegisterRead(CLI::App* cluster, int* exit_code) {
       ->check(CLI::Range(1, 64));
   read->callback([=] {
     Status s = [&]() -> Status {
+      RETURN_IF_ERROR(CheckCountRange("--block-size", ra->block, 4096, 1ull << 30, "bytes"));
       testbed::ReadRateOptions o{
           .path = ra->file,
           .block_bytes = ra->block,

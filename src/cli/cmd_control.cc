@@ -60,6 +60,8 @@ int Serve(const ServeArgs& a) {
   o.unfinished_token_limit = a.unfinished_token_limit;
   o.split_reads = a.split_reads;
   o.hash_seed = a.hash_seed;
+  // Bad input is refused before anything listens (docs/control.md "Input ranges").
+  if (Status st = o.Validate(); !st.ok()) return ReportError("control serve", st);
 
   // SIGTERM/SIGINT are taken by one thread (sigwait) rather than a handler: blocked here, before
   // gRPC starts its threads, so every thread inherits the mask.

@@ -19,11 +19,18 @@
 
 #include "cli/command.h"
 #include "dualpath/common/log.h"
+#include "dualpath/common/numeric.h"
 #include "dualpath/common/stop_signal.h"
 #include "dualpath/engine/engine.h"
 
 namespace dualpath::cli {
 namespace {
+
+// Input ranges (docs/engine.md "Input ranges").
+constexpr uint64_t kMaxBufferMib = 1u << 20;  // 1 TiB of registered host memory
+constexpr uint64_t kMaxPoolMib = 1u << 22;    // 4 TiB: a node's shared-memory pool
+constexpr uint64_t kMaxHbmTokens = 1ull << 40;
+constexpr double kMaxTimeoutS = 86'400;  // a day: beyond, a stuck request is never noticed
 
 struct EngineArgs {
   std::string role;
@@ -65,19 +72,22 @@ std::string InterfaceOf(const std::string& ip) {
 int RunEngine(EngineArgs& a) {
   engine::EngineOptions& o = a.o;
   o.role = a.role == "prefill" ? engine::Role::kPrefill : engine::Role::kDecode;
-  if (a.buffer_mib == 0 || a.buffer_mib > (1u << 20)) {
-    return ReportError("engine", InvalidArgument("--buffer-mib must be in [1, 1048576]"));
-  }
+  // docs/engine.md "Input ranges": checked before anything is created or connected.
+  Status in_range = [&]() -> Status {
+    RETURN_IF_ERROR(CheckCountRange("--buffer-mib", a.buffer_mib, 1, kMaxBufferMib, "MiB"));
+    if (a.pool_mib != 0) {
+      RETURN_IF_ERROR(
+          CheckCountRange("--pool-mib", a.pool_mib, a.buffer_mib, kMaxPoolMib, "MiB (or 0)"));
+    }
+    RETURN_IF_ERROR(CheckCountRange("--hbm-tokens", static_cast<uint64_t>(o.hbm_tokens), 0,
+                                    kMaxHbmTokens, "tokens"));
+    RETURN_IF_ERROR(
+        CheckRange("--request-timeout-s", a.request_timeout_s, 0.001, kMaxTimeoutS, "s"));
+    return CheckRange("--peer-timeout-s", a.peer_timeout_s, 0.001, kMaxTimeoutS, "s");
+  }();
+  if (!in_range.ok()) return ReportError("engine", in_range);
   o.buffer_bytes = a.buffer_mib << 20;
-  if (a.pool_mib > (1u << 22) || (a.pool_mib > 0 && a.pool_mib < a.buffer_mib)) {
-    return ReportError("engine", InvalidArgument("--pool-mib must be 0 or in [--buffer-mib, "
-                                                 "4194304]"));
-  }
   o.pool_bytes = a.pool_mib << 20;
-  if (!(a.request_timeout_s > 0) || !(a.peer_timeout_s > 0)) {
-    return ReportError("engine", InvalidArgument("--request-timeout-s and --peer-timeout-s must "
-                                                 "be positive"));
-  }
   o.request_timeout = FromSeconds(a.request_timeout_s);
   o.peer_timeout = FromSeconds(a.peer_timeout_s);
   std::string dev = a.ucx_net_devices.empty() ? InterfaceOf(o.listen_ip) : a.ucx_net_devices;

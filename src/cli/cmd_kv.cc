@@ -14,6 +14,7 @@
 
 #include "cli/command.h"
 #include "dualpath/common/file.h"
+#include "dualpath/common/numeric.h"
 #include "dualpath/kv/block_file.h"
 #include "dualpath/kv/hasher.h"
 #include "dualpath/kv/model.h"
@@ -56,10 +57,11 @@ Result<std::string> ReadTokenText(std::FILE* in) {
 }
 
 int RunHash(const HashArgs& a) {
-  if (a.block_size <= 0 || a.block_size > kv::kMaxBlockSize) {
-    return ReportError("kv hash", InvalidArgument("--block-size must be in [1, " +
-                                                  std::to_string(kv::kMaxBlockSize) + "], got " +
-                                                  std::to_string(a.block_size)));
+  // docs/kv.md "Input ranges"; a signed flag is checked as a double so a negative prints as given.
+  if (Status st = CheckRange("--block-size", static_cast<double>(a.block_size), 1,
+                             kv::kMaxBlockSize, "tokens");
+      !st.ok()) {
+    return ReportError("kv hash", st);
   }
   Result<kv::HashAlgo> algo = kv::ParseHashAlgo(a.algo);
   if (!algo.ok()) return ReportError("kv hash: --algo", algo.status());

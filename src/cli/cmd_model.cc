@@ -14,6 +14,7 @@
 #include <string>
 
 #include "cli/command.h"
+#include "dualpath/common/numeric.h"
 #include "dualpath/kv/hasher.h"
 #include "dualpath/model/ref_model.h"
 
@@ -102,6 +103,10 @@ int RunInfo(const InfoArgs& a) {
   return kExitOk;
 }
 
+// Input ranges (docs/model.md "Input ranges"); the KV of prompt + gen is also held under 8 GiB.
+constexpr double kMaxGen = 100'000;
+constexpr double kMaxPromptLen = 1'000'000;
+
 struct GenerateArgs {
   std::string spec;
   int64_t prompt_len = 0;
@@ -120,8 +125,9 @@ int RunGenerate(const GenerateArgs& a) {
     return ReportError(what,
                        InvalidArgument("--teacher must be own or random, got '" + a.teacher + "'"));
   }
-  if (a.gen < 0 || a.gen > 100000) {
-    return ReportError(what, InvalidArgument("--gen must be in [0, 100000]"));
+  // docs/model.md "Input ranges" (signed flags checked as doubles: a negative prints as given).
+  if (Status st = CheckRange("--gen", static_cast<double>(a.gen), 0, kMaxGen, "tokens"); !st.ok()) {
+    return ReportError(what, st);
   }
   std::vector<uint32_t> prompt;
   if (!a.prompt_tokens.empty()) {
@@ -138,9 +144,10 @@ int RunGenerate(const GenerateArgs& a) {
       }
     }
   } else {
-    if (a.prompt_len <= 0 || a.prompt_len > 1000000) {
-      return ReportError(what, InvalidArgument("--prompt-len must be in [1, 1000000] (or give "
-                                               "--prompt-tokens)"));
+    if (Status st = CheckRange("--prompt-len", static_cast<double>(a.prompt_len), 1, kMaxPromptLen,
+                               "tokens (or give --prompt-tokens)");
+        !st.ok()) {
+      return ReportError(what, st);
     }
     prompt = SeededTokens(a.seed, 1, static_cast<size_t>(a.prompt_len), c->vocab);
   }

@@ -10,6 +10,7 @@
 #include <memory>
 
 #include "cli/command.h"
+#include "dualpath/common/numeric.h"
 #include "dualpath/transfer/bench.h"
 
 namespace dualpath::cli {
@@ -73,8 +74,19 @@ void Register(CLI::App& root, int* exit_code) {
     o->engine.busy_poll = *busy_poll;
     o->engine.classes[0].dscp = *no_dscp ? -1 : *dscp_high;
     o->engine.classes[1].dscp = *no_dscp ? -1 : *dscp_low;
-    if (*timeout_ms <= 0) {
-      *exit_code = ReportError("bench transfer", InvalidArgument("--timeout-ms must be > 0"));
+    // docs/transfer.md "Input ranges" (the rest: ValidateBenchOptions).
+    // Signed flags are checked as doubles (exact below 2^53), so a negative value is printed as
+    // given.
+    Status in_range = [&]() -> Status {
+      RETURN_IF_ERROR(
+          CheckRange("--timeout-ms", static_cast<double>(*timeout_ms), 1, 3'600'000, "ms"));
+      RETURN_IF_ERROR(CheckRange("--spin-us", static_cast<double>(*spin_us), 0, 1'000'000, "us"));
+      RETURN_IF_ERROR(CheckCountRange("--low-inflight", *low_limit, 0, 1ull << 40, "bytes"));
+      RETURN_IF_ERROR(CheckRange("--dscp-high", *dscp_high, 0, 63, ""));
+      return CheckRange("--dscp-low", *dscp_low, 0, 63, "");
+    }();
+    if (!in_range.ok()) {
+      *exit_code = ReportError("bench transfer", in_range);
       return;
     }
     if (!o->listen.empty() && o->connect.empty()) {

@@ -4,6 +4,7 @@
 
 #include <set>
 
+#include "dualpath/common/numeric.h"
 #include "dualpath/kv/hasher.h"
 
 namespace dualpath::control {
@@ -67,22 +68,31 @@ Result<std::vector<ExpectedEngine>> ParseEngineList(std::string_view text) {
 }
 
 Status ServiceOptions::Validate() const {
-  if (block_tokens == 0 || block_tokens > kv::kMaxBlockSize) {
-    return InvalidArgument(
-        fmt::format("block_tokens must be in [1, {}], got {}", kv::kMaxBlockSize, block_tokens));
+  // docs/control.md "Input ranges".
+  RETURN_IF_ERROR(CheckCountRange("--block-tokens", block_tokens, 1, kv::kMaxBlockSize, "tokens"));
+  RETURN_IF_ERROR(CheckRange("--heartbeat-s", heartbeat_s, kMinHeartbeatS, kMaxHeartbeatS, "s"));
+  RETURN_IF_ERROR(CheckCountRange("--max-attempts", max_attempts, 1, kMaxAttempts, "attempts"));
+  if (expect_prefill < 0 || expect_decode < 0) {
+    return InvalidArgument("--expect-prefill / --expect-decode must be >= 0");
   }
-  if (!(heartbeat_s > 0)) {
-    return InvalidArgument(fmt::format("heartbeat_s must be > 0, got {}", heartbeat_s));
+  RETURN_IF_ERROR(CheckCountRange("--expect-prefill", static_cast<uint64_t>(expect_prefill), 0,
+                                  kMaxEngines, "engines"));
+  RETURN_IF_ERROR(CheckCountRange("--expect-decode", static_cast<uint64_t>(expect_decode), 0,
+                                  kMaxEngines, "engines"));
+  if (short_read_queue_tokens < 0 || unfinished_token_limit < 0) {
+    return InvalidArgument("sched thresholds must be >= 0 (0 = default)");
   }
-  if (max_attempts == 0) return InvalidArgument("max_attempts must be >= 1, got 0");
+  RETURN_IF_ERROR(CheckCountRange("--short-read-queue-tokens",
+                                  static_cast<uint64_t>(short_read_queue_tokens), 0,
+                                  kMaxThresholdTokens, "tokens"));
+  RETURN_IF_ERROR(CheckCountRange("--unfinished-token-limit",
+                                  static_cast<uint64_t>(unfinished_token_limit), 0,
+                                  kMaxThresholdTokens, "tokens"));
   if (!store_subdir.empty() && store_root.empty()) {
     return InvalidArgument("store_subdir '" + store_subdir + "' given without store_root");
   }
   if (store_subdir.find('/') != std::string::npos || store_subdir == "..") {
     return InvalidArgument("store_subdir must be one directory name, got '" + store_subdir + "'");
-  }
-  if (short_read_queue_tokens < 0 || unfinished_token_limit < 0) {
-    return InvalidArgument("sched thresholds must be >= 0 (0 = default)");
   }
   if (engines.empty()) {
     if (expect_prefill < 1 || expect_decode < 1) {

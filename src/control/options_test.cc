@@ -45,10 +45,26 @@ TEST(Options, ValidateNamesTheField) {
   EXPECT_TRUE(o.Validate().ok());
   ServiceOptions b = o;
   b.block_tokens = 0;
-  EXPECT_NE(b.Validate().message().find("block_tokens"), std::string::npos);
+  EXPECT_NE(b.Validate().message().find("--block-tokens = 0 is outside"), std::string::npos);
   b = o;
   b.heartbeat_s = 0;
-  EXPECT_NE(b.Validate().message().find("heartbeat_s"), std::string::npos);
+  EXPECT_NE(b.Validate().message().find("--heartbeat-s = 0 is outside"), std::string::npos);
+  // Issue 19: upper bounds too (docs/control.md "Input ranges").
+  b = o;
+  b.block_tokens = 4'000'000'000u;
+  EXPECT_NE(b.Validate().message().find("--block-tokens"), std::string::npos);
+  b = o;
+  b.heartbeat_s = 1e300;
+  EXPECT_NE(b.Validate().message().find("--heartbeat-s"), std::string::npos);
+  b = o;
+  b.max_attempts = 1'000'000;
+  EXPECT_NE(b.Validate().message().find("--max-attempts"), std::string::npos);
+  b = o;
+  b.expect_prefill = 1'000'000;
+  EXPECT_NE(b.Validate().message().find("--expect-prefill"), std::string::npos);
+  b = o;
+  b.unfinished_token_limit = int64_t{1} << 62;
+  EXPECT_NE(b.Validate().message().find("--unfinished-token-limit"), std::string::npos);
   b = o;
   b.expect_decode = 0;
   EXPECT_FALSE(b.Validate().ok());

@@ -15,9 +15,11 @@
 
 #include "child.h"
 #include "dualpath/common/log.h"
+#include "dualpath/common/numeric.h"
 #include "dualpath/common/stop_signal.h"
 #include "dualpath/control/v1/scheduler.grpc.pb.h"
 #include "dualpath/engine/engine.h"
+#include "dualpath/kv/hasher.h"
 #include "dualpath/pool/pool.h"
 #include "dualpath/testbed/testbed.h"
 #include "link_monitor.h"
@@ -425,9 +427,30 @@ Result<std::vector<std::string>> ParseSystems(const std::string& spec) {
   return out;
 }
 
+// docs/replay.md "Input ranges": the numbers that set a run's length and polling rates (the
+// workload's own are checked by BuildWorkload, --pd and the rates by the testbed's parsers).
+static Status ValidateRunRanges(const ClusterRunOptions& o) {
+  if (o.replay.online) {
+    RETURN_IF_ERROR(CheckRange("--aps", o.replay.aps, kMinRunAps, kMaxRunAps, "agents/s"));
+  }
+  RETURN_IF_ERROR(CheckRange("--timeout", o.replay.timeout_s, 1, kMaxRunTimeoutS, "s"));
+  RETURN_IF_ERROR(
+      CheckCountRange("--block-tokens", o.block_tokens, 1, kv::kMaxBlockSize, "tokens"));
+  RETURN_IF_ERROR(CheckRange("--sample-interval", o.sample_interval_s, kMinSampleIntervalS,
+                             kMaxSampleIntervalS, "s"));
+  RETURN_IF_ERROR(
+      CheckRange("--heartbeat-s", o.heartbeat_s, kMinRunHeartbeatS, kMaxRunHeartbeatS, "s"));
+  if (!o.kill_node.empty()) {
+    RETURN_IF_ERROR(
+        CheckRange("--kill-engine seconds", o.kill_after_s, 0.001, o.replay.timeout_s, "s"));
+  }
+  return Status::Ok();
+}
+
 Result<ClusterRunReport> RunOnCluster(const ClusterRunOptions& o, std::ostream& progress) {
   // Everything that can be rejected is checked before the cluster is touched.
   if (o.systems.empty()) return InvalidArgument("no systems to run");
+  RETURN_IF_ERROR(ValidateRunRanges(o));
   if (o.goodput != "measure" && o.goodput != "nominal") {
     return InvalidArgument("--goodput '" + o.goodput + "': expected measure or nominal");
   }

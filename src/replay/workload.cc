@@ -1,10 +1,13 @@
 #include "dualpath/replay/workload.h"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <cmath>
 #include <cstdlib>
 #include <filesystem>
 
+#include "dualpath/common/numeric.h"
 #include "dualpath/trace/tokens.h"
 
 #ifndef DUALPATH_SOURCE_DATA_DIR
@@ -19,15 +22,21 @@ uint64_t Scaled(uint64_t tokens, double factor) {
       1, static_cast<uint64_t>(std::llround(static_cast<double>(tokens) * factor)));
 }
 
+// docs/replay.md "Input ranges": every prompt of every turn is held as token ids, so memory grows
+// as agents x turns x max_context; each bound keeps one flag from making a run unbounded.
 Status Validate(const WorkloadOptions& o) {
-  if (o.agents == 0) return InvalidArgument("--agents must be at least 1");
-  if (o.turns == 0) return InvalidArgument("--turns must be at least 1");
-  if (o.append == 0) return InvalidArgument("--append must be at least 1");
-  if (o.gen == 0) return InvalidArgument("--gen must be at least 1");
+  RETURN_IF_ERROR(CheckCountRange("--agents", o.agents, 1, kMaxAgents, "agents"));
+  RETURN_IF_ERROR(CheckCountRange("--turns", o.turns, 1, kMaxTurns, "turns"));
+  RETURN_IF_ERROR(CheckCountRange("--max-context", o.max_context, 64, kMaxContext, "tokens"));
+  RETURN_IF_ERROR(CheckCountRange("--append", o.append, 1, o.max_context, "tokens"));
+  RETURN_IF_ERROR(CheckCountRange("--gen", o.gen, 1, (o.max_context - 1) / 2, "tokens"));
   if (o.vocab < 2) return InvalidArgument("vocab must be at least 2");
-  if (o.max_context < 64) return InvalidArgument("--max-context must be at least 64 tokens");
-  if (static_cast<uint64_t>(o.gen) * 2 >= o.max_context) {
-    return InvalidArgument("--gen must be less than half of --max-context");
+  const uint64_t tokens = static_cast<uint64_t>(o.agents) * o.turns * o.max_context;
+  if (tokens > kMaxWorkloadTokens) {
+    return InvalidArgument(
+        fmt::format("--agents x --turns x --max-context = {} x {} x {} = {} tokens is above {}: "
+                    "every prompt is held in memory as token ids",
+                    o.agents, o.turns, o.max_context, tokens, kMaxWorkloadTokens));
   }
   return Status::Ok();
 }

@@ -143,6 +143,17 @@ TEST(WorkloadTest, BadOptionsNameTheOption) {
   EXPECT_NE(err({.turns = 0}).message().find("--turns"), std::string::npos);
   EXPECT_NE(err({.gen = 0}).message().find("--gen"), std::string::npos);
   EXPECT_NE(err({.max_context = 10}).message().find("--max-context"), std::string::npos);
+  // Issue 19: upper bounds, so no one number makes memory unbounded (docs/replay.md).
+  EXPECT_NE(err({.agents = 4'000'000'000u}).message().find("--agents = 4000000000 is outside"),
+            std::string::npos);
+  EXPECT_NE(err({.turns = 1'000'000}).message().find("--turns"), std::string::npos);
+  EXPECT_NE(err({.append = 5000}).message().find("--append = 5000 is outside"), std::string::npos);
+  EXPECT_NE(err({.max_context = 4'000'000'000u}).message().find("--max-context"),
+            std::string::npos);
+  EXPECT_NE(err({.agents = 100'000, .turns = 1'000, .max_context = 65'536})
+                .message()
+                .find("--agents x --turns x --max-context"),
+            std::string::npos);
   Status s = err({.source = "/nonexistent/trace.jsonl"});
   EXPECT_EQ(s.code(), Code::kInvalidArgument);
   EXPECT_NE(s.message().find("/nonexistent/trace.jsonl"), std::string::npos);

@@ -12,6 +12,8 @@
 #include <thread>
 #include <vector>
 
+#include "dualpath/common/numeric.h"
+
 namespace dualpath::transfer {
 namespace {
 
@@ -65,18 +67,22 @@ Status ValidateBenchOptions(const BenchOptions& o) {
   if (o.listen.empty() == o.connect.empty()) {
     return InvalidArgument("give exactly one of --listen ADDR:PORT and --connect ADDR:PORT");
   }
-  if (o.size == 0 || o.size > (1ull << 30)) {
-    return InvalidArgument(fmt::format("--size {} not in 1..1073741824", o.size));
+  // docs/transfer.md "Input ranges": memory is size x batch x depth (client) and region_bytes
+  // (server), time is iters or duration, the latency samples are one per measured batch.
+  RETURN_IF_ERROR(CheckCountRange("--size", o.size, 1, kMaxBenchSize, "bytes"));
+  RETURN_IF_ERROR(CheckCountRange("--batch", o.batch, 1, kMaxBenchBatch, "descriptors"));
+  RETURN_IF_ERROR(CheckCountRange("--depth", o.depth, 1, kMaxBenchDepth, "batches"));
+  const uint64_t local = o.size * o.batch * o.depth;  // < 2^30 x 2^20 x 2^10: no overflow
+  if (local > kMaxBenchLocalBytes) {
+    return InvalidArgument(fmt::format(
+        "--size x --batch x --depth = {} bytes is above {} (the client registers all of it)", local,
+        kMaxBenchLocalBytes));
   }
-  if (o.batch == 0 || o.batch > 1'000'000) {
-    return InvalidArgument(fmt::format("--batch {} not in 1..1000000", o.batch));
-  }
-  if (o.depth == 0 || o.depth > 1024) {
-    return InvalidArgument(fmt::format("--depth {} not in 1..1024", o.depth));
-  }
-  if (o.duration_s < 0) {
-    return InvalidArgument("--duration must be >= 0");
-  }
+  RETURN_IF_ERROR(CheckCountRange("--iters", o.iters, 0, kMaxBenchIters, "batches"));
+  RETURN_IF_ERROR(CheckCountRange("--warmup", o.warmup, 0, kMaxBenchIters, "batches"));
+  RETURN_IF_ERROR(CheckRange("--duration", o.duration_s, 0, kMaxBenchDurationS, "s"));
+  RETURN_IF_ERROR(
+      CheckCountRange("--region-bytes", o.region_bytes, 1, kMaxBenchRegionBytes, "bytes"));
   return Status::Ok();
 }
 

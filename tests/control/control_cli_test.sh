@@ -30,8 +30,39 @@ bad "unknown role 'prefil'" --listen "$sock" --engines p0.0:prefil:p0
 bad "needs at least one prefill and one decode" --listen "$sock" --engines p0.0:prefill:p0
 bad "at least 1 prefill and 1 decode" --listen "$sock"
 bad "layers='x'" --listen "$sock" --model-spec layers=x "${ok_engines[@]}"
-bad "block_tokens" --listen "$sock" --block-tokens 0 "${ok_engines[@]}"
-bad "heartbeat_s" --listen "$sock" --heartbeat-s 0 "${ok_engines[@]}"
+bad "--block-tokens = 0 is outside" --listen "$sock" --block-tokens 0 "${ok_engines[@]}"
+bad "--heartbeat-s = 0 is outside" --listen "$sock" --heartbeat-s 0 "${ok_engines[@]}"
+# Issue 19: upper bounds too (docs/control.md "Input ranges").
+bad "--block-tokens = 4000000000 is outside" --listen "$sock" --block-tokens 4000000000 \
+  "${ok_engines[@]}"
+bad "--heartbeat-s = 1e+300 is outside" --listen "$sock" --heartbeat-s 1e300 "${ok_engines[@]}"
+bad "--max-attempts = 4000000000 is outside" --listen "$sock" --max-attempts 4000000000 \
+  "${ok_engines[@]}"
+bad "--max-attempts = 0 is outside" --listen "$sock" --max-attempts 0 "${ok_engines[@]}"
+bad "--expect-prefill = 2000000000 is outside" --listen "$sock" --expect-prefill 2000000000 \
+  --expect-decode 1
+bad "--unfinished-token-limit = 9000000000000000000 is outside" --listen "$sock" \
+  --unfinished-token-limit 9000000000000000000 "${ok_engines[@]}"
+[[ ! -e "$tmp/sched.sock" ]] || fail "bad input created the socket"
+
+# engine: refused before it connects or allocates anything (docs/engine.md "Input ranges").
+engine_bad() {  # want args...
+  local want=$1
+  shift
+  "$bin" engine --role prefill --name p0.0 --node p0 --scheduler "$sock" --listen 127.0.0.1 \
+    --store-root "$tmp" "$@" >"$tmp/out" 2>"$tmp/err"
+  local rc=$?
+  [[ $rc -eq 2 ]] || fail "engine '$*' exited $rc, want 2: $(cat "$tmp/err")"
+  [[ $(wc -l <"$tmp/err") -eq 1 ]] || fail "engine '$*' stderr is not one line: $(cat "$tmp/err")"
+  grep -q -- "$want" "$tmp/err" || fail "engine '$*' stderr lacks '$want': $(cat "$tmp/err")"
+}
+engine_bad "--buffer-mib = 0 is outside" --buffer-mib 0
+engine_bad "--buffer-mib = 18446744073709551615 is outside" --buffer-mib 18446744073709551615
+engine_bad "--pool-mib = 100 is outside" --buffer-mib 256 --pool-mib 100
+engine_bad "--hbm-tokens = 9000000000000000000 is outside" --hbm-tokens 9000000000000000000
+engine_bad "--request-timeout-s = 1e+300 is outside" --request-timeout-s 1e300
+engine_bad "--peer-timeout-s = 0 is outside" --peer-timeout-s 0
+engine_bad "--read-depth" --read-depth 5000
 bad "without store_root" --listen "$sock" --store-subdir basic "${ok_engines[@]}"
 
 # serve (reads stdout through a FIFO: the ready line is a blocking read).

@@ -13,6 +13,7 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "dualpath/model/ref_model.h"
@@ -146,6 +147,23 @@ TEST_F(ModelCliTest, BadInputExitsTwoWithOneLine) {
     const RunResult r = Run(args);
     EXPECT_EQ(r.exit_code, 2) << args;
     EXPECT_TRUE(r.out.empty()) << args;
+    EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << args << ": " << r.err;
+  }
+}
+
+// Issue 19: every numeric flag's range is checked where it is parsed and named in the one line
+// (docs/model.md "Input ranges").
+TEST_F(ModelCliTest, OutOfRangeNumbersNameTheFlag) {
+  const std::pair<const char*, const char*> cases[] = {
+      {"model generate --prompt-len 2000000", "--prompt-len = 2000000 is outside [1, 1000000]"},
+      {"model generate --prompt-len -4", "--prompt-len = -4 is outside [1, 1000000]"},
+      {"model generate --prompt-len 3 --gen 100001", "--gen = 100001 is outside [0, 100000]"},
+      {"model generate --prompt-len 3 --gen -1", "--gen = -1 is outside [0, 100000]"},
+  };
+  for (const auto& [args, want] : cases) {
+    const RunResult r = Run(args);
+    EXPECT_EQ(r.exit_code, 2) << args;
+    EXPECT_NE(r.err.find(want), std::string::npos) << args << ": " << r.err;
     EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << args << ": " << r.err;
   }
 }

@@ -29,6 +29,21 @@ expect_bad "--max-context" --max-context 10
 expect_bad "--goodput 'maybe'" --goodput maybe
 expect_bad "vocab" --model-spec vocab=0
 expect_bad "--kill-engine 'd0'" --kill-engine d0
+# Issue 19: every numeric flag has an upper bound too, so no one number makes the run's memory or
+# time unbounded (docs/replay.md "Input ranges").
+expect_bad "--agents = 4000000000 is outside" --agents 4000000000
+expect_bad "--turns = 100000 is outside" --turns 100000
+expect_bad "--max-context = 4000000000 is outside" --max-context 4000000000
+expect_bad "--append = 5000 is outside" --append 5000
+expect_bad "--gen = 2000 is outside" --gen 2000
+expect_bad "--agents x --turns x --max-context" --agents 100000 --turns 1000 --max-context 65536
+expect_bad "--aps = 1e-06 is outside" --online --aps 0.000001
+expect_bad "--timeout = 1000000000000 is outside" --timeout 1e12
+expect_bad "--timeout = 0 is outside" --timeout 0
+expect_bad "--block-tokens = 0 is outside" --block-tokens 0
+expect_bad "--sample-interval = 1e-05 is outside" --sample-interval 0.00001
+expect_bad "--heartbeat-s = 1000000000 is outside" --heartbeat-s 1e9
+expect_bad "--kill-engine seconds = 1000 is outside" --kill-engine d0:1000 --timeout 10
 if [[ -e /var/tmp/dualpath-testbed/rpclitest ]]; then
   echo "FAIL: a bad-input run created cluster state"
   failures=$((failures + 1))

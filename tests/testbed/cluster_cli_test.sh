@@ -33,6 +33,12 @@ expect 1 "is not up" cluster get --name nosuch nodes
 expect 2 "ADDR:PORT" cluster blast --to 10.0.0.1 --seconds 1
 expect 2 "give --seconds or --bytes" cluster blast --to 127.0.0.1:9
 expect 2 "DSCP\|dscp" cluster blast --to 127.0.0.1:9 --seconds 1 --dscp 64
+# Issue 19: every numeric flag has a stated range (docs/testbed.md "Input ranges").
+expect 2 "--seconds = 1e+300 is outside" cluster blast --to 127.0.0.1:9 --seconds 1e300
+expect 2 "--bytes = 18446744073709551615 is outside" cluster blast --to 127.0.0.1:9 \
+  --bytes 18446744073709551615
+expect 2 "--block-size = 1 is outside" cluster read --block-size 1 /dev/null
+expect 2 "--connections" cluster sink --port 9 --connections 0
 
 # Without root: a clear refusal, nothing created.
 if [[ $(id -u) == 0 ]] && command -v setpriv >/dev/null; then

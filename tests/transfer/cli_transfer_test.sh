@@ -19,6 +19,22 @@ expect_usage "ADDR:PORT" --connect nocolon
 expect_usage "exactly one" --listen 127.0.0.1:0 --connect 127.0.0.1:1
 expect_usage "--class" --connect 127.0.0.1:1 --class medium
 expect_usage "--batch" --connect 127.0.0.1:1 --batch 0
+# Issue 19: every numeric flag has a range (docs/transfer.md "Input ranges"), checked before any
+# memory is registered or a peer is contacted.
+expect_usage "--size = 2147483648 is outside" --connect 127.0.0.1:1 --size 2147483648
+expect_usage "--depth = 100000 is outside" --connect 127.0.0.1:1 --depth 100000
+expect_usage "--size x --batch x --depth" --connect 127.0.0.1:1 --size 1073741824 --batch 1024
+expect_usage "--iters = 18446744073709551615 is outside" --connect 127.0.0.1:1 \
+  --iters 18446744073709551615
+expect_usage "--warmup = 1000000000000 is outside" --connect 127.0.0.1:1 --warmup 1000000000000
+expect_usage "--duration = 1e+300 is outside" --connect 127.0.0.1:1 --duration 1e300
+expect_usage "--region-bytes = 1099511627776000 is outside" --listen 127.0.0.1:0 \
+  --region-bytes 1099511627776000
+expect_usage "--timeout-ms = -5 is outside" --connect 127.0.0.1:1 --timeout-ms -5
+expect_usage "--spin-us = 1000000000 is outside" --connect 127.0.0.1:1 --spin-us 1000000000
+expect_usage "--low-inflight = 18446744073709551615 is outside" --connect 127.0.0.1:1 \
+  --low-inflight 18446744073709551615
+expect_usage "--dscp-high = 64 is outside" --connect 127.0.0.1:1 --dscp-high 64
 
 for op in put get; do
   exec 3< <(exec "$BIN" bench transfer --listen 127.0.0.1:0 --tls tcp --region-bytes 1048576)

@@ -42,6 +42,13 @@ struct ExpectedEngine {
 // the bad entry (empty field, unknown role, duplicate name).
 Result<std::vector<ExpectedEngine>> ParseEngineList(std::string_view text);
 
+// Input ranges (docs/control.md "Input ranges"), checked by ServiceOptions::Validate.
+inline constexpr double kMinHeartbeatS = 0.01;  // below, liveness checks spin
+inline constexpr double kMaxHeartbeatS = 3600;  // a dead engine is noticed within 3 hours
+inline constexpr uint32_t kMaxAttempts = 100;   // each attempt re-runs a whole request
+inline constexpr uint64_t kMaxEngines = 4096;   // expected engines per role
+inline constexpr uint64_t kMaxThresholdTokens = 1ull << 40;  // sched thresholds (tokens)
+
 struct ServiceOptions {
   SystemKind system = SystemKind::kDualPath;
   // model::RefModelConfig spec ("layers=8,q_heads=4,..."); gives vocab and the KV geometry whose

@@ -29,6 +29,16 @@
 
 namespace dualpath::replay {
 
+// Input ranges of `cluster run` (docs/replay.md "Input ranges"), checked by RunOnCluster before
+// the cluster is touched.
+inline constexpr double kMinRunAps = 0.001;  // below, arrivals spread over weeks
+inline constexpr double kMaxRunAps = 10'000;
+inline constexpr double kMaxRunTimeoutS = 7 * 24 * 3600.0;  // a week per system
+inline constexpr double kMinSampleIntervalS = 0.01;         // below, the sampler spins
+inline constexpr double kMaxSampleIntervalS = 60;           // above, a run has no rate series
+inline constexpr double kMinRunHeartbeatS = 0.01;  // control serve's range (docs/control.md)
+inline constexpr double kMaxRunHeartbeatS = 3600;
+
 struct ClusterRunOptions {
   std::string name = "dp";  // testbed cluster name
   std::string pd = "1P1D";

@@ -26,6 +26,12 @@
 
 namespace dualpath::replay {
 
+// Input ranges (docs/replay.md "Input ranges"), checked by ShapeWorkload / BuildWorkload.
+inline constexpr uint32_t kMaxAgents = 100'000;    // concurrent clients of a few-node testbed
+inline constexpr uint32_t kMaxTurns = 10'000;      // longer than any recorded session
+inline constexpr uint32_t kMaxContext = 1u << 20;  // 1M tokens: the longest context of any model
+inline constexpr uint64_t kMaxWorkloadTokens = 1ull << 28;  // agents x turns x max_context: 1 GiB
+
 struct WorkloadOptions {
   // "synthetic", "compute", "weka", "mooncake", or a path (file or directory) for
   // trace::ReadTrace.

@@ -17,6 +17,15 @@
 
 namespace dualpath::transfer {
 
+// Input ranges (docs/transfer.md "Input ranges"), checked by ValidateBenchOptions.
+inline constexpr uint64_t kMaxBenchSize = 1ull << 30;         // one descriptor: 1 GiB
+inline constexpr uint64_t kMaxBenchBatch = 1ull << 20;        // descriptors per batch
+inline constexpr uint64_t kMaxBenchDepth = 1024;              // batches in flight
+inline constexpr uint64_t kMaxBenchLocalBytes = 1ull << 34;   // client memory: 16 GiB
+inline constexpr uint64_t kMaxBenchIters = 100'000'000;       // one latency sample each: 800 MB
+inline constexpr double kMaxBenchDurationS = 86'400;          // a day
+inline constexpr uint64_t kMaxBenchRegionBytes = 1ull << 36;  // server memory: 64 GiB
+
 struct BenchOptions {
   std::string listen;   // server: ADDR:PORT
   std::string connect;  // client: ADDR:PORT
