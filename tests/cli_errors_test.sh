@@ -73,6 +73,11 @@ expect 2 "$tmp/missing.json" kv models "$tmp/missing.json"
 expect 2 "$tmp/missing.kvb" kv inspect "$tmp/missing.kvb"
 expect 2 "$tmp/missing.json" trace stats "$tmp/missing.json" --format weka
 
+# A file where a directory is expected.
+expect 2 "/dev/null" bench storage --dir /dev/null --files 2
+echo x >"$tmp/plain"
+expect 2 "$tmp/plain" bench storage --dir "$tmp/plain" --files 2
+
 # Exceptions that used to escape raw.
 echo '{"hardware": {"snic_gbps": 1e999}}' >"$tmp/huge.json"
 expect 2 "number out of range" sim --config "$tmp/huge.json"

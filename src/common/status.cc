@@ -127,7 +127,12 @@ Status ErrnoStatus(std::string m, int errno_value) {
       break;
     case ENOSPC:
     case EDQUOT:
+    case EFBIG:  // a size beyond what the file system holds in one file: no space for it
       code = Code::kStorageNoSpace;
+      break;
+    case ENOTDIR:  // a path of the wrong type (a file where a directory was named): bad input
+    case EISDIR:
+      code = Code::kInvalidArgument;
       break;
     case EEXIST:
       code = Code::kAlreadyExists;

@@ -53,6 +53,9 @@ TEST(StatusTest, ErrnoMapping) {
   EXPECT_EQ(ErrnoStatus("x", EPERM).code(), Code::kPermissionDenied);
   EXPECT_EQ(ErrnoStatus("x", ENOENT).code(), Code::kNotFound);
   EXPECT_EQ(ErrnoStatus("x", ENOSPC).code(), Code::kStorageNoSpace);
+  EXPECT_EQ(ErrnoStatus("x", EFBIG).code(), Code::kStorageNoSpace);
+  EXPECT_EQ(ErrnoStatus("x", ENOTDIR).code(), Code::kInvalidArgument);
+  EXPECT_EQ(ErrnoStatus("x", EISDIR).code(), Code::kInvalidArgument);
   EXPECT_EQ(ErrnoStatus("x", EEXIST).code(), Code::kAlreadyExists);
   EXPECT_EQ(ErrnoStatus("x", EIO).code(), Code::kIoError);
 }

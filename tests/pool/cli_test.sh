@@ -38,6 +38,9 @@ mkfifo "$dir/fifo"
 expect_bad "stat of a FIFO" "$bin" pool stat "$dir/fifo"
 expect_bad "destroy of a directory" "$bin" pool destroy "$dir"
 expect_bad "stat of a missing file" "$bin" pool stat "$dir/missing"
+# 16 PiB: more than any file system here holds in one file (EFBIG or ENOSPC): no space, exit 2.
+expect_bad "a size no file system here holds" "$bin" pool create "$dir/big" --size 16777216G
+[[ ! -e "$dir/big" ]] || fail "a create beyond the file system left a file"
 [[ $(md5sum <"$dir/r") == "$sum" ]] || fail "region modified by failed commands"
 
 "$bin" pool destroy "$dir/r" >/dev/null
