@@ -7,6 +7,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cli/command.h"
+#include "dualpath/common/stop_signal.h"
 #include "dualpath/storage/bench.h"
 
 namespace dualpath::cli {
@@ -67,6 +68,9 @@ void Register(CLI::App& root, int* exit_code) {
         return;
       }
     }
+    // SIGINT/SIGTERM stop the run between two slices of files; it removes what it created and
+    // exits 128 + the signal (docs/cli.md).
+    InstallStopHandlers();
     Result<storage::StorageBenchReport> r = storage::RunStorageBench(*o);
     if (!r.ok()) {
       *exit_code = ReportError("bench storage", r.status());

@@ -73,7 +73,7 @@ TEST(RefModelConfig, BadInputNamesTheProblem) {
   ExpectInvalid("rope_theta=-1", "rope_theta");
   ExpectInvalid("rope_theta=inf", "rope_theta");
   ExpectInvalid("vocab=100000000", "limit 1 GiB");
-  ExpectInvalid("layers=4000000000", "limit 1 GiB");
+  ExpectInvalid("layers=4000000000", "layers=4000000000 is outside [1, 4096]");
 }
 
 TEST(RefModelConfig, GeometryMatchesKvBytesAndValidates) {

@@ -15,6 +15,7 @@
 #include "dualpath/common/check.h"
 #include "dualpath/common/clock.h"
 #include "dualpath/common/log.h"
+#include "dualpath/common/stop_signal.h"
 #include "dualpath/storage/layout.h"
 
 namespace dualpath::storage {
@@ -208,37 +209,48 @@ Result<StorageBenchReport> RunStorageBench(const StorageBenchOptions& o) {
   const uint64_t salt = fingerprint;
   Status first_error;
 
+  // The streams run in slices so that SIGINT/SIGTERM (stop_signal.h, installed by the CLI) stop
+  // the run between two slices; the Cleanup above then removes what the run created, as for any
+  // failure. A slice is many times the queue depth, so draining the queue between slices costs
+  // nothing measurable.
+  constexpr size_t kSlice = 4096;
   SteadyClock& clock = SteadyClock::Default();
   const Nanos w0 = clock.Now();
-  store->WriteStream(
-      o.read_only ? 0 : o.files,
-      [&](size_t i) -> const EncodedBlock& {
-        DUALPATH_CHECK(!free_bufs.empty(), "bench: no free write buffer");
-        size_t k = free_bufs.back();
-        free_bufs.pop_back();
-        buf_of[i] = k;
-        EncodedBlock& img = images[k];
-        img.hash = BenchHash(salt, i);
-        // The fan-out directories this block's write may make (before the write makes them).
-        const std::string dir = BlockDir(model_dir, img.hash);
-        footprint.NoteDir(dir.substr(0, dir.rfind('/')));
-        footprint.NoteDir(dir);
-        kv::BlockFileMeta meta{fingerprint, img.hash, shape.tokens, shape.num_layers,
-                               shape.bytes_per_token_per_layer};
-        Status st = kv::EncodeBlockFileHeader(meta, checksum,
-                                              img.file.span().first(kv::kBlockFileHeaderBytes));
-        DUALPATH_CHECK(st.ok(), st.ToString());
-        return img;
-      },
-      [&](size_t i, Status st, bool created) {
-        free_bufs.push_back(buf_of[i]);
-        if (created) {
-          footprint.NoteBlock(i);
-        }
-        if (!st.ok() && first_error.ok()) {
-          first_error = st.WithContext("bench write");
-        }
-      });
+  const size_t write_count = o.read_only ? 0 : static_cast<size_t>(o.files);
+  for (size_t base = 0; base < write_count && first_error.ok(); base += kSlice) {
+    RETURN_IF_ERROR(CheckStop());
+    store->WriteStream(
+        std::min(kSlice, write_count - base),
+        [&](size_t j) -> const EncodedBlock& {
+          const size_t i = base + j;
+          DUALPATH_CHECK(!free_bufs.empty(), "bench: no free write buffer");
+          size_t k = free_bufs.back();
+          free_bufs.pop_back();
+          buf_of[i] = k;
+          EncodedBlock& img = images[k];
+          img.hash = BenchHash(salt, i);
+          // The fan-out directories this block's write may make (before the write makes them).
+          const std::string dir = BlockDir(model_dir, img.hash);
+          footprint.NoteDir(dir.substr(0, dir.rfind('/')));
+          footprint.NoteDir(dir);
+          kv::BlockFileMeta meta{fingerprint, img.hash, shape.tokens, shape.num_layers,
+                                 shape.bytes_per_token_per_layer};
+          Status st = kv::EncodeBlockFileHeader(meta, checksum,
+                                                img.file.span().first(kv::kBlockFileHeaderBytes));
+          DUALPATH_CHECK(st.ok(), st.ToString());
+          return img;
+        },
+        [&](size_t j, Status st, bool created) {
+          const size_t i = base + j;
+          free_bufs.push_back(buf_of[i]);
+          if (created) {
+            footprint.NoteBlock(i);
+          }
+          if (!st.ok() && first_error.ok()) {
+            first_error = st.WithContext("bench write");
+          }
+        });
+  }
   const Nanos w1 = clock.Now();
   RETURN_IF_ERROR(first_error);
 
@@ -249,23 +261,28 @@ Result<StorageBenchReport> RunStorageBench(const StorageBenchOptions& o) {
   uint64_t verified = 0;
   const double cpu0 = ProcessCpuSeconds();
   const Nanos r0 = clock.Now();
-  store->ReadStream(
-      o.files,
-      [&](size_t i) {
-        DUALPATH_CHECK(!free_bufs.empty(), "bench: no free read buffer");
-        size_t k = free_bufs.back();
-        free_bufs.pop_back();
-        buf_of[i] = k;
-        return ReadRequest{BenchHash(salt, i), bufs[k].span(), 64};
-      },
-      [&](size_t i, ReadResult&& r) {
-        free_bufs.push_back(buf_of[i]);
-        if (r.status.ok()) {
-          ++verified;
-        } else if (first_error.ok()) {
-          first_error = r.status.WithContext("bench read");
-        }
-      });
+  for (size_t base = 0; base < static_cast<size_t>(o.files) && first_error.ok(); base += kSlice) {
+    RETURN_IF_ERROR(CheckStop());
+    store->ReadStream(
+        std::min<size_t>(kSlice, static_cast<size_t>(o.files) - base),
+        [&](size_t j) {
+          const size_t i = base + j;
+          DUALPATH_CHECK(!free_bufs.empty(), "bench: no free read buffer");
+          size_t k = free_bufs.back();
+          free_bufs.pop_back();
+          buf_of[i] = k;
+          return ReadRequest{BenchHash(salt, i), bufs[k].span(), 64};
+        },
+        [&](size_t j, ReadResult&& r) {
+          const size_t i = base + j;
+          free_bufs.push_back(buf_of[i]);
+          if (r.status.ok()) {
+            ++verified;
+          } else if (first_error.ok()) {
+            first_error = r.status.WithContext("bench read");
+          }
+        });
+  }
   const Nanos r1 = clock.Now();
   const double cpu1 = ProcessCpuSeconds();
   RETURN_IF_ERROR(first_error);

@@ -87,4 +87,27 @@ expect_bad --dir "$dir" --files 4 --block-bytes 16384 --fingerprint 000000000000
   fail "run into a new --dir exited $?"
 [[ ! -e "$dir/new" ]] || fail "a default run left directories it created: $(find "$dir/new")"
 [[ $(listing "$dir") == "$before" ]] || fail "a default run changed the directory"
+# SIGINT or SIGTERM in the middle of a --keep run: the run stops, removes what it created (a
+# stopped run is not a kept set) and exits 128 + the signal. The signal is sent once the run has
+# published its first file; 200,000 files take far longer than that on any machine here.
+errf=$(mktemp)
+for sig in INT TERM; do
+  "$bin" bench storage --dir "$dir/stop" --files 200000 --block-bytes 8192 --keep \
+    --fingerprint 00000000000000dd >/dev/null 2>"$errf" &
+  pid=$!
+  for _ in $(seq 1 600); do  # up to 60 s for the first file (a bounded wait for a condition)
+    [[ -n $(find "$dir/stop" -name '*.kvb' -print -quit 2>/dev/null) ]] && break
+    kill -0 $pid 2>/dev/null || break
+    sleep 0.1
+  done
+  kill -$sig $pid
+  wait $pid
+  rc=$?
+  want=$([[ $sig == INT ]] && echo 130 || echo 143)
+  [[ $rc -eq $want ]] || fail "SIG$sig during bench storage: exit $rc, want $want: $(cat "$errf")"
+  grep -q "SIG$sig" "$errf" || fail "SIG$sig: no message: $(cat "$errf")"
+  [[ ! -e "$dir/stop" ]] || fail "SIG$sig: the stopped run left $(find "$dir/stop" | wc -l) paths"
+done
+rm -f "$errf"
+[[ $(listing "$dir") == "$before" ]] || fail "a stopped run changed the directory"
 echo "cli_bench_storage: ok"
