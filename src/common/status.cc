@@ -114,6 +114,8 @@ Status Unimplemented(std::string m) { return Status(Code::kUnimplemented, std::m
 Status Internal(std::string m) { return Status(Code::kInternal, std::move(m)); }
 Status ParseError(std::string m) { return Status(Code::kParseError, std::move(m)); }
 
+// Beyond the mapping status.h lists: EFBIG is no space (a size the file system cannot hold in one
+// file) and ENOTDIR / EISDIR are kInvalidArgument (a path of the wrong type is bad input, exit 2).
 Status ErrnoStatus(std::string m, int errno_value) {
   Code code = Code::kIoError;
   switch (errno_value) {

@@ -73,8 +73,7 @@ Status Unimplemented(std::string message);
 Status Internal(std::string message);
 Status ParseError(std::string message);
 // A Status for a failed syscall: EACCES/EPERM → kPermissionDenied, ENOENT → kNotFound,
-// ENOSPC/EDQUOT/EFBIG → kStorageNoSpace, ENOTDIR/EISDIR → kInvalidArgument (a path of the wrong
-// type), EEXIST → kAlreadyExists, otherwise kIoError.
+// ENOSPC/EDQUOT → kStorageNoSpace, EEXIST → kAlreadyExists, otherwise kIoError.
 Status ErrnoStatus(std::string message, int errno_value);
 
 // Either a T or a non-OK Status.
