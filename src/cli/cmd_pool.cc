@@ -11,6 +11,7 @@
 #include <string>
 
 #include "cli/command.h"
+#include "dualpath/common/numeric.h"
 #include "dualpath/pool/bench.h"
 #include "dualpath/pool/pool.h"
 
@@ -138,10 +139,8 @@ void RegisterPool(CLI::App& root, int* exit_code) {
       }
     }
     constexpr uint64_t kMaxLeaseMs = 86'400'000;  // a day: a longer lease is a mistake
-    if (ca->lease_ms == 0 || ca->lease_ms > kMaxLeaseMs) {
-      *exit_code =
-          Report("pool create", InvalidArgument("--lease-ms " + std::to_string(ca->lease_ms) +
-                                                " out of range [1, 86400000]"));
+    if (Status st = CheckCountRange("--lease-ms", ca->lease_ms, 1, kMaxLeaseMs, "ms"); !st.ok()) {
+      *exit_code = Report("pool create", st);
       return;
     }
     g.region_bytes = *size;

@@ -11,6 +11,7 @@
 #include <new>
 #include <random>
 
+#include "dualpath/common/numeric.h"
 #include "pool/layout.h"
 
 namespace dualpath::pool {
@@ -179,10 +180,8 @@ Result<std::vector<BenchRow>> RunPoolBench(const BenchOptions& o) {
   if (o.passes <= 0 || o.data_mib == 0 || o.lookup_entries == 0 || o.lookups == 0) {
     return InvalidArgument("bench pool: passes, data size and lookup counts must be positive");
   }
-  if (o.passes > kMaxBenchPasses) {
-    return InvalidArgument("--passes " + std::to_string(o.passes) + " is outside [1, " +
-                           std::to_string(kMaxBenchPasses) + "]");
-  }
+  RETURN_IF_ERROR(
+      CheckCountRange("--passes", static_cast<uint64_t>(o.passes), 1, kMaxBenchPasses, ""));
   // Two buffers of --mib plus a region of about --mib in shared memory: all of it must fit in
   // RAM at once, or the pages would be swapped while timed (or the allocation fail).
   const uint64_t phys_bytes =

@@ -15,6 +15,7 @@
 #include "dualpath/common/check.h"
 #include "dualpath/common/clock.h"
 #include "dualpath/common/log.h"
+#include "dualpath/common/numeric.h"
 #include "dualpath/common/stop_signal.h"
 #include "dualpath/storage/layout.h"
 
@@ -73,13 +74,9 @@ class RunFootprint {
       ours_.push_back(dir);
     }
   }
+  explicit RunFootprint(size_t files) : created_(files) {}
   // Block i's file was created by this run (one bit per file: memory bounded by --files).
-  void NoteBlock(size_t i) {
-    if (created_.size() <= i) {
-      created_.resize(i + 1);
-    }
-    created_[i] = true;
-  }
+  void NoteBlock(size_t i) { created_[i] = true; }
 
   // Removes the block files this run created, then the directories it made, deepest first.
   void Remove(const std::string& model_dir, uint64_t salt) {
@@ -126,18 +123,9 @@ Result<StorageBenchReport> RunStorageBench(const StorageBenchOptions& o) {
                            " must be a multiple of 4096 and at least 8192 (the file includes a "
                            "4096-byte header)");
   }
-  if (o.queue_depth == 0 || o.queue_depth > 4096) {
-    return InvalidArgument("--queue-depth " + std::to_string(o.queue_depth) +
-                           " out of range [1, 4096]");
-  }
-  if (o.files == 0 || o.files > kMaxFiles) {
-    return InvalidArgument("--files " + std::to_string(o.files) + " out of range [1, " +
-                           std::to_string(kMaxFiles) + "]");
-  }
-  if (o.block_bytes > kMaxBlockBytes) {
-    return InvalidArgument("--block-bytes " + std::to_string(o.block_bytes) +
-                           " out of range [8192, " + std::to_string(kMaxBlockBytes) + "]");
-  }
+  RETURN_IF_ERROR(CheckCountRange("--queue-depth", o.queue_depth, 1, 4096, ""));
+  RETURN_IF_ERROR(CheckCountRange("--files", o.files, 1, kMaxFiles, "files"));
+  RETURN_IF_ERROR(CheckCountRange("--block-bytes", o.block_bytes, 8192, kMaxBlockBytes, "bytes"));
   // The benchmark holds 6 x queue_depth blocks in memory (3 x queue_depth file images and as
   // many read buffers).
   if (6 * uint64_t{o.queue_depth} * o.block_bytes > kMaxBufferBytes) {
@@ -160,7 +148,7 @@ Result<StorageBenchReport> RunStorageBench(const StorageBenchOptions& o) {
   }
   // Everything this run makes is removed when it ends (also when it fails, --keep or not: a
   // partial set cannot be re-read), unless it succeeds with --keep. --read-only makes nothing.
-  RunFootprint footprint;
+  RunFootprint footprint(static_cast<size_t>(o.files));
   footprint.NoteDirChain(model_dir + "/" + std::string(kQuarantineDir));
   struct Cleanup {
     RunFootprint& footprint;

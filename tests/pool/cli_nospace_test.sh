@@ -7,22 +7,9 @@
 set -u
 bin=$1
 fail() { echo "FAIL: $*" >&2; exit 1; }
-if [[ $(id -u) -ne 0 ]]; then
-  echo "SKIP: needs root to mount a tmpfs"
-  exit 77
-fi
-dir=$(mktemp -d /var/tmp/dp_pool_nospace.XXXXXX)
-mnt=$dir/mnt
-cleanup() {
-  mountpoint -q "$mnt" && umount -l "$mnt"
-  rm -rf "$dir"
-}
-trap cleanup EXIT
-mkdir "$mnt"
-if ! mount -t tmpfs -o size=8m dp_pool_nospace "$mnt"; then
-  echo "SKIP: cannot mount a tmpfs"
-  exit 77
-fi
+# shellcheck source=../lib/small_tmpfs.sh
+source "$(dirname "$0")/../lib/small_tmpfs.sh"
+small_tmpfs dp_pool_nospace 8m
 
 expect_nospace() {  # <flag> <command...>: exit 2, one stderr line naming the flag and no space
   local flag=$1; shift

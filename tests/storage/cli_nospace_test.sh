@@ -6,22 +6,9 @@
 set -u
 bin=$1
 fail() { echo "FAIL: $*" >&2; exit 1; }
-if [[ $(id -u) -ne 0 ]]; then
-  echo "SKIP: needs root to mount a tmpfs"
-  exit 77
-fi
-dir=$(mktemp -d /var/tmp/dp_storage_nospace.XXXXXX)
-mnt=$dir/mnt
-cleanup() {
-  mountpoint -q "$mnt" && umount -l "$mnt"
-  rm -rf "$dir"
-}
-trap cleanup EXIT
-mkdir "$mnt"
-if ! mount -t tmpfs -o size=8m dp_storage_nospace "$mnt"; then
-  echo "SKIP: cannot mount a tmpfs"
-  exit 77
-fi
+# shellcheck source=../lib/small_tmpfs.sh
+source "$(dirname "$0")/../lib/small_tmpfs.sh"
+small_tmpfs dp_storage_nospace 8m
 listing() { (cd "$1" && find . \( -type f -printf 'f %p %s\n' \) -o -printf '%y %p\n' | sort); }
 
 # Something that was there before: a small kept set, and a stranger's file next to it.
