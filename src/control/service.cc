@@ -14,14 +14,14 @@ Result<std::unique_ptr<SchedulerService>> SchedulerService::Create(const Service
   RETURN_IF_ERROR(options.Validate());
   ASSIGN_OR_RETURN(model::RefModelConfig model, model::RefModelConfig::Parse(options.model_spec));
   RETURN_IF_ERROR(model.Validate());
-  std::unique_ptr<HitProbe> probe;
-  if (!options.store_root.empty()) {
-    std::string root = options.store_root;
-    if (!options.store_subdir.empty()) root += "/" + options.store_subdir;
-    ASSIGN_OR_RETURN(kv::HashAlgo algo, kv::ParseHashAlgo(options.hash_algo));
-    ASSIGN_OR_RETURN(probe, HitProbe::Open(root, model.Geometry(), algo, options.hash_seed,
-                                           options.block_tokens));
-  }
+  // Always opened: it hashes every prompt once (the chain goes out with the assignment), and
+  // probes hits when there is a store.
+  std::string root = options.store_root;
+  if (!root.empty() && !options.store_subdir.empty()) root += "/" + options.store_subdir;
+  ASSIGN_OR_RETURN(kv::HashAlgo algo, kv::ParseHashAlgo(options.hash_algo));
+  ASSIGN_OR_RETURN(
+      std::unique_ptr<HitProbe> probe,
+      HitProbe::Open(root, model.Geometry(), algo, options.hash_seed, options.block_tokens));
   return std::unique_ptr<SchedulerService>(
       new SchedulerService(std::make_unique<ControlState>(options, model, std::move(probe))));
 }

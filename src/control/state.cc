@@ -39,6 +39,7 @@ ControlState::ControlState(const ServiceOptions& options, const model::RefModelC
       clock_(options.clock != nullptr ? options.clock : &SteadyClock::Default()),
       sched_config_(MakeSchedConfig(options)),
       probe_(std::move(probe)) {
+  DUALPATH_CHECK(probe_ != nullptr, "ControlState needs a HitProbe (it hashes every prompt)");
   // Named list: slots exist from the start, engine id = list position.
   for (const ExpectedEngine& e : options_.engines) {
     EngineState s;

@@ -49,6 +49,7 @@ namespace dualpath::control {
 
 class ControlState {
  public:
+  // `probe` (never null) hashes each submitted prompt once and finds its hit.
   ControlState(const ServiceOptions& options, const model::RefModelConfig& model,
                std::unique_ptr<HitProbe> probe);
   ~ControlState();
@@ -91,6 +92,7 @@ class ControlState {
   struct RequestState {
     v1::RequestSpec spec;
     int64_t hit_tokens = 0;
+    std::string prompt_block_hashes;  // HitProbe's chain, sent in every prefill assignment
     uint32_t attempt = 0;
     Phase phase = Phase::kQueued;
     uint32_t prefill = kNone;  // service engine ids while kAssigned

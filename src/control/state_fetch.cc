@@ -181,6 +181,7 @@ void ControlState::RunPrefillFetchLocked(uint32_t engine, v1::FetchReply* reply)
     *a->mutable_prefill() = engines_[rs.prefill].info;
     *a->mutable_decode() = engines_[rs.decode].info;
     a->set_hit_tokens(rs.hit_tokens);
+    a->set_prompt_block_hashes(rs.prompt_block_hashes);
     a->set_attempt(rs.attempt);
     if (options_.system == SystemKind::kOracle) {
       // Oracle: a timing bound that neither reads storage nor moves KV between engines.

@@ -50,11 +50,11 @@ Result<int64_t> ControlState::Submit(const v1::RequestSpec& spec) {
     }
     if (shutdown_ || stopping_) return FailedPrecondition("submit: the run is shut down");
   }
-  // Storage probing (one stat per block) happens outside the lock.
-  const int64_t hit =
-      probe_ == nullptr
-          ? 0
-          : probe_->HitTokens(std::span<const uint32_t>(spec.prompt().data(), spec.prompt_size()));
+  // The request's one hash pass and the storage probing (one stat per block) happen outside the
+  // lock; the hashes travel with its assignment.
+  PromptProbe probe =
+      probe_->Probe(std::span<const uint32_t>(spec.prompt().data(), spec.prompt_size()));
+  const int64_t hit = probe.hit_tokens;
 
   std::lock_guard<std::mutex> lock(mu_);
   if (shutdown_ || stopping_) return FailedPrecondition("submit: the run is shut down");
@@ -62,6 +62,7 @@ Result<int64_t> ControlState::Submit(const v1::RequestSpec& spec) {
   if (!inserted) return InvalidArgument(fmt::format("submit: duplicate request_id {}", id));
   it->second.spec = spec;
   it->second.hit_tokens = hit;
+  it->second.prompt_block_hashes = std::move(probe.block_hashes);
   order_.push_back(id);
   ++stats_.submitted;
   SubmitToSchedLocked(id);

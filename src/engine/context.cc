@@ -3,7 +3,11 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cstring>
 #include <ctime>
+#include <type_traits>
+
+#include "dualpath/common/check.h"
 
 namespace dualpath::engine {
 
@@ -64,19 +68,40 @@ Status ValidateRequest(const control::v1::RequestSpec& r, uint32_t vocab) {
   return Status::Ok();
 }
 
-std::vector<kv::BlockHash> HashRange(const kv::BlockHasher& hasher,
-                                     std::span<const uint32_t> tokens, uint64_t first_block,
-                                     uint64_t n) {
-  std::vector<kv::BlockHash> all;
+Result<std::vector<kv::BlockHash>> CarriedPromptHashes(const control::v1::Assignment& a,
+                                                       const kv::BlockHasher& hasher) {
+  static_assert(sizeof(kv::BlockHash) == 32 && std::is_trivially_copyable_v<kv::BlockHash>);
+  const control::v1::RequestSpec& r = a.request();
+  const std::string& bytes = a.prompt_block_hashes();
   const uint64_t bt = hasher.block_size();
-  // The chain runs from the first token: hash every block up to the range's end.
-  hasher.HashBlocks(tokens.subspan(0, std::min<uint64_t>(tokens.size(), (first_block + n) * bt)),
-                    &all);
-  if (all.size() < first_block + n) {
-    all.resize(first_block + n);  // not reachable for valid plans; zero hashes simply miss
+  const uint64_t blocks = static_cast<uint64_t>(r.prompt_size()) / bt;
+  if (bytes.size() != blocks * sizeof(kv::BlockHash)) {
+    return InvalidArgument(fmt::format(
+        "request {}: prompt_block_hashes has {} bytes; a prompt of {} tokens in blocks of {} "
+        "needs {} hashes of 32 bytes ({} bytes)",
+        r.request_id(), bytes.size(), r.prompt_size(), bt, blocks, blocks * sizeof(kv::BlockHash)));
   }
-  return std::vector<kv::BlockHash>(all.begin() + static_cast<ptrdiff_t>(first_block),
-                                    all.begin() + static_cast<ptrdiff_t>(first_block + n));
+  std::vector<kv::BlockHash> hashes(blocks);
+  if (blocks == 0) return hashes;
+  std::memcpy(hashes.data(), bytes.data(), bytes.size());
+  // One hash, not the chain: a hashing configuration that differs from the service's changes
+  // every block's hash, the first included.
+  const kv::BlockHash first = hasher.HashBlock(hasher.none_hash(), {r.prompt().data(), bt});
+  if (first != hashes[0]) {
+    return InvalidArgument(fmt::format(
+        "request {}: the scheduler's hash of prompt block 0 ({}) differs from this engine's ({}, "
+        "{} seed \"{}\" block {}): service and engine hash prompts differently",
+        r.request_id(), hashes[0].Hex(), first.Hex(), kv::HashAlgoName(hasher.algo()),
+        hasher.seed(), bt));
+  }
+  return hashes;
+}
+
+std::span<const kv::BlockHash> HashRange(const std::vector<kv::BlockHash>& prompt_hashes,
+                                         uint64_t first_block, uint64_t n) {
+  DUALPATH_CHECK(first_block + n <= prompt_hashes.size(),
+                 "read plan beyond the prompt's full blocks");
+  return std::span<const kv::BlockHash>(prompt_hashes).subspan(first_block, n);
 }
 
 control::v1::RequestResult FailedResult(const control::v1::Assignment& a, const Status& why) {

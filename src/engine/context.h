@@ -78,10 +78,19 @@ ReadPlan MakeReadPlan(const control::v1::Assignment& a, uint32_t block_tokens);
 // short, token id >= vocab) so bad input fails the request instead of the engine.
 Status ValidateRequest(const control::v1::RequestSpec& r, uint32_t vocab);
 
-// The block hashes of blocks [first_block, first_block + n) of `tokens`.
-std::vector<kv::BlockHash> HashRange(const kv::BlockHasher& hasher,
-                                     std::span<const uint32_t> tokens, uint64_t first_block,
-                                     uint64_t n);
+// The prompt's block hashes the assignment carries (prompt_block_hashes: computed once by the
+// scheduler service, so engines never hash the prompt), checked on receipt against this engine's
+// hashing: exactly prompt_size / block_size hashes of 32 bytes, and the first one recomputed with
+// `hasher` (one block hash: catches an algorithm, seed or block size that differs from the
+// service's, which would read and write the wrong blocks). kInvalidArgument naming the request
+// and the mismatch otherwise.
+Result<std::vector<kv::BlockHash>> CarriedPromptHashes(const control::v1::Assignment& a,
+                                                       const kv::BlockHasher& hasher);
+
+// Blocks [first_block, first_block + n) of a prompt's hashes (a read plan's share; the plan keeps
+// it inside the prompt's full blocks: checked).
+std::span<const kv::BlockHash> HashRange(const std::vector<kv::BlockHash>& prompt_hashes,
+                                         uint64_t first_block, uint64_t n);
 
 // A failed RequestResult for `a` (the scheduler re-submits it).
 control::v1::RequestResult FailedResult(const control::v1::Assignment& a, const Status& why);

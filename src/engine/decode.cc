@@ -16,6 +16,7 @@ using SteadyTime = std::chrono::steady_clock::time_point;
 struct DeReq {
   v1c::Assignment a;
   ReadPlan plan;
+  std::vector<kv::BlockHash> prompt_hashes;  // a.prompt_block_hashes, checked by StartDecode
   int64_t capacity = 0;       // tokens per layer in the DE buffer: prompt + gen_tokens
   std::byte* area = nullptr;  // [layers][capacity][bpt]
   uint64_t stride = 0;        // capacity * bpt
@@ -103,8 +104,11 @@ Result<v1::StartDecodeReply> Decoder::StartDecode(const v1::StartDecodeRequest& 
                                                   const std::function<bool()>& cancelled) {
   const v1c::RequestSpec& spec = req.assignment().request();
   RETURN_IF_ERROR(ValidateRequest(spec, ctx_.model->config().vocab));
+  ASSIGN_OR_RETURN(std::vector<kv::BlockHash> prompt_hashes,
+                   CarriedPromptHashes(req.assignment(), *ctx_.hasher));
   auto r = std::make_shared<DeReq>();
   r->a = req.assignment();
+  r->prompt_hashes = std::move(prompt_hashes);
   r->plan = MakeReadPlan(r->a, ctx_.block_tokens);
   // The PE's normalized split is authoritative (both sides must agree on who has what).
   const int64_t bt = ctx_.block_tokens;
@@ -286,9 +290,8 @@ void Decoder::ReadAndPush(const std::shared_ptr<DeReq>& r) {
   const ReadPlan& p = r->plan;
   const int64_t bt = ctx_.block_tokens;
   const uint64_t first_block = p.prefill_read / bt;
-  std::vector<kv::BlockHash> hashes =
-      HashRange(*ctx_.hasher, {spec.prompt().data(), static_cast<size_t>(spec.prompt_size())},
-                first_block, p.decode_read / bt);
+  const std::span<const kv::BlockHash> hashes =
+      HashRange(r->prompt_hashes, first_block, p.decode_read / bt);
   HitReadResult rr = reader_.Read(hashes, first_block, r->area, r->stride);
   const int64_t loaded = static_cast<int64_t>(rr.loaded_blocks) * bt;
   if (!rr.first_error.ok()) {
@@ -482,8 +485,17 @@ Status Decoder::Decode(DeReq& r, v1c::RequestResult* result) {
   tokens.insert(tokens.end(), spec.teacher().begin(),
                 spec.teacher().begin() + static_cast<ptrdiff_t>(gen - 1));
   const int64_t full_blocks = static_cast<int64_t>(tokens.size()) / bt;
-  std::vector<kv::BlockHash> hashes;
-  ctx_.hasher->HashBlocks({tokens.data(), static_cast<size_t>(full_blocks * bt)}, &hashes);
+  // The prompt's blocks are named by the carried chain; only the blocks the fed tokens complete
+  // are hashed here, continuing the chain from the last full prompt block.
+  std::vector<kv::BlockHash> hashes = r.prompt_hashes;
+  const int64_t prompt_blocks = static_cast<int64_t>(hashes.size());
+  const std::span<const uint32_t> rest(tokens.data() + prompt_blocks * bt,
+                                       static_cast<size_t>((full_blocks - prompt_blocks) * bt));
+  if (hashes.empty()) {
+    ctx_.hasher->HashBlocks(rest, &hashes);
+  } else {
+    ctx_.hasher->HashBlocks(hashes.back(), rest, &hashes);  // copies the parent first
+  }
   // Blocks below the loaded prefix came from storage and are there; the rest are written behind
   // as soon as their last position is computed.
   int64_t next_write = std::clamp<int64_t>(done.loaded_tokens(), 0, prompt) / bt;

@@ -1,6 +1,7 @@
 // Decoder: the decode engine's (DE) side of a request (DualPath §4.1, docs/engine.md).
 //
-//   StartDecode  (gRPC thread) validates, allocates the DE buffer [layers][prompt + gen][bpt] in
+//   StartDecode  (gRPC thread) validates (the carried prompt hashes too), allocates the DE buffer
+//   [layers][prompt + gen][bpt] in
 //                the registered region (it is also the request's decode-time "HBM" KV, so
 //                decode appends in place) and, when the DE has a share of the hit to read, queues
 //                the request for the reader stage;
@@ -10,8 +11,9 @@
 //   PrefillDone  (gRPC thread) and the PE's layer notices (transfer progress thread) make the
 //                request ready once both are in;
 //   decode       (one thread) runs gen_tokens - 1 teacher-forced steps, queues every new full
-//                block for write-behind to storage (kv hasher over the computed tokens), frees
-//                the buffer and hands the result to the reporter;
+//                block for write-behind to storage (named by the assignment's prompt hash chain,
+//                extended by the kv hasher over the fed tokens), frees the buffer and hands the
+//                result to the reporter;
 //   reporter     (one thread) waits until the blocks queued before a result are written, then
 //                reports it to the scheduler: the agent's next turn must find them in storage,
 //                but the decode thread does not wait for the storage writes (they queue behind

@@ -149,6 +149,8 @@ Status Engine::Impl::RegisterAndBuild() {
   ctx.block_tokens = reply.block_tokens();
   const kv::ModelGeometry geometry = mc->Geometry();
   ctx.shape = kv::BlockShape::For(geometry, ctx.block_tokens);
+  // The service's hashing: prompts arrive hashed (Assignment.prompt_block_hashes); this hasher
+  // checks each carried chain's first hash and extends chains over generated tokens.
   Result<kv::HashAlgo> algo = kv::ParseHashAlgo(
       reply.hash_algo().empty() ? kDefaultHashAlgo : std::string_view(reply.hash_algo()));
   if (!algo.ok()) {

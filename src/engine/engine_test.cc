@@ -22,6 +22,7 @@
 #include "dualpath/model/ref_model.h"
 #include "dualpath/storage/block_store.h"
 #include "dualpath/storage/layout.h"
+#include "engine/context.h"
 #include "engine/local_scheduler.h"
 
 namespace dualpath::engine {
@@ -396,6 +397,82 @@ TEST_F(HeldDecodeReadTest, ReadyRequestComputesWhileAnEarlierOneWaitsForItsDecod
   v1c::RequestResult ra = Wait(3);
   ExpectReference(a2, ra);
   EXPECT_EQ(ra.loaded_tokens(), 0);
+}
+
+// The prompt's hash chain is computed once by the scheduler and carried in the assignment; an
+// engine checks it on receipt (its length, and its first hash against its own hasher) so a chain
+// of the wrong size or hashed another way never names the blocks it reads or writes.
+v1c::Assignment WithChain(const v1c::RequestSpec& s, kv::HashAlgo algo, std::string_view seed,
+                          uint32_t bt) {
+  v1c::Assignment a;
+  *a.mutable_request() = s;
+  std::vector<uint32_t> prompt(s.prompt().begin(), s.prompt().end());
+  std::vector<kv::BlockHash> chain = kv::BlockHasher::Create(algo, seed, bt)->HashPrefix(prompt);
+  a.set_prompt_block_hashes(reinterpret_cast<const char*>(chain.data()),
+                            chain.size() * sizeof(kv::BlockHash));
+  return a;
+}
+
+TEST(CarriedPromptHashesTest, AcceptsTheServicesChainAndRefusesAnyOtherClearly) {
+  const kv::BlockHasher engine = *kv::BlockHasher::Create(kv::HashAlgo::kSha256Cbor, "0", kBt);
+  Agent agent(9);
+  const v1c::RequestSpec s = agent.NextTurn(7, 40, 2);  // 40 tokens: 2 full blocks of 16
+  const std::vector<uint32_t> prompt(s.prompt().begin(), s.prompt().end());
+
+  Result<std::vector<kv::BlockHash>> ok =
+      CarriedPromptHashes(WithChain(s, kv::HashAlgo::kSha256Cbor, "0", kBt), engine);
+  ASSERT_TRUE(ok.ok()) << ok.status().ToString();
+  EXPECT_EQ(*ok, engine.HashPrefix(prompt));
+
+  auto expect_refused = [&](const v1c::Assignment& a, const std::string& needle) {
+    Result<std::vector<kv::BlockHash>> r = CarriedPromptHashes(a, engine);
+    ASSERT_FALSE(r.ok()) << needle;
+    EXPECT_EQ(r.status().code(), Code::kInvalidArgument);
+    EXPECT_NE(r.status().message().find("request 7"), std::string::npos) << r.status().message();
+    EXPECT_NE(r.status().message().find(needle), std::string::npos) << r.status().message();
+  };
+  v1c::Assignment shorter = WithChain(s, kv::HashAlgo::kSha256Cbor, "0", kBt);
+  shorter.mutable_prompt_block_hashes()->resize(32);
+  expect_refused(shorter, "has 32 bytes");
+  v1c::Assignment ragged = WithChain(s, kv::HashAlgo::kSha256Cbor, "0", kBt);
+  ragged.mutable_prompt_block_hashes()->push_back('\0');
+  expect_refused(ragged, "needs 2 hashes of 32 bytes (64 bytes)");
+  v1c::Assignment none = WithChain(s, kv::HashAlgo::kSha256Cbor, "0", kBt);
+  none.clear_prompt_block_hashes();
+  expect_refused(none, "has 0 bytes");
+  // Hashed another way: the count matches, the names do not.
+  expect_refused(WithChain(s, kv::HashAlgo::kSha256Cbor, "1", kBt), "hash prompts differently");
+  expect_refused(WithChain(s, kv::HashAlgo::kXxh3, "0", kBt), "hash prompts differently");
+  expect_refused(WithChain(s, kv::HashAlgo::kSha256Cbor, "0", 20), "hash prompts differently");
+
+  // A prompt without a full block carries no hashes.
+  const v1c::RequestSpec tiny = Agent(10).NextTurn(8, kBt - 1, 2);
+  Result<std::vector<kv::BlockHash>> empty =
+      CarriedPromptHashes(WithChain(tiny, kv::HashAlgo::kSha256Cbor, "0", kBt), engine);
+  ASSERT_TRUE(empty.ok()) << empty.status().ToString();
+  EXPECT_TRUE(empty->empty());
+}
+
+TEST_F(EngineTest, AssignmentWithAWrongHashChainFailsItsRequestAndTheEngineKeepsServing) {
+  ASSERT_TRUE(pe_ && de_);
+  Agent agent(17);
+  v1c::RequestSpec t1 = agent.NextTurn(1, 40, 4);
+  v1c::Assignment a =
+      sched_.MakeAssignment(pe_->engine_id(), de_->engine_id(), t1, v1c::READ_SIDE_PREFILL, 0, 0);
+  a.mutable_prompt_block_hashes()->resize(a.prompt_block_hashes().size() - 32);
+  sched_.AssignRaw(pe_->engine_id(), a);
+  v1c::RequestResult r = Wait(1);
+  EXPECT_FALSE(r.ok());
+  EXPECT_NE(r.error().find("prompt_block_hashes"), std::string::npos) << r.error();
+  // Nothing was written under the truncated chain; the well-formed assignment runs normally.
+  for (const kv::BlockHash& h : PromptHashes(t1)) {
+    EXPECT_FALSE(store_->Contains(h));
+  }
+  t1.set_request_id(2);
+  ExpectReference(t1, Run(t1, v1c::READ_SIDE_PREFILL, 0));
+  for (const kv::BlockHash& h : PromptHashes(t1)) {
+    EXPECT_TRUE(store_->Contains(h));
+  }
 }
 
 }  // namespace

@@ -1,9 +1,23 @@
 #include "engine/local_scheduler.h"
 
+#include <vector>
+
+#include "dualpath/common/check.h"
+
 namespace dualpath::engine {
 namespace {
 
 namespace v1c = control::v1;
+
+constexpr char kHashAlgo[] = "sha256_cbor";
+constexpr char kHashSeed[] = "0";
+
+kv::BlockHasher MakeHasher(uint32_t block_tokens) {
+  Result<kv::BlockHasher> h =
+      kv::BlockHasher::Create(kv::HashAlgo::kSha256Cbor, kHashSeed, block_tokens);
+  DUALPATH_CHECK(h.ok(), h.status().ToString());
+  return std::move(h).value();
+}
 
 class LocalLink final : public SchedulerLink {
  public:
@@ -20,6 +34,11 @@ class LocalLink final : public SchedulerLink {
 
 }  // namespace
 
+LocalScheduler::LocalScheduler(std::string model_spec, uint32_t block_tokens)
+    : model_spec_(std::move(model_spec)),
+      block_tokens_(block_tokens),
+      hasher_(MakeHasher(block_tokens)) {}
+
 std::unique_ptr<SchedulerLink> LocalScheduler::Link() { return std::make_unique<LocalLink>(*this); }
 
 Result<v1c::RegisterEngineReply> LocalScheduler::Register(const v1c::RegisterEngineRequest& req) {
@@ -33,8 +52,8 @@ Result<v1c::RegisterEngineReply> LocalScheduler::Register(const v1c::RegisterEng
   r.set_model_spec(model_spec_);
   r.set_block_tokens(block_tokens_);
   r.set_heartbeat_s(1);
-  r.set_hash_algo("sha256_cbor");
-  r.set_hash_seed("0");
+  r.set_hash_algo(kHashAlgo);
+  r.set_hash_seed(kHashSeed);
   return r;
 }
 
@@ -60,21 +79,38 @@ Status LocalScheduler::ReportResult(const v1c::RequestResult& r) {
   return Status::Ok();
 }
 
-void LocalScheduler::Assign(uint32_t pe, uint32_t de, const v1c::RequestSpec& spec,
-                            v1c::ReadSide side, int64_t hit, int64_t prefill_read) {
+v1c::Assignment LocalScheduler::MakeAssignment(uint32_t pe, uint32_t de,
+                                               const v1c::RequestSpec& spec, v1c::ReadSide side,
+                                               int64_t hit, int64_t prefill_read) {
+  v1c::Assignment a;
+  *a.mutable_request() = spec;
+  a.set_prefill_engine(pe);
+  a.set_decode_engine(de);
   {
     std::lock_guard<std::mutex> lock(mu_);
-    v1c::Assignment a;
-    *a.mutable_request() = spec;
-    a.set_prefill_engine(pe);
-    a.set_decode_engine(de);
     *a.mutable_prefill() = infos_.at(pe);
     *a.mutable_decode() = infos_.at(de);
-    a.set_side(side);
-    a.set_hit_tokens(hit);
-    a.set_prefill_read_tokens(prefill_read);
-    a.set_decode_read_tokens(hit - prefill_read);
-    queues_[pe].push_back(a);
+  }
+  a.set_side(side);
+  a.set_hit_tokens(hit);
+  a.set_prefill_read_tokens(prefill_read);
+  a.set_decode_read_tokens(hit - prefill_read);
+  std::vector<kv::BlockHash> hashes;
+  hasher_.HashBlocks({spec.prompt().data(), static_cast<size_t>(spec.prompt_size())}, &hashes);
+  a.set_prompt_block_hashes(reinterpret_cast<const char*>(hashes.data()),
+                            hashes.size() * sizeof(kv::BlockHash));
+  return a;
+}
+
+void LocalScheduler::Assign(uint32_t pe, uint32_t de, const v1c::RequestSpec& spec,
+                            v1c::ReadSide side, int64_t hit, int64_t prefill_read) {
+  AssignRaw(pe, MakeAssignment(pe, de, spec, side, hit, prefill_read));
+}
+
+void LocalScheduler::AssignRaw(uint32_t pe, v1c::Assignment a) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    queues_[pe].push_back(std::move(a));
   }
   cv_.notify_all();
 }

@@ -14,7 +14,8 @@ namespace v1c = control::v1;
 struct PeJob {
   v1c::Assignment a;
   ReadPlan plan;
-  std::byte* area = nullptr;  // [layers][prompt][bpt]
+  std::vector<kv::BlockHash> prompt_hashes;  // a.prompt_block_hashes, checked at admission
+  std::byte* area = nullptr;                 // [layers][prompt][bpt]
   uint32_t xfer_id = 0;
   // The DE, once StartDecode succeeded.
   bool start_sent = false;     // StartDecode was sent (the DE may hold state even if it failed)
@@ -214,6 +215,7 @@ Status Prefiller::Admit(const std::shared_ptr<PeJob>& self) {
   PeJob& job = *self;
   const v1c::RequestSpec& r = job.a.request();
   RETURN_IF_ERROR(ValidateRequest(r, ctx_.model->config().vocab));
+  ASSIGN_OR_RETURN(job.prompt_hashes, CarriedPromptHashes(job.a, *ctx_.hasher));
   const ReadPlan& p = job.plan;
   ASSIGN_OR_RETURN(job.area,
                    ctx_.arena->Allocate(ctx_.TokenBytes() * p.prompt, p.prompt, ctx_.Deadline()));
@@ -276,8 +278,7 @@ void Prefiller::ReadPrefillShare(PeJob& job) {
   const v1c::RequestSpec& r = job.a.request();
   const ReadPlan& p = job.plan;
   const uint64_t blocks = p.prefill_read / ctx_.block_tokens;
-  std::vector<kv::BlockHash> hashes =
-      HashRange(*ctx_.hasher, {r.prompt().data(), static_cast<size_t>(r.prompt_size())}, 0, blocks);
+  const std::span<const kv::BlockHash> hashes = HashRange(job.prompt_hashes, 0, blocks);
   // The blocks stay counted in queued_read_tokens_ until the whole read is done: a ReadStream
   // shows only its in-flight blocks (<= read depth) in the store's queue, so uncounting earlier
   // would hide the rest; counting those few twice is the smaller error.
