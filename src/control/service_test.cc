@@ -682,5 +682,56 @@ TEST_F(ServiceTest, FakeEnginesRunAWorkloadAndShutDown) {
   EXPECT_EQ(Submit(Spec(100, Tokens(10, 1))).status().code(), Code::kFailedPrecondition);
 }
 
+// The prompt is hashed once, at Submit: every full block's hash (not only up to the first miss)
+// travels in the prefill assignment, retries included, and with or without a store to probe.
+std::string PackedChain(const std::vector<uint32_t>& prompt, std::string_view seed = "0") {
+  const std::vector<kv::BlockHash> chain =
+      kv::BlockHasher::Create(kv::HashAlgo::kSha256Cbor, seed, kBlock)->HashPrefix(prompt);
+  return std::string(reinterpret_cast<const char*>(chain.data()),
+                     chain.size() * sizeof(kv::BlockHash));
+}
+
+TEST_F(ServiceTest, PrefillAssignmentCarriesThePromptsWholeHashChain) {
+  ServiceOptions o = Options(SystemKind::kDualPath, k1P1D);
+  o.hash_seed = "9";  // the announced seed is the one the chain was hashed with
+  Start(o);
+  const std::vector<uint32_t> prompt = Tokens(200, 3);  // 3 full blocks of 64 and a tail
+  Register1P1D();
+  ASSERT_TRUE(Submit(Spec(1, prompt)).ok());
+  auto first = Fetch(0, {}, kLongWaitMs);
+  ASSERT_TRUE(first.ok()) << first.status().ToString();
+  ASSERT_EQ(first->prefill_size(), 1);
+  EXPECT_EQ(first->prefill(0).hit_tokens(), 0);  // a miss at block 0, yet all 3 are carried
+  EXPECT_EQ(first->prefill(0).prompt_block_hashes().size(), 3u * 32);
+  EXPECT_EQ(first->prefill(0).prompt_block_hashes(), PackedChain(prompt, "9"));
+  EXPECT_NE(first->prefill(0).prompt_block_hashes(), PackedChain(prompt, "0"));
+
+  // A retried attempt carries the same chain (nothing is hashed again).
+  ASSERT_TRUE(ReportResult(1, false, 0).ok());
+  ASSERT_TRUE(Fetch(0, {}, 0).ok());
+  ASSERT_TRUE(Fetch(1, {}, 0).ok());
+  auto second = Fetch(0, {}, kLongWaitMs);
+  ASSERT_TRUE(second.ok());
+  ASSERT_EQ(second->prefill_size(), 1);
+  EXPECT_EQ(second->prefill(0).attempt(), 1u);
+  EXPECT_EQ(second->prefill(0).prompt_block_hashes(), PackedChain(prompt, "9"));
+}
+
+TEST_F(ServiceTest, WithoutAStoreHitsAreZeroAndTheChainIsStillCarried) {
+  ServiceOptions o = Options(SystemKind::kDualPath, k1P1D);
+  o.store_root.clear();
+  o.store_subdir.clear();
+  Start(o);
+  const std::vector<uint32_t> prompt = Tokens(130, 4);
+  Register1P1D();
+  auto hit = Submit(Spec(1, prompt));
+  ASSERT_TRUE(hit.ok()) << hit.status().ToString();
+  EXPECT_EQ(*hit, 0);
+  auto pe = Fetch(0, {}, kLongWaitMs);
+  ASSERT_TRUE(pe.ok());
+  ASSERT_EQ(pe->prefill_size(), 1);
+  EXPECT_EQ(pe->prefill(0).prompt_block_hashes(), PackedChain(prompt));
+}
+
 }  // namespace
 }  // namespace dualpath::control
