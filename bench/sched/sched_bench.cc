@@ -11,9 +11,9 @@
 #include <random>
 #include <vector>
 
+#include "dualpath/benchlib/decision_loop.h"
 #include "dualpath/sched/batch.h"
 #include "dualpath/sched/scheduler.h"
-#include "sched/decision_loop.h"
 
 namespace dualpath::sched {
 namespace {
