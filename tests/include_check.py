@@ -134,18 +134,19 @@ def check_includes(root, table):
 
 
 def cmake_commands(text):
-    """Yields (command, line, argument tokens) of a CMakeLists, comments removed."""
-    text = re.sub(r"#[^\n]*", "", text)
+    """Yields (command, [(argument, line), ...]) of a CMakeLists, comments removed."""
+    text = re.sub(r"#[^\n]*", "", text)  # keeps the newlines: line numbers stay right
     for m in re.finditer(r"\b([A-Za-z_][A-Za-z0-9_]*)\s*\(", text):
         depth, i = 1, m.end()
         while i < len(text) and depth:
             depth += {"(": 1, ")": -1}.get(text[i], 0)
             i += 1
-        line = text.count("\n", 0, m.start()) + 1
-        yield m.group(1).lower(), line, text[m.end() : i - 1].split()
+        args = [(a.group(0), text.count("\n", 0, m.end() + a.start()) + 1)
+                for a in re.finditer(r"\S+", text[m.end() : i - 1])]
+        yield m.group(1).lower(), args
 
 
-def target_component(target, folder, table):
+def target_component(target, table):
     if target == "dualpath":
         return "cli"
     if target.startswith("dualpath_") and target[len("dualpath_") :] in table.prefixes:
@@ -164,11 +165,12 @@ def check_links(root, table):
         shown = os.path.relpath(path, root)
         with open(path, encoding="utf-8") as f:
             text = f.read()
-        for cmd, line, args in cmake_commands(text):
+        for cmd, args in cmake_commands(text):
             if not args:
                 continue
+            first, line = args[0]
             if cmd == "dualpath_library":
-                owner, is_test = args[0], False
+                owner, is_test = first, False
                 if owner not in table.prefixes:
                     errors.append(f"{shown}:{line}: dualpath_{owner} is not in the table of "
                                   "docs/architecture.md")
@@ -176,11 +178,11 @@ def check_links(root, table):
             elif cmd == "dualpath_test":
                 owner, is_test = None, True
             elif cmd == "target_link_libraries":
-                owner = target_component(args[0], folder, table)
+                owner = target_component(first, table)
                 is_test = owner is None
             else:
                 continue
-            for dep in args[1:]:
+            for dep, line in args[1:]:
                 if not re.fullmatch(r"dualpath_[a-z_]+", dep):
                     continue
                 used = dep[len("dualpath_") :]

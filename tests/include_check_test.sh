@@ -90,6 +90,10 @@ sed -i 's/dualpath_library(a SOURCES a.cc)/dualpath_library(a SOURCES a.cc PRIVA
   "$tmp/link/src/a/CMakeLists.txt"
 expect_fail link 'src/a/CMakeLists.txt:1: dualpath_a links dualpath_b: a may not use b'
 
+make_tree "$tmp/link2"  # the line of the offending target in a command over several lines
+sed -i 's/  PRIVATE_DEPS fmt::fmt)/  PRIVATE_DEPS fmt::fmt\n    dualpath_cli)/' "$tmp/link2/src/b/CMakeLists.txt"
+expect_fail link2 'src/b/CMakeLists.txt:6: dualpath_b links dualpath_cli: b may not use cli'
+
 make_tree "$tmp/newdir"  # a component the table does not know
 mkdir -p "$tmp/newdir/src/c"
 printf '#include "dualpath/a/a.h"\n' >"$tmp/newdir/src/c/c.cc"
