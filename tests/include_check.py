@@ -85,6 +85,24 @@ def parse_table(doc_path):
     return table, errors
 
 
+def include_violation(inc, folder, owner, is_test, table, folders):
+    """(whether the include names a component, why it is not allowed or None) for `#include "inc"`
+    in a file of `owner` under the folder `folder` of src/ or include/dualpath/."""
+    top = inc.split("/")[0]
+    if inc.startswith("dualpath/"):
+        used = table.component_of(inc[len("dualpath/") :])
+        if used is None:
+            return True, "no component in docs/architecture.md owns it"
+        ok = table.test_allows(folder, used) if is_test else table.allows(owner, used)
+        return True, None if ok else f"{owner} may not use {used} (docs/architecture.md)"
+    if "/" in inc and top in folders:  # a private header: src/<top>/...
+        if top == folder:
+            return True, None
+        used = table.component_of(inc)
+        return True, f"private header of {used} (src/{top}/); use its public headers"
+    return False, None  # same folder ("child.h") or third party
+
+
 def check_includes(root, table):
     """Returns (violations, number of includes checked)."""
     errors, checked = [], 0
@@ -97,39 +115,21 @@ def check_includes(root, table):
                 full = os.path.join(dirpath, name)
                 rel = os.path.relpath(full, base_dir)  # e.g. "pool/region.h"
                 shown = os.path.relpath(full, root)
-                folder = rel.split(os.sep)[0]
                 owner = table.component_of(rel)
                 if owner is None:
                     errors.append(f"{shown}: no component in docs/architecture.md owns it")
                     continue
-                is_test = bool(TEST_FILE.search(name))
+                folder, is_test = rel.split(os.sep)[0], bool(TEST_FILE.search(name))
                 with open(full, encoding="utf-8", errors="replace") as f:
                     for n, line in enumerate(f, 1):
                         m = INCLUDE.match(line)
                         if not m:
                             continue
-                        inc = m.group(1)
-                        if inc.startswith("dualpath/"):
-                            used = table.component_of(inc[len("dualpath/") :])
-                            if used is None:
-                                errors.append(f"{shown}:{n}: #include \"{inc}\": no component in "
-                                              "docs/architecture.md owns it")
-                                continue
-                        elif "/" in inc and inc.split("/")[0] in folders:
-                            checked += 1
-                            if inc.split("/")[0] != folder:
-                                used = table.component_of(inc)
-                                errors.append(f"{shown}:{n}: #include \"{inc}\": private header of "
-                                              f"{used} (src/{inc.split('/')[0]}/); use its public "
-                                              "headers")
-                            continue
-                        else:
-                            continue  # same folder ("child.h") or third party
-                        checked += 1
-                        ok = table.test_allows(folder, used) if is_test else table.allows(owner, used)
-                        if not ok:
-                            errors.append(f"{shown}:{n}: #include \"{inc}\": {owner} may not use "
-                                          f"{used} (docs/architecture.md)")
+                        counted, why = include_violation(m.group(1), folder, owner, is_test, table,
+                                                         folders)
+                        checked += counted
+                        if why:
+                            errors.append(f'{shown}:{n}: #include "{m.group(1)}": {why}')
     return errors, checked
 
 
