@@ -3,17 +3,18 @@
 // engines), single-threaded, against the same loop on 2P4D as the in-run baseline. Also
 // PackBatch (§6.2) plans per second.
 //
-// One iteration = one DecisionLoop::Step() (src/sched/decision_loop.h): 64 requests of a seeded
-// 64K-like workload submitted, one decode-group and one prefill-group fetch with fresh reports.
+// One iteration = one DecisionLoop::Step() (include/dualpath/benchlib/decision_loop.h): 64
+// requests of a seeded 64K-like workload submitted, one decode-group and one prefill-group fetch
+// with fresh reports.
 #include <benchmark/benchmark.h>
 
 #include <cstdint>
 #include <random>
 #include <vector>
 
+#include "dualpath/benchlib/decision_loop.h"
 #include "dualpath/sched/batch.h"
 #include "dualpath/sched/scheduler.h"
-#include "sched/decision_loop.h"
 
 namespace dualpath::sched {
 namespace {

@@ -11,8 +11,8 @@
 #include <string>
 
 #include "cli/command.h"
+#include "dualpath/benchlib/pool_bench.h"
 #include "dualpath/common/numeric.h"
-#include "dualpath/pool/bench.h"
 #include "dualpath/pool/pool.h"
 
 namespace dualpath::cli {

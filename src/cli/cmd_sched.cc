@@ -7,9 +7,9 @@
 #include <string>
 
 #include "cli/command.h"
+#include "dualpath/benchlib/decision_loop.h"
 #include "dualpath/sched/cluster.h"
 #include "dualpath/sched/config.h"
-#include "sched/decision_loop.h"
 
 namespace dualpath::cli {
 namespace {

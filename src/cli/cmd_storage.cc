@@ -7,8 +7,8 @@
 #include <nlohmann/json.hpp>
 
 #include "cli/command.h"
+#include "dualpath/benchlib/storage_bench.h"
 #include "dualpath/common/stop_signal.h"
-#include "dualpath/storage/bench.h"
 
 namespace dualpath::cli {
 namespace {

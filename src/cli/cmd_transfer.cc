@@ -10,8 +10,8 @@
 #include <memory>
 
 #include "cli/command.h"
+#include "dualpath/benchlib/transfer_bench.h"
 #include "dualpath/common/numeric.h"
-#include "dualpath/transfer/bench.h"
 
 namespace dualpath::cli {
 namespace {

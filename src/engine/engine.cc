@@ -10,6 +10,7 @@
 #include "dualpath/common/grpc_server.h"
 #include "dualpath/common/log.h"
 #include "dualpath/kv/block_file.h"
+#include "dualpath/pool/pool.h"
 #include "engine/context.h"
 #include "engine/decode.h"
 #include "engine/notice.h"
@@ -77,7 +78,7 @@ Status Engine::Impl::StartServers() {
     ASSIGN_OR_RETURN(
         pool_buffer,
         PoolBuffer::Attach(o.pool_path, o.pool_bytes > 0 ? o.pool_bytes : 4 * o.buffer_bytes,
-                           PoolRootName(o.name), o.buffer_bytes));
+                           pool::EngineRootName(o.name), o.buffer_bytes));
     Result<transfer::RegionId> id = transfer->RegisterRegion(pool_buffer->data(), o.buffer_bytes);
     if (!id.ok()) {
       return id.status().WithContext(

@@ -4,6 +4,10 @@
 
 namespace dualpath::pool {
 
+uint64_t RegionBytesFor(const Geometry& g, uint64_t chunks) {
+  return internal::LayoutFor(g, chunks, g.index_capacity).data_off + chunks * g.chunk_bytes;
+}
+
 Pool::Pool(std::unique_ptr<PoolImpl> impl) : impl_(std::move(impl)) {}
 Pool::~Pool() = default;
 

@@ -18,7 +18,6 @@
 #include "dualpath/common/numeric.h"
 #include "dualpath/common/stop_signal.h"
 #include "dualpath/control/v1/scheduler.grpc.pb.h"
-#include "dualpath/engine/engine.h"
 #include "dualpath/kv/hasher.h"
 #include "dualpath/pool/pool.h"
 #include "dualpath/testbed/testbed.h"
@@ -241,7 +240,7 @@ Result<BufferReclaim> InspectBuffers(const std::string& path, const std::string&
   ASSIGN_OR_RETURN(std::unique_ptr<pool::Pool> p, AttachForInspection(path));
   BufferReclaim b;
   b.pool = path;
-  b.root = engine::PoolRootName(engine);
+  b.root = pool::EngineRootName(engine);
   const pool::PoolStats s = p->Stats();
   for (const pool::RootInfo& r : s.root_list) {
     if (r.name == b.root) {

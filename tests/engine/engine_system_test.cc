@@ -197,7 +197,7 @@ TEST(EngineSystemTest, AgentsCompleteWithReferenceOutputsAcrossADecodeEngineKill
     auto roots = Roots(**pool);
     ASSERT_EQ(roots.size(), 3u);
     for (const char* name : {"p0.0", "d0.0", "d1.0"}) {
-      const auto& r = roots[engine::PoolRootName(name)];
+      const auto& r = roots[pool::EngineRootName(name)];
       EXPECT_EQ(r.first, kBufferBytes) << name;
       EXPECT_EQ(r.second, engines[name]->pid()) << name;
     }
@@ -294,7 +294,7 @@ TEST(EngineSystemTest, AgentsCompleteWithReferenceOutputsAcrossADecodeEngineKill
   {
     pool::PoolStats st = (*pool)->Stats();
     auto roots = Roots(**pool);
-    EXPECT_EQ(roots.count(engine::PoolRootName("d1.0")), 0u);
+    EXPECT_EQ(roots.count(pool::EngineRootName("d1.0")), 0u);
     EXPECT_EQ(roots.size(), 2u);
     EXPECT_EQ(st.used_bytes, 2 * kBufferBytes);
     EXPECT_GE(st.reclaimed_roots, 1u);
@@ -308,8 +308,8 @@ TEST(EngineSystemTest, AgentsCompleteWithReferenceOutputsAcrossADecodeEngineKill
   {
     auto roots = Roots(**pool);
     EXPECT_EQ(roots.size(), 3u);
-    EXPECT_EQ(roots[engine::PoolRootName("d1.0")].first, kBufferBytes);
-    EXPECT_EQ(roots[engine::PoolRootName("d1.0")].second, engines["d1.0"]->pid());
+    EXPECT_EQ(roots[pool::EngineRootName("d1.0")].first, kBufferBytes);
+    EXPECT_EQ(roots[pool::EngineRootName("d1.0")].second, engines["d1.0"]->pid());
     EXPECT_EQ((*pool)->Stats().used_bytes, 3 * kBufferBytes);
   }
 

@@ -2,13 +2,9 @@
 // byte-exact with vLLM's sha256_cbor chain for every committed vector) and the CLI's bad-input
 // contract (one clear stderr line, exit status 2).
 #include <gtest/gtest.h>
-#include <sys/wait.h>
-#include <unistd.h>
 
-#include <cstdio>
-#include <cstdlib>
+#include <algorithm>
 #include <fstream>
-#include <sstream>
 #include <string>
 #include <vector>
 
@@ -16,62 +12,15 @@
 #include "dualpath/kv/hasher.h"
 #include "dualpath/kv/model.h"
 #include "kv/test_tokens.h"
+#include "lib/cli_fixture.h"
 
 namespace dualpath::kv {
 namespace {
 
-struct RunResult {
-  int exit_code = -1;
-  std::string out;
-  std::string err;
-};
+using cli_testing::CliResult;
+using cli_testing::ReadWholeFile;
 
-std::string ReadFile(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
-
-class KvCliTest : public ::testing::Test {
- protected:
-  void SetUp() override {
-    const char* bin = std::getenv("DUALPATH_BINARY_DIR");
-    ASSERT_NE(bin, nullptr) << "run under ctest (DUALPATH_BINARY_DIR)";
-    binary_ = std::string(bin) + "/bin/dualpath";
-    char tmpl[] = "/tmp/dualpath_kv_cli_XXXXXX";
-    ASSERT_NE(mkdtemp(tmpl), nullptr);
-    dir_ = tmpl;
-  }
-  void TearDown() override { std::system(("rm -rf '" + dir_ + "'").c_str()); }
-
-  // Runs `dualpath <args> < stdin_text`, capturing stdout and stderr.
-  RunResult Run(const std::string& args, const std::string& stdin_text) {
-    const std::string in = dir_ + "/stdin", out = dir_ + "/stdout", err = dir_ + "/stderr";
-    std::ofstream(in, std::ios::binary) << stdin_text;
-    const std::string cmd =
-        "'" + binary_ + "' " + args + " < '" + in + "' > '" + out + "' 2> '" + err + "'";
-    const int status = std::system(cmd.c_str());
-    RunResult r;
-    r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-    r.out = ReadFile(out);
-    r.err = ReadFile(err);
-    return r;
-  }
-
-  void ExpectBadInput(const std::string& args, const std::string& input,
-                      const std::string& expect) {
-    SCOPED_TRACE(args + " <<< " + input.substr(0, 40));
-    const RunResult r = Run(args, input);
-    EXPECT_EQ(r.exit_code, 2);
-    EXPECT_TRUE(r.out.empty()) << r.out;
-    EXPECT_NE(r.err.find(expect), std::string::npos) << r.err;
-    EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;  // one line
-  }
-
-  std::string binary_;
-  std::string dir_;
-};
+class KvCliTest : public cli_testing::CliTest {};
 
 // Formats tokens with every separator the CLI accepts.
 std::string FormatTokens(const std::vector<TokenId>& tokens) {
@@ -92,7 +41,7 @@ TEST_F(KvCliTest, HashMatchesVllmVectors) {
     const std::string args = "kv hash --seed " + std::string(c["seed"]) + " --block-size " +
                              std::to_string(int(c["block_size"]));
     SCOPED_TRACE(args);
-    const RunResult r = Run(args, FormatTokens(tokens));
+    const CliResult r = Run(args, FormatTokens(tokens));
     ASSERT_EQ(r.exit_code, 0) << r.err;
     std::string want;
     for (const auto& h : c["hashes"]) want += std::string(h) + "\n";
@@ -104,7 +53,7 @@ TEST_F(KvCliTest, HashMatchesVllmVectors) {
 
 TEST_F(KvCliTest, Xxh3ModeAgreesWithLibrary) {
   const std::vector<TokenId> tokens = testing::MakeTokens(5, 1000, "vocab");
-  const RunResult r = Run("kv hash --seed 42 --block-size 64 --algo xxh3", FormatTokens(tokens));
+  const CliResult r = Run("kv hash --seed 42 --block-size 64 --algo xxh3", FormatTokens(tokens));
   ASSERT_EQ(r.exit_code, 0) << r.err;
   std::string want;
   for (const BlockHash& h :
@@ -133,34 +82,34 @@ TEST_F(KvCliTest, HashBadInput) {
 }
 
 TEST_F(KvCliTest, HashEmptyInputPrintsNothing) {
-  const RunResult r = Run("kv hash --seed 0 --block-size 16", "");
+  const CliResult r = Run("kv hash --seed 0 --block-size 16", "");
   EXPECT_EQ(r.exit_code, 0);
   EXPECT_TRUE(r.out.empty());
 }
 
 TEST_F(KvCliTest, HashSample) {
-  const RunResult r = Run("kv hash --seed 0 --block-size 64",
-                          ReadFile(testing::SourcePath("data/samples/tokens_1k.txt")));
+  const CliResult r = Run("kv hash --seed 0 --block-size 64",
+                          ReadWholeFile(testing::SourcePath("data/samples/tokens_1k.txt")));
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_EQ(std::count(r.out.begin(), r.out.end(), '\n'), 1000 / 64);
 }
 
 TEST_F(KvCliTest, ModelsListsPresetsWithKvBytes) {
-  const RunResult r = Run("kv models", "");
+  const CliResult r = Run("kv models", "");
   ASSERT_EQ(r.exit_code, 0) << r.err;
   for (const ModelGeometry& m : ModelPresets()) {
     EXPECT_NE(r.out.find(m.name), std::string::npos) << m.name;
     EXPECT_NE(r.out.find(std::to_string(m.KvBytesPerToken())), std::string::npos) << m.name;
   }
   ExpectBadInput("kv models llama-70b", "", "unknown model 'llama-70b'");
-  ExpectBadInput("kv models " + dir_ + "/missing.json", "", "missing.json");
+  ExpectBadInput("kv models " + dir() + "/missing.json", "", "missing.json");
 }
 
 TEST_F(KvCliTest, ModelsAcceptsJsonFile) {
-  const std::string path = dir_ + "/m.json";
+  const std::string path = dir() + "/m.json";
   std::ofstream(path) << R"({"name":"cli-gqa","attention":"gqa","num_layers":10,"num_heads":8,
       "num_kv_heads":4,"head_dim":64,"params_active_non_embedding":1e9})";
-  const RunResult r = Run("kv models " + path, "");
+  const CliResult r = Run("kv models " + path, "");
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_NE(r.out.find("cli-gqa"), std::string::npos);
   EXPECT_NE(r.out.find(std::to_string(10 * 2 * 4 * 64 * 2)), std::string::npos) << r.out;
@@ -171,7 +120,7 @@ TEST_F(KvCliTest, ModelsAcceptsJsonFile) {
 // Issue 19: geometry so large that KV bytes per token overflow 64 bits was printed wrapped. Every
 // dimension has a range (docs/models.md "Input ranges"), checked where the JSON is parsed.
 TEST_F(KvCliTest, ModelsRefusesGeometryOutsideItsRanges) {
-  const std::string path = dir_ + "/huge.json";
+  const std::string path = dir() + "/huge.json";
   std::ofstream(path) << R"({"name":"huge","attention":"gqa","num_layers":4294967295,
       "num_heads":4294967295,"num_kv_heads":4294967295,"head_dim":4294967295,
       "params_active_non_embedding":1})";
@@ -188,7 +137,7 @@ TEST_F(KvCliTest, ModelsRefusesGeometryOutsideItsRanges) {
   // heads x 65536 dims x 4 bytes = 2^47, no wrap.
   std::ofstream(path) << R"({"name":"max","attention":"mha","num_layers":4096,"num_heads":65536,
       "head_dim":65536,"kv_dtype":"fp32","params_active_non_embedding":1e15})";
-  const RunResult r = Run("kv models " + path, "");
+  const CliResult r = Run("kv models " + path, "");
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_NE(r.out.find(std::to_string(uint64_t{1} << 47)), std::string::npos) << r.out;
 }
@@ -204,11 +153,11 @@ TEST_F(KvCliTest, InspectVerifiesAndReportsCorruption) {
   std::vector<std::byte> payload(meta.PayloadBytes(), std::byte{0x5A});
   std::vector<std::byte> file(BlockFileSize(payload.size()));
   ASSERT_TRUE(EncodeBlockFile(meta, payload, file).ok());
-  const std::string path = dir_ + "/block";
+  const std::string path = dir() + "/block";
   std::ofstream(path, std::ios::binary)
       .write(reinterpret_cast<const char*>(file.data()), static_cast<std::streamsize>(file.size()));
 
-  RunResult r =
+  CliResult r =
       Run("kv inspect " + path + " --model r1-llama-8b --hash " + meta.block_hash.Hex(), "");
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_NE(r.out.find("verified ok"), std::string::npos);

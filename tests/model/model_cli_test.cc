@@ -3,64 +3,23 @@
 // this one: the cross-process bit identity the engines and the replayer's checker rely on. Also
 // the CLI's bad-input contract (one stderr line, exit status 2).
 #include <gtest/gtest.h>
-#include <sys/wait.h>
-#include <unistd.h>
 
 #include <algorithm>
 #include <cstdio>
-#include <cstdlib>
-#include <fstream>
 #include <nlohmann/json.hpp>
-#include <sstream>
 #include <string>
 #include <utility>
 #include <vector>
 
 #include "dualpath/model/ref_model.h"
+#include "lib/cli_fixture.h"
 
 namespace dualpath::model {
 namespace {
 
-struct RunResult {
-  int exit_code = -1;
-  std::string out;
-  std::string err;
-};
+using cli_testing::CliResult;
 
-std::string ReadFile(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
-
-class ModelCliTest : public ::testing::Test {
- protected:
-  void SetUp() override {
-    const char* bin = std::getenv("DUALPATH_BINARY_DIR");
-    ASSERT_NE(bin, nullptr) << "run under ctest (DUALPATH_BINARY_DIR)";
-    binary_ = std::string(bin) + "/bin/dualpath";
-    char tmpl[] = "/tmp/dualpath_model_cli_XXXXXX";
-    ASSERT_NE(mkdtemp(tmpl), nullptr);
-    dir_ = tmpl;
-  }
-  void TearDown() override { std::system(("rm -rf '" + dir_ + "'").c_str()); }
-
-  // `env`: "NAME=value " assignments for the child only.
-  RunResult Run(const std::string& args, const std::string& env = "") {
-    const std::string out = dir_ + "/stdout", err = dir_ + "/stderr";
-    const std::string cmd = env + "'" + binary_ + "' " + args + " > '" + out + "' 2> '" + err + "'";
-    const int status = std::system(cmd.c_str());
-    RunResult r;
-    r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-    r.out = ReadFile(out);
-    r.err = ReadFile(err);
-    return r;
-  }
-
-  std::string binary_;
-  std::string dir_;
-};
+class ModelCliTest : public cli_testing::CliTest {};
 
 constexpr const char* kSpec =
     "layers=3,q_heads=4,kv_heads=2,head_dim=16,ffn_dim=64,vocab=500,seed=9";
@@ -76,7 +35,7 @@ std::string Hex64(uint64_t v) {
 }
 
 TEST_F(ModelCliTest, TeacherForcedGenerationMatchesReferenceInThisProcess) {
-  const RunResult r = Run(std::string("model generate --spec ") + kSpec +
+  const CliResult r = Run(std::string("model generate --spec ") + kSpec +
                           " --prompt-len 40 --gen 6 --seed 4 --teacher random --json");
   ASSERT_EQ(r.exit_code, 0) << r.err;
   const auto j = nlohmann::json::parse(r.out);
@@ -90,7 +49,7 @@ TEST_F(ModelCliTest, TeacherForcedGenerationMatchesReferenceInThisProcess) {
 }
 
 TEST_F(ModelCliTest, GreedyFromExplicitTokensMatchesGreedyInThisProcess) {
-  const RunResult r = Run(std::string("model generate --spec ") + kSpec +
+  const CliResult r = Run(std::string("model generate --spec ") + kSpec +
                           " --prompt-tokens 7,8,9,499 --gen 4 --json");
   ASSERT_EQ(r.exit_code, 0) << r.err;
   const auto j = nlohmann::json::parse(r.out);
@@ -102,7 +61,7 @@ TEST_F(ModelCliTest, GreedyFromExplicitTokensMatchesGreedyInThisProcess) {
 }
 
 TEST_F(ModelCliTest, InfoPrintsGeometry) {
-  const RunResult r = Run(std::string("model info --json --spec ") + kSpec);
+  const CliResult r = Run(std::string("model info --json --spec ") + kSpec);
   ASSERT_EQ(r.exit_code, 0) << r.err;
   const auto j = nlohmann::json::parse(r.out);
   const RefModelConfig c = *RefModelConfig::Parse(kSpec);
@@ -110,7 +69,7 @@ TEST_F(ModelCliTest, InfoPrintsGeometry) {
   EXPECT_EQ(j.at("kv_bytes_per_token").get<uint64_t>(), c.KvBytesPerTokenPerLayer() * 3);
   EXPECT_EQ(j.at("parameters").get<uint64_t>(), c.ParameterCount());
   EXPECT_EQ(j.at("attention").get<std::string>(), "gqa");
-  const RunResult text = Run("model info");
+  const CliResult text = Run("model info");
   ASSERT_EQ(text.exit_code, 0) << text.err;
   EXPECT_NE(text.out.find("8192 bytes all layers"), std::string::npos) << text.out;
 }
@@ -120,9 +79,9 @@ TEST_F(ModelCliTest, InfoPrintsGeometry) {
 // paths, with head_dim 32 for the AVX2 path's unrolled kernels).
 TEST_F(ModelCliTest, BaselineChildMatchesThisProcessOnTheDefaultPath) {
   const std::string spec = "layers=2,q_heads=4,kv_heads=4,head_dim=32,ffn_dim=96,vocab=300,seed=5";
-  const RunResult r = Run(
-      "model generate --spec " + spec + " --prompt-len 45 --gen 5 --seed 6 --teacher random --json",
-      "DUALPATH_MODEL_ISA=baseline ");
+  const CliResult r = RunWithEnv("DUALPATH_MODEL_ISA=baseline ",
+                                 "model generate --spec " + spec +
+                                     " --prompt-len 45 --gen 5 --seed 6 --teacher random --json");
   ASSERT_EQ(r.exit_code, 0) << r.err;
   const auto j = nlohmann::json::parse(r.out);
   auto model = std::move(RefModel::Create(*RefModelConfig::Parse(spec))).value();
@@ -131,7 +90,7 @@ TEST_F(ModelCliTest, BaselineChildMatchesThisProcessOnTheDefaultPath) {
   EXPECT_EQ(j.at("tokens").get<std::vector<uint32_t>>(), want.tokens) << model->isa();
   EXPECT_EQ(j.at("first_logits_digest").get<std::string>(), Hex64(want.first_logits_digest));
 
-  const RunResult bad = Run("model generate --prompt-len 3", "DUALPATH_MODEL_ISA=avx9 ");
+  const CliResult bad = RunWithEnv("DUALPATH_MODEL_ISA=avx9 ", "model generate --prompt-len 3");
   EXPECT_EQ(bad.exit_code, 2);
   EXPECT_TRUE(bad.out.empty());
   EXPECT_EQ(std::count(bad.err.begin(), bad.err.end(), '\n'), 1) << bad.err;
@@ -144,10 +103,7 @@ TEST_F(ModelCliTest, BadInputExitsTwoWithOneLine) {
                            "model generate --prompt-len 3 --teacher nope",
                            "model generate --spec bogus=1 --prompt-len 2",
                            "model generate --prompt-len 3 --prompt-tokens 1,2"}) {
-    const RunResult r = Run(args);
-    EXPECT_EQ(r.exit_code, 2) << args;
-    EXPECT_TRUE(r.out.empty()) << args;
-    EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << args << ": " << r.err;
+    ExpectBadInput(args, "", "");
   }
 }
 
@@ -160,12 +116,7 @@ TEST_F(ModelCliTest, OutOfRangeNumbersNameTheFlag) {
       {"model generate --prompt-len 3 --gen 100001", "--gen = 100001 is outside [0, 100000]"},
       {"model generate --prompt-len 3 --gen -1", "--gen = -1 is outside [0, 100000]"},
   };
-  for (const auto& [args, want] : cases) {
-    const RunResult r = Run(args);
-    EXPECT_EQ(r.exit_code, 2) << args;
-    EXPECT_NE(r.err.find(want), std::string::npos) << args << ": " << r.err;
-    EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << args << ": " << r.err;
-  }
+  for (const auto& [args, want] : cases) ExpectBadInput(args, "", want);
 }
 
 }  // namespace

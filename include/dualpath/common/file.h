@@ -1,5 +1,5 @@
 // Files the user names: the one way every reader opens an input file and every command writes an
-// output file (CONVENTIONS.md, "Inputs from outside").
+// output file (only regular files are read as data; a command removes only what it created).
 //
 // Readers: a path given on the command line or in a config may be anything, a directory, a FIFO
 // with no writer (open would block forever), a character device such as /dev/zero (a read never

@@ -1,6 +1,6 @@
 // Range-checked numbers from outside (files, flags, messages) and overflow-checked arithmetic.
 //
-// CONVENTIONS.md "Inputs from outside": every number read from a file or flag has a stated range,
+// The rule for inputs from outside: every number read from a file or flag has a stated range,
 // checked where it is parsed, and arithmetic on it cannot overflow silently. Parsers call
 // CheckRange / CheckCountRange with the field's name, its range and its unit, so every rejection
 // reads the same way:

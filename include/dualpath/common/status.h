@@ -3,7 +3,7 @@
 // A Status is a code from the table in status_codes.h plus a context message naming what failed
 // (`IoError("pread block=ab12.. off=4096", errno)`). Both types are [[nodiscard]]: ignoring an
 // error is a compile error under -Werror. Exceptions are reserved for start-up and configuration
-// parsing (see docs/conventions.md).
+// parsing, and main() turns any that escapes into one line and an exit status (docs/cli.md).
 //
 // Thread safety: values; a const Status may be read from any thread.
 #pragma once

@@ -25,7 +25,6 @@
 #include <cstdint>
 #include <memory>
 #include <string>
-#include <string_view>
 
 #include "dualpath/common/clock.h"
 #include "dualpath/common/status.h"
@@ -36,11 +35,6 @@
 namespace dualpath::engine {
 
 enum class Role { kPrefill, kDecode };
-
-// The pool root that holds engine `name`'s buffer region when it runs with a pool.
-inline std::string PoolRootName(std::string_view engine_name) {
-  return "engine/" + std::string(engine_name);
-}
 
 struct EngineOptions {
   Role role = Role::kPrefill;
@@ -53,7 +47,7 @@ struct EngineOptions {
   std::string store_subdir;              // optional subdirectory (one per system and run)
   uint64_t buffer_bytes = 256ull << 20;  // the registered region: buffers + "HBM"
   // The node's shared-memory pool (docs/pool.md). Set: the buffer region is one owner-bound root
-  // of that pool, PoolRootName(name), reclaimed by the pool if the engine dies; the pool is
+  // of that pool, pool::EngineRootName(name), reclaimed by the pool if the engine dies; the pool is
   // created with pool_bytes of data (0: 4 x buffer_bytes) if absent. Empty: process memory.
   std::string pool_path;
   uint64_t pool_bytes = 0;

@@ -64,6 +64,11 @@ struct Geometry {
   MemoryModel model = MemoryModel::kCoherent;
 };
 
+// The region_bytes of a region with geometry `g` that holds exactly `chunks` chunks and an index
+// of g.index_capacity entries (set by the caller: a power of two). For callers that size a region
+// to a known payload (`dualpath bench pool`); Create lays such a region out with those counts.
+uint64_t RegionBytesFor(const Geometry& g, uint64_t chunks);
+
 struct OpenOptions {
   uint32_t node = 0;          // this host's node id (non-coherent model)
   uint32_t manager_node = 0;  // the node whose processes run the lock manager
@@ -99,6 +104,13 @@ struct ProcInfo {
   uint64_t pins = 0;     // sum of its pin records
   uint64_t writing = 0;  // entries it is writing (reserved, not yet published)
 };
+
+// The name of the owner-bound root that holds engine `engine_name`'s buffer region in its node's
+// pool (docs/engine.md): the engine creates it, and whoever inspects a pool looks it up by it
+// (`dualpath cluster run`'s check that a killed engine's buffer was reclaimed).
+inline std::string EngineRootName(std::string_view engine_name) {
+  return "engine/" + std::string(engine_name);
+}
 
 // Who a named root belongs to.
 //  - kPersistent: owned by no process; survives every crash and every detach until DestroyRoot.

@@ -1,10 +1,11 @@
-#include "dualpath/pool/bench.h"
+#include "dualpath/benchlib/pool_bench.h"
 
 #include <fmt/format.h>
 #include <stdlib.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <bit>
 #include <chrono>
 #include <cstring>
 #include <filesystem>
@@ -12,7 +13,6 @@
 #include <random>
 
 #include "dualpath/common/numeric.h"
-#include "pool/layout.h"
 
 namespace dualpath::pool {
 namespace {
@@ -76,9 +76,8 @@ Result<double> LookupMops(const BenchOptions& o, MemoryModel model) {
   g.model = model;
   g.chunk_bytes = 64 << 10;  // 1 KiB slots
   const uint64_t chunks = (o.lookup_entries + 63) / 64 + 1;
-  g.index_capacity = internal::NextPow2(2 * o.lookup_entries);
-  g.region_bytes =
-      internal::LayoutFor(g, chunks, g.index_capacity).data_off + chunks * g.chunk_bytes;
+  g.index_capacity = std::bit_ceil(2 * o.lookup_entries);
+  g.region_bytes = RegionBytesFor(g, chunks);
   ASSIGN_OR_RETURN(auto region, TempRegion::Make(o.dir, g));
   std::vector<std::byte> payload(1024, std::byte{7});
   for (uint64_t i = 0; i < o.lookup_entries; ++i) {
@@ -111,9 +110,8 @@ Result<BenchRow> MeasureSize(const BenchOptions& o, MemoryModel model, uint64_t 
   const uint64_t per_chunk = std::max<uint64_t>(1, g.chunk_bytes / block);
   const uint64_t chunks = block > g.chunk_bytes ? n * ((block + g.chunk_bytes - 1) / g.chunk_bytes)
                                                 : (n + per_chunk - 1) / per_chunk;
-  g.index_capacity = internal::NextPow2(std::max<uint64_t>(1024, 2 * n));
-  g.region_bytes =
-      internal::LayoutFor(g, chunks, g.index_capacity).data_off + chunks * g.chunk_bytes;
+  g.index_capacity = std::bit_ceil(std::max<uint64_t>(1024, 2 * n));
+  g.region_bytes = RegionBytesFor(g, chunks);
   ASSIGN_OR_RETURN(auto region, TempRegion::Make(o.dir, g));
   Pool& pool = region->pool();
   BenchRow row;

@@ -1,4 +1,4 @@
-#include "dualpath/transfer/bench.h"
+#include "dualpath/benchlib/transfer_bench.h"
 
 #include <fmt/format.h>
 #include <sys/mman.h>

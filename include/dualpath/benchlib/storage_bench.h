@@ -5,6 +5,9 @@
 // the device.
 //
 // Thread safety: RunStorageBench is reentrant; it uses its own store and files.
+//
+// Part of dualpath_benchlib (docs/architecture.md): benchmark code stays out of the production
+// libraries; it keeps the namespace of the component it measures (dualpath::storage).
 #pragma once
 
 #include <cstdint>

@@ -1,5 +1,6 @@
 // A steady-state driver of the Scheduler for throughput measurement (the sched_bench
-// microbenchmark and `dualpath bench sched` share it). Private to sched; not a simulator.
+// microbenchmark and `dualpath bench sched` share it). Not a simulator. Part of dualpath_benchlib
+// (docs/architecture.md), in the namespace of the component it measures (dualpath::sched).
 //
 // Each Step() submits a batch of requests drawn from a seeded 64K-like agentic distribution
 // (~30K context, ~430 append, ~176 generated tokens), then runs one decode-group fetch and one

@@ -1,4 +1,4 @@
-#include "dualpath/storage/bench.h"
+#include "dualpath/benchlib/storage_bench.h"
 
 #include <sys/resource.h>
 #include <sys/stat.h>

@@ -6,6 +6,9 @@
 // latency percentiles and the per-descriptor submission cost.
 //
 // Thread safety: each call runs its own engine; call from one thread.
+//
+// Part of dualpath_benchlib (docs/architecture.md): benchmark code stays out of the production
+// libraries; it keeps the namespace of the component it measures (dualpath::transfer).
 #pragma once
 
 #include <cstdint>

@@ -1,4 +1,4 @@
-#include "sched/decision_loop.h"
+#include "dualpath/benchlib/decision_loop.h"
 
 #include <algorithm>
 #include <cmath>

@@ -7,6 +7,9 @@
 // on a shared, noisy machine.
 //
 // Thread safety: RunPoolBench is single-threaded and creates (and removes) its own regions.
+//
+// Part of dualpath_benchlib (docs/architecture.md): benchmark code stays out of the production
+// libraries; it keeps the namespace of the component it measures (dualpath::pool).
 #pragma once
 
 #include <cstdint>
