@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "dualpath/control/v1/scheduler.pb.h"
+#include "dualpath/control/validate.h"
 #include "dualpath/engine/engine.h"
 #include "dualpath/engine/scheduler_link.h"
 #include "dualpath/kv/hasher.h"
@@ -75,8 +76,9 @@ struct ReadPlan {
 ReadPlan MakeReadPlan(const control::v1::Assignment& a, uint32_t block_tokens);
 
 // kInvalidArgument naming what is wrong with a request (empty prompt, gen_tokens 0, teacher too
-// short, token id >= vocab) so bad input fails the request instead of the engine.
-Status ValidateRequest(const control::v1::RequestSpec& r, uint32_t vocab);
+// short, token id >= vocab) so bad input fails the request instead of the engine: the one request
+// check, which the scheduler service runs on Submit too (dualpath/control/validate.h).
+using control::ValidateRequest;
 
 // The block hashes of blocks [first_block, first_block + n) of `tokens`.
 std::vector<kv::BlockHash> HashRange(const kv::BlockHasher& hasher,

@@ -1,6 +1,5 @@
 #include "dualpath/replay/cluster_run.h"
 
-#include <grpcpp/grpcpp.h>
 #include <signal.h>
 #include <unistd.h>
 
@@ -17,7 +16,7 @@
 #include "dualpath/common/log.h"
 #include "dualpath/common/numeric.h"
 #include "dualpath/common/stop_signal.h"
-#include "dualpath/control/v1/scheduler.grpc.pb.h"
+#include "dualpath/control/client.h"
 #include "dualpath/engine/engine.h"
 #include "dualpath/kv/hasher.h"
 #include "dualpath/pool/pool.h"
@@ -100,55 +99,16 @@ std::string ConfigJson(const ClusterRunOptions& o, const testbed::Cluster& c,
   return j.dump();
 }
 
-// The control-plane calls the orchestrator makes itself (the replayer has its own client).
-class Control {
- public:
-  explicit Control(const std::string& address)
-      : channel_(grpc::CreateCustomChannel(address, grpc::InsecureChannelCredentials(),
-                                           FastReconnect())),
-        stub_(control::v1::Scheduler::NewStub(channel_)) {}
-
-  // Registered engines that the service considers alive.
-  Result<int> AliveEngines() {
-    grpc::ClientContext ctx;
-    ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(5));
-    control::v1::ListEnginesReply reply;
-    grpc::Status s = stub_->ListEngines(&ctx, {}, &reply);
-    if (!s.ok()) return Unavailable("ListEngines: " + s.error_message());
-    int alive = 0;
-    for (int i = 0; i < reply.engines_size(); ++i) {
-      alive += i >= reply.alive_size() || reply.alive(i) ? 1 : 0;
-    }
-    return alive;
+// Registered engines that the service considers alive (the orchestrator's own calls go through
+// the same scheduler client as the replayer's and the engines').
+Result<int> AliveEngines(control::Client& scheduler) {
+  ASSIGN_OR_RETURN(control::v1::ListEnginesReply reply, scheduler.ListEngines());
+  int alive = 0;
+  for (int i = 0; i < reply.engines_size(); ++i) {
+    alive += i >= reply.alive_size() || reply.alive(i) ? 1 : 0;
   }
-
-  bool WaitConnected(Nanos timeout) {
-    return channel_->WaitForConnected(std::chrono::system_clock::now() +
-                                      std::chrono::milliseconds(timeout / kNanosPerMilli));
-  }
-
-  Status Shutdown() {
-    grpc::ClientContext ctx;
-    ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
-    control::v1::ShutdownReply reply;
-    grpc::Status s = stub_->Shutdown(&ctx, {}, &reply);
-    return s.ok() ? Status::Ok() : Unavailable("Shutdown: " + s.error_message());
-  }
-
- private:
-  // The socket does not exist until the service is serving: reconnect attempts every 100-250 ms
-  // instead of gRPC's default backoff (1 s growing to 120 s), so start-up is not delayed by it.
-  static grpc::ChannelArguments FastReconnect() {
-    grpc::ChannelArguments args;
-    args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 100);
-    args.SetInt(GRPC_ARG_MIN_RECONNECT_BACKOFF_MS, 100);
-    args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 250);
-    return args;
-  }
-
-  std::shared_ptr<grpc::Channel> channel_;
-  std::unique_ptr<control::v1::Scheduler::Stub> stub_;
-};
+  return alive;
+}
 
 // Kills one engine (its whole process group, SIGKILL: no clean shutdown) after a delay, from a
 // thread of its own, unless stopped first. The owner does not touch that Child until Stop().
@@ -275,7 +235,7 @@ struct SystemProcesses {
 Status StartSystem(const ClusterRunOptions& o, const testbed::Cluster& c, const std::string& bin,
                    const std::string& system, const std::string& address, const std::string& subdir,
                    const std::string& work, const std::string& spec, SystemProcesses& procs,
-                   Control& control, std::ostream& progress) {
+                   control::Client& scheduler, std::ostream& progress) {
   std::vector<std::string> serve = {bin,
                                     "control",
                                     "serve",
@@ -307,7 +267,7 @@ Status StartSystem(const ClusterRunOptions& o, const testbed::Cluster& c, const 
   procs.service.emplace(std::move(service));
   const Nanos deadline = WallClock().Now() + FromSeconds(o.start_timeout_s);
   // The socket accepts once the service is serving; a dead service fails fast instead.
-  while (!control.WaitConnected(200 * kNanosPerMilli)) {
+  while (!scheduler.WaitForConnected(200 * kNanosPerMilli).ok()) {
     RETURN_IF_ERROR(CheckStop());
     if (!procs.service->running() || procs.service->Poll().has_value()) {
       return ChildDied("control serve (" + system + ")", *procs.service);
@@ -359,7 +319,7 @@ Status StartSystem(const ClusterRunOptions& o, const testbed::Cluster& c, const 
     if (procs.service->Poll().has_value()) {
       return ChildDied("control serve (" + system + ")", *procs.service);
     }
-    Result<int> n = control.AliveEngines();
+    Result<int> n = AliveEngines(scheduler);
     if (n.ok() && *n >= want) break;
     alive = n.ok() ? *n : alive;
     if (WallClock().Now() > deadline) {
@@ -377,8 +337,8 @@ Status StartSystem(const ClusterRunOptions& o, const testbed::Cluster& c, const 
 
 // Shutdown, then every engine and the service exit (killed after stop_timeout_s).
 Status StopSystem(const ClusterRunOptions& o, const testbed::Cluster& c, const std::string& system,
-                  SystemProcesses& procs, Control& control) {
-  Status status = control.Shutdown();
+                  SystemProcesses& procs, control::Client& scheduler) {
+  Status status = scheduler.Shutdown();
   const Nanos deadline = WallClock().Now() + FromSeconds(o.stop_timeout_s);
   for (size_t i = 0; i < procs.engines.size(); ++i) {
     const Nanos left = std::max<Nanos>(0, deadline - WallClock().Now());
@@ -537,9 +497,9 @@ Result<ClusterRunReport> RunOnCluster(const ClusterRunOptions& o, std::ostream& 
     // The socket lives in the cluster's state directory (docs/e2e.md): it goes with the cluster.
     const std::string address = "unix:" + cluster.state_dir + "/" + subdir + ".sock";
     SystemProcesses procs;
-    Control control(address);
+    control::Client scheduler(address);
     RETURN_IF_ERROR(StartSystem(o, cluster, bin, system, address, subdir, work, spec, procs,
-                                control, progress));
+                                scheduler, progress));
     ReplayOptions ro = o.replay;
     ro.first_request_id = 1;
     std::unique_ptr<ServiceClient> client = MakeGrpcServiceClient(address);
@@ -580,7 +540,7 @@ Result<ClusterRunReport> RunOnCluster(const ClusterRunOptions& o, std::ostream& 
       // Stop what is left of this system (Shutdown, then TERM/KILL after stop_timeout_s) before
       // reporting; the cluster and pools go with their guards.
       sampler.Stop();
-      (void)StopSystem(o, cluster, system, procs, control);
+      (void)StopSystem(o, cluster, system, procs, scheduler);
       if (const int sig = StopSignal(); sig != 0) {
         progress << system << ": stopped by " << StopSignalName(sig) << ": service and "
                  << procs.engines.size() << " engines stopped\n"
@@ -607,7 +567,7 @@ Result<ClusterRunReport> RunOnCluster(const ClusterRunOptions& o, std::ostream& 
     }
     std::vector<LinkSample> samples = sampler.Stop();
     ASSIGN_OR_RETURN(LinkSample after, ReadStorageCounters(cluster));
-    Status stopped = StopSystem(o, cluster, system, procs, control);
+    Status stopped = StopSystem(o, cluster, system, procs, scheduler);
     RETURN_IF_ERROR(stopped.WithContext(system));
     if (!o.keep) {
       std::filesystem::remove_all(cluster.storage.admin_mount + "/" + subdir, ec);
