@@ -65,24 +65,21 @@ Result<v1::RegisterEngineReply> Client::RegisterEngine(const v1::RegisterEngineR
 
 Result<v1::FetchReply> Client::Fetch(const v1::FetchRequest& request) {
   v1::FetchReply reply;
-  RETURN_IF_ERROR(impl_->Run("Fetch", request.wait_ms(), false, [&](auto* ctx) {
-    return impl_->stub->Fetch(ctx, request, &reply);
-  }));
+  RETURN_IF_ERROR(impl_->Run("Fetch", request.wait_ms(), false,
+                             [&](auto* ctx) { return impl_->stub->Fetch(ctx, request, &reply); }));
   return reply;
 }
 
 Status Client::ReportResult(const v1::RequestResult& result) {
   v1::ReportResultReply reply;
-  return impl_->Run("ReportResult", 0, false, [&](auto* ctx) {
-    return impl_->stub->ReportResult(ctx, result, &reply);
-  });
+  return impl_->Run("ReportResult", 0, false,
+                    [&](auto* ctx) { return impl_->stub->ReportResult(ctx, result, &reply); });
 }
 
 Result<v1::SubmitReply> Client::Submit(const v1::SubmitRequest& request) {
   v1::SubmitReply reply;
-  RETURN_IF_ERROR(impl_->Run("Submit", 0, false, [&](auto* ctx) {
-    return impl_->stub->Submit(ctx, request, &reply);
-  }));
+  RETURN_IF_ERROR(impl_->Run("Submit", 0, false,
+                             [&](auto* ctx) { return impl_->stub->Submit(ctx, request, &reply); }));
   return reply;
 }
 

@@ -17,7 +17,6 @@
 #include "dualpath/common/grpc_server.h"
 #include "dualpath/common/grpc_status.h"
 #include "dualpath/control/v1/scheduler.grpc.pb.h"
-#include "dualpath/control/validate.h"
 
 namespace dualpath::control {
 namespace {
@@ -212,15 +211,13 @@ TEST_F(ClientTest, AMissingServiceFailsAtOnceNamingItsAddress) {
   auto engines = c.ListEngines();
   ASSERT_FALSE(engines.ok());
   EXPECT_EQ(engines.status().code(), Code::kUnavailable);
-  EXPECT_EQ(engines.status().message().rfind("scheduler ListEngines at unix:" + dir_ +
-                                                 "/nothing.sock: ",
-                                             0),
+  EXPECT_EQ(engines.status().message().rfind(
+                "scheduler ListEngines at unix:" + dir_ + "/nothing.sock: ", 0),
             0u)
       << engines.status().message();
   const Status wait = c.WaitForConnected(100 * kNanosPerMilli);
   EXPECT_EQ(wait.code(), Code::kUnavailable);
-  EXPECT_NE(wait.message().find("not reachable within 0.1 s"), std::string::npos)
-      << wait.message();
+  EXPECT_NE(wait.message().find("not reachable within 0.1 s"), std::string::npos) << wait.message();
 }
 
 TEST_F(ClientTest, RegisterEngineWaitsForAServiceThatStartsLate) {

@@ -7,7 +7,7 @@
 
 #include "control/state.h"
 #include "dualpath/common/log.h"
-#include "dualpath/control/validate.h"
+#include "dualpath/control/client.h"
 
 namespace dualpath::control {
 namespace {

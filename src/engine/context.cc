@@ -1,5 +1,7 @@
 #include "engine/context.h"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <ctime>
 

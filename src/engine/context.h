@@ -13,8 +13,8 @@
 #include <string>
 #include <vector>
 
+#include "dualpath/control/client.h"
 #include "dualpath/control/v1/scheduler.pb.h"
-#include "dualpath/control/validate.h"
 #include "dualpath/engine/engine.h"
 #include "dualpath/engine/scheduler_link.h"
 #include "dualpath/kv/hasher.h"
@@ -77,7 +77,7 @@ ReadPlan MakeReadPlan(const control::v1::Assignment& a, uint32_t block_tokens);
 
 // kInvalidArgument naming what is wrong with a request (empty prompt, gen_tokens 0, teacher too
 // short, token id >= vocab) so bad input fails the request instead of the engine: the one request
-// check, which the scheduler service runs on Submit too (dualpath/control/validate.h).
+// check, which the scheduler service runs on Submit too (dualpath/control/client.h).
 using control::ValidateRequest;
 
 // The block hashes of blocks [first_block, first_block + n) of `tokens`.

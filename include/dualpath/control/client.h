@@ -10,7 +10,9 @@
 //     before it; every other call fails at once when the service is not there;
 //   - errors: the one Status <-> gRPC table (common/grpc_status.h), the message naming the call
 //     and the address ("scheduler Fetch at unix:/run/dp/sched.sock: ..."). The service answers
-//     bad input (ValidateRequest, validate.h) with kInvalidArgument naming what is wrong.
+//     bad input (ValidateRequest, below) with kInvalidArgument naming what is wrong.
+// Besides the client, the library holds the one request validator (ValidateRequest) that the
+// service and the engines share.
 //
 //   control::Client scheduler("unix:/run/dp/sched.sock");
 //   RETURN_IF_ERROR(scheduler.WaitForConnected(10 * kNanosPerSecond));
@@ -72,6 +74,18 @@ class Client {
   struct Impl;
   std::unique_ptr<Impl> impl_;
 };
+
+// The one check of a request (RequestSpec) against what its fields promise, shared by everything
+// that receives one: the service refuses a bad Submit with it ("submit: " + this message), and
+// engines check each assignment's request with it (a PE admitting it, a DE starting its decode),
+// so bad input fails that request instead of the engine. A client may run it before sending.
+// Ok, or kInvalidArgument naming the request and the first problem found, in this order:
+//   "request 7: empty prompt"
+//   "request 7: gen_tokens is 0 (must be >= 1)"
+//   "request 7: teacher has 3 tokens, needs >= gen_tokens - 1 = 4"
+//   "request 7: prompt token 5000 at position 3 >= vocab 4096" (then the same for teacher tokens:
+//   every one, including any beyond the gen_tokens - 1 the decode steps feed)
+Status ValidateRequest(const v1::RequestSpec& spec, uint32_t vocab);
 
 // "prefill", "decode", "split", "none"; "unspecified" otherwise.
 std::string_view ReadSideName(v1::ReadSide side);

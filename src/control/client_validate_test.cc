@@ -1,9 +1,9 @@
 // ValidateRequest: the one request check of the service (Submit) and the engines (admission).
-#include "dualpath/control/validate.h"
-
 #include <gtest/gtest.h>
 
 #include <string>
+
+#include "dualpath/control/client.h"
 
 namespace dualpath::control {
 namespace {

@@ -1,6 +1,8 @@
-#include "dualpath/control/validate.h"
-
+// ValidateRequest (client.h): the one request check, run by the scheduler service on Submit and by
+// engines on every assignment's request.
 #include <fmt/format.h>
+
+#include "dualpath/control/client.h"
 
 namespace dualpath::control {
 namespace {
