@@ -32,7 +32,7 @@ constexpr uint32_t kMaxPrompt = 16384;
 struct Fixture {
   std::string dir;
   std::unique_ptr<ControlServer> server;
-  std::unique_ptr<v1::Scheduler::Stub> stub;
+  std::unique_ptr<Client> client;
   std::vector<uint32_t> stored;  // a prompt whose blocks are all in the store
   uint64_t next_id = 1;
 
@@ -48,7 +48,7 @@ struct Fixture {
     // Never declare the bench's engines dead while a benchmark runs without fetching.
     o.heartbeat_s = 3600;
     server = std::move(ControlServer::Start("unix:" + dir + "/sched.sock", o)).value();
-    stub = Connect(server->address());
+    client = std::make_unique<Client>(server->address());
     Register("p0.0", v1::ROLE_PREFILL, "p0");
     Register("d0.0", v1::ROLE_DECODE, "d0");
 
@@ -78,9 +78,7 @@ struct Fixture {
     req.mutable_engine()->set_role(role);
     req.mutable_engine()->set_node(node);
     req.mutable_engine()->set_hbm_tokens(int64_t{1} << 40);
-    grpc::ClientContext ctx;
-    v1::RegisterEngineReply reply;
-    if (!stub->RegisterEngine(&ctx, req, &reply).ok()) std::abort();
+    if (!client->RegisterEngine(req).ok()) std::abort();
   }
 
   v1::SubmitRequest Request(const std::vector<uint32_t>& prompt, size_t n, bool miss) {
@@ -114,9 +112,7 @@ void AddIdleReports(v1::FetchRequest* fr) {
 void BM_RpcBaseline(benchmark::State& state) {
   Fixture& f = F();
   for (auto _ : state) {
-    grpc::ClientContext ctx;
-    v1::ListEnginesReply reply;
-    if (!f.stub->ListEngines(&ctx, {}, &reply).ok()) state.SkipWithError("ListEngines");
+    if (!f.client->ListEngines().ok()) state.SkipWithError("ListEngines");
   }
 }
 BENCHMARK(BM_RpcBaseline);
@@ -129,10 +125,9 @@ void SubmitLoop(benchmark::State& state, bool miss) {
     state.PauseTiming();
     v1::SubmitRequest req = f.Request(f.stored, n, miss);
     state.ResumeTiming();
-    grpc::ClientContext ctx;
-    v1::SubmitReply reply;
-    if (!f.stub->Submit(&ctx, req, &reply).ok()) state.SkipWithError("Submit");
-    hits = reply.hit_tokens();
+    Result<v1::SubmitReply> reply = f.client->Submit(req);
+    if (!reply.ok()) state.SkipWithError("Submit");
+    hits = reply.ok() ? reply->hit_tokens() : 0;
   }
   state.counters["hit_tokens"] = static_cast<double>(hits);
 }
@@ -148,56 +143,38 @@ void BM_Cycle(benchmark::State& state) {
     v1::FetchRequest fr;
     fr.set_group_id(0);
     AddIdleReports(&fr);
-    grpc::ClientContext ctx;
-    v1::FetchReply reply;
-    if (!f.stub->Fetch(&ctx, fr, &reply).ok() || reply.prefill_size() == 0) break;
+    Result<v1::FetchReply> reply = f.client->Fetch(fr);
+    if (!reply.ok() || reply->prefill_size() == 0) break;
   }
   uint64_t seq = 0;
-  {
-    grpc::ClientContext ctx;
-    v1::WaitResultsRequest wr;
-    v1::WaitResultsReply reply;
-    (void)f.stub->WaitResults(&ctx, wr, &reply);
-  }
+  (void)f.client->WaitResults(v1::WaitResultsRequest());
   for (auto _ : state) {
     v1::SubmitRequest req = f.Request(f.stored, 1024, false);
     const uint64_t id = req.request().request_id();
-    {
-      grpc::ClientContext ctx;
-      v1::SubmitReply reply;
-      if (!f.stub->Submit(&ctx, req, &reply).ok()) state.SkipWithError("Submit");
-    }
+    if (!f.client->Submit(req).ok()) state.SkipWithError("Submit");
     v1::FetchRequest fr;
     fr.set_group_id(0);
     AddIdleReports(&fr);
     fr.set_wait_ms(1000);
-    v1::FetchReply fetched;
-    {
-      grpc::ClientContext ctx;
-      if (!f.stub->Fetch(&ctx, fr, &fetched).ok() || fetched.prefill_size() != 1) {
-        state.SkipWithError("Fetch");
-        break;
-      }
+    Result<v1::FetchReply> fetched = f.client->Fetch(fr);
+    if (!fetched.ok() || fetched->prefill_size() != 1) {
+      state.SkipWithError("Fetch");
+      break;
     }
     v1::RequestResult r;
     r.set_request_id(id);
     r.set_ok(true);
-    r.set_attempt(fetched.prefill(0).attempt());
-    {
-      grpc::ClientContext ctx;
-      v1::ReportResultReply reply;
-      if (!f.stub->ReportResult(&ctx, r, &reply).ok()) state.SkipWithError("ReportResult");
-    }
+    r.set_attempt(fetched->prefill(0).attempt());
+    if (!f.client->ReportResult(r).ok()) state.SkipWithError("ReportResult");
     v1::WaitResultsRequest wr;
     wr.set_after_seq(seq);
     wr.set_wait_ms(1000);
-    v1::WaitResultsReply results;
-    grpc::ClientContext ctx;
-    if (!f.stub->WaitResults(&ctx, wr, &results).ok() || results.results_size() == 0) {
+    Result<v1::WaitResultsReply> results = f.client->WaitResults(wr);
+    if (!results.ok() || results->results_size() == 0) {
       state.SkipWithError("WaitResults");
       break;
     }
-    seq = results.results(results.results_size() - 1).seq();
+    seq = results->results(results->results_size() - 1).seq();
   }
 }
 BENCHMARK(BM_Cycle);

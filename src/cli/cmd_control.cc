@@ -108,12 +108,9 @@ int Serve(const ServeArgs& a) {
 }
 
 int Engines(const std::string& addr) {
-  auto stub = control::Connect(addr);
-  grpc::ClientContext ctx;
-  ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
-  control::v1::ListEnginesReply reply;
-  Status st = control::FromGrpc(stub->ListEngines(&ctx, {}, &reply), "ListEngines");
-  if (!st.ok()) return ReportError("control engines", st);
+  Result<control::v1::ListEnginesReply> listed = control::Client(addr).ListEngines();
+  if (!listed.ok()) return ReportError("control engines", listed.status());
+  const control::v1::ListEnginesReply& reply = *listed;
   std::printf("%-4s %-12s %-8s %-8s %-6s %s\n", "id", "name", "role", "node", "alive", "peer");
   for (int i = 0; i < reply.engines_size(); ++i) {
     const auto& e = reply.engines(i);
@@ -125,11 +122,7 @@ int Engines(const std::string& addr) {
 }
 
 int ShutdownRun(const std::string& addr) {
-  auto stub = control::Connect(addr);
-  grpc::ClientContext ctx;
-  ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
-  control::v1::ShutdownReply reply;
-  Status st = control::FromGrpc(stub->Shutdown(&ctx, {}, &reply), "Shutdown");
+  Status st = control::Client(addr).Shutdown();
   if (!st.ok()) return ReportError("control shutdown", st);
   return kExitOk;
 }

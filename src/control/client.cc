@@ -1,133 +1,109 @@
 #include "dualpath/control/client.h"
 
 #include <fmt/format.h>
+#include <grpcpp/grpcpp.h>
+
+#include <chrono>
+#include <utility>
+
+#include "dualpath/common/check.h"
+#include "dualpath/common/grpc_channel.h"
+#include "dualpath/common/grpc_status.h"
+#include "dualpath/control/v1/scheduler.grpc.pb.h"
 
 namespace dualpath::control {
 
-grpc::ChannelArguments DefaultChannelArgs() {
-  grpc::ChannelArguments args;
-  args.SetMaxReceiveMessageSize(-1);
-  args.SetMaxSendMessageSize(-1);
-  return args;
+struct Client::Impl {
+  std::string address;
+  ClientOptions options;
+  std::shared_ptr<grpc::Channel> channel;
+  std::unique_ptr<v1::Scheduler::Stub> stub;
+
+  // One call: a context with the deadline (the long poll's wait plus rpc_timeout), the RPC, and
+  // its status read through the one table. `call` runs the stub method on the context.
+  template <typename Call>
+  Status Run(std::string_view rpc, uint32_t wait_ms, bool wait_for_ready, Call call) {
+    grpc::ClientContext ctx;
+    ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::milliseconds(wait_ms) +
+                     std::chrono::nanoseconds(options.rpc_timeout));
+    ctx.set_wait_for_ready(wait_for_ready);
+    const grpc::Status status = call(&ctx);
+    if (status.ok()) return Status::Ok();
+    return FromGrpc(status, fmt::format("scheduler {} at {}", rpc, address));
+  }
+};
+
+Client::Client(std::string address, ClientOptions options) : impl_(std::make_unique<Impl>()) {
+  DUALPATH_CHECK(options.rpc_timeout > 0, "control::Client: rpc_timeout must be > 0");
+  impl_->address = std::move(address);
+  impl_->options = options;
+  impl_->channel = MakeChannel(impl_->address);
+  impl_->stub = v1::Scheduler::NewStub(impl_->channel);
 }
 
-std::shared_ptr<grpc::Channel> MakeChannel(const std::string& address) {
-  return grpc::CreateCustomChannel(address, grpc::InsecureChannelCredentials(),
-                                   DefaultChannelArgs());
-}
+Client::~Client() = default;
+Client::Client(Client&&) noexcept = default;
+Client& Client::operator=(Client&&) noexcept = default;
 
-std::unique_ptr<v1::Scheduler::Stub> Connect(const std::string& address) {
-  return v1::Scheduler::NewStub(MakeChannel(address));
-}
+const std::string& Client::address() const { return impl_->address; }
 
-Status WaitForChannel(grpc::Channel& channel, const std::string& address, Nanos timeout) {
+Status Client::WaitForConnected(Nanos timeout) {
   const auto deadline = std::chrono::system_clock::now() + std::chrono::nanoseconds(timeout);
-  if (channel.WaitForConnected(deadline)) return Status::Ok();
-  return Unavailable(fmt::format("scheduler service at {} not reachable within {:.1f} s", address,
-                                 ToSeconds(timeout)));
+  if (impl_->channel->WaitForConnected(deadline)) return Status::Ok();
+  return Unavailable(fmt::format("scheduler service at {} not reachable within {:.1f} s",
+                                 impl_->address, ToSeconds(timeout)));
 }
 
-std::chrono::system_clock::time_point LongPollDeadline(uint32_t wait_ms) {
-  return std::chrono::system_clock::now() + std::chrono::milliseconds(wait_ms) +
-         std::chrono::seconds(10);
+Result<v1::RegisterEngineReply> Client::RegisterEngine(const v1::RegisterEngineRequest& request) {
+  v1::RegisterEngineReply reply;
+  // Waits for the channel (within the deadline): the service may still be starting.
+  RETURN_IF_ERROR(impl_->Run("RegisterEngine", 0, /*wait_for_ready=*/true, [&](auto* ctx) {
+    return impl_->stub->RegisterEngine(ctx, request, &reply);
+  }));
+  return reply;
 }
 
-grpc::Status ToGrpc(const Status& status) {
-  if (status.ok()) return grpc::Status::OK;
-  grpc::StatusCode code = grpc::StatusCode::INTERNAL;
-  switch (status.code()) {
-    case Code::kInvalidArgument:
-    case Code::kKvBadToken:
-    case Code::kParseError:
-      code = grpc::StatusCode::INVALID_ARGUMENT;
-      break;
-    case Code::kNotFound:
-      code = grpc::StatusCode::NOT_FOUND;
-      break;
-    case Code::kAlreadyExists:
-      code = grpc::StatusCode::ALREADY_EXISTS;
-      break;
-    case Code::kFailedPrecondition:
-      code = grpc::StatusCode::FAILED_PRECONDITION;
-      break;
-    case Code::kUnavailable:
-      code = grpc::StatusCode::UNAVAILABLE;
-      break;
-    case Code::kResourceExhausted:
-      code = grpc::StatusCode::RESOURCE_EXHAUSTED;
-      break;
-    case Code::kTimeout:
-      code = grpc::StatusCode::DEADLINE_EXCEEDED;
-      break;
-    case Code::kUnimplemented:
-      code = grpc::StatusCode::UNIMPLEMENTED;
-      break;
-    case Code::kCancelled:
-      code = grpc::StatusCode::CANCELLED;
-      break;
-    default:
-      break;
-  }
-  return grpc::Status(code, status.message());
+Result<v1::FetchReply> Client::Fetch(const v1::FetchRequest& request) {
+  v1::FetchReply reply;
+  RETURN_IF_ERROR(impl_->Run("Fetch", request.wait_ms(), false,
+                             [&](auto* ctx) { return impl_->stub->Fetch(ctx, request, &reply); }));
+  return reply;
 }
 
-Status FromGrpc(const grpc::Status& status, std::string_view rpc) {
-  if (status.ok()) return Status::Ok();
-  std::string msg = fmt::format("rpc {}: {}", rpc, status.error_message());
-  switch (status.error_code()) {
-    case grpc::StatusCode::INVALID_ARGUMENT:
-      return Status(Code::kInvalidArgument, std::move(msg));
-    case grpc::StatusCode::NOT_FOUND:
-      return Status(Code::kNotFound, std::move(msg));
-    case grpc::StatusCode::FAILED_PRECONDITION:
-      return Status(Code::kFailedPrecondition, std::move(msg));
-    case grpc::StatusCode::DEADLINE_EXCEEDED:
-      return Status(Code::kTimeout, std::move(msg));
-    case grpc::StatusCode::UNAVAILABLE:
-      return Status(Code::kUnavailable, std::move(msg));
-    default:
-      return Status(Code::kControlRpcError,
-                    fmt::format("{} (grpc code {})", msg, static_cast<int>(status.error_code())));
-  }
+Status Client::ReportResult(const v1::RequestResult& result) {
+  v1::ReportResultReply reply;
+  return impl_->Run("ReportResult", 0, false,
+                    [&](auto* ctx) { return impl_->stub->ReportResult(ctx, result, &reply); });
 }
 
-v1::EngineReport ToProto(const sched::EngineReport& report, uint32_t engine_id) {
-  v1::EngineReport r;
-  r.set_engine_id(engine_id);
-  r.set_unfinished_requests(report.unfinished_requests);
-  r.set_unfinished_tokens(report.unfinished_tokens);
-  r.set_read_queue_tokens(report.read_queue_tokens);
-  r.set_hbm_free_tokens(report.hbm_free_tokens);
-  return r;
+Result<v1::SubmitReply> Client::Submit(const v1::SubmitRequest& request) {
+  v1::SubmitReply reply;
+  RETURN_IF_ERROR(impl_->Run("Submit", 0, false,
+                             [&](auto* ctx) { return impl_->stub->Submit(ctx, request, &reply); }));
+  return reply;
 }
 
-Result<sched::Assignment> ToSched(const v1::Assignment& a) {
-  sched::Assignment s;
-  s.request = RequestId(a.request().request_id());
-  s.session = SessionId(a.request().agent_id());
-  s.prefill = EngineId(a.prefill_engine());
-  s.decode = EngineId(a.decode_engine());
-  s.prompt_tokens = a.request().prompt_size();
-  s.hit_tokens = a.hit_tokens();
-  s.expected_gen_tokens = a.request().gen_tokens();
-  s.prefill_read_tokens = a.prefill_read_tokens();
-  s.decode_read_tokens = a.decode_read_tokens();
-  switch (a.side()) {
-    case v1::READ_SIDE_PREFILL:
-    case v1::READ_SIDE_NONE:
-      s.side = sched::ReadSide::kPrefill;
-      break;
-    case v1::READ_SIDE_DECODE:
-      s.side = sched::ReadSide::kDecode;
-      break;
-    case v1::READ_SIDE_SPLIT:
-      s.side = sched::ReadSide::kSplit;
-      break;
-    default:
-      return InvalidArgument(fmt::format("assignment of request {}: unknown read side {}",
-                                         a.request().request_id(), static_cast<int>(a.side())));
-  }
-  return s;
+Result<v1::WaitResultsReply> Client::WaitResults(const v1::WaitResultsRequest& request) {
+  v1::WaitResultsReply reply;
+  RETURN_IF_ERROR(impl_->Run("WaitResults", request.wait_ms(), false, [&](auto* ctx) {
+    return impl_->stub->WaitResults(ctx, request, &reply);
+  }));
+  return reply;
+}
+
+Result<v1::ListEnginesReply> Client::ListEngines() {
+  v1::ListEnginesReply reply;
+  RETURN_IF_ERROR(impl_->Run("ListEngines", 0, false, [&](auto* ctx) {
+    return impl_->stub->ListEngines(ctx, v1::ListEnginesRequest(), &reply);
+  }));
+  return reply;
+}
+
+Status Client::Shutdown() {
+  v1::ShutdownReply reply;
+  return impl_->Run("Shutdown", 0, false, [&](auto* ctx) {
+    return impl_->stub->Shutdown(ctx, v1::ShutdownRequest(), &reply);
+  });
 }
 
 std::string_view ReadSideName(v1::ReadSide side) {

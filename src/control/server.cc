@@ -7,7 +7,6 @@
 
 #include "dualpath/common/grpc_server.h"
 #include "dualpath/common/log.h"
-#include "dualpath/control/client.h"
 
 namespace dualpath::control {
 

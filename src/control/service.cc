@@ -5,7 +5,7 @@
 
 #include "control/hit_probe.h"
 #include "control/state.h"
-#include "dualpath/control/client.h"
+#include "dualpath/common/grpc_status.h"
 #include "dualpath/model/ref_model.h"
 
 namespace dualpath::control {

@@ -82,7 +82,7 @@ class ServiceTest : public ::testing::Test {
     auto s = ControlServer::Start("unix:" + dir_ + "/sched.sock", o);
     ASSERT_TRUE(s.ok()) << s.status().ToString();
     server_ = std::move(s).value();
-    stub_ = Connect(server_->address());
+    client_ = std::make_unique<Client>(server_->address());
   }
 
   // Publishes the KV blocks of prompt[0, blocks * kBlock) into the store the service probes,
@@ -113,10 +113,7 @@ class ServiceTest : public ::testing::Test {
     req.mutable_engine()->set_node(node);
     req.mutable_engine()->set_peer_addr("10.99.2.1:" + std::to_string(7000 + name.size()));
     req.mutable_engine()->set_hbm_tokens(hbm);
-    grpc::ClientContext ctx;
-    v1::RegisterEngineReply reply;
-    RETURN_IF_ERROR(FromGrpc(stub_->RegisterEngine(&ctx, req, &reply), "RegisterEngine"));
-    return reply;
+    return client_->RegisterEngine(req);
   }
 
   Result<v1::FetchReply> Fetch(uint32_t group, std::vector<v1::EngineReport> reports,
@@ -125,19 +122,13 @@ class ServiceTest : public ::testing::Test {
     req.set_group_id(group);
     for (auto& r : reports) *req.add_reports() = r;
     req.set_wait_ms(wait_ms);
-    grpc::ClientContext ctx;
-    ctx.set_deadline(LongPollDeadline(wait_ms));
-    v1::FetchReply reply;
-    RETURN_IF_ERROR(FromGrpc(stub_->Fetch(&ctx, req, &reply), "Fetch"));
-    return reply;
+    return client_->Fetch(req);
   }
 
   Result<int64_t> Submit(const v1::RequestSpec& spec) {
     v1::SubmitRequest req;
     *req.mutable_request() = spec;
-    grpc::ClientContext ctx;
-    v1::SubmitReply reply;
-    RETURN_IF_ERROR(FromGrpc(stub_->Submit(&ctx, req, &reply), "Submit"));
+    ASSIGN_OR_RETURN(v1::SubmitReply reply, client_->Submit(req));
     return reply.hit_tokens();
   }
 
@@ -148,26 +139,24 @@ class ServiceTest : public ::testing::Test {
     r.set_attempt(attempt);
     if (!ok) r.set_error("injected failure");
     r.add_generated(first_token);
-    grpc::ClientContext ctx;
-    v1::ReportResultReply reply;
-    return FromGrpc(stub_->ReportResult(&ctx, r, &reply), "ReportResult");
+    return client_->ReportResult(r);
   }
 
   v1::WaitResultsReply WaitResults(uint64_t after, uint32_t wait_ms) {
     v1::WaitResultsRequest req;
     req.set_after_seq(after);
     req.set_wait_ms(wait_ms);
-    grpc::ClientContext ctx;
-    ctx.set_deadline(LongPollDeadline(wait_ms));
-    v1::WaitResultsReply reply;
-    EXPECT_TRUE(stub_->WaitResults(&ctx, req, &reply).ok());
-    return reply;
+    Result<v1::WaitResultsReply> reply = client_->WaitResults(req);
+    EXPECT_TRUE(reply.ok()) << reply.status().ToString();
+    return reply.value_or(v1::WaitResultsReply());
   }
 
-  void ShutdownRun() {
-    grpc::ClientContext ctx;
-    v1::ShutdownReply reply;
-    ASSERT_TRUE(stub_->Shutdown(&ctx, {}, &reply).ok());
+  void ShutdownRun() { ASSERT_TRUE(client_->Shutdown().ok()); }
+
+  v1::ListEnginesReply ListEngines() {
+    Result<v1::ListEnginesReply> reply = client_->ListEngines();
+    EXPECT_TRUE(reply.ok()) << reply.status().ToString();
+    return reply.value_or(v1::ListEnginesReply());
   }
 
   // Registers p0.0 (id 0) and d0.0 (id 1) of a "p0.0:prefill:p0,d0.0:decode:d0" service.
@@ -179,7 +168,7 @@ class ServiceTest : public ::testing::Test {
   std::string dir_;
   ManualClock clock_{0};
   std::unique_ptr<ControlServer> server_;
-  std::unique_ptr<v1::Scheduler::Stub> stub_;
+  std::unique_ptr<Client> client_;
 };
 
 constexpr const char* k1P1D = "p0.0:prefill:p0,d0.0:decode:d0";
@@ -238,9 +227,7 @@ TEST_F(ServiceTest, RegistrationFetchAssignmentRoundTrip) {
   EXPECT_EQ(res.results(0).result().request_id(), 7u);
   EXPECT_TRUE(res.results(0).result().ok());
 
-  grpc::ClientContext ctx;
-  v1::ListEnginesReply engines;
-  ASSERT_TRUE(stub_->ListEngines(&ctx, {}, &engines).ok());
+  const v1::ListEnginesReply engines = ListEngines();
   ASSERT_EQ(engines.engines_size(), 2);
   EXPECT_TRUE(engines.alive(0) && engines.alive(1));
   EXPECT_EQ(server_->service().stats().completed, 1);
@@ -537,9 +524,7 @@ TEST_F(ServiceTest, DeadDecodeEngineRequestsAreResubmittedToTheSurvivor) {
   EXPECT_EQ(again->prefill(0).decode_engine(), survivor);
   EXPECT_EQ(server_->service().stats().engines_dead, 1);
 
-  grpc::ClientContext ctx;
-  v1::ListEnginesReply engines;
-  ASSERT_TRUE(stub_->ListEngines(&ctx, {}, &engines).ok());
+  const v1::ListEnginesReply engines = ListEngines();
   ASSERT_EQ(engines.alive_size(), 3);
   EXPECT_FALSE(engines.alive(victim));
   EXPECT_TRUE(engines.alive(survivor));

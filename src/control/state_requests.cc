@@ -7,6 +7,7 @@
 
 #include "control/state.h"
 #include "dualpath/common/log.h"
+#include "dualpath/control/client.h"
 
 namespace dualpath::control {
 namespace {
@@ -14,34 +15,12 @@ namespace {
 // Results per WaitResults reply: bounds the message; the replayer asks again for the rest.
 constexpr size_t kMaxResultsPerReply = 1024;
 
-Status CheckTokens(uint64_t id, const char* what,
-                   const google::protobuf::RepeatedField<uint32_t>& t, uint32_t vocab) {
-  for (int i = 0; i < t.size(); ++i) {
-    if (t[i] >= vocab) {
-      return InvalidArgument(fmt::format(
-          "submit: request {}: {} token {} at position {} >= vocab {}", id, what, t[i], i, vocab));
-    }
-  }
-  return Status::Ok();
-}
-
 }  // namespace
 
 Result<int64_t> ControlState::Submit(const v1::RequestSpec& spec) {
   const uint64_t id = spec.request_id();
-  if (spec.prompt().empty()) {
-    return InvalidArgument(fmt::format("submit: request {}: empty prompt", id));
-  }
-  if (spec.gen_tokens() == 0) {
-    return InvalidArgument(fmt::format("submit: request {}: gen_tokens is 0 (must be >= 1)", id));
-  }
-  if (static_cast<uint64_t>(spec.teacher_size()) + 1 < spec.gen_tokens()) {
-    return InvalidArgument(
-        fmt::format("submit: request {}: teacher has {} tokens, needs >= gen_tokens - 1 = {}", id,
-                    spec.teacher_size(), spec.gen_tokens() - 1));
-  }
-  RETURN_IF_ERROR(CheckTokens(id, "prompt", spec.prompt(), model_.vocab));
-  RETURN_IF_ERROR(CheckTokens(id, "teacher", spec.teacher(), model_.vocab));
+  // The check engines run on what they receive, too ("submit: request 7: empty prompt").
+  RETURN_IF_ERROR(ValidateRequest(spec, model_.vocab).WithContext("submit"));
   {
     // Cheap early answer for duplicates, before probing storage (checked again below).
     std::lock_guard<std::mutex> lock(mu_);

@@ -41,33 +41,6 @@ ReadPlan MakeReadPlan(const control::v1::Assignment& a, uint32_t block_tokens) {
   return p;
 }
 
-Status ValidateRequest(const control::v1::RequestSpec& r, uint32_t vocab) {
-  if (r.prompt_size() == 0) {
-    return InvalidArgument(fmt::format("request {}: empty prompt", r.request_id()));
-  }
-  if (r.gen_tokens() == 0) {
-    return InvalidArgument(fmt::format("request {}: gen_tokens is 0", r.request_id()));
-  }
-  if (static_cast<uint64_t>(r.teacher_size()) + 1 < r.gen_tokens()) {
-    return InvalidArgument(fmt::format("request {}: {} teacher tokens for gen_tokens {} (need {})",
-                                       r.request_id(), r.teacher_size(), r.gen_tokens(),
-                                       r.gen_tokens() - 1));
-  }
-  for (int i = 0; i < r.prompt_size(); ++i) {
-    if (r.prompt(i) >= vocab) {
-      return InvalidArgument(fmt::format("request {}: prompt token {} at {} is >= vocab {}",
-                                         r.request_id(), r.prompt(i), i, vocab));
-    }
-  }
-  for (uint32_t i = 0; i + 1 < r.gen_tokens(); ++i) {
-    if (r.teacher(static_cast<int>(i)) >= vocab) {
-      return InvalidArgument(fmt::format("request {}: teacher token {} at {} is >= vocab {}",
-                                         r.request_id(), r.teacher(static_cast<int>(i)), i, vocab));
-    }
-  }
-  return Status::Ok();
-}
-
 Result<std::vector<kv::BlockHash>> CarriedPromptHashes(const control::v1::Assignment& a,
                                                        const kv::BlockHasher& hasher) {
   static_assert(sizeof(kv::BlockHash) == 32 && std::is_trivially_copyable_v<kv::BlockHash>);

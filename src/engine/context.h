@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "dualpath/control/client.h"
 #include "dualpath/control/v1/scheduler.pb.h"
 #include "dualpath/engine/engine.h"
 #include "dualpath/engine/scheduler_link.h"
@@ -75,8 +76,9 @@ struct ReadPlan {
 ReadPlan MakeReadPlan(const control::v1::Assignment& a, uint32_t block_tokens);
 
 // kInvalidArgument naming what is wrong with a request (empty prompt, gen_tokens 0, teacher too
-// short, token id >= vocab) so bad input fails the request instead of the engine.
-Status ValidateRequest(const control::v1::RequestSpec& r, uint32_t vocab);
+// short, token id >= vocab) so bad input fails the request instead of the engine: the one request
+// check, which the scheduler service runs on Submit too (dualpath/control/client.h).
+using control::ValidateRequest;
 
 // The prompt's block hashes the assignment carries (prompt_block_hashes: computed once by the
 // scheduler service, so engines never hash the prompt), checked on receipt against this engine's

@@ -54,7 +54,7 @@ grpc::Status PeerService::StartDecode(grpc::ServerContext* ctx, const v1::StartD
   }
   Result<v1::StartDecodeReply> r = d->StartDecode(*req, [ctx] { return ctx->IsCancelled(); });
   if (!r.ok()) {
-    return ToGrpc(r.status());
+    return ToPeerGrpc(r.status());
   }
   *reply = std::move(r).value();
   return grpc::Status::OK;
@@ -67,7 +67,7 @@ grpc::Status PeerService::PrefillDone(grpc::ServerContext* ctx, const v1::Prefil
   if (d == nullptr) {
     return refusal;
   }
-  return ToGrpc(d->PrefillDone(*req));
+  return ToPeerGrpc(d->PrefillDone(*req));
 }
 
 grpc::Status PeerService::AbortDecode(grpc::ServerContext* ctx, const v1::AbortDecodeRequest* req,
@@ -79,7 +79,7 @@ grpc::Status PeerService::AbortDecode(grpc::ServerContext* ctx, const v1::AbortD
   }
   Result<v1::AbortDecodeReply> r = d->AbortDecode(*req);
   if (!r.ok()) {
-    return ToGrpc(r.status());
+    return ToPeerGrpc(r.status());
   }
   *reply = std::move(r).value();
   return grpc::Status::OK;

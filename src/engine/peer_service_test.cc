@@ -1,11 +1,15 @@
 // PeerService before the engine is ready: calls wait for the Decoder instead of failing (the
-// scheduler may assign work to a DE the moment it registers), and Close releases them.
+// scheduler may assign work to a DE the moment it registers), and Close releases them. And the
+// EnginePeer protocol's reading of the one Status <-> gRPC table (peers.h).
 #include "engine/peer_service.h"
 
 #include <grpcpp/grpcpp.h>
 #include <gtest/gtest.h>
 
+#include <string>
 #include <thread>
+
+#include "engine/peers.h"
 
 namespace dualpath::engine {
 namespace {
@@ -33,6 +37,45 @@ TEST(PeerServiceTest, CallsWaitWhileStartingAndCloseReleasesThem) {
   caller.join();
   EXPECT_EQ(st.error_code(), grpc::StatusCode::UNAVAILABLE);
   EXPECT_NE(st.error_message().find("stopping"), std::string::npos) << st.error_message();
+}
+
+TEST(PeerStatusTest, ThePeSideReadsARefusalTheProtocolsWay) {
+  const std::string what = "StartDecode at d0.0 (10.0.0.2:7000)";
+  EXPECT_TRUE(FromGrpc(grpc::Status::OK, what).ok());
+  const Status bad = FromGrpc(grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "request 5"), what);
+  EXPECT_EQ(bad.code(), Code::kInvalidArgument);
+  EXPECT_EQ(bad.message(), what + ": request 5");
+  EXPECT_EQ(FromGrpc(grpc::Status(grpc::StatusCode::DEADLINE_EXCEEDED, "late"), what).code(),
+            Code::kTimeout);
+  EXPECT_EQ(FromGrpc(grpc::Status(grpc::StatusCode::RESOURCE_EXHAUSTED, "full"), what).code(),
+            Code::kEngineNoRoom);
+  // Anything else: the peer failed, its gRPC code kept in the text exactly once.
+  for (grpc::StatusCode c : {grpc::StatusCode::UNAVAILABLE, grpc::StatusCode::NOT_FOUND,
+                             grpc::StatusCode::FAILED_PRECONDITION, grpc::StatusCode::ABORTED}) {
+    const Status failed = FromGrpc(grpc::Status(c, "gone"), what);
+    EXPECT_EQ(failed.code(), Code::kEnginePeerFailed) << static_cast<int>(c);
+    EXPECT_EQ(failed.message(),
+              what + ": gone (gRPC code " + std::to_string(static_cast<int>(c)) + ")");
+  }
+}
+
+TEST(PeerStatusTest, ADeThatTimedOutWaitingForMemoryRefusesLikeOneWithNoRoom) {
+  // prefill.cc's start_refused: RESOURCE_EXHAUSTED means nothing was started at the DE.
+  const grpc::Status timed_out = ToPeerGrpc(Timeout("no 4096 bytes of buffer memory free"));
+  EXPECT_EQ(timed_out.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED);
+  EXPECT_NE(timed_out.error_message().find("kTimeout"), std::string::npos);
+  const grpc::Status no_room = ToPeerGrpc(Status(Code::kEngineNoRoom, "area too big"));
+  EXPECT_EQ(no_room.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED);
+  // The PE reads both as no room.
+  EXPECT_EQ(FromGrpc(timed_out, "StartDecode").code(), Code::kEngineNoRoom);
+  EXPECT_EQ(FromGrpc(no_room, "StartDecode").code(), Code::kEngineNoRoom);
+  // Everything else is the table's: a stopping DE is unavailable, bad input stays bad input.
+  EXPECT_EQ(ToPeerGrpc(Status(Code::kEngineStopped, "stopping")).error_code(),
+            grpc::StatusCode::UNAVAILABLE);
+  EXPECT_EQ(ToPeerGrpc(InvalidArgument("request 5: empty prompt")).error_code(),
+            grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_EQ(ToPeerGrpc(NotFound("request 5 (xfer 3) is not waiting here")).error_code(),
+            grpc::StatusCode::NOT_FOUND);
 }
 
 }  // namespace

@@ -4,6 +4,9 @@
 
 #include <algorithm>
 
+#include "dualpath/common/grpc_channel.h"
+#include "dualpath/common/grpc_status.h"
+
 namespace dualpath::engine {
 
 Result<transfer::PeerId> PeerDirectory::Transfer(const std::string& addr_port) {
@@ -39,60 +42,44 @@ std::shared_ptr<v1::EnginePeer::Stub> PeerDirectory::Stub(const std::string& add
   if (it != stubs_.end()) {
     return it->second;
   }
-  grpc::ChannelArguments args;
-  // Fail fast on a dead peer instead of waiting out the default reconnect backoff (which grows to
-  // minutes): a failed peer must fail its requests promptly so the scheduler re-submits them.
-  args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 100);
-  args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 1000);
-  args.SetMaxReceiveMessageSize(-1);  // StartDecode carries every prompt token id
-  args.SetMaxSendMessageSize(-1);
-  auto channel = grpc::CreateCustomChannel(address, grpc::InsecureChannelCredentials(), args);
+  // The channel settings every client of ours uses (common/grpc_channel.h): StartDecode carries
+  // every prompt token id, and a dead peer must fail its requests promptly (reconnects back off to
+  // at most 1 s, not minutes) so the scheduler re-submits them.
+  auto channel = MakeChannel(address);
   auto stub = std::shared_ptr<v1::EnginePeer::Stub>(v1::EnginePeer::NewStub(channel));
   stubs_.emplace(address, stub);
   return stub;
 }
 
 Status FromGrpc(const grpc::Status& s, std::string_view what) {
-  if (s.ok()) {
-    return Status::Ok();
-  }
-  std::string msg = fmt::format("{}: {}", what, s.error_message());
-  switch (s.error_code()) {
-    case grpc::StatusCode::DEADLINE_EXCEEDED:
-      return Timeout(msg);
-    case grpc::StatusCode::RESOURCE_EXHAUSTED:
-      return Status(Code::kEngineNoRoom, msg);
-    case grpc::StatusCode::INVALID_ARGUMENT:
-      return InvalidArgument(msg);
-    default:
-      return Status(Code::kEnginePeerFailed,
-                    fmt::format("{} (gRPC code {})", msg, static_cast<int>(s.error_code())));
+  Status read = dualpath::FromGrpc(s, what);
+  switch (read.code()) {
+    case Code::kOk:
+    case Code::kInvalidArgument:
+    case Code::kTimeout:
+      return read;
+    case Code::kResourceExhausted:  // the DE refused: no room (or none in time) for the request
+      return Status(Code::kEngineNoRoom, read.message());
+    default: {
+      // Down, refused, not there: the peer failed. Its gRPC code stays in the text (once: the
+      // table's reading already keeps the codes it cannot carry).
+      std::string msg = read.message();
+      if (GrpcCodeFor(CodeForGrpc(s.error_code())) == s.error_code()) {
+        msg += fmt::format(" (gRPC code {})", static_cast<int>(s.error_code()));
+      }
+      return Status(Code::kEnginePeerFailed, std::move(msg));
+    }
   }
 }
 
-grpc::Status ToGrpc(const Status& s) {
-  if (s.ok()) {
-    return grpc::Status::OK;
+grpc::Status ToPeerGrpc(const Status& s) {
+  if (s.code() == Code::kTimeout) {
+    // The DE waited its share of the PE's deadline for buffer memory: a refusal (nothing was
+    // started here), which the PE tells from a lost call by RESOURCE_EXHAUSTED (prefill.cc,
+    // start_refused). The text names the real code, as the table does for codes it folds.
+    return grpc::Status(grpc::StatusCode::RESOURCE_EXHAUSTED, s.ToString());
   }
-  grpc::StatusCode code = grpc::StatusCode::INTERNAL;
-  switch (s.code()) {
-    case Code::kInvalidArgument:
-      code = grpc::StatusCode::INVALID_ARGUMENT;
-      break;
-    case Code::kEngineNoRoom:
-    case Code::kTimeout:
-      code = grpc::StatusCode::RESOURCE_EXHAUSTED;
-      break;
-    case Code::kEngineStopped:
-      code = grpc::StatusCode::UNAVAILABLE;
-      break;
-    case Code::kNotFound:
-      code = grpc::StatusCode::NOT_FOUND;
-      break;
-    default:
-      break;
-  }
-  return grpc::Status(code, s.ToString());
+  return ToGrpc(s);
 }
 
 }  // namespace dualpath::engine

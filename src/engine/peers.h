@@ -39,11 +39,16 @@ class PeerDirectory {
   std::map<std::string, std::shared_ptr<v1::EnginePeer::Stub>> stubs_;  // guarded by mu_
 };
 
-// grpc::Status -> Status: UNAVAILABLE (peer down) -> kEnginePeerFailed, DEADLINE_EXCEEDED ->
-// kTimeout, RESOURCE_EXHAUSTED -> kEngineNoRoom, INVALID_ARGUMENT -> kInvalidArgument, others ->
-// kEnginePeerFailed; the message names `what`.
+// The EnginePeer protocol's reading of the one Status <-> gRPC table (common/grpc_status.h).
+//
+// PE side, a failed call to a DE: bad input (kInvalidArgument) and a timeout (kTimeout) are what
+// the table reads; RESOURCE_EXHAUSTED is kEngineNoRoom (the DE has no room for the request); any
+// other failure means the peer failed: kEnginePeerFailed, the gRPC code kept in the text
+// ("StartDecode at d0.0 (10.0.0.2:7000): ... (gRPC code 14)").
 Status FromGrpc(const grpc::Status& s, std::string_view what);
-// Status -> grpc::Status for the server side (the inverse mapping, message kept).
-grpc::Status ToGrpc(const Status& s);
+// DE side, a handler's reply: the table, except that kTimeout (no buffer memory within the wait)
+// is a refusal, RESOURCE_EXHAUSTED, like kEngineNoRoom: the PE releases nothing at the DE for a
+// call the DE refused.
+grpc::Status ToPeerGrpc(const Status& s);
 
 }  // namespace dualpath::engine

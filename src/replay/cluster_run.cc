@@ -1,6 +1,5 @@
 #include "dualpath/replay/cluster_run.h"
 
-#include <grpcpp/grpcpp.h>
 #include <signal.h>
 #include <unistd.h>
 
@@ -17,7 +16,7 @@
 #include "dualpath/common/log.h"
 #include "dualpath/common/numeric.h"
 #include "dualpath/common/stop_signal.h"
-#include "dualpath/control/v1/scheduler.grpc.pb.h"
+#include "dualpath/control/client.h"
 #include "dualpath/kv/hasher.h"
 #include "dualpath/pool/pool.h"
 #include "dualpath/testbed/testbed.h"
@@ -99,55 +98,16 @@ std::string ConfigJson(const ClusterRunOptions& o, const testbed::Cluster& c,
   return j.dump();
 }
 
-// The control-plane calls the orchestrator makes itself (the replayer has its own client).
-class Control {
- public:
-  explicit Control(const std::string& address)
-      : channel_(grpc::CreateCustomChannel(address, grpc::InsecureChannelCredentials(),
-                                           FastReconnect())),
-        stub_(control::v1::Scheduler::NewStub(channel_)) {}
-
-  // Registered engines that the service considers alive.
-  Result<int> AliveEngines() {
-    grpc::ClientContext ctx;
-    ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(5));
-    control::v1::ListEnginesReply reply;
-    grpc::Status s = stub_->ListEngines(&ctx, {}, &reply);
-    if (!s.ok()) return Unavailable("ListEngines: " + s.error_message());
-    int alive = 0;
-    for (int i = 0; i < reply.engines_size(); ++i) {
-      alive += i >= reply.alive_size() || reply.alive(i) ? 1 : 0;
-    }
-    return alive;
+// Registered engines that the service considers alive (the orchestrator's own calls go through
+// the same scheduler client as the replayer's and the engines').
+Result<int> AliveEngines(control::Client& scheduler) {
+  ASSIGN_OR_RETURN(control::v1::ListEnginesReply reply, scheduler.ListEngines());
+  int alive = 0;
+  for (int i = 0; i < reply.engines_size(); ++i) {
+    alive += i >= reply.alive_size() || reply.alive(i) ? 1 : 0;
   }
-
-  bool WaitConnected(Nanos timeout) {
-    return channel_->WaitForConnected(std::chrono::system_clock::now() +
-                                      std::chrono::milliseconds(timeout / kNanosPerMilli));
-  }
-
-  Status Shutdown() {
-    grpc::ClientContext ctx;
-    ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
-    control::v1::ShutdownReply reply;
-    grpc::Status s = stub_->Shutdown(&ctx, {}, &reply);
-    return s.ok() ? Status::Ok() : Unavailable("Shutdown: " + s.error_message());
-  }
-
- private:
-  // The socket does not exist until the service is serving: reconnect attempts every 100-250 ms
-  // instead of gRPC's default backoff (1 s growing to 120 s), so start-up is not delayed by it.
-  static grpc::ChannelArguments FastReconnect() {
-    grpc::ChannelArguments args;
-    args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 100);
-    args.SetInt(GRPC_ARG_MIN_RECONNECT_BACKOFF_MS, 100);
-    args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 250);
-    return args;
-  }
-
-  std::shared_ptr<grpc::Channel> channel_;
-  std::unique_ptr<control::v1::Scheduler::Stub> stub_;
-};
+  return alive;
+}
 
 // Kills one engine (its whole process group, SIGKILL: no clean shutdown) after a delay, from a
 // thread of its own, unless stopped first. The owner does not touch that Child until Stop().
@@ -270,114 +230,149 @@ struct SystemProcesses {
   std::vector<Child> engines;  // cluster node order
 };
 
-// Starts the service and every engine and waits until all engines are registered.
-Status StartSystem(const ClusterRunOptions& o, const testbed::Cluster& c, const std::string& bin,
-                   const std::string& system, const std::string& address, const std::string& subdir,
-                   const std::string& work, const std::string& spec, SystemProcesses& procs,
-                   Control& control, std::ostream& progress) {
-  std::vector<std::string> serve = {bin,
+// What every system's run shares, fixed once the cluster is up (RunOnCluster builds it).
+struct RunShared {
+  const ClusterRunOptions& o;
+  const testbed::Cluster& cluster;
+  const ReplayWorkload& workload;
+  std::string bin;     // the dualpath executable the children run
+  std::string run_id;  // names the store subdirectories
+  std::string work;    // logs
+  std::string spec;    // the model spec
+  std::vector<double> goodput;
+  std::vector<std::string> names, roles;  // per node, cluster order
+  int kill_index = -1;                    // the --kill-engine node, or -1
+};
+
+// One system's run: its name, its store subdirectory and the service's address.
+struct SystemSetup {
+  const RunShared& run;
+  std::string system;
+  std::string subdir;
+  std::string address;
+};
+
+// `dualpath control serve` for one system.
+std::vector<std::string> ServeArgv(const SystemSetup& s) {
+  const ClusterRunOptions& o = s.run.o;
+  std::vector<std::string> serve = {s.run.bin,
                                     "control",
                                     "serve",
                                     "--listen",
-                                    address,
+                                    s.address,
                                     "--system",
-                                    system,
+                                    s.system,
                                     "--model-spec",
-                                    spec,
+                                    s.run.spec,
                                     "--block-tokens",
                                     std::to_string(o.block_tokens),
                                     "--store-root",
-                                    c.storage.admin_mount,
+                                    s.run.cluster.storage.admin_mount,
                                     "--store-subdir",
-                                    subdir,
+                                    s.subdir,
                                     "--heartbeat-s",
                                     std::to_string(o.heartbeat_s)};
   // The service learns the engine set up front (NAME:ROLE:NODE), so it can tell a missing
   // engine from one that has not registered yet.
   std::string engines;
-  for (const testbed::Node& n : c.nodes) {
+  for (const testbed::Node& n : s.run.cluster.nodes) {
     engines += (engines.empty() ? "" : ",") + n.name +
                ".0:" + std::string(testbed::RoleName(n.role)) + ":" + n.name;
   }
   serve.push_back("--engines");
   serve.push_back(engines);
   serve.insert(serve.end(), o.service_args.begin(), o.service_args.end());
-  ASSIGN_OR_RETURN(Child service, Child::Spawn(serve, work + "/" + system + "_service.log"));
-  procs.service.emplace(std::move(service));
-  const Nanos deadline = WallClock().Now() + FromSeconds(o.start_timeout_s);
-  // The socket accepts once the service is serving; a dead service fails fast instead.
-  while (!control.WaitConnected(200 * kNanosPerMilli)) {
+  return serve;
+}
+
+// `dualpath engine` for node `n`, inside its namespace.
+std::vector<std::string> EngineArgv(const SystemSetup& s, const testbed::Node& n) {
+  const ClusterRunOptions& o = s.run.o;
+  std::vector<std::string> argv = {
+      "ip",           "netns",       "exec",           n.netns,
+      s.run.bin,      "engine",      "--role",         std::string(testbed::RoleName(n.role)),
+      "--name",       n.name + ".0", "--node",         n.name,
+      "--scheduler",  s.address,     "--listen",       n.compute_addr,
+      "--store-root", n.mount,       "--store-subdir", s.subdir};
+  if (o.pool) {
+    argv.push_back("--pool");
+    argv.push_back(NodePoolPath(s.run.cluster.name, n.name));
+  }
+  argv.insert(argv.end(), o.engine_args.begin(), o.engine_args.end());
+  return argv;
+}
+
+// Until the service's socket accepts (by `deadline`); a dead service fails fast instead.
+Status WaitForService(const SystemSetup& s, Nanos deadline, SystemProcesses& procs,
+                      control::Client& scheduler) {
+  while (!scheduler.WaitForConnected(200 * kNanosPerMilli).ok()) {
     RETURN_IF_ERROR(CheckStop());
     if (!procs.service->running() || procs.service->Poll().has_value()) {
-      return ChildDied("control serve (" + system + ")", *procs.service);
+      return ChildDied("control serve (" + s.system + ")", *procs.service);
     }
     if (WallClock().Now() > deadline) {
-      return Timeout("control serve (" + system + ") not reachable at " + address + " after " +
-                     std::to_string(o.start_timeout_s) + " s; log " + procs.service->log_path());
+      return Timeout("control serve (" + s.system + ") not reachable at " + s.address + " after " +
+                     std::to_string(s.run.o.start_timeout_s) + " s; log " +
+                     procs.service->log_path());
     }
   }
-  for (const testbed::Node& n : c.nodes) {
-    std::vector<std::string> argv = {"ip",
-                                     "netns",
-                                     "exec",
-                                     n.netns,
-                                     bin,
-                                     "engine",
-                                     "--role",
-                                     std::string(testbed::RoleName(n.role)),
-                                     "--name",
-                                     n.name + ".0",
-                                     "--node",
-                                     n.name,
-                                     "--scheduler",
-                                     address,
-                                     "--listen",
-                                     n.compute_addr,
-                                     "--store-root",
-                                     n.mount,
-                                     "--store-subdir",
-                                     subdir};
-    if (o.pool) {
-      argv.push_back("--pool");
-      argv.push_back(NodePoolPath(c.name, n.name));
-    }
-    argv.insert(argv.end(), o.engine_args.begin(), o.engine_args.end());
-    ASSIGN_OR_RETURN(Child e,
-                     Child::Spawn(argv, work + "/" + system + "_engine_" + n.name + ".log"));
-    procs.engines.push_back(std::move(e));
-  }
+  return Status::Ok();
+}
+
+// Until every engine is registered and alive (by `deadline`); a dead engine or service fails fast.
+Status WaitForEngines(const SystemSetup& s, Nanos deadline, SystemProcesses& procs,
+                      control::Client& scheduler) {
+  const testbed::Cluster& c = s.run.cluster;
   const int want = static_cast<int>(c.nodes.size());
   int alive = 0;
   while (true) {
     RETURN_IF_ERROR(CheckStop());
     for (size_t i = 0; i < procs.engines.size(); ++i) {
       if (procs.engines[i].Poll().has_value()) {
-        return ChildDied("engine " + c.nodes[i].name + " (" + system + ")", procs.engines[i]);
+        return ChildDied("engine " + c.nodes[i].name + " (" + s.system + ")", procs.engines[i]);
       }
     }
     if (procs.service->Poll().has_value()) {
-      return ChildDied("control serve (" + system + ")", *procs.service);
+      return ChildDied("control serve (" + s.system + ")", *procs.service);
     }
-    Result<int> n = control.AliveEngines();
-    if (n.ok() && *n >= want) break;
+    Result<int> n = AliveEngines(scheduler);
+    if (n.ok() && *n >= want) return Status::Ok();
     alive = n.ok() ? *n : alive;
     if (WallClock().Now() > deadline) {
       return Timeout(std::to_string(alive) + " of " + std::to_string(want) +
-                     " engines registered after " + std::to_string(o.start_timeout_s) +
-                     " s; logs in " + work);
+                     " engines registered after " + std::to_string(s.run.o.start_timeout_s) +
+                     " s; logs in " + s.run.work);
     }
     // Registration is a handful of RPCs; a dead engine is caught above on the next round. The
     // service offers no "wait for engines" call, so poll its list, bounded by the deadline.
     (void)procs.service->Wait(100 * kNanosPerMilli);
   }
-  progress << system << ": service and " << want << " engines up\n" << std::flush;
+}
+
+// Starts the service and every engine and waits until all engines are registered.
+Status StartSystem(const SystemSetup& s, SystemProcesses& procs, control::Client& scheduler,
+                   std::ostream& progress) {
+  const std::string& work = s.run.work;
+  ASSIGN_OR_RETURN(Child service,
+                   Child::Spawn(ServeArgv(s), work + "/" + s.system + "_service.log"));
+  procs.service.emplace(std::move(service));
+  const Nanos deadline = WallClock().Now() + FromSeconds(s.run.o.start_timeout_s);
+  RETURN_IF_ERROR(WaitForService(s, deadline, procs, scheduler));
+  for (const testbed::Node& n : s.run.cluster.nodes) {
+    ASSIGN_OR_RETURN(Child e, Child::Spawn(EngineArgv(s, n),
+                                           work + "/" + s.system + "_engine_" + n.name + ".log"));
+    procs.engines.push_back(std::move(e));
+  }
+  RETURN_IF_ERROR(WaitForEngines(s, deadline, procs, scheduler));
+  progress << s.system << ": service and " << s.run.cluster.nodes.size() << " engines up\n"
+           << std::flush;
   return Status::Ok();
 }
 
 // Shutdown, then every engine and the service exit (killed after stop_timeout_s).
 Status StopSystem(const ClusterRunOptions& o, const testbed::Cluster& c, const std::string& system,
-                  SystemProcesses& procs, Control& control) {
-  Status status = control.Shutdown();
+                  SystemProcesses& procs, control::Client& scheduler) {
+  Status status = scheduler.Shutdown();
   const Nanos deadline = WallClock().Now() + FromSeconds(o.stop_timeout_s);
   for (size_t i = 0; i < procs.engines.size(); ++i) {
     const Nanos left = std::max<Nanos>(0, deadline - WallClock().Now());
@@ -397,6 +392,158 @@ Status StopSystem(const ClusterRunOptions& o, const testbed::Cluster& c, const s
     if (!w.ok()) procs.service->Stop(5 * kNanosPerSecond);
   }
   return status;
+}
+
+// The replay of one system, with its health check: it ends early, with a one-line reason, when
+// the run cannot go on: a stop signal, the cluster taken down under it, or the service or an
+// engine gone (the fault-injection victim excepted: the killer thread owns it until
+// EngineKiller::Stop()).
+Result<ReplayResult> ReplaySystem(const SystemSetup& s, SystemProcesses& procs,
+                                  LinkSampler& sampler) {
+  const RunShared& r = s.run;
+  ReplayOptions ro = r.o.replay;
+  ro.first_request_id = 1;
+  ro.health = [&]() -> Status {
+    RETURN_IF_ERROR(CheckStop());
+    RETURN_IF_ERROR(sampler.Health());
+    if (procs.service->Poll().has_value()) {
+      return ChildGone("control serve (" + s.system + ")", *procs.service);
+    }
+    for (size_t i = 0; i < procs.engines.size(); ++i) {
+      if (static_cast<int>(i) != r.kill_index && procs.engines[i].Poll().has_value()) {
+        return ChildGone("engine " + r.cluster.nodes[i].name + " (" + s.system + ")",
+                         procs.engines[i]);
+      }
+    }
+    return Status::Ok();
+  };
+  std::unique_ptr<ServiceClient> client = MakeGrpcServiceClient(s.address);
+  return RunReplay(r.workload, ro, *client, WallClock());
+}
+
+// After the kill: reaps the victim (its pid must be gone), sweeps its node's pool and says whether
+// its buffers were reclaimed.
+Status SweepKilledPool(const SystemSetup& s, SystemProcesses& procs, BufferReclaim& buffers,
+                       std::ostream& progress) {
+  const ClusterRunOptions& o = s.run.o;
+  Child& victim = procs.engines[static_cast<size_t>(s.run.kill_index)];
+  if (!victim.Wait(10 * kNanosPerSecond).ok()) {
+    return Timeout("killed engine " + o.kill_node + " did not exit within 10 s");
+  }
+  RETURN_IF_ERROR(CheckReclaimed(buffers).WithContext("sweep pool " + buffers.pool));
+  progress << s.system << ": " << o.kill_node << "'s buffers "
+           << (buffers.reclaimed() ? "reclaimed" : "NOT reclaimed") << ": root " << buffers.root
+           << " (" << (buffers.root_bytes >> 20) << " MiB, pid " << buffers.owner_pid << ") "
+           << (buffers.root_after ? "still present" : "gone") << ", " << buffers.reclaimed_roots
+           << " root(s) reclaimed, pool " << buffers.pool << " now " << buffers.used_bytes_after
+           << " bytes used, " << buffers.total_pins_after << " pins\n"
+           << std::flush;
+  return Status::Ok();
+}
+
+// One system from start to stop: the service and engines up, the replay (with the fault, if
+// any), link counters around it, everything stopped again.
+Result<SystemRun> RunSystem(const SystemSetup& s, std::ostream& progress) {
+  const RunShared& r = s.run;
+  const ClusterRunOptions& o = r.o;
+  SystemProcesses procs;
+  control::Client scheduler(s.address);
+  RETURN_IF_ERROR(StartSystem(s, procs, scheduler, progress));
+  ASSIGN_OR_RETURN(LinkSample before, ReadStorageCounters(r.cluster));
+  LinkSampler sampler;
+  sampler.Start(r.cluster, o.sample_interval_s);
+  EngineKiller killer;
+  std::optional<BufferReclaim> buffers;
+  if (r.kill_index >= 0) {
+    if (o.pool) {
+      const std::string pool_path = NodePoolPath(r.cluster.name, o.kill_node);
+      Result<BufferReclaim> b = InspectBuffers(pool_path, o.kill_node + ".0");
+      if (!b.ok()) return b.status().WithContext("inspect pool " + pool_path);
+      buffers = *b;
+    }
+    killer.Start(&procs.engines[static_cast<size_t>(r.kill_index)], FromSeconds(o.kill_after_s));
+  }
+  Result<ReplayResult> replay = ReplaySystem(s, procs, sampler);
+  const bool killed = killer.Stop();
+  if (!replay.ok()) {
+    // Stop what is left of this system (Shutdown, then TERM/KILL after stop_timeout_s) before
+    // reporting; the cluster and pools go with their guards.
+    sampler.Stop();
+    (void)StopSystem(o, r.cluster, s.system, procs, scheduler);
+    if (const int sig = StopSignal(); sig != 0) {
+      progress << s.system << ": stopped by " << StopSignalName(sig) << ": service and "
+               << procs.engines.size() << " engines stopped\n"
+               << std::flush;
+    }
+    return replay.status().WithContext(s.system + " replay (logs in " + r.work + ")");
+  }
+  if (killed) progress << s.system << ": killed engine " << o.kill_node << " mid-run\n";
+  if (killed && buffers) RETURN_IF_ERROR(SweepKilledPool(s, procs, *buffers, progress));
+  std::vector<LinkSample> samples = sampler.Stop();
+  ASSIGN_OR_RETURN(LinkSample after, ReadStorageCounters(r.cluster));
+  Status stopped = StopSystem(o, r.cluster, s.system, procs, scheduler);
+  RETURN_IF_ERROR(stopped.WithContext(s.system));
+  if (!o.keep) {
+    std::error_code ec;
+    std::filesystem::remove_all(r.cluster.storage.admin_mount + "/" + s.subdir, ec);
+  }
+  // Write this system's dirty pages (the brick's KV files) back now, not while the next system
+  // runs: the systems share the machine's CPUs and disk, and the kernel's writeback would
+  // otherwise land on whichever system comes next.
+  ::sync();
+  SystemRun run;
+  run.system = s.system;
+  run.replay = std::move(*replay);
+  run.links = ComputeLinkUsage(r.names, r.roles, before, after, samples, r.goodput,
+                               run.replay.steady_start_ns, run.replay.steady_end_ns);
+  run.samples = std::move(samples);
+  if (killed) run.killed_engine = o.kill_node;
+  if (killed) run.killed_buffers = buffers;
+  const Summary sum = Summarize(run.replay);
+  progress << s.system << ": JCT " << sum.jct_s << " s, " << sum.requests << " requests, "
+           << sum.failed << " failed\n"
+           << std::flush;
+  return run;
+}
+
+// The cluster this run uses: the one that is up (its shape must match an explicit --pd), or a new
+// one brought up with the options' shape and rates.
+Result<testbed::Cluster> UseOrBringUpCluster(const ClusterRunOptions& o, bool was_up,
+                                             std::ostream& progress) {
+  testbed::Cluster cluster;
+  if (was_up) {
+    ASSIGN_OR_RETURN(cluster, testbed::LoadCluster(o.name));
+    if (o.pd_given) {
+      ASSIGN_OR_RETURN(auto counts, testbed::ParsePdSpec(o.pd));
+      if (counts.first != cluster.prefill_nodes || counts.second != cluster.decode_nodes) {
+        return InvalidArgument("cluster '" + o.name + "' is up as " + cluster.PdSpec() +
+                               " but --pd " + o.pd + " was asked for; take it down first");
+      }
+    }
+    progress << "cluster " << o.name << ": already up (" << cluster.PdSpec() << "), kept\n";
+    return cluster;
+  }
+  testbed::ClusterOptions co;
+  co.name = o.name;
+  ASSIGN_OR_RETURN(auto counts, testbed::ParsePdSpec(o.pd));
+  co.prefill_nodes = counts.first;
+  co.decode_nodes = counts.second;
+  co.storage_rate_bps = o.stor_rate_bps;
+  co.compute_rate_bps = o.comp_rate_bps;
+  testbed::UpReport up;
+  ASSIGN_OR_RETURN(cluster, testbed::ClusterUp(co, &up));
+  progress << "cluster " << o.name << ": up (" << cluster.PdSpec() << ") in " << up.seconds
+           << " s\n";
+  return cluster;
+}
+
+// The index of the --kill-engine node in the cluster, -1 without one.
+Result<int> KillIndex(const ClusterRunOptions& o, const testbed::Cluster& cluster) {
+  if (o.kill_node.empty()) return -1;
+  for (size_t i = 0; i < cluster.nodes.size(); ++i) {
+    if (cluster.nodes[i].name == o.kill_node) return static_cast<int>(i);
+  }
+  return InvalidArgument("--kill-engine: no node '" + o.kill_node + "' in " + cluster.PdSpec());
 }
 
 }  // namespace
@@ -468,166 +615,47 @@ Result<ClusterRunReport> RunOnCluster(const ClusterRunOptions& o, std::ostream& 
   // is released last).
   ASSIGN_OR_RETURN(RunLock claim, RunLock::Acquire(ReplayRoot(), o.name));
   const bool was_up = testbed::ClusterExists(o.name);
-  testbed::Cluster cluster;
-  if (was_up) {
-    ASSIGN_OR_RETURN(cluster, testbed::LoadCluster(o.name));
-    if (o.pd_given) {
-      ASSIGN_OR_RETURN(auto counts, testbed::ParsePdSpec(o.pd));
-      if (counts.first != cluster.prefill_nodes || counts.second != cluster.decode_nodes) {
-        return InvalidArgument("cluster '" + o.name + "' is up as " + cluster.PdSpec() +
-                               " but --pd " + o.pd + " was asked for; take it down first");
-      }
-    }
-    progress << "cluster " << o.name << ": already up (" << cluster.PdSpec() << "), kept\n";
-  } else {
-    testbed::ClusterOptions co;
-    co.name = o.name;
-    ASSIGN_OR_RETURN(auto counts, testbed::ParsePdSpec(o.pd));
-    co.prefill_nodes = counts.first;
-    co.decode_nodes = counts.second;
-    co.storage_rate_bps = o.stor_rate_bps;
-    co.compute_rate_bps = o.comp_rate_bps;
-    testbed::UpReport up;
-    ASSIGN_OR_RETURN(cluster, testbed::ClusterUp(co, &up));
-    progress << "cluster " << o.name << ": up (" << cluster.PdSpec() << ") in " << up.seconds
-             << " s\n";
-  }
+  ASSIGN_OR_RETURN(testbed::Cluster cluster, UseOrBringUpCluster(o, was_up, progress));
   ClusterGuard guard(o.name, !was_up && !o.keep, progress);
   // A stop that arrived while the cluster came up: the guard takes it down again.
   RETURN_IF_ERROR(CheckStop());
 
-  const std::string bin = o.dualpath_bin.empty() ? SelfExe() : o.dualpath_bin;
-  const std::string run_id = RunId();
+  RunShared run{.o = o, .cluster = cluster, .workload = workload, .spec = spec};
+  run.bin = o.dualpath_bin.empty() ? SelfExe() : o.dualpath_bin;
+  run.run_id = RunId();
   // Logs live outside the cluster's state directory, so a failed run's logs survive
   // the cluster's tear-down; a successful run removes them unless --keep.
-  const std::string work = ReplayRoot() + "/" + o.name + "-" + run_id;
+  run.work = ReplayRoot() + "/" + o.name + "-" + run.run_id;
   std::error_code ec;
-  std::filesystem::create_directories(work, ec);
-  if (ec) return IoError("create " + work + ": " + ec.message());
-  progress << "logs: " << work << "\n";
+  std::filesystem::create_directories(run.work, ec);
+  if (ec) return IoError("create " + run.work + ": " + ec.message());
+  progress << "logs: " << run.work << "\n";
 
-  ASSIGN_OR_RETURN(std::vector<double> goodput,
-                   MeasureGoodput(cluster, o.goodput, o.goodput_file_bytes, bin, work, progress));
+  ASSIGN_OR_RETURN(run.goodput, MeasureGoodput(cluster, o.goodput, o.goodput_file_bytes, run.bin,
+                                               run.work, progress));
 
   ClusterRunReport report;
-  report.config_json = ConfigJson(o, cluster, workload, goodput, spec);
-  std::vector<std::string> names, roles;
+  report.config_json = ConfigJson(o, cluster, workload, run.goodput, spec);
   for (const testbed::Node& n : cluster.nodes) {
-    names.push_back(n.name);
-    roles.push_back(std::string(testbed::RoleName(n.role)));
+    run.names.push_back(n.name);
+    run.roles.push_back(std::string(testbed::RoleName(n.role)));
   }
-
-  int kill_index = -1;
-  if (!o.kill_node.empty()) {
-    for (size_t i = 0; i < cluster.nodes.size(); ++i) {
-      if (cluster.nodes[i].name == o.kill_node) kill_index = static_cast<int>(i);
-    }
-    if (kill_index < 0) {
-      return InvalidArgument("--kill-engine: no node '" + o.kill_node + "' in " + cluster.PdSpec());
-    }
-  }
+  ASSIGN_OR_RETURN(run.kill_index, KillIndex(o, cluster));
 
   // Declared after the cluster guard: the pools go before the cluster does.
   NodePools pools(cluster, o.pool);
-  for (size_t si = 0; si < o.systems.size(); ++si) {
-    const std::string& system = o.systems[si];
+  for (const std::string& system : o.systems) {
     RETURN_IF_ERROR(CheckStop());
-    const std::string subdir = "replay-" + run_id + "-" + system;
+    const std::string subdir = "replay-" + run.run_id + "-" + system;
     // The socket lives in the cluster's state directory (docs/e2e.md): it goes with the cluster.
-    const std::string address = "unix:" + cluster.state_dir + "/" + subdir + ".sock";
-    SystemProcesses procs;
-    Control control(address);
-    RETURN_IF_ERROR(StartSystem(o, cluster, bin, system, address, subdir, work, spec, procs,
-                                control, progress));
-    ReplayOptions ro = o.replay;
-    ro.first_request_id = 1;
-    std::unique_ptr<ServiceClient> client = MakeGrpcServiceClient(address);
-    ASSIGN_OR_RETURN(LinkSample before, ReadStorageCounters(cluster));
-    LinkSampler sampler;
-    sampler.Start(cluster, o.sample_interval_s);
-    EngineKiller killer;
-    std::optional<BufferReclaim> buffers;
-    if (kill_index >= 0) {
-      if (o.pool) {
-        const std::string pool_path = NodePoolPath(cluster.name, o.kill_node);
-        Result<BufferReclaim> b = InspectBuffers(pool_path, o.kill_node + ".0");
-        if (!b.ok()) return b.status().WithContext("inspect pool " + pool_path);
-        buffers = *b;
-      }
-      killer.Start(&procs.engines[static_cast<size_t>(kill_index)], FromSeconds(o.kill_after_s));
-    }
-    // The replay ends early, with a one-line reason, when the run cannot go on: a stop signal,
-    // the cluster taken down under it, or the service or an engine gone (the fault-injection
-    // victim excepted: the killer thread owns it until killer.Stop()).
-    ro.health = [&]() -> Status {
-      RETURN_IF_ERROR(CheckStop());
-      RETURN_IF_ERROR(sampler.Health());
-      if (procs.service->Poll().has_value()) {
-        return ChildGone("control serve (" + system + ")", *procs.service);
-      }
-      for (size_t i = 0; i < procs.engines.size(); ++i) {
-        if (static_cast<int>(i) != kill_index && procs.engines[i].Poll().has_value()) {
-          return ChildGone("engine " + cluster.nodes[i].name + " (" + system + ")",
-                           procs.engines[i]);
-        }
-      }
-      return Status::Ok();
+    const SystemSetup setup{
+        .run = run,
+        .system = system,
+        .subdir = subdir,
+        .address = "unix:" + cluster.state_dir + "/" + subdir + ".sock",
     };
-    Result<ReplayResult> replay = RunReplay(workload, ro, *client, WallClock());
-    const bool killed = killer.Stop();
-    if (!replay.ok()) {
-      // Stop what is left of this system (Shutdown, then TERM/KILL after stop_timeout_s) before
-      // reporting; the cluster and pools go with their guards.
-      sampler.Stop();
-      (void)StopSystem(o, cluster, system, procs, control);
-      if (const int sig = StopSignal(); sig != 0) {
-        progress << system << ": stopped by " << StopSignalName(sig) << ": service and "
-                 << procs.engines.size() << " engines stopped\n"
-                 << std::flush;
-      }
-      return replay.status().WithContext(system + " replay (logs in " + work + ")");
-    }
-    if (killed) progress << system << ": killed engine " << o.kill_node << " mid-run\n";
-    if (killed && buffers) {
-      // Reap the victim first (its pid must be gone), then sweep its node's pool.
-      Child& victim = procs.engines[static_cast<size_t>(kill_index)];
-      if (!victim.Wait(10 * kNanosPerSecond).ok()) {
-        return Timeout("killed engine " + o.kill_node + " did not exit within 10 s");
-      }
-      RETURN_IF_ERROR(CheckReclaimed(*buffers).WithContext("sweep pool " + buffers->pool));
-      progress << system << ": " << o.kill_node << "'s buffers "
-               << (buffers->reclaimed() ? "reclaimed" : "NOT reclaimed") << ": root "
-               << buffers->root << " (" << (buffers->root_bytes >> 20) << " MiB, pid "
-               << buffers->owner_pid << ") " << (buffers->root_after ? "still present" : "gone")
-               << ", " << buffers->reclaimed_roots << " root(s) reclaimed, pool " << buffers->pool
-               << " now " << buffers->used_bytes_after << " bytes used, "
-               << buffers->total_pins_after << " pins\n"
-               << std::flush;
-    }
-    std::vector<LinkSample> samples = sampler.Stop();
-    ASSIGN_OR_RETURN(LinkSample after, ReadStorageCounters(cluster));
-    Status stopped = StopSystem(o, cluster, system, procs, control);
-    RETURN_IF_ERROR(stopped.WithContext(system));
-    if (!o.keep) {
-      std::filesystem::remove_all(cluster.storage.admin_mount + "/" + subdir, ec);
-    }
-    // Write this system's dirty pages (the brick's KV files) back now, not while the next system
-    // runs: the systems share the machine's CPUs and disk, and the kernel's writeback would
-    // otherwise land on whichever system comes next.
-    ::sync();
-    SystemRun run;
-    run.system = system;
-    run.replay = std::move(*replay);
-    run.links = ComputeLinkUsage(names, roles, before, after, samples, goodput,
-                                 run.replay.steady_start_ns, run.replay.steady_end_ns);
-    run.samples = std::move(samples);
-    if (killed) run.killed_engine = o.kill_node;
-    if (killed) run.killed_buffers = buffers;
-    const Summary s = Summarize(run.replay);
-    progress << system << ": JCT " << s.jct_s << " s, " << s.requests << " requests, " << s.failed
-             << " failed\n"
-             << std::flush;
-    report.runs.push_back(std::move(run));
+    ASSIGN_OR_RETURN(SystemRun system_run, RunSystem(setup, progress));
+    report.runs.push_back(std::move(system_run));
   }
 
   if (o.check) {
@@ -635,7 +663,7 @@ Result<ClusterRunReport> RunOnCluster(const ClusterRunOptions& o, std::ostream& 
     RETURN_IF_ERROR(CheckRuns(spec, workload, o.check_threads, report.runs, progress));
   }
   if (!o.keep) {
-    std::filesystem::remove_all(work, ec);
+    std::filesystem::remove_all(run.work, ec);
   }
   return report;
 }

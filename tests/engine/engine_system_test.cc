@@ -206,7 +206,8 @@ TEST(EngineSystemTest, AgentsCompleteWithReferenceOutputsAcrossADecodeEngineKill
 
   auto model = model::RefModel::Create(*model::RefModelConfig::Parse(kSpec));
   ASSERT_TRUE(model.ok());
-  auto stub = control::Connect(sock);
+  // Submit may wait while the engines warm up: a generous call timeout (a hang guard).
+  control::Client scheduler(sock, control::ClientOptions{.rpc_timeout = 30 * kNanosPerSecond});
   constexpr int kAgents = 3, kTurns = 4;
   std::mt19937 rng(42);
   std::uniform_int_distribution<uint32_t> tok(0, 511);
@@ -232,13 +233,10 @@ TEST(EngineSystemTest, AgentsCompleteWithReferenceOutputsAcrossADecodeEngineKill
     }
     ++a.turn;
     specs[s.request_id()] = s;
-    grpc::ClientContext ctx;
-    ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(30));
     v1::SubmitRequest req;
     *req.mutable_request() = s;
-    v1::SubmitReply reply;
-    grpc::Status st = stub->Submit(&ctx, req, &reply);
-    EXPECT_TRUE(st.ok()) << st.error_message();
+    Result<v1::SubmitReply> reply = scheduler.Submit(req);
+    EXPECT_TRUE(reply.ok()) << reply.status().ToString();
   };
   for (int a = 0; a < kAgents; ++a) {
     submit(a);
@@ -248,14 +246,12 @@ TEST(EngineSystemTest, AgentsCompleteWithReferenceOutputsAcrossADecodeEngineKill
   bool killed = false;
   auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(kGuardMs);
   while (done < kAgents * kTurns && std::chrono::steady_clock::now() < deadline) {
-    grpc::ClientContext ctx;
-    ctx.set_deadline(control::LongPollDeadline(500));
     v1::WaitResultsRequest req;
     req.set_after_seq(after);
     req.set_wait_ms(500);
-    v1::WaitResultsReply reply;
-    ASSERT_TRUE(stub->WaitResults(&ctx, req, &reply).ok());
-    for (const auto& sr : reply.results()) {
+    Result<v1::WaitResultsReply> reply = scheduler.WaitResults(req);
+    ASSERT_TRUE(reply.ok()) << reply.status().ToString();
+    for (const auto& sr : reply->results()) {
       after = std::max(after, sr.seq());
       const v1::RequestResult& r = sr.result();
       const v1::RequestSpec& s = specs.at(r.request_id());
@@ -313,9 +309,7 @@ TEST(EngineSystemTest, AgentsCompleteWithReferenceOutputsAcrossADecodeEngineKill
     EXPECT_EQ((*pool)->Stats().used_bytes, 3 * kBufferBytes);
   }
 
-  grpc::ClientContext ctx;
-  v1::ShutdownReply sreply;
-  ASSERT_TRUE(stub->Shutdown(&ctx, v1::ShutdownRequest(), &sreply).ok());
+  ASSERT_TRUE(scheduler.Shutdown().ok());
   EXPECT_EQ(engines["p0.0"]->Wait(), 0);
   EXPECT_EQ(engines["d0.0"]->Wait(), 0);
   EXPECT_EQ(engines["d1.0"]->Wait(), 0);  // the restarted one

@@ -1,60 +1,93 @@
-// Client helpers for the scheduler service, for engines and the replayer: a channel with the
-// settings the service expects, a stub, a readiness wait, and Status conversions both ways.
+// control::Client: the one client of the scheduler service (the Scheduler service of
+// scheduler.proto, docs/control.md). Everything that talks to the service goes through it:
+// engines (RegisterEngine, Fetch, ReportResult), the replayer (Submit, WaitResults), `dualpath
+// cluster run` and `dualpath control engines|shutdown` (ListEngines, Shutdown), tests and
+// benchmarks. It holds the rules those callers share:
+//   - the channel: insecure, no message size limits, fast reconnects (common/grpc_channel.h);
+//   - deadlines: a call gets ClientOptions::rpc_timeout; a long poll (Fetch, WaitResults) gets its
+//     wait_ms plus rpc_timeout, so a service that hangs cannot hang a client;
+//   - RegisterEngine waits for the service to come up (within its deadline): engines may start
+//     before it; every other call fails at once when the service is not there;
+//   - errors: the one Status <-> gRPC table (common/grpc_status.h), the message naming the call
+//     and the address ("scheduler Fetch at unix:/run/dp/sched.sock: ..."). The service answers
+//     bad input (ValidateRequest, below) with kInvalidArgument naming what is wrong.
+// Besides the client, the library holds the one request validator (ValidateRequest) that the
+// service and the engines share.
 //
-//   auto stub = dualpath::control::Connect("unix:/run/dp/sched.sock");
-//   RETURN_IF_ERROR(dualpath::control::WaitForServer(addr, 10 * kNanosPerSecond));
-//   grpc::ClientContext ctx;
-//   v1::SubmitReply reply;
-//   RETURN_IF_ERROR(FromGrpc(stub->Submit(&ctx, req, &reply), "Submit"));
+//   control::Client scheduler("unix:/run/dp/sched.sock");
+//   RETURN_IF_ERROR(scheduler.WaitForConnected(10 * kNanosPerSecond));
+//   ASSIGN_OR_RETURN(v1::SubmitReply reply, scheduler.Submit(request));
 //
-// Long polls: Fetch and WaitResults block up to their wait_ms; give their ClientContext a deadline
-// a little beyond it (see LongPollDeadline) so a dead service cannot hang a client forever.
+// The library (dualpath_control_client) depends on common, common_grpc and the proto only, and
+// this header names no gRPC type, so a language binding can wrap it as it is.
 //
-// Thread safety: stubs and channels are thread-safe (gRPC); the functions are pure.
+// Thread safety: every method may be called from any thread, concurrently (gRPC's channel and
+// stub are thread-safe). Movable, not copyable; a moved-from Client may only be destroyed or
+// assigned to.
 #pragma once
 
-#include <grpcpp/grpcpp.h>
-
-#include <chrono>
+#include <cstdint>
 #include <memory>
 #include <string>
 #include <string_view>
 
 #include "dualpath/common/clock.h"
 #include "dualpath/common/status.h"
-#include "dualpath/control/v1/scheduler.grpc.pb.h"
-#include "dualpath/sched/types.h"
+#include "dualpath/control/v1/scheduler.pb.h"
 
 namespace dualpath::control {
 
-// Channel arguments shared by the server and clients: unlimited message sizes (an assignment
-// carries every prompt token id; a long agentic prompt is hundreds of KiB).
-grpc::ChannelArguments DefaultChannelArgs();
+struct ClientOptions {
+  // Deadline of a call, and the margin a long poll gets beyond its wait. Must be > 0.
+  Nanos rpc_timeout = 10 * kNanosPerSecond;
+};
 
-// An insecure channel to "unix:PATH" or "HOST:PORT" (the service runs inside the cluster's
-// private networks; docs/control.md).
-std::shared_ptr<grpc::Channel> MakeChannel(const std::string& address);
-std::unique_ptr<v1::Scheduler::Stub> Connect(const std::string& address);
+class Client {
+ public:
+  // A client of the service at "unix:PATH" or "HOST:PORT". Connects lazily (on the first call or
+  // WaitForConnected) and reconnects by itself; nothing fails here.
+  explicit Client(std::string address, ClientOptions options = {});
+  ~Client();
+  Client(Client&&) noexcept;
+  Client& operator=(Client&&) noexcept;
 
-// Waits until the channel is connected. kUnavailable naming the address after `timeout`.
-Status WaitForChannel(grpc::Channel& channel, const std::string& address, Nanos timeout);
+  const std::string& address() const;
 
-// A deadline for a long-poll RPC waiting `wait_ms`: the wait plus a margin for the round trip.
-std::chrono::system_clock::time_point LongPollDeadline(uint32_t wait_ms);
+  // Waits up to `timeout` for the channel to connect. kUnavailable "scheduler service at ADDR not
+  // reachable within N s" if it did not.
+  Status WaitForConnected(Nanos timeout);
 
-// dualpath Status -> grpc::Status (kInvalidArgument -> INVALID_ARGUMENT, kNotFound -> NOT_FOUND,
-// kFailedPrecondition -> FAILED_PRECONDITION, kUnavailable -> UNAVAILABLE, ...; the message is
-// kept).
-grpc::Status ToGrpc(const Status& status);
-// grpc::Status -> dualpath Status, the message prefixed with "rpc <rpc>: ". INVALID_ARGUMENT maps
-// to kInvalidArgument (so CLIs exit 2 on bad input); transport failures to kControlRpcError.
-Status FromGrpc(const grpc::Status& status, std::string_view rpc);
+  // Engines (docs/e2e.md). Fetch long-polls up to request.wait_ms().
+  Result<v1::RegisterEngineReply> RegisterEngine(const v1::RegisterEngineRequest& request);
+  Result<v1::FetchReply> Fetch(const v1::FetchRequest& request);
+  Status ReportResult(const v1::RequestResult& result);
 
-// Proto <-> sched conversions (engines building reports; code reusing sched types).
-v1::EngineReport ToProto(const sched::EngineReport& report, uint32_t engine_id);
-// The sched view of an assignment (engine ids are the service's engine ids). READ_SIDE_NONE
-// (Oracle) maps to kPrefill with no read tokens; unknown sides are kInvalidArgument.
-Result<sched::Assignment> ToSched(const v1::Assignment& assignment);
-std::string_view ReadSideName(v1::ReadSide side);  // "prefill", "decode", "split", "none"
+  // The replayer. WaitResults long-polls up to request.wait_ms().
+  Result<v1::SubmitReply> Submit(const v1::SubmitRequest& request);
+  Result<v1::WaitResultsReply> WaitResults(const v1::WaitResultsRequest& request);
+
+  // Operators and `cluster run`.
+  Result<v1::ListEnginesReply> ListEngines();
+  Status Shutdown();
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+// The one check of a request (RequestSpec) against what its fields promise, shared by everything
+// that receives one: the service refuses a bad Submit with it ("submit: " + this message), and
+// engines check each assignment's request with it (a PE admitting it, a DE starting its decode),
+// so bad input fails that request instead of the engine. A client may run it before sending.
+// Ok, or kInvalidArgument naming the request and the first problem found, in this order:
+//   "request 7: empty prompt"
+//   "request 7: gen_tokens is 0 (must be >= 1)"
+//   "request 7: teacher has 3 tokens, needs >= gen_tokens - 1 = 4"
+//   "request 7: prompt token 5000 at position 3 >= vocab 4096" (then the same for teacher tokens:
+//   every one, including any beyond the gen_tokens - 1 the decode steps feed)
+Status ValidateRequest(const v1::RequestSpec& spec, uint32_t vocab);
+
+// "prefill", "decode", "split", "none"; "unspecified" otherwise.
+std::string_view ReadSideName(v1::ReadSide side);
 
 }  // namespace dualpath::control

@@ -1,7 +1,8 @@
 // SchedulerLink: what an engine needs from the scheduler service (docs/e2e.md): register, fetch
 // work as a group leader (long poll, carrying the engine's load report), and report a request's
-// result. The production implementation speaks gRPC to `dualpath control serve`
-// (ConnectScheduler); unit tests put a test double behind the same interface.
+// result. The production implementation (ConnectScheduler) is the one scheduler client,
+// control::Client (dualpath/control/client.h), talking to `dualpath control serve`; unit tests put
+// a test double behind the same interface (src/engine/local_scheduler.h).
 //
 // Thread safety: implementations must allow Fetch and ReportResult to be called concurrently
 // from different threads (the fetch loop and the pipelines).
@@ -25,9 +26,10 @@ class SchedulerLink {
   virtual Status ReportResult(const control::v1::RequestResult& result) = 0;
 };
 
-// gRPC client for the Scheduler service at `address` ("unix:/path" or "host:port"). Connects
-// lazily; RPC failures come back as kUnavailable (the service is not reachable) or
-// kEnginePeerFailed (any other gRPC error), naming the RPC.
+// A control::Client of the service at `address` ("unix:/path" or "host:port"). Connects lazily;
+// Register waits for a service that is still starting (within its deadline). Failures are the
+// client's: the one Status <-> gRPC table (kUnavailable: the service is not reachable), the
+// message naming the RPC and the address.
 std::unique_ptr<SchedulerLink> ConnectScheduler(const std::string& address);
 
 }  // namespace dualpath::engine

@@ -39,8 +39,9 @@ class ServiceClient {
                                                                uint32_t wait_ms) = 0;
 };
 
-// A client of the real service at `address` ("unix:/path" or "HOST:PORT"); per-call deadline
-// rpc_timeout_ms beyond the long-poll wait.
+// A client of the real service at `address` ("unix:/path" or "HOST:PORT"), over the one scheduler
+// client (control::Client, dualpath/control/client.h) with rpc_timeout_ms as its call timeout
+// (a long poll gets it beyond its wait). rpc_timeout_ms must be > 0.
 std::unique_ptr<ServiceClient> MakeGrpcServiceClient(const std::string& address,
                                                      uint32_t rpc_timeout_ms = 10000);
 
