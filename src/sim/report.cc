@@ -5,6 +5,7 @@
 #include <sstream>
 
 #include "dualpath/common/file.h"
+#include "sim/config_json.h"
 
 namespace dualpath::sim {
 namespace {
@@ -27,11 +28,46 @@ std::string Fmt(const char* f, double v) {
   return buf;
 }
 
+template <typename T>
+json OrNull(const std::optional<T>& v) {
+  return v ? json(*v) : Null();
+}
+
+json RunInfoJson(const RunInfo& run) {
+  json j;
+  j["model"] = run.model;
+  j["pd"] = ClusterShapeName(run.shape);
+  j["agents"] = run.agents;
+  j["requests"] = run.requests;
+  j["workload"] = run.workload;
+  j["trajectories"] = OrNull(run.trajectories);
+  j["max_len_k"] = run.max_len_k;
+  j["mode"] = RunModeName(run.mode);
+  j["aps"] = OrNull(run.aps);
+  j["ablation"] = run.ablation;
+  j["seed"] = run.seed;
+  j["trace"] = OrNull(run.trace);
+  j["sim"] = SimConfigJson(run.sim);
+  return j;
+}
+
 }  // namespace
+
+std::string_view RunModeName(RunMode mode) {
+  switch (mode) {
+    case RunMode::kOffline:
+      return "offline";
+    case RunMode::kOnline:
+      return "online";
+    case RunMode::kFindMaxAps:
+      return "find-max-aps";
+  }
+  return "unknown";
+}
 
 std::string ReportJson(const Report& report) {
   json j;
-  j["config"] = json::parse(report.config_json);
+  j["config"] = RunInfoJson(report.run);
   j["results"] = json::array();
   for (const ReportEntry& e : report.entries) {
     const SimResult& r = e.result;
@@ -130,7 +166,7 @@ std::string ReportTable(const Report& report) {
 
 Status WritePlots(const Report& report, const std::string& dir) {
   RETURN_IF_ERROR(PreparePlotDir(dir));
-  const double config_window_s = json::parse(report.config_json)["sim"].value("snic_window_s", 1.0);
+  const double config_window_s = report.run.sim.snic_window_s;
   // A long run's windows are wider than the configured ones (SimResult::window_s).
   auto window_of = [&](const SimResult& r) {
     return r.window_s > 0 ? r.window_s : config_window_s;
