@@ -42,7 +42,7 @@ json RunInfoJson(const RunInfo& run) {
   j["workload"] = run.workload;
   j["trajectories"] = OrNull(run.trajectories);
   j["max_len_k"] = run.max_len_k;
-  j["mode"] = RunModeName(run.mode);
+  j["mode"] = std::string(RunModeName(run.mode));
   j["aps"] = OrNull(run.aps);
   j["ablation"] = run.ablation;
   j["seed"] = run.seed;
