@@ -50,10 +50,9 @@ Result<Rate> Measure(const sched::UniformClusterSpec& spec, const sched::SchedCo
 
 // The systems whose scheduling decisions differ (layerwise decides as basic does; oracle is
 // dualpath with no hits to place).
-constexpr sched::SystemKind kPolicies[] = {sched::SystemKind::kBasic,
-                                           sched::SystemKind::kDualPathRr,
-                                           sched::SystemKind::kDualPath,
-                                           sched::SystemKind::kDualPathSplit};
+constexpr sched::SystemKind kPolicies[] = {
+    sched::SystemKind::kBasic, sched::SystemKind::kDualPathRr, sched::SystemKind::kDualPath,
+    sched::SystemKind::kDualPathSplit};
 
 // The system's preset (sched::PresetFor), with split reads on top when `split`.
 Status ConfigFor(const std::string& policy, bool split, sched::SchedConfig* out) {

@@ -31,7 +31,7 @@ using sim::SystemKind;
 
 // Input ranges of the flags (docs/sim.md "Input ranges").
 constexpr uint64_t kMaxAgents = sim::kMaxSimAgents;  // agent records are ~100 B each: ~1 GB
-constexpr double kMinAps = 1e-3;             // agents/s: 1,024 agents then arrive over ~12 days
+constexpr double kMinAps = 1e-3;  // agents/s: 1,024 agents then arrive over ~12 days
 constexpr double kMaxAps = 1e4;
 
 struct Options {
@@ -216,10 +216,9 @@ struct Runner {
     spec.seed = o.seed;
     sim::ReportEntry entry;
     if (o.find_max_aps) {
-      ASSIGN_OR_RETURN(sim::MaxAps best,
-                       sim::FindMaxAps(config, spec, [this](const sim::RunSpec& s) {
-                         return Run(s);
-                       }));
+      ASSIGN_OR_RETURN(
+          sim::MaxAps best,
+          sim::FindMaxAps(config, spec, [this](const sim::RunSpec& s) { return Run(s); }));
       entry.max_aps = best.aps;
       entry.result = std::move(best.at);
       entry.online = true;

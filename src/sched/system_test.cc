@@ -26,8 +26,7 @@ TEST(SystemTest, ParseNamesTheAcceptedKinds) {
   Result<SystemKind> bad = ParseSystem("Basic", kServiceSystems);
   ASSERT_FALSE(bad.ok());
   EXPECT_EQ(bad.status().code(), Code::kInvalidArgument);
-  EXPECT_EQ(bad.status().message(),
-            "unknown system 'Basic' (expected basic, dualpath or oracle)");
+  EXPECT_EQ(bad.status().message(), "unknown system 'Basic' (expected basic, dualpath or oracle)");
   // A kind outside the accepted set is unknown there.
   EXPECT_FALSE(ParseSystem("layerwise", kServiceSystems).ok());
   EXPECT_TRUE(ParseSystem("layerwise").ok());
@@ -100,21 +99,23 @@ TEST(SystemTest, OracleHitDoesNotChangeEngineChoiceWithOneEnginePerGroup) {
       const int64_t prompt = hit + 1 + static_cast<int64_t>(rng() % 3000);
       const int64_t gen = static_cast<int64_t>(rng() % 300);
       ASSERT_TRUE(real->Submit(testing::Req(next_id, prompt, hit, gen)).ok());
-      ASSERT_TRUE(zero->Submit(testing::Req(next_id, prompt, SchedHitTokens(SystemKind::kOracle,
-                                                                             hit), gen))
-                      .ok());
+      ASSERT_TRUE(
+          zero->Submit(testing::Req(next_id, prompt, SchedHitTokens(SystemKind::kOracle, hit), gen))
+              .ok());
       ++next_id;
     }
     const uint32_t g = static_cast<uint32_t>(rng() % static_cast<uint64_t>(cluster.num_groups()));
     // The engine reports a random load and an empty read queue (an Oracle engine reads nothing).
-    const EngineReport rep = testing::Report(g, static_cast<int64_t>(rng() % 4),
-                                             static_cast<int64_t>(rng() % 80'000), 0,
-                                             static_cast<int64_t>(rng() % 100'000));
+    const EngineReport rep =
+        testing::Report(g, static_cast<int64_t>(rng() % 4), static_cast<int64_t>(rng() % 80'000), 0,
+                        static_cast<int64_t>(rng() % 100'000));
     for (auto* s : {real.get(), zero.get()}) {
       out.Clear();
       ASSERT_TRUE(s->FetchForGroup(GroupId(g), {&rep, 1}, &out).ok());
       auto& log = s == real.get() ? real_choices : zero_choices;
-      for (const DecodeAssignment& d : out.decode) log.emplace_back(d.request.value(), 0, d.decode.value());
+      for (const DecodeAssignment& d : out.decode) {
+        log.emplace_back(d.request.value(), 0, d.decode.value());
+      }
       for (const Assignment& a : out.prefill) {
         log.emplace_back(a.request.value(), a.prefill.value(), a.decode.value());
       }

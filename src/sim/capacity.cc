@@ -14,8 +14,8 @@ Result<MaxAps> FindMaxAps(const SimConfig& config, RunSpec spec, const SimulateF
   auto at = [&](double aps) {
     spec.aps = aps;
     // Bounded like --agents: at most kMaxSimAgents whatever the rate the search reaches.
-    spec.online_agents = std::clamp<uint64_t>(
-        static_cast<uint64_t>(aps * config.online_horizon_s), 64, kMaxSimAgents);
+    spec.online_agents = std::clamp<uint64_t>(static_cast<uint64_t>(aps * config.online_horizon_s),
+                                              64, kMaxSimAgents);
     return simulate(spec);
   };
   double lo = 0, hi = 0.05;

@@ -38,7 +38,9 @@ class SimMetrics {
   // A request that arrived at `arrival` produced its first token at `now`.
   void FirstToken(double arrival, double now);
   // A prefill forward batch starting at `now`: slowest GPU's attention time over the group mean.
-  void AttentionStep(double now, double max_over_avg) { attn_ratio_.emplace_back(now, max_over_avg); }
+  void AttentionStep(double now, double max_over_avg) {
+    attn_ratio_.emplace_back(now, max_over_avg);
+  }
   // A decode group ran `batch` requests at step time `tau` over [from, to).
   void DecodeInterval(double from, double to, double batch, double tau);
   // A request finished decoding: its mean time per output token after the second.

@@ -637,10 +637,10 @@ Result<SimResult> Simulation::Run() {
     if (Stalled(e.time)) break;
   }
   if (metrics_.requests_done() != expected_requests) {
-    return Status(Code::kSimBadConfig,
-                  "simulation stalled: " +
-                      std::to_string(expected_requests - metrics_.requests_done()) +
-                      " requests never ran (a request needs more decode HBM than a DE has?)");
+    return Status(
+        Code::kSimBadConfig,
+        "simulation stalled: " + std::to_string(expected_requests - metrics_.requests_done()) +
+            " requests never ran (a request needs more decode HBM than a DE has?)");
   }
   return metrics_.Collect(std::string(SystemName(spec_.system)), c_, cost_.snic_bytes_per_s(),
                           q_.Processed());

@@ -3,9 +3,9 @@
 // weights, synthetic token ids, benchmark and test block names, test payloads).
 //
 // The generator adds the golden-ratio increment to its state and returns the state passed through
-// the finalizer; the finalizer alone (Mix) is a bijection of 64-bit values, so distinct inputs never
-// collide. Output is pinned: tests/kv/gen_vectors.py and src/model/ref_model_test.cc transcribe
-// the same arithmetic, and seeded outputs (weights, token streams) must not change.
+// the finalizer; the finalizer alone (Mix) is a bijection of 64-bit values, so distinct inputs
+// never collide. Output is pinned: tests/kv/gen_vectors.py and src/model/ref_model_test.cc
+// transcribe the same arithmetic, and seeded outputs (weights, token streams) must not change.
 //
 // Thread safety: a SplitMix64 is a plain value (one thread at a time); Mix is a pure function.
 #pragma once

@@ -34,8 +34,8 @@ struct RunInfo {
   std::string model;  // model name
   ClusterShape shape;
   uint64_t agents = 0;
-  uint64_t requests = 0;  // turns over all agents
-  std::string workload;   // workload name
+  uint64_t requests = 0;                 // turns over all agents
+  std::string workload;                  // workload name
   std::optional<uint32_t> trajectories;  // synthetic workloads sampled from a trajectory set
   uint32_t max_len_k = 0;
   RunMode mode = RunMode::kOffline;
