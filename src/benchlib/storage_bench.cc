@@ -16,6 +16,7 @@
 #include "dualpath/common/clock.h"
 #include "dualpath/common/log.h"
 #include "dualpath/common/numeric.h"
+#include "dualpath/common/splitmix.h"
 #include "dualpath/common/stop_signal.h"
 #include "dualpath/storage/layout.h"
 
@@ -24,18 +25,11 @@ namespace {
 
 // splitmix64: cheap, well-mixed; the benchmark names thousands of blocks per second and a
 // Mersenne Twister seeding per name showed up in profiles.
-uint64_t SplitMix(uint64_t& state) {
-  uint64_t z = (state += 0x9E3779B97F4A7C15ull);
-  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-  return z ^ (z >> 31);
-}
-
 kv::BlockHash BenchHash(uint64_t salt, uint64_t i) {
   kv::BlockHash h;
-  uint64_t state = salt ^ (i * 0xD6E8FEB86659FD93ull);
+  SplitMix64 stream(salt ^ (i * 0xD6E8FEB86659FD93ull));
   for (size_t k = 0; k < h.bytes.size(); k += 8) {
-    uint64_t v = SplitMix(state);
+    uint64_t v = stream.Next();
     std::memcpy(&h.bytes[k], &v, 8);
   }
   return h;

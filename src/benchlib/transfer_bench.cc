@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "dualpath/common/numeric.h"
+#include "dualpath/common/stats.h"
 
 namespace dualpath::transfer {
 namespace {
@@ -42,15 +43,6 @@ class Buffer {
   void* p_ = nullptr;
   uint64_t n_;
 };
-
-double Percentile(std::vector<Nanos> v, double q) {
-  if (v.empty()) {
-    return 0;
-  }
-  std::sort(v.begin(), v.end());
-  size_t i = static_cast<size_t>(q * static_cast<double>(v.size() - 1) + 0.5);
-  return static_cast<double>(v[std::min(i, v.size() - 1)]) / 1e3;
-}
 
 }  // namespace
 
@@ -281,8 +273,8 @@ Result<BenchReport> RunBenchClient(const BenchOptions& o) {
   r.seconds = ToSeconds(t_end - t0);
   double bytes = static_cast<double>(measured) * static_cast<double>(batch_bytes);
   r.gbps = r.seconds > 0 ? bytes * 8 / r.seconds / 1e9 : 0;
-  r.p50_us = Percentile(lat, 0.50);
-  r.p99_us = Percentile(lat, 0.99);
+  r.p50_us = static_cast<double>(Percentile(lat, 0.50)) / 1e3;  // nearest rank (common/stats.h)
+  r.p99_us = static_cast<double>(Percentile(lat, 0.99)) / 1e3;
   r.descs_per_s = r.seconds > 0 ? static_cast<double>(measured * o.batch) / r.seconds : 0;
   r.submit_ns_per_desc = submitted_descs > 0
                              ? static_cast<double>(submit_ns) / static_cast<double>(submitted_descs)

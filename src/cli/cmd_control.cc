@@ -40,7 +40,7 @@ struct ServeArgs {
 
 int Serve(const ServeArgs& a) {
   control::ServiceOptions o;
-  auto system = control::ParseSystem(a.system);
+  auto system = sched::ParseSystem(a.system, sched::kServiceSystems);
   if (!system.ok()) return ReportError("control serve: --system", system.status());
   o.system = *system;
   o.model_spec = a.model_spec;

@@ -15,6 +15,7 @@
 
 #include "cli/command.h"
 #include "dualpath/common/numeric.h"
+#include "dualpath/common/splitmix.h"
 #include "dualpath/kv/hasher.h"
 #include "dualpath/model/ref_model.h"
 
@@ -40,17 +41,12 @@ std::string JoinTokens(const std::vector<uint32_t>& tokens) {
   return out;
 }
 
-// Token i of the seeded stream: splitmix64 (the same mixer as the weights), reduced mod vocab.
+// Token i of the seeded stream: splitmix64 (dualpath/common/splitmix.h, as the weights), reduced
+// mod vocab.
 std::vector<uint32_t> SeededTokens(uint64_t seed, uint64_t salt, size_t n, uint32_t vocab) {
   std::vector<uint32_t> out(n);
-  uint64_t state = seed ^ (salt * 0xd1b54a32d192ed03ull);
-  for (auto& t : out) {
-    state += 0x9e3779b97f4a7c15ull;
-    uint64_t z = state;
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-    t = static_cast<uint32_t>((z ^ (z >> 31)) % vocab);
-  }
+  SplitMix64 stream(seed ^ (salt * 0xd1b54a32d192ed03ull));
+  for (auto& t : out) t = static_cast<uint32_t>(stream.Next() % vocab);
   return out;
 }
 

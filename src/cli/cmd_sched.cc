@@ -10,6 +10,7 @@
 #include "dualpath/benchlib/decision_loop.h"
 #include "dualpath/sched/cluster.h"
 #include "dualpath/sched/config.h"
+#include "dualpath/sched/system.h"
 
 namespace dualpath::cli {
 namespace {
@@ -47,17 +48,18 @@ Result<Rate> Measure(const sched::UniformClusterSpec& spec, const sched::SchedCo
   return r;
 }
 
+// The systems whose scheduling decisions differ (layerwise decides as basic does; oracle is
+// dualpath with no hits to place).
+constexpr sched::SystemKind kPolicies[] = {
+    sched::SystemKind::kBasic, sched::SystemKind::kDualPathRr, sched::SystemKind::kDualPath,
+    sched::SystemKind::kDualPathSplit};
+
+// The system's preset (sched::PresetFor), with split reads on top when `split`.
 Status ConfigFor(const std::string& policy, bool split, sched::SchedConfig* out) {
-  if (policy == "dualpath") {
-    *out = sched::SchedConfig::DualPath();
-  } else if (policy == "rr-side") {
-    *out = sched::SchedConfig::DualPathRoundRobinSide();
-  } else if (policy == "basic") {
-    *out = sched::SchedConfig::Basic();
-  } else {
-    return InvalidArgument("--policy: want dualpath|rr-side|basic, got '" + policy + "'");
-  }
-  out->split_reads = split;
+  Result<sched::SystemKind> kind = sched::ParseSystem(policy, kPolicies);
+  if (!kind.ok()) return kind.status().WithContext("--policy");
+  *out = sched::PresetFor(*kind);
+  out->split_reads = out->split_reads || split;
   return out->Validate();
 }
 
@@ -72,7 +74,9 @@ void Register(CLI::App& root, int* exit_code) {
   auto split = std::make_shared<bool>(false);
   sub->add_option("--pd", *pd, "cluster, <P>P<D>D nodes (default 48P96D = 1,152 GPUs)");
   sub->add_option("--gpus-per-node", *gpus, "engines per node (default 8)");
-  sub->add_option("--policy", *policy, "dualpath|rr-side|basic (default dualpath)");
+  sub->add_option("--policy", *policy,
+                  "system whose scheduler runs: basic|dualpath-rr|dualpath|dualpath-split "
+                  "(default dualpath)");
   sub->add_flag("--split", *split, "enable split reads (beyond the paper)");
   sub->add_option("--seconds", *seconds, "measurement time per cluster (default 1)");
   sub->callback([=] {

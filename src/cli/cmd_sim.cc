@@ -1,7 +1,7 @@
 // `dualpath sim`: the cluster simulator (src/sim) on the paper's workloads.
 //
 //   dualpath sim [--model ds660b] [--pd 2P4D] [--agents 1024] [--max-len 64K]
-//                [--system basic|layerwise|dualpath-rr|dualpath|oracle|dualpath-split|all]
+//                [--system basic|layerwise|dualpath-rr|dualpath|oracle|dualpath-split|all|a,b]
 //                [--ablation] [--online --aps X | --find-max-aps] [--trace FILE]
 //                [--json OUT] [--plot DIR] [--seed S] [--config FILE]
 //
@@ -12,12 +12,13 @@
 #include <cmath>
 #include <filesystem>
 #include <iostream>
-#include <nlohmann/json.hpp>
 
 #include "cli/command.h"
 #include "dualpath/common/file.h"
 #include "dualpath/common/numeric.h"
 #include "dualpath/kv/model.h"
+#include "dualpath/sched/system.h"
+#include "dualpath/sim/capacity.h"
 #include "dualpath/sim/config.h"
 #include "dualpath/sim/report.h"
 #include "dualpath/sim/simulator.h"
@@ -29,8 +30,8 @@ namespace {
 using sim::SystemKind;
 
 // Input ranges of the flags (docs/sim.md "Input ranges").
-constexpr uint64_t kMaxAgents = 10'000'000;  // agent records are ~100 B each: ~1 GB at most
-constexpr double kMinAps = 1e-3;             // agents/s: 1,024 agents then arrive over ~12 days
+constexpr uint64_t kMaxAgents = sim::kMaxSimAgents;  // agent records are ~100 B each: ~1 GB
+constexpr double kMinAps = 1e-3;  // agents/s: 1,024 agents then arrive over ~12 days
 constexpr double kMaxAps = 1e4;
 
 struct Options {
@@ -91,16 +92,106 @@ Result<trace::Workload> LoadTrace(const std::string& path) {
 
 Result<std::vector<SystemKind>> Systems(const Options& o) {
   if (o.ablation) {
-    return std::vector<SystemKind>{SystemKind::kBasic, SystemKind::kLayerwise,
-                                   SystemKind::kDualPathRr, SystemKind::kDualPath};
+    return std::vector<SystemKind>(std::begin(sched::kAblationSystems),
+                                   std::end(sched::kAblationSystems));
   }
-  if (o.system == "all") {
-    return std::vector<SystemKind>{SystemKind::kBasic, SystemKind::kDualPath, SystemKind::kOracle};
-  }
-  ASSIGN_OR_RETURN(SystemKind k, sim::ParseSystem(o.system));
-  return std::vector<SystemKind>{k};
+  return sched::ParseSystemList(o.system);
 }
 
+// The mode flags: --online with --aps in range, or --find-max-aps, or neither (offline).
+Status CheckModeFlags(const Options& o) {
+  if (o.online && o.find_max_aps) {
+    return InvalidArgument("--online --aps and --find-max-aps are exclusive");
+  }
+  if (o.online && !(o.aps > 0)) {
+    return InvalidArgument("--online needs --aps X with X > 0");
+  }
+  if (o.online) {
+    // Arrivals are spread over agents / aps seconds: a rate near 0 makes simulated time, not the
+    // workload, the size of the run (docs/sim.md "Input ranges").
+    RETURN_IF_ERROR(CheckRange("--aps", o.aps, kMinAps, kMaxAps, "agents/s"));
+  }
+  if (!o.online && o.aps != 0) {
+    return InvalidArgument("--aps needs --online");
+  }
+  return Status::Ok();
+}
+
+// Everything the flags name, parsed and checked (in the order errors are reported).
+struct Inputs {
+  sim::SimConfig config;  // resolved for the model and the cluster shape
+  kv::ModelGeometry model;
+  sim::ClusterShape shape;
+  uint64_t agents = 0;
+  uint32_t max_len_k = 0;
+  std::vector<SystemKind> systems;
+};
+
+Result<Inputs> ResolveInputs(const Options& o) {
+  RETURN_IF_ERROR(CheckModeFlags(o));
+  Inputs in;
+  if (!o.config.empty()) {
+    ASSIGN_OR_RETURN(in.config, sim::LoadSimConfig(o.config));
+  }
+  ASSIGN_OR_RETURN(in.model, kv::ResolveModel(o.model));
+  ASSIGN_OR_RETURN(in.shape, sim::ParseClusterShape(o.pd));
+  // Model-derived engine constants, resolved here so --json records the values used.
+  ASSIGN_OR_RETURN(in.config, sim::ResolveEngine(in.config, in.model, in.shape.prefill_nodes,
+                                                 in.shape.decode_nodes));
+  ASSIGN_OR_RETURN(in.agents, ParseCount("--agents", o.agents));
+  RETURN_IF_ERROR(CheckCountRange("--agents", in.agents, 1, kMaxAgents, "agents"));
+  ASSIGN_OR_RETURN(in.max_len_k, ParseMaxLen(o.max_len));
+  ASSIGN_OR_RETURN(in.systems, Systems(o));
+  return in;
+}
+
+// The workload in the simulator's compact form, and its name. Synthetic workloads are a set of
+// trajectories that the agents sample (Appendix A.3, sim::SampleAgents).
+Result<sim::SimWorkload> BuildWorkload(const Options& o, const Inputs& in, std::string* name) {
+  const sim::SimConfig& config = in.config;
+  Result<trace::Workload> workload = [&]() -> Result<trace::Workload> {
+    if (!o.trace.empty()) return LoadTrace(o.trace);
+    trace::SyntheticSpec spec;
+    spec.max_len_k = in.max_len_k;
+    spec.sessions = config.synthetic_trajectories > 0 ? config.synthetic_trajectories
+                                                      : static_cast<uint32_t>(in.agents);
+    spec.seed = o.seed;
+    spec.block_size = config.engine.block_tokens;
+    return trace::GenerateSynthetic(spec);
+  }();
+  if (!workload.ok()) return workload.status();
+  ASSIGN_OR_RETURN(sim::SimWorkload compact,
+                   sim::CompactWorkload(*workload, config.engine.block_tokens));
+  if (o.trace.empty() && config.synthetic_trajectories > 0) {
+    compact = sim::SampleAgents(compact, in.agents, o.seed);
+  }
+  *name = workload->name;
+  return compact;
+}
+
+sim::RunInfo MakeRunInfo(const Options& o, const Inputs& in, const sim::SimWorkload& workload,
+                         std::string workload_name) {
+  sim::RunInfo run;
+  run.model = in.model.name;
+  run.shape = in.shape;
+  run.agents = workload.agents.size();
+  for (const sim::SimAgent& a : workload.agents) run.requests += a.num_turns;
+  run.workload = std::move(workload_name);
+  if (o.trace.empty() && in.config.synthetic_trajectories > 0) {
+    run.trajectories = in.config.synthetic_trajectories;
+  }
+  run.max_len_k = in.max_len_k;
+  run.mode = o.find_max_aps ? sim::RunMode::kFindMaxAps
+                            : (o.online ? sim::RunMode::kOnline : sim::RunMode::kOffline);
+  if (o.online) run.aps = o.aps;
+  run.ablation = o.ablation;
+  run.seed = o.seed;
+  if (!o.trace.empty()) run.trace = o.trace;
+  run.sim = in.config;
+  return run;
+}
+
+// Simulates each run, timing the simulations alone (sim_requests_per_s).
 struct Runner {
   const sim::SimConfig& config;
   const kv::ModelGeometry& model;
@@ -116,176 +207,68 @@ struct Runner {
     return r;
   }
 
-  static bool MeetsSlo(const sim::SimResult& r) {
-    return r.ttft_mean_s <= 4.0 && r.tpot_mean_s <= 0.050;  // §7.4 SLO
-  }
-
-  // Highest Poisson agent arrival rate meeting the SLO: doubling from 0.05 agents/s until it
-  // fails, then bisection to 3% precision.
-  Result<std::pair<double, sim::SimResult>> FindMaxAps(sim::RunSpec spec) {
-    spec.online = true;
-    // Each rate runs agents arriving over the same horizon (sessions reused cyclically), so an
-    // overloaded rate shows as a queue that keeps growing within the steady window.
-    auto at = [&](double aps) {
-      spec.aps = aps;
-      // Bounded like --agents: at most kMaxAgents whatever the rate the search reaches.
-      spec.online_agents = std::clamp<uint64_t>(
-          static_cast<uint64_t>(aps * config.online_horizon_s), 64, kMaxAgents);
-      return Run(spec);
-    };
-    double lo = 0, hi = 0.05;
-    std::optional<sim::SimResult> best;
-    for (int i = 0; i < 12; ++i) {
-      ASSIGN_OR_RETURN(sim::SimResult r, at(hi));
-      if (!MeetsSlo(r)) break;
-      lo = hi;
-      best = r;
-      hi *= 2;
-    }
-    if (!best) {
-      ASSIGN_OR_RETURN(sim::SimResult r, at(hi));
-      return std::make_pair(0.0, r);
-    }
-    while (hi - lo > 0.03 * lo) {
-      const double mid = (lo + hi) / 2;
-      ASSIGN_OR_RETURN(sim::SimResult r, at(mid));
-      if (MeetsSlo(r)) {
-        lo = mid;
-        best = r;
-      } else {
-        hi = mid;
-      }
-    }
-    return std::make_pair(lo, *best);
-  }
-};
-
-int RunSim(const Options& o) {
-  const auto wall0 = std::chrono::steady_clock::now();
-  if (o.online && o.find_max_aps) {
-    return ReportError("sim", InvalidArgument("--online --aps and --find-max-aps are exclusive"));
-  }
-  if (o.online && !(o.aps > 0)) {
-    return ReportError("sim", InvalidArgument("--online needs --aps X with X > 0"));
-  }
-  if (o.online) {
-    // Arrivals are spread over agents / aps seconds: a rate near 0 makes simulated time, not the
-    // workload, the size of the run (docs/sim.md "Input ranges").
-    Status st = CheckRange("--aps", o.aps, kMinAps, kMaxAps, "agents/s");
-    if (!st.ok()) return ReportError("sim", st);
-  }
-  if (!o.online && o.aps != 0) {
-    return ReportError("sim", InvalidArgument("--aps needs --online"));
-  }
-  sim::SimConfig config;
-  if (!o.config.empty()) {
-    Result<sim::SimConfig> c = sim::LoadSimConfig(o.config);
-    if (!c.ok()) return ReportError("sim", c.status());
-    config = *c;
-  }
-  Result<kv::ModelGeometry> model = kv::ResolveModel(o.model);
-  if (!model.ok()) return ReportError("sim", model.status());
-  Result<sim::ClusterShape> shape = sim::ParseClusterShape(o.pd);
-  if (!shape.ok()) return ReportError("sim", shape.status());
-  {
-    // Model-derived engine constants, resolved here so --json records the values used.
-    Result<sim::SimConfig> resolved =
-        sim::ResolveEngine(config, *model, shape->prefill_nodes, shape->decode_nodes);
-    if (!resolved.ok()) return ReportError("sim", resolved.status());
-    config = *resolved;
-  }
-  Result<uint64_t> agents = ParseCount("--agents", o.agents);
-  if (!agents.ok()) return ReportError("sim", agents.status());
-  if (Status st = CheckCountRange("--agents", *agents, 1, kMaxAgents, "agents"); !st.ok()) {
-    return ReportError("sim", st);
-  }
-  Result<uint32_t> max_len = ParseMaxLen(o.max_len);
-  if (!max_len.ok()) return ReportError("sim", max_len.status());
-  Result<std::vector<SystemKind>> systems = Systems(o);
-  if (!systems.ok()) return ReportError("sim", systems.status());
-
-  Result<trace::Workload> workload = [&]() -> Result<trace::Workload> {
-    if (!o.trace.empty()) return LoadTrace(o.trace);
-    trace::SyntheticSpec spec;
-    spec.max_len_k = *max_len;
-    // Appendix A.3: a dataset of trajectories that agents sample (see SampleAgents below).
-    spec.sessions = config.synthetic_trajectories > 0 ? config.synthetic_trajectories
-                                                      : static_cast<uint32_t>(*agents);
-    spec.seed = o.seed;
-    spec.block_size = config.engine.block_tokens;
-    return trace::GenerateSynthetic(spec);
-  }();
-  if (!workload.ok()) return ReportError("sim", workload.status());
-  Result<sim::SimWorkload> compact = sim::CompactWorkload(*workload, config.engine.block_tokens);
-  if (!compact.ok()) return ReportError("sim", compact.status());
-  if (o.trace.empty() && config.synthetic_trajectories > 0) {
-    *compact = sim::SampleAgents(*compact, *agents, o.seed);
-  }
-  const std::string workload_name = workload->name;
-  *workload = trace::Workload{};  // the compact form is all the simulator needs
-
-  nlohmann::json cfg;
-  cfg["model"] = model->name;
-  cfg["pd"] =
-      std::to_string(shape->prefill_nodes) + "P" + std::to_string(shape->decode_nodes) + "D";
-  cfg["agents"] = compact->agents.size();
-  uint64_t total_requests = 0;
-  for (const sim::SimAgent& a : compact->agents) total_requests += a.num_turns;
-  cfg["requests"] = total_requests;
-  cfg["workload"] = workload_name;
-  cfg["trajectories"] = o.trace.empty() && config.synthetic_trajectories > 0
-                            ? nlohmann::json(config.synthetic_trajectories)
-                            : nlohmann::json(nullptr);
-  cfg["max_len_k"] = *max_len;
-  cfg["mode"] = o.find_max_aps ? "find-max-aps" : (o.online ? "online" : "offline");
-  cfg["aps"] = o.online ? nlohmann::json(o.aps) : nlohmann::json(nullptr);
-  cfg["ablation"] = o.ablation;
-  cfg["seed"] = o.seed;
-  cfg["trace"] = o.trace.empty() ? nlohmann::json(nullptr) : nlohmann::json(o.trace);
-  cfg["sim"] = nlohmann::json::parse(sim::SimConfigToJson(config));
-
-  Runner runner{config, *model, *compact};
-  sim::Report report;
-  report.config_json = cfg.dump();
-  for (SystemKind k : *systems) {
+  // One system as the flags ask: offline, online at --aps, or the highest rate meeting the SLO.
+  Result<sim::ReportEntry> RunSystem(const Options& o, const sim::ClusterShape& shape,
+                                     SystemKind system) {
     sim::RunSpec spec;
-    spec.system = k;
-    spec.shape = *shape;
+    spec.system = system;
+    spec.shape = shape;
     spec.seed = o.seed;
     sim::ReportEntry entry;
     if (o.find_max_aps) {
-      auto r = runner.FindMaxAps(spec);
-      if (!r.ok()) return ReportError("sim", r.status());
-      entry.max_aps = r->first;
-      entry.result = r->second;
+      ASSIGN_OR_RETURN(
+          sim::MaxAps best,
+          sim::FindMaxAps(config, spec, [this](const sim::RunSpec& s) { return Run(s); }));
+      entry.max_aps = best.aps;
+      entry.result = std::move(best.at);
       entry.online = true;
     } else {
       spec.online = o.online;
       spec.aps = o.aps;
-      Result<sim::SimResult> r = runner.Run(spec);
-      if (!r.ok()) return ReportError("sim", r.status());
-      entry.result = std::move(*r);
+      ASSIGN_OR_RETURN(entry.result, Run(spec));
       entry.online = o.online;
     }
+    return entry;
+  }
+};
+
+Status WriteOutputs(const Options& o, const sim::Report& report) {
+  const sim::RunInfo& run = report.run;
+  std::cout << run.model << " " << sim::ClusterShapeName(run.shape) << ", " << run.agents
+            << " agents (" << run.requests << " requests, " << run.workload << "), "
+            << sim::RunModeName(run.mode)
+            << (o.online ? " at " + std::to_string(o.aps) + " agents/s" : "") << "\n";
+  std::cout << sim::ReportTable(report);
+  if (!o.json_out.empty()) {
+    RETURN_IF_ERROR(WriteOutputFile(o.json_out, sim::ReportJson(report), "--json"));
+  }
+  if (!o.plot_dir.empty()) {
+    RETURN_IF_ERROR(sim::WritePlots(report, o.plot_dir));
+  }
+  return Status::Ok();
+}
+
+Status Sim(const Options& o) {
+  const auto wall0 = std::chrono::steady_clock::now();
+  ASSIGN_OR_RETURN(const Inputs in, ResolveInputs(o));
+  std::string workload_name;
+  ASSIGN_OR_RETURN(const sim::SimWorkload workload, BuildWorkload(o, in, &workload_name));
+  sim::Report report;
+  report.run = MakeRunInfo(o, in, workload, std::move(workload_name));
+  Runner runner{in.config, in.model, workload};
+  for (SystemKind k : in.systems) {
+    ASSIGN_OR_RETURN(sim::ReportEntry entry, runner.RunSystem(o, in.shape, k));
     report.entries.push_back(std::move(entry));
   }
   report.wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - wall0).count();
   report.sim_requests_per_s =
       runner.sim_wall_s > 0 ? static_cast<double>(runner.sim_requests) / runner.sim_wall_s : 0;
+  return WriteOutputs(o, report);
+}
 
-  std::cout << model->name << " " << cfg["pd"].get<std::string>() << ", " << compact->agents.size()
-            << " agents (" << total_requests << " requests, " << workload_name << "), "
-            << cfg["mode"].get<std::string>()
-            << (o.online ? " at " + std::to_string(o.aps) + " agents/s" : "") << "\n";
-  std::cout << sim::ReportTable(report);
-  if (!o.json_out.empty()) {
-    Status st = WriteOutputFile(o.json_out, sim::ReportJson(report), "--json");
-    if (!st.ok()) return ReportError("sim", st);
-  }
-  if (!o.plot_dir.empty()) {
-    Status st = sim::WritePlots(report, o.plot_dir);
-    if (!st.ok()) return ReportError("sim", st);
-  }
+int RunSim(const Options& o) {
+  Status st = Sim(o);
+  if (!st.ok()) return ReportError("sim", st);
   return kExitOk;
 }
 
@@ -298,13 +281,15 @@ void Register(CLI::App& root, int* exit_code) {
   sub->add_option("--agents", opts->agents, "Agents (sessions), e.g. 1024 or 2K (default 1024)");
   sub->add_option("--max-len", opts->max_len, "Synthetic workload MaxLen: 32K, 48K, 64K (default)");
   sub->add_option("--system", opts->system,
-                  "basic|layerwise|dualpath-rr|dualpath|oracle|dualpath-split|all (default all)");
+                  "basic|layerwise|dualpath-rr|dualpath|oracle|dualpath-split|all, or a "
+                  "comma-separated list (default all = basic,dualpath,oracle)");
   sub->add_flag("--ablation", opts->ablation,
                 "Basic, +layerwise, +dual-path (round-robin side), +scheduler");
   sub->add_flag("--online", opts->online, "Poisson agent arrivals at --aps");
   sub->add_option("--aps", opts->aps, "Online agent arrival rate (agents/s)");
   sub->add_flag("--find-max-aps", opts->find_max_aps,
-                "Highest arrival rate with TTFT <= 4 s and TPOT <= 50 ms");
+                "Highest arrival rate meeting the SLO (config slo: mean TTFT <= 4 s and TPOT <= "
+                "50 ms by default)");
   sub->add_option("--trace", opts->trace,
                   "Trace instead of the synthetic workload (.jsonl Mooncake, WEKA .json or dir)");
   sub->add_option("--json", opts->json_out, "Write results as JSON to this file");

@@ -9,26 +9,6 @@
 
 namespace dualpath::control {
 
-std::string_view SystemName(SystemKind system) {
-  switch (system) {
-    case SystemKind::kBasic:
-      return "basic";
-    case SystemKind::kDualPath:
-      return "dualpath";
-    case SystemKind::kOracle:
-      return "oracle";
-  }
-  return "unknown";
-}
-
-Result<SystemKind> ParseSystem(std::string_view name) {
-  if (name == "basic") return SystemKind::kBasic;
-  if (name == "dualpath") return SystemKind::kDualPath;
-  if (name == "oracle") return SystemKind::kOracle;
-  return InvalidArgument(
-      fmt::format("unknown system '{}' (expected basic, dualpath or oracle)", name));
-}
-
 Result<std::vector<ExpectedEngine>> ParseEngineList(std::string_view text) {
   std::vector<ExpectedEngine> out;
   std::set<std::string> names;

@@ -28,11 +28,15 @@ TEST(EngineList, RejectsBadEntriesNamingThem) {
   EXPECT_FALSE(ParseEngineList("").ok());
 }
 
-TEST(System, ParsesTheThreeSystems) {
-  EXPECT_EQ(*ParseSystem("basic"), SystemKind::kBasic);
-  EXPECT_EQ(*ParseSystem("dualpath"), SystemKind::kDualPath);
-  EXPECT_EQ(*ParseSystem("oracle"), SystemKind::kOracle);
-  auto bad = ParseSystem("Basic");
+TEST(System, TheServiceParsesTheThreeSystems) {
+  const auto parse = [](std::string_view name) {
+    return sched::ParseSystem(name, sched::kServiceSystems);
+  };
+  EXPECT_EQ(*parse("basic"), SystemKind::kBasic);
+  EXPECT_EQ(*parse("dualpath"), SystemKind::kDualPath);
+  EXPECT_EQ(*parse("oracle"), SystemKind::kOracle);
+  EXPECT_FALSE(parse("dualpath-rr").ok());  // a simulator-only ablation step
+  auto bad = parse("Basic");
   ASSERT_FALSE(bad.ok());
   EXPECT_EQ(bad.status().code(), Code::kInvalidArgument);
   EXPECT_EQ(SystemName(SystemKind::kOracle), "oracle");

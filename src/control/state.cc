@@ -16,12 +16,13 @@ namespace {
 // The initial free-HBM view of a decode engine that registered without hbm_tokens.
 constexpr int64_t kUndeclaredHbmTokens = int64_t{1} << 40;
 
+// The system's preset (sched::PresetFor; --split-reads makes dualpath dualpath-split) with the
+// service's thresholds and block size.
 sched::SchedConfig MakeSchedConfig(const ServiceOptions& o) {
-  sched::SchedConfig c =
-      o.system == SystemKind::kBasic ? sched::SchedConfig::Basic() : sched::SchedConfig::DualPath();
+  const bool split = o.split_reads && o.system == SystemKind::kDualPath;
+  sched::SchedConfig c = sched::PresetFor(split ? SystemKind::kDualPathSplit : o.system);
   if (o.short_read_queue_tokens > 0) c.short_read_queue_tokens = o.short_read_queue_tokens;
   if (o.unfinished_token_limit > 0) c.unfinished_token_limit = o.unfinished_token_limit;
-  c.split_reads = o.split_reads && o.system == SystemKind::kDualPath;
   c.block_tokens = o.block_tokens;
   return c;
 }
@@ -258,7 +259,9 @@ void ControlState::SubmitToSchedLocked(uint64_t request_id) {
   r.id = RequestId(request_id);
   r.session = SessionId(st.spec.agent_id());
   r.prompt_tokens = st.spec.prompt_size();
-  r.hit_tokens = st.hit_tokens;
+  // The Oracle rule (sched/system.h): the scheduler sees no hit tokens to place; the engines still
+  // get the real hit with the assignment (state_fetch.cc).
+  r.hit_tokens = sched::SchedHitTokens(options_.system, st.hit_tokens);
   r.expected_gen_tokens = st.spec.gen_tokens();
   Status s = sched_->Submit(r);
   DUALPATH_CHECK(s.ok(), s.ToString());  // the spec was validated at Submit

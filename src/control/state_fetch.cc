@@ -183,8 +183,9 @@ void ControlState::RunPrefillFetchLocked(uint32_t engine, v1::FetchReply* reply)
     a->set_hit_tokens(rs.hit_tokens);
     a->set_prompt_block_hashes(rs.prompt_block_hashes);
     a->set_attempt(rs.attempt);
-    if (options_.system == SystemKind::kOracle) {
-      // Oracle: a timing bound that neither reads storage nor moves KV between engines.
+    if (!sched::MovesKv(options_.system)) {
+      // Oracle (sched/system.h): a timing bound that neither reads storage nor moves KV between
+      // engines; the scheduler saw no hit, so it placed no read either.
       a->set_side(v1::READ_SIDE_NONE);
     } else {
       a->set_side(ToProtoSide(s.side));

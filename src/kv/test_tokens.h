@@ -15,22 +15,9 @@
 #include <string_view>
 #include <vector>
 
+#include "dualpath/common/splitmix.h"
+
 namespace dualpath::kv::testing {
-
-class SplitMix64 {
- public:
-  explicit SplitMix64(uint64_t seed) : state_(seed) {}
-  uint64_t Next() {
-    state_ += 0x9E3779B97F4A7C15ULL;
-    uint64_t z = state_;
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ULL;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBULL;
-    return z ^ (z >> 31);
-  }
-
- private:
-  uint64_t state_;
-};
 
 // Mirrors gen_vectors.py tokens(prng_seed, count, mode).
 inline std::vector<uint32_t> MakeTokens(uint64_t prng_seed, size_t count, std::string_view mode) {

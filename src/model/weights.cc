@@ -3,10 +3,10 @@
 #include <cmath>
 #include <cstddef>
 
+#include "dualpath/common/splitmix.h"
+
 namespace dualpath::model {
 namespace {
-
-constexpr uint64_t kGolden = 0x9e3779b97f4a7c15ull;  // splitmix64's increment
 
 // Tensor ids: the stream of one tensor never depends on any other tensor.
 enum TensorId : uint64_t {
@@ -27,10 +27,9 @@ enum TensorId : uint64_t {
 std::vector<float> Uniform(uint64_t seed, uint64_t tensor, size_t n, float scale,
                            float offset = 0.0f) {
   std::vector<float> out(n);
-  uint64_t state = Mix64(seed ^ Mix64(tensor * kGolden + 1));
+  SplitMix64 stream(SplitMix64::Mix(seed ^ SplitMix64::Mix(tensor * SplitMix64::kGamma + 1)));
   for (size_t i = 0; i < n; ++i) {
-    state += kGolden;
-    const uint64_t z = Mix64(state);
+    const uint64_t z = stream.Next();
     // 24 bits: exactly representable, so u and 2u - 1 are exact; only the scale rounds.
     const float u = static_cast<float>(z >> 40) * 0x1p-24f;
     out[i] = (2.0f * u - 1.0f) * scale + offset;

@@ -1,11 +1,12 @@
 // The reference model's weights and how they are generated from the seed (private to src/model).
 //
-// Every tensor has its own splitmix64 stream, keyed by (seed, tensor id), so a tensor's values do
-// not depend on the order in which tensors are generated or on the other tensors' sizes. A value
-// is u = (top 24 bits of the stream word) * 2^-24, mapped to (2u - 1) * scale: integer arithmetic
-// and IEEE-exact float operations only (no <random> distributions, whose outputs are
-// implementation-defined), so the weights are bit-identical on every machine and compiler.
-// Matrices are row-major [out][in], so each output element is one contiguous dot product.
+// Every tensor has its own splitmix64 stream (dualpath/common/splitmix.h), keyed by (seed,
+// tensor id), so a tensor's values do not depend on the order in which tensors are generated or
+// on the other tensors' sizes. A value is u = (top 24 bits of the stream word) * 2^-24, mapped to
+// (2u - 1) * scale: integer arithmetic and IEEE-exact float operations only (no <random>
+// distributions, whose outputs are implementation-defined), so the weights are bit-identical on
+// every machine and compiler. Matrices are row-major [out][in], so each output element is one
+// contiguous dot product.
 #pragma once
 
 #include <cstdint>
@@ -35,12 +36,5 @@ struct RefModel::Weights {
 
   static Weights Generate(const RefModelConfig& config);
 };
-
-// The splitmix64 finalizer (Steele, Lea, Flood 2014): a bijective 64-bit mixer.
-inline uint64_t Mix64(uint64_t z) {
-  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-  return z ^ (z >> 31);
-}
 
 }  // namespace dualpath::model

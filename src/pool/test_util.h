@@ -11,23 +11,17 @@
 #include <string>
 #include <vector>
 
+#include "dualpath/common/splitmix.h"
 #include "dualpath/pool/pool.h"
 
 namespace dualpath::pool::testing {
 
-inline uint64_t SplitMix(uint64_t& x) {
-  uint64_t z = (x += 0x9E3779B97F4A7C15ull);
-  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-  return z ^ (z >> 31);
-}
-
 // A well-mixed hash for key number i (like a real digest: all 32 bytes vary).
 inline BlockHash MakeHash(uint64_t i) {
   BlockHash h;
-  uint64_t s = i * 7919 + 1;
+  SplitMix64 stream(i * 7919 + 1);
   for (int w = 0; w < 4; ++w) {
-    const uint64_t v = SplitMix(s);
+    const uint64_t v = stream.Next();
     std::memcpy(h.bytes.data() + 8 * w, &v, 8);
   }
   return h;
@@ -35,13 +29,13 @@ inline BlockHash MakeHash(uint64_t i) {
 
 // Deterministic payload for (key, size): the reader can recompute it.
 inline void FillPayload(uint64_t key, std::span<std::byte> out) {
-  uint64_t s = key ^ 0xA5A5A5A5ull;
+  SplitMix64 stream(key ^ 0xA5A5A5A5ull);
   size_t i = 0;
   for (; i + 8 <= out.size(); i += 8) {
-    const uint64_t v = SplitMix(s);
+    const uint64_t v = stream.Next();
     std::memcpy(out.data() + i, &v, 8);
   }
-  for (; i < out.size(); ++i) out[i] = static_cast<std::byte>(SplitMix(s));
+  for (; i < out.size(); ++i) out[i] = static_cast<std::byte>(stream.Next());
 }
 
 // FNV-1a 64 over the payload: the checksum the writer stores as the block's user tag.

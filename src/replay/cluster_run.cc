@@ -19,6 +19,7 @@
 #include "dualpath/control/client.h"
 #include "dualpath/kv/hasher.h"
 #include "dualpath/pool/pool.h"
+#include "dualpath/sched/system.h"
 #include "dualpath/testbed/testbed.h"
 #include "link_monitor.h"
 #include "run_lock.h"
@@ -553,23 +554,11 @@ std::string NodePoolPath(const std::string& cluster, const std::string& node) {
 }
 
 Result<std::vector<std::string>> ParseSystems(const std::string& spec) {
+  Result<std::vector<sched::SystemKind>> kinds =
+      sched::ParseSystemList(spec, sched::kServiceSystems);
+  if (!kinds.ok()) return kinds.status().WithContext("--system");
   std::vector<std::string> out;
-  std::stringstream ss(spec);
-  std::string item;
-  bool any = false;
-  while (std::getline(ss, item, ',')) {
-    any = true;
-    if (item == "all") {
-      for (const char* s : {"basic", "dualpath", "oracle"}) {
-        if (std::find(out.begin(), out.end(), s) == out.end()) out.push_back(s);
-      }
-    } else if (item == "basic" || item == "dualpath" || item == "oracle") {
-      if (std::find(out.begin(), out.end(), item) == out.end()) out.push_back(item);
-    } else {
-      return InvalidArgument("--system '" + item + "': expected basic, dualpath, oracle or all");
-    }
-  }
-  if (!any) return InvalidArgument("--system is empty");
+  for (sched::SystemKind k : *kinds) out.emplace_back(sched::SystemName(k));
   return out;
 }
 

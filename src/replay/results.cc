@@ -8,6 +8,7 @@
 #include <sstream>
 
 #include "dualpath/common/file.h"
+#include "dualpath/common/stats.h"
 
 namespace dualpath::replay {
 namespace {
@@ -46,15 +47,6 @@ size_t FirstAtOrAfter(const std::vector<LinkSample>& samples, Nanos t) {
 json Seconds(double s) { return s < 0 ? json(nullptr) : json(s); }
 
 }  // namespace
-
-double Percentile(std::vector<double> values, double q) {
-  if (values.empty()) return 0;
-  std::sort(values.begin(), values.end());
-  // Nearest rank: the smallest value with at least q of the values at or below it.
-  const double rank = std::ceil(q * static_cast<double>(values.size()));
-  const size_t idx = rank < 1 ? 0 : static_cast<size_t>(rank) - 1;
-  return values[std::min(idx, values.size() - 1)];
-}
 
 Summary Summarize(const ReplayResult& r) {
   Summary s;

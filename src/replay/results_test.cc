@@ -25,17 +25,6 @@ RequestRecord Rec(uint64_t id, double ttft_s, uint32_t gen, bool ok = true) {
   return r;
 }
 
-TEST(ResultsTest, PercentileIsNearestRank) {
-  EXPECT_EQ(Percentile({}, 0.5), 0);
-  EXPECT_EQ(Percentile({3, 1, 2}, 0.5), 2);
-  EXPECT_EQ(Percentile({1, 2, 3, 4}, 0.5), 2);
-  std::vector<double> v;
-  for (int i = 1; i <= 100; ++i) v.push_back(i);
-  EXPECT_EQ(Percentile(v, 0.99), 99);
-  EXPECT_EQ(Percentile(v, 1.0), 100);
-  EXPECT_EQ(Percentile(v, 0.0), 1);
-}
-
 TEST(ResultsTest, SummarizeSkipsFailedRequests) {
   ReplayResult r;
   r.start_ns = 1'000 * kNanosPerSecond;

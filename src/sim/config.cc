@@ -5,6 +5,7 @@
 
 #include "dualpath/common/file.h"
 #include "dualpath/common/numeric.h"
+#include "sim/config_json.h"
 
 namespace dualpath::sim {
 namespace {
@@ -56,6 +57,9 @@ using nlohmann::json;
   X(short_read_queue_s, 0.001, 1e4, "s", false)                                            \
   X(unfinished_token_limit_s, 0.001, 1e4, "s", false)                                      \
   X(fetch_interval_ms, 0.1, 1e4, "ms", false)
+#define DP_SLO_FIELDS(X)                                                                   \
+  X(ttft_mean_s, 0.001, 3600, "s", false)                                                  \
+  X(tpot_mean_s, 0.0001, 60, "s", false)
 #define DP_TOP_FIELDS(X)                                                                   \
   X(snic_window_s, 0.001, 1e6, "s", false)                                                 \
   X(balance_phase_fraction, 0.01, 1, "", false)                                            \
@@ -146,6 +150,15 @@ Status ParseSched(const json& j, std::string_view section, SchedConfig* obj) {
   return Status::Ok();
 }
 
+Status ParseSlo(const json& j, std::string_view section, SloConfig* obj) {
+  RETURN_IF_ERROR(CheckObject<SloConfig>(j, section));
+  for (const auto& [key, value] : j.items()) {
+    DP_SLO_FIELDS(DP_READ_CASE)
+    return Status(Code::kSimBadConfig, "unknown key " + std::string(section) + "." + key);
+  }
+  return Status::Ok();
+}
+
 }  // namespace
 
 Status SimConfig::Validate() const {
@@ -158,10 +171,12 @@ Status SimConfig::Validate() const {
   DP_CHECK_FIELD("engine.", engine, f, lo, hi, unit, derive)
 #define DP_CHECK_SCHED(f, lo, hi, unit, derive) \
   DP_CHECK_FIELD("sched.", sched, f, lo, hi, unit, derive)
+#define DP_CHECK_SLO(f, lo, hi, unit, derive) DP_CHECK_FIELD("slo.", slo, f, lo, hi, unit, derive)
 #define DP_CHECK_TOP(f, lo, hi, unit, derive) DP_CHECK_FIELD("", (*this), f, lo, hi, unit, derive)
   DP_HW_FIELDS(DP_CHECK_HW)
   DP_ENGINE_FIELDS(DP_CHECK_ENGINE)
   DP_SCHED_FIELDS(DP_CHECK_SCHED)
+  DP_SLO_FIELDS(DP_CHECK_SLO)
   DP_TOP_FIELDS(DP_CHECK_TOP)
   // Negative = derived from the model (ResolveEngine); explicit values must fit in HBM.
   if (engine.pe_hbm_reserved_gb >= hw.hbm_gb || engine.de_hbm_reserved_gb >= hw.hbm_gb) {
@@ -196,6 +211,8 @@ Result<SimConfig> ParseSimConfig(std::string_view text, std::string_view origin)
       st = ParseEngine(value, "engine", &c.engine);
     } else if (key == "sched") {
       st = ParseSched(value, "sched", &c.sched);
+    } else if (key == "slo") {
+      st = ParseSlo(value, "slo", &c.slo);
     } else {
       DP_TOP_FIELDS(DP_READ_TOP_CASE)
       st = Status(Code::kSimBadConfig, "unknown key " + key);
@@ -213,17 +230,21 @@ Result<SimConfig> LoadSimConfig(const std::string& path) {
   return ParseSimConfig(text, path);
 }
 
-std::string SimConfigToJson(const SimConfig& c) {
+json SimConfigJson(const SimConfig& c) {
   json j;
 #define DP_WRITE_HW(f, ...) j["hardware"][#f] = c.hw.f;
 #define DP_WRITE_ENGINE(f, ...) j["engine"][#f] = c.engine.f;
 #define DP_WRITE_SCHED(f, ...) j["sched"][#f] = c.sched.f;
+#define DP_WRITE_SLO(f, ...) j["slo"][#f] = c.slo.f;
 #define DP_WRITE_TOP(f, ...) j[#f] = c.f;
   DP_HW_FIELDS(DP_WRITE_HW)
   DP_ENGINE_FIELDS(DP_WRITE_ENGINE)
   DP_SCHED_FIELDS(DP_WRITE_SCHED)
+  DP_SLO_FIELDS(DP_WRITE_SLO)
   DP_TOP_FIELDS(DP_WRITE_TOP)
-  return j.dump();
+  return j;
 }
+
+std::string SimConfigToJson(const SimConfig& c) { return SimConfigJson(c).dump(); }
 
 }  // namespace dualpath::sim

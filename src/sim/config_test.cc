@@ -19,10 +19,28 @@ TEST(SimConfigTest, JsonOverridesOnlyWhatItNames) {
   EXPECT_DOUBLE_EQ(c->hw.cnic_gbps, SimConfig{}.hw.cnic_gbps);
 }
 
+TEST(SimConfigTest, SloDefaultsToThePapersAndIsConfigurable) {
+  EXPECT_DOUBLE_EQ(SimConfig{}.slo.ttft_mean_s, 4.0);  // §7.4
+  EXPECT_DOUBLE_EQ(SimConfig{}.slo.tpot_mean_s, 0.050);
+  auto c = ParseSimConfig(R"({"slo": {"ttft_mean_s": 2.5}})", "test");
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  EXPECT_DOUBLE_EQ(c->slo.ttft_mean_s, 2.5);
+  EXPECT_DOUBLE_EQ(c->slo.tpot_mean_s, 0.050);
+  EXPECT_NE(SimConfigToJson(*c).find(R"("slo":{"tpot_mean_s":0.05,"ttft_mean_s":2.5})"),
+            std::string::npos)
+      << SimConfigToJson(*c);
+  auto bad = ParseSimConfig(R"({"slo": {"tpot_mean_s": 0}})", "test");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("slo.tpot_mean_s = 0 is outside"), std::string::npos)
+      << bad.status().message();
+  EXPECT_FALSE(ParseSimConfig(R"({"slo": {"ttft_p99_s": 1}})", "test").ok());
+}
+
 TEST(SimConfigTest, RoundTripsThroughJson) {
   SimConfig a;
   a.engine.linear_efficiency = 0.33;
   a.hw.gpus_per_node = 4;
+  a.slo.tpot_mean_s = 0.04;
   auto b = ParseSimConfig(SimConfigToJson(a), "roundtrip");
   ASSERT_TRUE(b.ok()) << b.status().ToString();
   EXPECT_EQ(SimConfigToJson(*b), SimConfigToJson(a));

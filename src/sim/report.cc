@@ -5,6 +5,7 @@
 #include <sstream>
 
 #include "dualpath/common/file.h"
+#include "sim/config_json.h"
 
 namespace dualpath::sim {
 namespace {
@@ -27,11 +28,46 @@ std::string Fmt(const char* f, double v) {
   return buf;
 }
 
+template <typename T>
+json OrNull(const std::optional<T>& v) {
+  return v ? json(*v) : Null();
+}
+
+json RunInfoJson(const RunInfo& run) {
+  json j;
+  j["model"] = run.model;
+  j["pd"] = ClusterShapeName(run.shape);
+  j["agents"] = run.agents;
+  j["requests"] = run.requests;
+  j["workload"] = run.workload;
+  j["trajectories"] = OrNull(run.trajectories);
+  j["max_len_k"] = run.max_len_k;
+  j["mode"] = std::string(RunModeName(run.mode));
+  j["aps"] = OrNull(run.aps);
+  j["ablation"] = run.ablation;
+  j["seed"] = run.seed;
+  j["trace"] = OrNull(run.trace);
+  j["sim"] = SimConfigJson(run.sim);
+  return j;
+}
+
 }  // namespace
+
+std::string_view RunModeName(RunMode mode) {
+  switch (mode) {
+    case RunMode::kOffline:
+      return "offline";
+    case RunMode::kOnline:
+      return "online";
+    case RunMode::kFindMaxAps:
+      return "find-max-aps";
+  }
+  return "unknown";
+}
 
 std::string ReportJson(const Report& report) {
   json j;
-  j["config"] = json::parse(report.config_json);
+  j["config"] = RunInfoJson(report.run);
   j["results"] = json::array();
   for (const ReportEntry& e : report.entries) {
     const SimResult& r = e.result;
@@ -128,111 +164,124 @@ std::string ReportTable(const Report& report) {
   return os.str();
 }
 
+namespace {
+
+// JCT (offline) or TTFT (online) per system: a bar chart.
+Status PlotJct(const Report& report, const std::string& dir, std::ostringstream& script) {
+  std::ostringstream dat;
+  for (const ReportEntry& e : report.entries) {
+    dat << '"' << e.result.system << "\" " << (e.online ? e.result.ttft_mean_s : e.result.jct_s)
+        << "\n";
+  }
+  RETURN_IF_ERROR(WriteOutputFile(dir + "/jct.dat", dat.str(), "--plot"));
+  const bool online = !report.entries.empty() && report.entries.front().online;
+  script << "set output '" << dir << "/jct.png'\n"
+         << "set title '" << (online ? "Mean TTFT per system" : "Job completion time per system")
+         << "'\nset ylabel '" << (online ? "TTFT (s)" : "JCT (s)") << "'\n"
+         << "set style fill solid 0.8 border -1\nset boxwidth 0.6\nset yrange [0:*]\n"
+         << "set grid ytics\nunset key\n"
+         << "plot '" << dir
+         << "/jct.dat' using 0:2:xtic(1) with boxes lc rgb '#4472c4', '' using "
+            "0:2:(sprintf('%.0f',$2)) "
+            "with labels offset 0,1 notitle\n";
+  return Status::Ok();
+}
+
+// Storage-NIC read utilization over time, one line per node (paper Figure 15).
+Status PlotSnic(const SimResult& r, double window_s, const std::string& dir,
+                std::ostringstream& script) {
+  const std::string dat_path = dir + "/snic_" + r.system + ".dat";
+  std::ostringstream dat;
+  const size_t windows = r.snic_util.front().size();
+  // Average over groups of windows so a long run stays readable (~400 points).
+  const size_t step = std::max<size_t>(1, windows / 400);
+  for (size_t w = 0; w + step <= windows; w += step) {
+    dat << w;  // window index; scaled to seconds below
+    for (const auto& node : r.snic_util) {
+      double s = 0;
+      for (size_t k = w; k < w + step; ++k) s += node[k];
+      dat << ' ' << 100.0 * s / static_cast<double>(step);
+    }
+    dat << '\n';
+  }
+  RETURN_IF_ERROR(WriteOutputFile(dat_path, dat.str(), "--plot"));
+  script << "reset\nset output '" << dir << "/snic_" << r.system << ".png'\n"
+         << "set title 'Storage NIC read utilization per node: " << r.system << "'\n"
+         << "set xlabel 'time (s)'\nset ylabel 'utilization (%)'\nset yrange [0:110]\n"
+         << "set grid\nset key outside right\n";
+  script << "plot ";
+  const size_t nodes = r.snic_util.size();
+  // Keep the plot readable for big clusters: at most 12 nodes drawn, prefill nodes first.
+  const size_t shown = std::min<size_t>(nodes, 12);
+  for (size_t n = 0; n < shown; ++n) {
+    const size_t idx = n < shown / 2 || nodes <= 12 ? n : nodes - (shown - n);
+    const bool prefill = r.node_is_prefill[idx];
+    size_t pcount = 0;
+    for (size_t k = 0; k < idx; ++k) pcount += r.node_is_prefill[k] ? 1 : 0;
+    const std::string name =
+        prefill ? "P" + std::to_string(pcount) : "D" + std::to_string(idx - pcount);
+    script << (n ? ", " : "") << "'" << dat_path << "' using ($1*" << window_s << "):" << (idx + 2)
+           << " with lines lw 1.5 dt " << (prefill ? 1 : 2) << " title '" << name << "'";
+  }
+  script << "\n";
+  return Status::Ok();
+}
+
+// Decode side over time: requests per decode GPU and the decode step time (what paces TPOT and
+// an offline run's critical path, docs/sim.md).
+Status PlotDecode(const SimResult& r, double window_s, const std::string& dir,
+                  std::ostringstream& script) {
+  const size_t windows = r.decode_batch_per_gpu.size();
+  const std::string dat_path = dir + "/decode_" + r.system + ".dat";
+  std::ostringstream dat;
+  const size_t step = std::max<size_t>(1, windows / 400);
+  for (size_t w = 0; w + step <= windows; w += step) {
+    double batch = 0, tau = 0;
+    size_t active = 0;
+    for (size_t k = w; k < w + step; ++k) {
+      batch += r.decode_batch_per_gpu[k];
+      if (r.decode_step_ms[k] > 0) {
+        tau += r.decode_step_ms[k];
+        active++;
+      }
+    }
+    dat << w << ' ' << batch / static_cast<double>(step) << ' '
+        << (active ? tau / static_cast<double>(active) : 0.0) << '\n';
+  }
+  RETURN_IF_ERROR(WriteOutputFile(dat_path, dat.str(), "--plot"));
+  script << "reset\nset output '" << dir << "/decode_" << r.system << ".png'\n"
+         << "set title 'Decode side: " << r.system << "'\n"
+         << "set xlabel 'time (s)'\nset ylabel 'requests in decode per decode GPU'\n"
+         << "set y2label 'decode step (ms)'\nset ytics nomirror\nset y2tics\n"
+         << "set yrange [0:*]\nset y2range [0:*]\nset grid\nset key top right\n"
+         << "plot '" << dat_path << "' using ($1*" << window_s
+         << "):2 with lines lw 1.5 title 'batch per GPU', '' using ($1*" << window_s
+         << "):($3 > 0 ? $3 : 1/0) axes x1y2 with lines lw 1.5 dt 2 title 'step time'\n";
+  return Status::Ok();
+}
+
+}  // namespace
+
 Status WritePlots(const Report& report, const std::string& dir) {
   RETURN_IF_ERROR(PreparePlotDir(dir));
-  const double config_window_s = json::parse(report.config_json)["sim"].value("snic_window_s", 1.0);
   // A long run's windows are wider than the configured ones (SimResult::window_s).
   auto window_of = [&](const SimResult& r) {
-    return r.window_s > 0 ? r.window_s : config_window_s;
+    return r.window_s > 0 ? r.window_s : report.run.sim.snic_window_s;
   };
   std::ostringstream script;
   script << "set terminal pngcairo size 1000,600 font 'sans,11'\n";
-  // JCT (offline) or TTFT (online) per system: a bar chart.
-  {
-    std::ostringstream dat;
-    for (const ReportEntry& e : report.entries) {
-      dat << '"' << e.result.system << "\" " << (e.online ? e.result.ttft_mean_s : e.result.jct_s)
-          << "\n";
-    }
-    RETURN_IF_ERROR(WriteOutputFile(dir + "/jct.dat", dat.str(), "--plot"));
-    const bool online = !report.entries.empty() && report.entries.front().online;
-    script << "set output '" << dir << "/jct.png'\n"
-           << "set title '" << (online ? "Mean TTFT per system" : "Job completion time per system")
-           << "'\nset ylabel '" << (online ? "TTFT (s)" : "JCT (s)") << "'\n"
-           << "set style fill solid 0.8 border -1\nset boxwidth 0.6\nset yrange [0:*]\n"
-           << "set grid ytics\nunset key\n"
-           << "plot '" << dir
-           << "/jct.dat' using 0:2:xtic(1) with boxes lc rgb '#4472c4', '' using "
-              "0:2:(sprintf('%.0f',$2)) "
-              "with labels offset 0,1 notitle\n";
-  }
-  // Storage-NIC read utilization over time, one line per node (paper Figure 15).
+  RETURN_IF_ERROR(PlotJct(report, dir, script));
   for (const ReportEntry& e : report.entries) {
-    const SimResult& r = e.result;
-    if (r.snic_util.empty()) continue;
-    const double window_s = window_of(r);
-    const std::string dat_path = dir + "/snic_" + r.system + ".dat";
-    std::ostringstream dat;
-    const size_t windows = r.snic_util.front().size();
-    // Average over groups of windows so a long run stays readable (~400 points).
-    const size_t step = std::max<size_t>(1, windows / 400);
-    for (size_t w = 0; w + step <= windows; w += step) {
-      dat << w;  // window index; scaled to seconds below
-      for (const auto& node : r.snic_util) {
-        double s = 0;
-        for (size_t k = w; k < w + step; ++k) s += node[k];
-        dat << ' ' << 100.0 * s / static_cast<double>(step);
-      }
-      dat << '\n';
-    }
-    RETURN_IF_ERROR(WriteOutputFile(dat_path, dat.str(), "--plot"));
-    script << "reset\nset output '" << dir << "/snic_" << r.system << ".png'\n"
-           << "set title 'Storage NIC read utilization per node: " << r.system << "'\n"
-           << "set xlabel 'time (s)'\nset ylabel 'utilization (%)'\nset yrange [0:110]\n"
-           << "set grid\nset key outside right\n";
-    script << "plot ";
-    const size_t nodes = r.snic_util.size();
-    // Keep the plot readable for big clusters: at most 12 nodes drawn, prefill nodes first.
-    const size_t shown = std::min<size_t>(nodes, 12);
-    for (size_t n = 0; n < shown; ++n) {
-      const size_t idx = n < shown / 2 || nodes <= 12 ? n : nodes - (shown - n);
-      const bool prefill = r.node_is_prefill[idx];
-      size_t pcount = 0;
-      for (size_t k = 0; k < idx; ++k) pcount += r.node_is_prefill[k] ? 1 : 0;
-      const std::string name =
-          prefill ? "P" + std::to_string(pcount) : "D" + std::to_string(idx - pcount);
-      script << (n ? ", " : "") << "'" << dat_path << "' using ($1*" << window_s
-             << "):" << (idx + 2) << " with lines lw 1.5 dt " << (prefill ? 1 : 2) << " title '"
-             << name << "'";
-    }
-    script << "\n";
+    if (e.result.snic_util.empty()) continue;
+    RETURN_IF_ERROR(PlotSnic(e.result, window_of(e.result), dir, script));
   }
-  // Decode side over time: requests per decode GPU and the decode step time (what paces TPOT and
-  // an offline run's critical path, docs/sim.md).
   for (const ReportEntry& e : report.entries) {
-    const SimResult& r = e.result;
-    const size_t windows = r.decode_batch_per_gpu.size();
-    if (windows == 0) continue;
-    const double window_s = window_of(r);
-    const std::string dat_path = dir + "/decode_" + r.system + ".dat";
-    std::ostringstream dat;
-    const size_t step = std::max<size_t>(1, windows / 400);
-    for (size_t w = 0; w + step <= windows; w += step) {
-      double batch = 0, tau = 0;
-      size_t active = 0;
-      for (size_t k = w; k < w + step; ++k) {
-        batch += r.decode_batch_per_gpu[k];
-        if (r.decode_step_ms[k] > 0) {
-          tau += r.decode_step_ms[k];
-          active++;
-        }
-      }
-      dat << w << ' ' << batch / static_cast<double>(step) << ' '
-          << (active ? tau / static_cast<double>(active) : 0.0) << '\n';
-    }
-    RETURN_IF_ERROR(WriteOutputFile(dat_path, dat.str(), "--plot"));
-    script << "reset\nset output '" << dir << "/decode_" << r.system << ".png'\n"
-           << "set title 'Decode side: " << r.system << "'\n"
-           << "set xlabel 'time (s)'\nset ylabel 'requests in decode per decode GPU'\n"
-           << "set y2label 'decode step (ms)'\nset ytics nomirror\nset y2tics\n"
-           << "set yrange [0:*]\nset y2range [0:*]\nset grid\nset key top right\n"
-           << "plot '" << dat_path << "' using ($1*" << window_s
-           << "):2 with lines lw 1.5 title 'batch per GPU', '' using ($1*" << window_s
-           << "):($3 > 0 ? $3 : 1/0) axes x1y2 with lines lw 1.5 dt 2 title 'step time'\n";
+    if (e.result.decode_batch_per_gpu.empty()) continue;
+    RETURN_IF_ERROR(PlotDecode(e.result, window_of(e.result), dir, script));
   }
   const std::string gp = dir + "/plots.gp";
   RETURN_IF_ERROR(WriteOutputFile(gp, script.str(), "--plot"));
-  return RunGnuplot(gp, dir + "/gnuplot.log");
+  return RunGnuplot(gp, dir + "/gnuplot.log");  // the one gnuplot runner (common/file.h)
 }
 
 }  // namespace dualpath::sim

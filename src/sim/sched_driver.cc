@@ -6,31 +6,34 @@
 
 namespace dualpath::sim {
 
-sched::SchedConfig SchedConfigFor(SystemKind system, const SimConfig& config, double alpha_tokens,
-                                  double beta_tokens) {
-  sched::SchedConfig s;
-  switch (system) {
-    case SystemKind::kBasic:
-      s = sched::SchedConfig::Basic();
-      break;
-    case SystemKind::kLayerwise:
-      s = sched::SchedConfig::Basic();
-      s.layerwise_prefill = true;
-      break;
-    case SystemKind::kDualPathRr:
-      s = sched::SchedConfig::DualPathRoundRobinSide();
-      break;
-    case SystemKind::kDualPath:
-    case SystemKind::kOracle:
-      s = sched::SchedConfig::DualPath();
-      break;
-    case SystemKind::kDualPathSplit:
-      s = sched::SchedConfig::DualPath();
-      s.split_reads = true;
-      break;
+SchedThresholds DeriveThresholds(const SimConfig& config, const CostModel& cost,
+                                 const SimWorkload& workload) {
+  double hit_sum = 0, prompt_sum = 0;
+  for (const SimTurn& t : workload.turns) {
+    hit_sum += t.hit;
+    prompt_sum += t.prompt;
   }
-  s.short_read_queue_tokens = std::max<int64_t>(1, std::llround(alpha_tokens));
-  s.unfinished_token_limit = std::max<int64_t>(1, std::llround(beta_tokens));
+  const double n_turns = static_cast<double>(workload.turns.size());
+  const auto mean_hit = static_cast<uint64_t>(hit_sum / n_turns);
+  const auto mean_new =
+      std::max<uint64_t>(1, static_cast<uint64_t>((prompt_sum - hit_sum) / n_turns));
+  const double attn = cost.PrefillAttentionTime(mean_hit, mean_new);
+  const double per_batch = std::max(1.0, config.engine.compute_quota_ms * 1e-3 / attn);
+  const double batch_tokens = per_batch * static_cast<double>(mean_new);
+  const double per_req = attn + cost.PrefillLinearTime(batch_tokens) / per_batch;
+  const double pe_prompt_tokens_per_s = (prompt_sum / n_turns) / per_req;
+  SchedThresholds t;
+  t.alpha_tokens =
+      config.sched.short_read_queue_s * cost.snic_bytes_per_s() / cost.kv_bytes_per_token();
+  t.beta_tokens = config.sched.unfinished_token_limit_s * pe_prompt_tokens_per_s;
+  return t;
+}
+
+sched::SchedConfig SchedConfigFor(SystemKind system, const SimConfig& config,
+                                  const SchedThresholds& thresholds) {
+  sched::SchedConfig s = sched::PresetFor(system);
+  s.short_read_queue_tokens = std::max<int64_t>(1, std::llround(thresholds.alpha_tokens));
+  s.unfinished_token_limit = std::max<int64_t>(1, std::llround(thresholds.beta_tokens));
   s.compute_quota = static_cast<Nanos>(config.engine.compute_quota_ms * 1e6);
   s.block_tokens = config.engine.block_tokens;
   return s;
@@ -102,7 +105,7 @@ sched::AttentionTimeModel FitAttentionModel(const CostModel& cost) {
   return model;
 }
 
-Result<std::unique_ptr<SchedDriver>> SchedDriver::Create(const ClusterState& c,
+Result<std::unique_ptr<SchedDriver>> SchedDriver::Create(const ClusterState& c, SystemKind system,
                                                          const sched::SchedConfig& config) {
   sched::UniformClusterSpec spec;
   spec.prefill_nodes = static_cast<int>(c.prefill_nodes);
@@ -110,7 +113,7 @@ Result<std::unique_ptr<SchedDriver>> SchedDriver::Create(const ClusterState& c,
   spec.gpus_per_node = static_cast<int>(c.gpus_per_node);
   ASSIGN_OR_RETURN(sched::ClusterDesc desc, sched::MakeUniformCluster(spec));
   ASSIGN_OR_RETURN(std::unique_ptr<sched::Scheduler> s, sched::Scheduler::Create(desc, config));
-  std::unique_ptr<SchedDriver> d(new SchedDriver(std::move(s)));
+  std::unique_ptr<SchedDriver> d(new SchedDriver(std::move(s), system));
   d->group_engines_.resize(static_cast<size_t>(desc.num_groups()));
   d->group_is_prefill_.assign(static_cast<size_t>(desc.num_groups()), false);
   for (const sched::EngineDesc& e : desc.engines) {
@@ -125,7 +128,8 @@ Status SchedDriver::Submit(uint32_t slot, uint64_t prompt, uint64_t hit, uint64_
   r.id = RequestId(slot);
   r.session = SessionId(slot);
   r.prompt_tokens = static_cast<int64_t>(prompt);
-  r.hit_tokens = static_cast<int64_t>(hit);
+  // The Oracle rule (sched/system.h): the scheduler sees no hit tokens to place.
+  r.hit_tokens = sched::SchedHitTokens(system_, static_cast<int64_t>(hit));
   r.expected_gen_tokens = static_cast<int64_t>(gen);
   return sched_->Submit(r);
 }

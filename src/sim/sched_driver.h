@@ -17,15 +17,28 @@
 
 #include "dualpath/sched/batch.h"
 #include "dualpath/sched/scheduler.h"
+#include "dualpath/sched/system.h"
 #include "dualpath/sim/simulator.h"
 #include "sim/cluster_state.h"
 #include "sim/cost_model.h"
 
 namespace dualpath::sim {
 
-// The scheduler config (policy switches + thresholds) for a system.
-sched::SchedConfig SchedConfigFor(SystemKind system, const SimConfig& config, double alpha_tokens,
-                                  double beta_tokens);
+// §6.1 thresholds in tokens, derived from profiled rates (A.4: "profiled in advance"):
+//   alpha = tokens one node's storage NIC reads in sched.short_read_queue_s;
+//   beta  = prompt tokens one PE prefills in sched.unfinished_token_limit_s, estimated on the
+//           workload's mean request (mean hit, mean new tokens) in a compute-quota-sized batch.
+struct SchedThresholds {
+  double alpha_tokens = 0;
+  double beta_tokens = 0;
+};
+SchedThresholds DeriveThresholds(const SimConfig& config, const CostModel& cost,
+                                 const SimWorkload& workload);
+
+// The scheduler config of a run: the system's preset (sched::PresetFor, the one mapping) with the
+// thresholds, the compute quota and the block size of this simulated deployment.
+sched::SchedConfig SchedConfigFor(SystemKind system, const SimConfig& config,
+                                  const SchedThresholds& thresholds);
 
 // Least-squares fit of sched::AttentionTimeModel to CostModel::PrefillAttentionTime over the
 // (cached, new) range agentic prefill sees.
@@ -33,9 +46,12 @@ sched::AttentionTimeModel FitAttentionModel(const CostModel& cost);
 
 class SchedDriver {
  public:
-  static Result<std::unique_ptr<SchedDriver>> Create(const ClusterState& cluster,
+  // Drives a scheduler with `config` (SchedConfigFor(system, ...)) for `system`.
+  static Result<std::unique_ptr<SchedDriver>> Create(const ClusterState& cluster, SystemKind system,
                                                      const sched::SchedConfig& config);
 
+  // Submits the request in `slot` with its real hit; the Oracle rule (sched::SchedHitTokens)
+  // decides what the scheduler sees.
   Status Submit(uint32_t slot, uint64_t prompt, uint64_t hit, uint64_t gen);
   // Group `group` (0..num_groups()-1) fetches with fresh reports of its engines from `cluster` at
   // `now`; appends the decisions.
@@ -47,10 +63,12 @@ class SchedDriver {
   const sched::SchedStats& stats() const { return sched_->stats(); }
 
  private:
-  explicit SchedDriver(std::unique_ptr<sched::Scheduler> s) : sched_(std::move(s)) {}
+  SchedDriver(std::unique_ptr<sched::Scheduler> s, SystemKind system)
+      : sched_(std::move(s)), system_(system) {}
   sched::EngineReport Report(const ClusterState& c, uint32_t engine, double now) const;
 
   std::unique_ptr<sched::Scheduler> sched_;
+  SystemKind system_;
   std::vector<std::vector<uint32_t>> group_engines_;  // by sched group id
   std::vector<bool> group_is_prefill_;                // by sched group id
   std::vector<sched::EngineReport> reports_;

@@ -2,8 +2,6 @@
 
 #include <algorithm>
 #include <cmath>
-#include <cstdio>
-#include <cstdlib>
 #include <queue>
 #include <random>
 
@@ -12,8 +10,8 @@
 #include "dualpath/sim/event_queue.h"
 #include "sim/cluster_state.h"
 #include "sim/cost_model.h"
+#include "sim/metrics.h"
 #include "sim/sched_driver.h"
-#include "sim/time_bins.h"
 
 namespace dualpath::sim {
 namespace {
@@ -71,8 +69,14 @@ struct DeGroup {
       heap;
 };
 
-bool Layerwise(SystemKind s) { return s != SystemKind::kBasic; }
+// One PE's share of a prefill forward batch: attention time, and KV bytes streamed into HBM and
+// out to the DE (what the layerwise pipeline overlaps with compute).
+struct PeStep {
+  double attn = 0, load = 0, out = 0;
+};
 
+// One run: the cluster, its event loop, and the scheduler driven as a cluster's engines would
+// (sched_driver.h). Metrics are recorded into SimMetrics (metrics.h) as events happen.
 class Simulation {
  public:
   Simulation(const SimConfig& config, const kv::ModelGeometry& model, const SimWorkload& w,
@@ -81,27 +85,33 @@ class Simulation {
         cost_(config, model),
         w_(w),
         spec_(spec),
-        layerwise_(Layerwise(spec.system)),
-        oracle_(spec.system == SystemKind::kOracle),
+        layerwise_(sched::PresetFor(spec.system).layerwise_prefill),
+        moves_kv_(sched::MovesKv(spec.system)),
         attn_model_(FitAttentionModel(cost_)),
         rng_(spec.seed ^ 0x9e3779b97f4a7c15ULL),
-        dec_batch_time_(config.snic_window_s),
-        dec_active_time_(config.snic_window_s),
-        dec_tau_time_(config.snic_window_s) {}
+        metrics_(config, spec.online) {}
 
   Result<SimResult> Run();
 
  private:
-  Status Build();
+  void BuildCluster();
+  Status StartScheduler();
+  uint64_t StartAgents();
+  Status Dispatch(const Event& e);
+  bool Stalled(double now) const;
   Status Arrive(uint32_t agent, uint32_t turn, double now);
   Status Fetch(uint32_t group, double now);
+  Status PlacePrefill(const sched::Assignment& a, double now);
   void Push(double time, uint32_t kind, uint32_t a = 0, uint64_t b = 0) {
     if (kind != kFetch) ++work_events_;
     q_.Push(time, kind, a, b);
   }
   void StartReads(uint32_t slot, double now);
   void AdmitReads(uint32_t nic, double now);
+  Status ReadDone(uint32_t slot, double now);
   Status KickPrefill(uint32_t group, double now);
+  Status PlanPeStep(PeGroup& g, PeState& pe, const sched::BatchLimits& limits, PeStep* step,
+                    double* tokens_total);
   Status FinishPrefillStep(uint32_t group, double now);
   void PrefillDone(uint32_t slot, double now);
   void DecodeJoin(uint32_t slot, double now);
@@ -111,22 +121,20 @@ class Simulation {
   void RetimeDecode(uint32_t group, double now);
   void Complete(uint32_t slot, double now);
   uint32_t NewReq();
-  SimResult Collect(double wall_end);
 
   const SimConfig& cfg_;
   CostModel cost_;
   const SimWorkload& w_;
   RunSpec spec_;
-  bool layerwise_;
-  bool oracle_;
+  bool layerwise_;  // the system's preset: layerwise prefill (ablation step 1 on)
+  bool moves_kv_;   // the Oracle rule (sched/system.h): false = no KV read or transfer
   sched::AttentionTimeModel attn_model_;
   std::unique_ptr<SchedDriver> driver_;
   std::vector<bool> fetch_armed_;  // per scheduler group: its fetch timer is running
   uint64_t work_events_ = 0;       // queued events other than fetch ticks
-  double last_placement_ = 0;
+  double last_placement_ = 0;      // last time a fetch placed anything (stall detection)
   std::mt19937_64 rng_;
-  std::uniform_real_distribution<double> jitter_{
-      0.0, 1.0};  // last time a fetch placed anything (stall detection)
+  std::uniform_real_distribution<double> jitter_{0.0, 1.0};
   std::vector<sched::DecodeAssignment> decode_out_;
   std::vector<sched::Assignment> prefill_out_;
   std::vector<sched::PrefillWork> work_;
@@ -138,27 +146,11 @@ class Simulation {
   std::vector<DeGroup> de_groups_;
   std::vector<Req> reqs_;
   std::vector<uint32_t> free_reqs_;
-
-  // Metrics.
-  std::vector<float> ttft_;
-  double ttst_sum_ = 0;
-  uint64_t ttst_n_ = 0;
-  double tpot_sum_ = 0;
-  uint64_t tpot_n_ = 0;
-  double agent_jct_sum_ = 0;
-  uint64_t agents_done_ = 0;
-  uint64_t requests_done_ = 0;
-  double last_completion_ = 0;
-  std::vector<std::pair<double, double>> attn_ratio_;  // (time, max/avg) per prefill step
-  std::vector<AgentPath> agent_path_;  // per agent: its start and where its time went
-  // Per window (snic_window_s, widened on long runs: time_bins.h), summed over decode groups:
-  // integral of requests in decode, time a group was decoding, and integral of its step time
-  // while it was.
-  TimeBins dec_batch_time_, dec_active_time_, dec_tau_time_;
-  double steady_from_ = 0, steady_to_ = 0;  // online TTFT window (arrival times)
+  SimMetrics metrics_;
 };
 
-Status Simulation::Build() {
+// Nodes, their storage NICs and DRAM buffers, and the engines in their EP groups.
+void Simulation::BuildCluster() {
   const uint32_t g = cfg_.hw.gpus_per_node;
   c_.prefill_nodes = spec_.shape.prefill_nodes;
   c_.decode_nodes = spec_.shape.decode_nodes;
@@ -195,29 +187,14 @@ Status Simulation::Build() {
       c_.des.push_back(d);
     }
   }
+}
 
-  // §6.1 thresholds from profiled rates (A.4: "profiled in advance"): alpha = tokens one node's
-  // storage NIC reads in short_read_queue_s; beta = prompt tokens one PE prefills in
-  // unfinished_token_limit_s, estimated on the workload's mean request in a quota-sized batch.
-  double hit_sum = 0, prompt_sum = 0;
-  for (const SimTurn& t : w_.turns) {
-    hit_sum += t.hit;
-    prompt_sum += t.prompt;
-  }
-  const double n_turns = static_cast<double>(w_.turns.size());
-  const auto mean_hit = static_cast<uint64_t>(hit_sum / n_turns);
-  const auto mean_new =
-      std::max<uint64_t>(1, static_cast<uint64_t>((prompt_sum - hit_sum) / n_turns));
-  const double attn = cost_.PrefillAttentionTime(mean_hit, mean_new);
-  const double per_batch = std::max(1.0, cfg_.engine.compute_quota_ms * 1e-3 / attn);
-  const double batch_tokens = per_batch * static_cast<double>(mean_new);
-  const double per_req = attn + cost_.PrefillLinearTime(batch_tokens) / per_batch;
-  const double pe_prompt_tokens_per_s = (prompt_sum / n_turns) / per_req;
-  const double alpha =
-      cfg_.sched.short_read_queue_s * cost_.snic_bytes_per_s() / cost_.kv_bytes_per_token();
-  const double beta = cfg_.sched.unfinished_token_limit_s * pe_prompt_tokens_per_s;
-  ASSIGN_OR_RETURN(driver_,
-                   SchedDriver::Create(c_, SchedConfigFor(spec_.system, cfg_, alpha, beta)));
+// The scheduler with the system's preset and the thresholds derived for this workload
+// (sched_driver.h).
+Status Simulation::StartScheduler() {
+  const SchedThresholds thresholds = DeriveThresholds(cfg_, cost_, w_);
+  ASSIGN_OR_RETURN(driver_, SchedDriver::Create(c_, spec_.system,
+                                                SchedConfigFor(spec_.system, cfg_, thresholds)));
   fetch_armed_.assign(driver_->num_groups(), false);
   return Status::Ok();
 }
@@ -248,8 +225,8 @@ Status Simulation::Arrive(uint32_t agent, uint32_t turn, double now) {
   }
   r.arrival = now;
   r.de_hbm = static_cast<double>(r.prompt + r.gen) * cost_.kv_bytes_per_token();
-  // Oracle reads nothing: the scheduler sees no hit tokens to place (docs/sched.md).
-  RETURN_IF_ERROR(driver_->Submit(slot, r.prompt, oracle_ ? 0 : r.hit, r.gen));
+  // The real hit: the driver applies the Oracle rule to what the scheduler sees.
+  RETURN_IF_ERROR(driver_->Submit(slot, r.prompt, r.hit, r.gen));
   last_placement_ = now;  // a new request restarts the stall clock
   // Idle groups restart their fetch timers. Leaders' timers are free-running and unsynchronized
   // in a real cluster, so the next tick of each after `now` is uniform over one interval (seeded).
@@ -282,32 +259,7 @@ Status Simulation::Fetch(uint32_t group, double now) {
     de.requests++;
     de.hbm_free -= r.de_hbm;
   }
-  for (const sched::Assignment& a : prefill_out_) {
-    const auto slot = static_cast<uint32_t>(a.request.value());
-    Req& r = reqs_[slot];
-    DUALPATH_CHECK(a.decode.value() - num_pes == r.de, "prefill assignment with a different DE");
-    r.pe = a.prefill.value();
-    PeState& pe = c_.pes[r.pe];
-    pe.tokens += r.prompt;
-    pe.requests++;
-    r.pe_read_tokens = static_cast<uint64_t>(a.prefill_read_tokens);
-    const double kvb = cost_.kv_bytes_per_token();
-    r.read_bytes[0] = static_cast<double>(a.prefill_read_tokens) * kvb;
-    r.read_bytes[1] = static_cast<double>(a.decode_read_tokens) * kvb;
-    r.read_nic[0] = pe.node;
-    r.read_nic[1] = c_.des[r.de].node;
-    const bool pe_read = r.read_bytes[0] > 0, de_read = r.read_bytes[1] > 0;
-    r.side = pe_read && de_read ? ReadSide::kBoth
-             : pe_read          ? ReadSide::kPe
-             : de_read          ? ReadSide::kDe
-                                : ReadSide::kNone;
-    if (r.side == ReadSide::kNone) {
-      pe.ready.push_back(slot);
-      RETURN_IF_ERROR(KickPrefill(pe.group, now));
-    } else {
-      StartReads(slot, now);
-    }
-  }
+  for (const sched::Assignment& a : prefill_out_) RETURN_IF_ERROR(PlacePrefill(a, now));
   if (driver_->HasPending()) {
     // Leaders' timers are not synchronized: each interval is jittered (+-50%, seeded) so no group
     // keeps a fixed place right after the decode groups' fetches, which would hand it the head
@@ -316,6 +268,36 @@ Status Simulation::Fetch(uint32_t group, double now) {
   } else {
     fetch_armed_[group] = false;
   }
+  return Status::Ok();
+}
+
+// A complete assignment: the request joins its PE and starts its reads (or, reading nothing,
+// waits for a forward batch right away).
+Status Simulation::PlacePrefill(const sched::Assignment& a, double now) {
+  const auto num_pes = static_cast<uint32_t>(c_.pes.size());
+  const auto slot = static_cast<uint32_t>(a.request.value());
+  Req& r = reqs_[slot];
+  DUALPATH_CHECK(a.decode.value() - num_pes == r.de, "prefill assignment with a different DE");
+  r.pe = a.prefill.value();
+  PeState& pe = c_.pes[r.pe];
+  pe.tokens += r.prompt;
+  pe.requests++;
+  r.pe_read_tokens = static_cast<uint64_t>(a.prefill_read_tokens);
+  const double kvb = cost_.kv_bytes_per_token();
+  r.read_bytes[0] = static_cast<double>(a.prefill_read_tokens) * kvb;
+  r.read_bytes[1] = static_cast<double>(a.decode_read_tokens) * kvb;
+  r.read_nic[0] = pe.node;
+  r.read_nic[1] = c_.des[r.de].node;
+  const bool pe_read = r.read_bytes[0] > 0, de_read = r.read_bytes[1] > 0;
+  r.side = pe_read && de_read ? ReadSide::kBoth
+           : pe_read          ? ReadSide::kPe
+           : de_read          ? ReadSide::kDe
+                              : ReadSide::kNone;
+  if (r.side == ReadSide::kNone) {
+    pe.ready.push_back(slot);
+    return KickPrefill(pe.group, now);
+  }
+  StartReads(slot, now);
   return Status::Ok();
 }
 
@@ -340,6 +322,14 @@ void Simulation::AdmitReads(uint32_t nic, double now) {
   }
 }
 
+Status Simulation::ReadDone(uint32_t slot, double now) {
+  Req& r = reqs_[slot];
+  if (--r.reads_left != 0) return Status::Ok();
+  PeState& pe = c_.pes[r.pe];
+  pe.ready.push_back(slot);
+  return KickPrefill(pe.group, now);
+}
+
 // Forms one forward batch per PE of the group with sched::PackBatch (§6.2 FIFO packing under the
 // compute quota, chunked prefill of the last request) and schedules the step's end. The step
 // costs the exact FLOP-based time; the scheduler only saw its fitted estimate.
@@ -359,34 +349,12 @@ Status Simulation::KickPrefill(uint32_t gi, double now) {
   for (uint32_t pi : g.pes) {
     PeState& pe = c_.pes[pi];
     if (pe.ready.empty()) continue;
-    work_.clear();
-    for (uint32_t slot : pe.ready) {
-      const Req& r = reqs_[slot];
-      work_.push_back(sched::PrefillWork{static_cast<int64_t>(r.hit + r.done_new),
-                                         static_cast<int64_t>(r.prompt - r.hit - r.done_new)});
-    }
-    RETURN_IF_ERROR(sched::PackBatch(work_, attn_model_, limits, &plan_));
-    double attn = 0, load = 0, out = 0;
-    for (const sched::BatchEntry& e : plan_.entries) {
-      const uint32_t slot = pe.ready[e.index];
-      const Req& r = reqs_[slot];
-      const uint64_t cached = r.hit + r.done_new;
-      const auto n = static_cast<uint64_t>(e.bsz);
-      g.batch.push_back(BatchEntry{slot, n});
-      attn += cost_.PrefillAttentionTime(cached, n);
-      tokens_total += static_cast<double>(n);
-      if (!oracle_) {
-        // Layer KV of the cached tokens streams into HBM from a buffer (PE's own, or the DE's
-        // over the compute network); new KV, and PE-read hit KV once, streams out to the DE.
-        load += static_cast<double>(cached) * kvb;
-        out += static_cast<double>(n) * kvb;
-        if (!r.sent_hit) out += static_cast<double>(r.pe_read_tokens) * kvb;
-      }
-    }
-    max_attn = std::max(max_attn, attn);
-    sum_attn += attn;
-    max_load = std::max(max_load, load);
-    max_out = std::max(max_out, out);
+    PeStep step;
+    RETURN_IF_ERROR(PlanPeStep(g, pe, limits, &step, &tokens_total));
+    max_attn = std::max(max_attn, step.attn);
+    sum_attn += step.attn;
+    max_load = std::max(max_load, step.load);
+    max_out = std::max(max_out, step.out);
   }
   if (g.batch.empty()) return Status::Ok();
   const double members = static_cast<double>(g.pes.size());
@@ -403,11 +371,40 @@ Status Simulation::KickPrefill(uint32_t gi, double now) {
   } else {
     duration = max_load / link + compute;  // all KV to HBM first, then compute
   }
-  if (sum_attn > 0) {
-    attn_ratio_.emplace_back(now, max_attn / (sum_attn / members));
-  }
+  if (sum_attn > 0) metrics_.AttentionStep(now, max_attn / (sum_attn / members));
   g.busy = true;
   Push(now + duration, kPrefillStep, gi, 0);
+  return Status::Ok();
+}
+
+// One PE's part of the group's forward: packs its ready queue, appends the entries to the group's
+// batch, and sums their attention time and KV traffic (none without KV movement: Oracle).
+Status Simulation::PlanPeStep(PeGroup& g, PeState& pe, const sched::BatchLimits& limits,
+                              PeStep* step, double* tokens_total) {
+  work_.clear();
+  for (uint32_t slot : pe.ready) {
+    const Req& r = reqs_[slot];
+    work_.push_back(sched::PrefillWork{static_cast<int64_t>(r.hit + r.done_new),
+                                       static_cast<int64_t>(r.prompt - r.hit - r.done_new)});
+  }
+  RETURN_IF_ERROR(sched::PackBatch(work_, attn_model_, limits, &plan_));
+  const double kvb = cost_.kv_bytes_per_token();
+  for (const sched::BatchEntry& e : plan_.entries) {
+    const uint32_t slot = pe.ready[e.index];
+    const Req& r = reqs_[slot];
+    const uint64_t cached = r.hit + r.done_new;
+    const auto n = static_cast<uint64_t>(e.bsz);
+    g.batch.push_back(BatchEntry{slot, n});
+    step->attn += cost_.PrefillAttentionTime(cached, n);
+    *tokens_total += static_cast<double>(n);
+    if (moves_kv_) {
+      // Layer KV of the cached tokens streams into HBM from a buffer (PE's own, or the DE's
+      // over the compute network); new KV, and PE-read hit KV once, streams out to the DE.
+      step->load += static_cast<double>(cached) * kvb;
+      step->out += static_cast<double>(n) * kvb;
+      if (!r.sent_hit) step->out += static_cast<double>(r.pe_read_tokens) * kvb;
+    }
+  }
   return Status::Ok();
 }
 
@@ -433,9 +430,7 @@ Status Simulation::FinishPrefillStep(uint32_t gi, double now) {
 void Simulation::PrefillDone(uint32_t slot, double now) {
   Req& r = reqs_[slot];
   r.first_token = now;
-  if (!spec_.online || (r.arrival >= steady_from_ && r.arrival <= steady_to_)) {
-    ttft_.push_back(static_cast<float>(now - r.arrival));
-  }
+  metrics_.FirstToken(r.arrival, now);
   PeState& pe = c_.pes[r.pe];
   pe.tokens -= r.prompt;
   pe.requests--;
@@ -446,7 +441,7 @@ void Simulation::PrefillDone(uint32_t slot, double now) {
     }
   }
   double delay = 0;
-  if (!oracle_) {
+  if (moves_kv_) {
     const double bytes = static_cast<double>(r.prompt) * cost_.kv_bytes_per_token();
     // Layerwise: the prompt KV already streamed to the DE buffer during the forward. Otherwise it
     // is sent after prefill. Either way the DE copies it buffer -> HBM before decoding (§4.1).
@@ -465,9 +460,7 @@ void Simulation::AdvanceDecode(DeGroup& g, double now) {
 
 void Simulation::AccumulateDecodeSeries(DeGroup& g, double now) {
   if (g.series_batch > 0 && now > g.series_from) {
-    dec_batch_time_.AddSpread(g.series_from, now, g.series_batch);
-    dec_active_time_.AddSpread(g.series_from, now, 1.0);
-    dec_tau_time_.AddSpread(g.series_from, now, g.series_tau);
+    metrics_.DecodeInterval(g.series_from, now, g.series_batch, g.series_tau);
   }
   g.series_from = now;
 }
@@ -532,10 +525,7 @@ void Simulation::DecodeDone(uint32_t gi, uint64_t version, double now) {
       d.flops = 0;  // no drift when empty
       d.kv_bytes = 0;
     }
-    if (r.gen > 2) {
-      tpot_sum_ += (now - r.ttst_time) / static_cast<double>(r.gen - 2);
-      tpot_n_++;
-    }
+    if (r.gen > 2) metrics_.Tpot((now - r.ttst_time) / static_cast<double>(r.gen - 2));
     Complete(slot, now);
   }
   RetimeDecode(gi, now);
@@ -543,19 +533,11 @@ void Simulation::DecodeDone(uint32_t gi, uint64_t version, double now) {
 
 void Simulation::Complete(uint32_t slot, double now) {
   Req& r = reqs_[slot];
-  ttst_sum_ += r.ttst_time - r.first_token;
-  ttst_n_++;
-  AgentPath& path = agent_path_[r.agent];
-  path.to_first_token_s += r.first_token - r.arrival;
-  path.decode_s += now - r.first_token;
-  path.generated_tokens += r.gen;
-  path.finish_s = now;
+  metrics_.RequestDone(r.agent, r.arrival, r.first_token, r.ttst_time, now, r.gen);
   DeState& d = c_.des[r.de];
   d.tokens -= r.prompt + r.gen;
   d.requests--;
   d.hbm_free += r.de_hbm;
-  requests_done_++;
-  last_completion_ = std::max(last_completion_, now);
   const SimAgent& a = w_.agents[r.agent % w_.agents.size()];
   const uint32_t next = r.turn + 1;
   const uint32_t agent = r.agent;
@@ -565,20 +547,21 @@ void Simulation::Complete(uint32_t slot, double now) {
     const double at = t.arrival_s >= 0 ? std::max(now, t.arrival_s) : now + t.think_s;
     Push(at, kArrive, agent, next);
   } else {
-    agent_jct_sum_ += now - agent_path_[agent].start_s;
-    agents_done_++;
+    metrics_.AgentDone(agent, now);
   }
 }
 
-Result<SimResult> Simulation::Run() {
-  RETURN_IF_ERROR(Build());
+// Queues every agent's first arrival (online: Poisson arrivals at spec.aps) and returns the
+// requests the run must complete.
+uint64_t Simulation::StartAgents() {
   const size_t num_agents =
       spec_.online && spec_.online_agents > 0 ? spec_.online_agents : w_.agents.size();
   uint64_t expected_requests = 0;
-  agent_path_.assign(num_agents, AgentPath{});
+  metrics_.InitAgents(num_agents);
   std::mt19937_64 rng(spec_.seed);
   std::uniform_real_distribution<double> uni(0.0, 1.0);
   double t = 0;
+  double last_start = 0;
   for (uint32_t i = 0; i < num_agents; ++i) {
     const SimAgent& a = w_.agents[i % w_.agents.size()];
     expected_requests += a.num_turns;
@@ -590,178 +573,77 @@ Result<SimResult> Simulation::Run() {
     const SimTurn& first = w_.turns[a.first_turn];
     if (first.arrival_s >= 0) start = first.arrival_s;
     start += first.think_s;
-    agent_path_[i].agent = i;
-    agent_path_[i].turns = a.num_turns;
-    agent_path_[i].start_s = start;
+    AgentPath& path = metrics_.agent(i);
+    path.agent = i;
+    path.turns = a.num_turns;
+    path.start_s = start;
+    last_start = start;
     Push(start, kArrive, i, a.first_turn);
   }
-  if (spec_.online && num_agents > 0) {
-    steady_from_ = 0.5 * agent_path_.back().start_s;
-    steady_to_ = agent_path_.back().start_s;
-  }
+  if (spec_.online && num_agents > 0) metrics_.SetSteadyWindow(0.5 * last_start, last_start);
   reqs_.reserve(std::min<size_t>(num_agents, 1 << 20) + 16);
-  ttft_.reserve(std::min<uint64_t>(expected_requests, 1 << 24));
+  metrics_.ReserveRequests(expected_requests);
+  return expected_requests;
+}
+
+Status Simulation::Dispatch(const Event& e) {
+  const double now = e.time;
+  switch (e.kind) {
+    case kFetch:
+      return Fetch(e.a, now);
+    case kArrive:
+      return Arrive(e.a, static_cast<uint32_t>(e.b), now);
+    case kReadDone:
+      return ReadDone(static_cast<uint32_t>(e.b), now);
+    case kPrefillStep:
+      return FinishPrefillStep(e.a, now);
+    case kDecodeJoin:
+      DecodeJoin(static_cast<uint32_t>(e.b), now);
+      return Status::Ok();
+    case kDecodeDone:
+      DecodeDone(e.a, e.b, now);
+      return Status::Ok();
+    default:
+      return Internal("unknown event kind");
+  }
+}
+
+// Fetch timers re-arm while requests are pending. If every group has fetched without placing
+// anything, no engine holds work and only timers are left, nothing can change: a stall.
+bool Simulation::Stalled(double now) const {
+  if (work_events_ != 0 || !driver_->HasPending() ||
+      now - last_placement_ <= 2 * cfg_.sched.fetch_interval_ms * 1e-3) {
+    return false;
+  }
+  for (const DeState& d : c_.des) {
+    if (d.requests > 0) return false;
+  }
+  for (const PeState& p : c_.pes) {
+    if (p.requests > 0) return false;
+  }
+  return true;
+}
+
+Result<SimResult> Simulation::Run() {
+  BuildCluster();
+  RETURN_IF_ERROR(StartScheduler());
+  const uint64_t expected_requests = StartAgents();
   while (!q_.Empty()) {
     const Event e = q_.Pop();
-    const double now = e.time;
     if (e.kind != kFetch) --work_events_;
-    switch (e.kind) {
-      case kFetch:
-        RETURN_IF_ERROR(Fetch(e.a, now));
-        break;
-      case kArrive:
-        RETURN_IF_ERROR(Arrive(e.a, static_cast<uint32_t>(e.b), now));
-        break;
-      case kReadDone: {
-        const auto slot = static_cast<uint32_t>(e.b);
-        Req& r = reqs_[slot];
-        if (--r.reads_left == 0) {
-          PeState& pe = c_.pes[r.pe];
-          pe.ready.push_back(slot);
-          RETURN_IF_ERROR(KickPrefill(pe.group, now));
-        }
-        break;
-      }
-      case kPrefillStep:
-        RETURN_IF_ERROR(FinishPrefillStep(e.a, now));
-        break;
-      case kDecodeJoin:
-        DecodeJoin(static_cast<uint32_t>(e.b), now);
-        break;
-      case kDecodeDone:
-        DecodeDone(e.a, e.b, now);
-        break;
-      default:
-        return Internal("unknown event kind");
-    }
-    // Fetch timers re-arm while requests are pending. If every group has fetched without placing
-    // anything, no engine holds work and only timers are left, nothing can change: a stall.
-    if (e.kind == kFetch && (!decode_out_.empty() || !prefill_out_.empty())) {
-      last_placement_ = now;
-    }
-    if (e.kind == kFetch && work_events_ == 0 && driver_->HasPending() &&
-        now - last_placement_ > 2 * cfg_.sched.fetch_interval_ms * 1e-3) {
-      bool any_work = false;
-      for (const DeState& d : c_.des) any_work = any_work || d.requests > 0;
-      for (const PeState& p : c_.pes) any_work = any_work || p.requests > 0;
-      if (!any_work) break;
-    }
+    RETURN_IF_ERROR(Dispatch(e));
+    if (e.kind != kFetch) continue;
+    if (!decode_out_.empty() || !prefill_out_.empty()) last_placement_ = e.time;
+    if (Stalled(e.time)) break;
   }
-  if (requests_done_ != expected_requests) {
-    if (std::getenv("DUALPATH_SIM_DEBUG") != nullptr) {
-      size_t waiting = 0, ready = 0;
-      for (const auto& n : c_.nics) waiting += n.PendingBytes(q_.Now()) > 0;
-      for (const auto& p : c_.pes) ready += p.ready.size();
-      std::fprintf(stderr, "stall: now=%f pending=%d work_events=%lu nics_pending=%zu ready=%zu\n",
-                   q_.Now(), driver_->HasPending(), work_events_, waiting, ready);
-    }
-    return Status(Code::kSimBadConfig,
-                  "simulation stalled: " + std::to_string(expected_requests - requests_done_) +
-                      " requests never ran (a request needs more decode HBM than a DE has?)");
+  if (metrics_.requests_done() != expected_requests) {
+    return Status(
+        Code::kSimBadConfig,
+        "simulation stalled: " + std::to_string(expected_requests - metrics_.requests_done()) +
+            " requests never ran (a request needs more decode HBM than a DE has?)");
   }
-  return Collect(0);
-}
-
-double Percentile(std::vector<float>& v, double p) {
-  if (v.empty()) return 0;
-  const auto k = static_cast<size_t>(p * static_cast<double>(v.size() - 1));
-  std::nth_element(v.begin(), v.begin() + static_cast<std::ptrdiff_t>(k), v.end());
-  return v[k];
-}
-
-SimResult Simulation::Collect(double /*unused*/) {
-  SimResult r;
-  r.system = std::string(SystemName(spec_.system));
-  r.requests = requests_done_;
-  r.agents = agents_done_;
-  r.jct_s = last_completion_;
-  r.mean_agent_jct_s = agents_done_ ? agent_jct_sum_ / static_cast<double>(agents_done_) : 0;
-  double sum = 0;
-  for (float x : ttft_) sum += x;
-  r.ttft_mean_s = ttft_.empty() ? 0 : sum / static_cast<double>(ttft_.size());
-  r.ttft_p50_s = Percentile(ttft_, 0.5);
-  r.ttft_p99_s = Percentile(ttft_, 0.99);
-  r.ttst_mean_s = ttst_n_ ? ttst_sum_ / static_cast<double>(ttst_n_) : 0;
-  r.tpot_mean_s = tpot_n_ ? tpot_sum_ / static_cast<double>(tpot_n_) : 0;
-  r.events = q_.Processed();
-
-  // Storage NIC balance over the loaded phase (paper Figure 13 shows the early, busy part).
-  const double phase_end = cfg_.balance_phase_fraction * r.jct_s;
-  const size_t nodes = c_.nics.size();
-  // Every series at one window width: the widest any of them reached on this run, widened further
-  // until [0, jct) fits in TimeBins::kMaxWindows windows (memory bounded by the workload, not by
-  // simulated time; time_bins.h).
-  std::vector<TimeBins*> series = {&dec_batch_time_, &dec_active_time_, &dec_tau_time_};
-  for (StorageNic& nic : c_.nics) series.push_back(&nic.bins());
-  double width = cfg_.snic_window_s;
-  for (const TimeBins* b : series) width = std::max(width, b->width());
-  for (TimeBins* b : series) b->CoarsenTo(width, r.jct_s);
-  width = series.front()->width();
-  r.window_s = width;
-  const auto windows = static_cast<size_t>(std::ceil(r.jct_s / width));
-  r.snic_util.assign(nodes, std::vector<float>(windows, 0.0f));
-  // Per window, the busiest NIC's traffic over the mean NIC traffic (paper Figure 13). Summarized
-  // traffic-weighted (sum of maxima / sum of means): nearly idle windows, where one small read
-  // makes any ratio, weigh as little as the traffic they carry. The plain mean of per-window
-  // ratios is reported too.
-  double max_sum = 0, avg_sum = 0, ratio_sum = 0;
-  size_t ratio_n = 0;
-  const double per_window = cost_.snic_bytes_per_s() * width;
-  for (size_t w = 0; w < windows; ++w) {
-    double mx = 0, total = 0;
-    for (size_t n = 0; n < nodes; ++n) {
-      const auto& wb = c_.nics[n].window_bytes();
-      const double b = w < wb.size() ? wb[w] : 0;
-      r.snic_util[n][w] = static_cast<float>(b / per_window);
-      mx = std::max(mx, b);
-      total += b;
-    }
-    if (static_cast<double>(w + 1) * width <= phase_end && total > 0) {
-      const double avg = total / static_cast<double>(nodes);
-      max_sum += mx;
-      avg_sum += avg;
-      ratio_sum += mx / avg;
-      ratio_n++;
-    }
-  }
-  r.snic_max_over_avg = avg_sum > 0 ? max_sum / avg_sum : 0;
-  r.snic_max_over_avg_unweighted = ratio_n ? ratio_sum / static_cast<double>(ratio_n) : 0;
-  for (size_t n = 0; n < nodes; ++n) {
-    r.snic_read_bytes += c_.nics[n].total_read_bytes();
-    r.node_is_prefill.push_back(n < c_.prefill_nodes);
-  }
-  if (r.jct_s > 0) {
-    r.snic_avg_utilization =
-        r.snic_read_bytes / (static_cast<double>(nodes) * cost_.snic_bytes_per_s() * r.jct_s);
-  }
-  // Attention balance across each prefill EP group, over the first 5% of the run (Figure 14).
-  double a_sum = 0;
-  size_t a_n = 0;
-  for (const auto& [time, ratio] : attn_ratio_) {
-    if (time <= 0.05 * r.jct_s) {
-      a_sum += ratio;
-      a_n++;
-    }
-  }
-  r.attn_max_over_avg = a_n ? a_sum / static_cast<double>(a_n) : 0;
-  // Decode batch and step time per window (the decode groups are idle once every request is done).
-  const double de_gpus = static_cast<double>(c_.des.size());
-  r.decode_batch_per_gpu.assign(windows, 0.0f);
-  r.decode_step_ms.assign(windows, 0.0f);
-  const std::vector<double>& batch_time = dec_batch_time_.values();
-  const std::vector<double>& active_time = dec_active_time_.values();
-  const std::vector<double>& tau_time = dec_tau_time_.values();
-  for (size_t w = 0; w < windows && w < batch_time.size(); ++w) {
-    r.decode_batch_per_gpu[w] = static_cast<float>(batch_time[w] / (width * de_gpus));
-    if (active_time[w] > 0) {
-      r.decode_step_ms[w] = static_cast<float>(1e3 * tau_time[w] / active_time[w]);
-    }
-  }
-  // The agent that finished last (first such agent on a tie): the run's critical path.
-  for (const AgentPath& p : agent_path_) {
-    if (p.finish_s > r.last_agent.finish_s) r.last_agent = p;
-  }
-  return r;
+  return metrics_.Collect(std::string(SystemName(spec_.system)), c_, cost_.snic_bytes_per_s(),
+                          q_.Processed());
 }
 
 }  // namespace

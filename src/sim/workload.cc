@@ -1,4 +1,4 @@
-// Conversions into the simulator's compact forms: system names, cluster shapes, workloads.
+// Conversions into the simulator's compact forms: cluster shapes and workloads.
 #include <algorithm>
 #include <cctype>
 #include <random>
@@ -7,35 +7,6 @@
 #include "dualpath/sim/simulator.h"
 
 namespace dualpath::sim {
-
-std::string_view SystemName(SystemKind kind) {
-  switch (kind) {
-    case SystemKind::kBasic:
-      return "basic";
-    case SystemKind::kLayerwise:
-      return "layerwise";
-    case SystemKind::kDualPathRr:
-      return "dualpath-rr";
-    case SystemKind::kDualPath:
-      return "dualpath";
-    case SystemKind::kOracle:
-      return "oracle";
-    case SystemKind::kDualPathSplit:
-      return "dualpath-split";
-  }
-  return "?";
-}
-
-Result<SystemKind> ParseSystem(std::string_view name) {
-  for (SystemKind k : {SystemKind::kBasic, SystemKind::kLayerwise, SystemKind::kDualPathRr,
-                       SystemKind::kDualPath, SystemKind::kOracle, SystemKind::kDualPathSplit}) {
-    if (name == SystemName(k)) {
-      return k;
-    }
-  }
-  return InvalidArgument("unknown system '" + std::string(name) +
-                         "' (basic, layerwise, dualpath-rr, dualpath, oracle, dualpath-split)");
-}
 
 Result<ClusterShape> ParseClusterShape(std::string_view text) {
   auto bad = [&](const std::string& why) {
@@ -68,6 +39,10 @@ Result<ClusterShape> ParseClusterShape(std::string_view text) {
     return bad("needs at least one prefill and one decode node");
   }
   return shape;
+}
+
+std::string ClusterShapeName(ClusterShape shape) {
+  return std::to_string(shape.prefill_nodes) + "P" + std::to_string(shape.decode_nodes) + "D";
 }
 
 Result<SimWorkload> CompactWorkload(const trace::Workload& w, uint32_t block_tokens) {

@@ -26,14 +26,9 @@ TEST(ClusterShapeTest, RejectsImpossibleShapes) {
   }
 }
 
-TEST(SystemTest, NamesRoundTrip) {
-  for (SystemKind k : {SystemKind::kBasic, SystemKind::kLayerwise, SystemKind::kDualPathRr,
-                       SystemKind::kDualPath, SystemKind::kOracle, SystemKind::kDualPathSplit}) {
-    auto r = ParseSystem(SystemName(k));
-    ASSERT_TRUE(r.ok());
-    EXPECT_EQ(*r, k);
-  }
-  EXPECT_FALSE(ParseSystem("fast").ok());
+TEST(ClusterShapeTest, NameRoundTrips) {
+  EXPECT_EQ(ClusterShapeName({2, 4}), "2P4D");
+  EXPECT_EQ(ClusterShapeName(*ParseClusterShape("48p96d")), "48P96D");
 }
 
 trace::Workload TwoTurns() {

@@ -1,4 +1,6 @@
 // Workload statistics in the definitions of DualPath Table 2 plus the ideal prefix-cache hit ratio.
+#include "dualpath/common/stats.h"
+
 #include <algorithm>
 #include <cstddef>
 #include <unordered_set>
@@ -141,10 +143,7 @@ WorkloadStats ComputeStats(const Workload& w, uint32_t block_size) {
     st.context_mean /= n;
     st.total_mean /= n;
     st.session_hit_ratio_mean /= n;
-    const auto mid =
-        turn_counts.begin() + static_cast<std::ptrdiff_t>((turn_counts.size() - 1) / 2);
-    std::nth_element(turn_counts.begin(), mid, turn_counts.end());
-    st.turns_median = *mid;
+    st.turns_median = Percentile(turn_counts, 0.5);  // nearest rank: the lower middle
     st.turns_max = *std::max_element(turn_counts.begin(), turn_counts.end());
   }
   if (st.turns > 0) {

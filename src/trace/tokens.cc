@@ -3,18 +3,14 @@
 #include <algorithm>
 
 #include "dualpath/common/check.h"
+#include "dualpath/common/splitmix.h"
 
 namespace dualpath::trace {
 namespace {
 
-// splitmix64 finalizer: a bijective 64-bit mix, so distinct inputs never collide before the
+// One splitmix64 step from x: a bijective 64-bit mix, so distinct inputs never collide before the
 // reduction to the vocabulary.
-uint64_t Mix(uint64_t x) {
-  x += 0x9e3779b97f4a7c15ULL;
-  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
-  x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
-  return x ^ (x >> 31);
-}
+uint64_t Mix(uint64_t x) { return SplitMix64(x).Next(); }
 
 uint32_t TokenAt(uint64_t key, uint64_t index, uint32_t vocab_size) {
   return static_cast<uint32_t>(Mix(Mix(key) ^ index) % vocab_size);

@@ -20,7 +20,7 @@ expect_bad() {
     echo "ok: $* -> $err"
   fi
 }
-expect_bad "--system 'fast'" --system fast
+expect_bad "--system: unknown system 'fast'" --system fast
 expect_bad "0P1D" --pd 0P1D
 expect_bad "400" --stor-rate 400
 expect_bad "--workload '/nonexistent/x.jsonl'" --workload /nonexistent/x.jsonl

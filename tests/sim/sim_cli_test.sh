@@ -25,6 +25,7 @@ for r in d["results"]:
     assert abs(p["finish_s"] - r["jct_s"]) <= 1e-9 * r["jct_s"], p
     assert p["turns"] > 0 and p["generated_tokens"] > 0 and p["decode_s"] > 0, p
 assert d["config"]["pd"] == "2P4D" and d["config"]["agents"] == 12
+assert d["config"]["sim"]["slo"] == {"ttft_mean_s": 4.0, "tpot_mean_s": 0.05}  # §7.4 defaults
 assert d["results"][2]["jct_s"] <= d["results"][0]["jct_s"]  # oracle never slower than basic
 assert d["sim_requests_per_s"] > 0
 PY
@@ -57,6 +58,18 @@ echo '{"online_horizon_s": 120}' >"$tmp/cfg.json"
 python3 -c "import json,sys; r=json.load(open(sys.argv[1]))['results'][0]; assert r['max_aps']>0, r" \
   "$tmp/m.json" || fail "max_aps missing"
 
+# The SLO comes from the config: one no run can meet gives max_aps 0.
+echo '{"online_horizon_s": 120, "slo": {"ttft_mean_s": 0.001}}' >"$tmp/strict.json"
+"$bin" sim "${small[@]}" --find-max-aps --system dualpath --config "$tmp/strict.json" \
+  --json "$tmp/s.json" >/dev/null || fail "find-max-aps with a strict SLO"
+python3 -c "import json,sys; r=json.load(open(sys.argv[1]))['results'][0]; assert r['max_aps']==0, r" \
+  "$tmp/s.json" || fail "strict SLO not applied"
+
+# A list of systems runs in the order given.
+"$bin" sim "${small[@]}" --system oracle,basic --json "$tmp/l.json" >/dev/null || fail "system list"
+python3 -c "import json,sys; assert [r['system'] for r in json.load(open(sys.argv[1]))['results']]==['oracle','basic']" \
+  "$tmp/l.json" || fail "system list order"
+
 # Ablation order, and plots.
 "$bin" sim "${small[@]}" --ablation --plot "$tmp/plots" --json "$tmp/ab.json" >/dev/null \
   || fail "ablation run"
@@ -84,6 +97,7 @@ check_bad "P/D" --pd 2X4D
 check_bad "agents" --agents 0
 check_bad "max-len" --max-len lots
 check_bad "unknown system" --system fastest
+check_bad "unknown system ''" --system basic,,oracle
 check_bad "aps" --online
 check_bad "exclusive" --online --aps 1 --find-max-aps
 check_bad "bad.jsonl:2" --trace "$tmp/bad.jsonl"

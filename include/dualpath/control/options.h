@@ -19,18 +19,14 @@
 #include "dualpath/common/clock.h"
 #include "dualpath/common/status.h"
 #include "dualpath/sched/cluster.h"
+#include "dualpath/sched/system.h"
 
 namespace dualpath::control {
 
-enum class SystemKind : uint8_t {
-  kBasic,     // PE read path only (sched Basic preset)
-  kDualPath,  // sched DualPath preset: read side with the shorter queue
-  kOracle,    // DualPath engine choice; no storage read, no KV transfer (side NONE)
-};
-
-std::string_view SystemName(SystemKind system);  // "basic", "dualpath", "oracle"
-// kInvalidArgument naming the accepted values.
-Result<SystemKind> ParseSystem(std::string_view name);
+// The system the service schedules for: one of sched::kServiceSystems (basic, dualpath, oracle),
+// parsed by sched::ParseSystem(name, sched::kServiceSystems). Names, the scheduler preset and the
+// Oracle rule are dualpath/sched/system.h's.
+using sched::SystemKind;
 
 struct ExpectedEngine {
   std::string name;  // e.g. "p0.0"

@@ -83,7 +83,8 @@ struct ClusterRunReport {
   std::vector<SystemRun> runs;
 };
 
-// "basic", "dualpath", "oracle" or "all" (comma-separated lists too) → systems, in that order.
+// "basic", "dualpath", "oracle" or "all" (comma-separated lists too) → systems, in that order
+// (sched::ParseSystemList over sched::kServiceSystems; errors name --system).
 Result<std::vector<std::string>> ParseSystems(const std::string& spec);
 
 // Progress lines go to `progress` (one line per step). Errors: bad options (kInvalidArgument),

@@ -83,9 +83,6 @@ struct Summary {
 
 Summary Summarize(const ReplayResult& r);
 
-// Nearest-rank percentile (q in [0, 1]) of values; 0 for an empty list.
-double Percentile(std::vector<double> values, double q);
-
 // Per-link usage from counters read before and after the run (and, for the steady window, the
 // samples). goodput_bps per node.
 std::vector<LinkUsage> ComputeLinkUsage(const std::vector<std::string>& nodes,

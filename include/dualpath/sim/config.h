@@ -1,10 +1,10 @@
 // SimConfig: everything the cluster simulator needs besides the workload.
 //
-// Three parts: the hardware (DualPath §2.3 / §7.2: nodes of 8 GPUs, a 400 Gbps compute NIC per
+// Four parts: the hardware (DualPath §2.3 / §7.2: nodes of 8 GPUs, a 400 Gbps compute NIC per
 // GPU, one 400 Gbps storage NIC per node, storage that saturates every storage NIC, the DRAM
 // buffer of Appendix A.4), the engine cost model (GPU time from FLOP counts and memory traffic
 // with fitted efficiency factors; docs/sim.md explains every constant and how it was calibrated),
-// and the scheduler thresholds (§6.1 α and β, §6.2 compute quota).
+// the scheduler thresholds (§6.1 α and β, §6.2 compute quota), and the online SLO (§7.4).
 //
 // Defaults are the calibrated values; a JSON file (docs/formats/sim_config.md) overrides any
 // subset of them. Unknown keys are errors, so a typo cannot silently leave a default in place.
@@ -78,10 +78,18 @@ struct SchedConfig {
   double fetch_interval_ms = 20;
 };
 
+// The online service-level objective `--find-max-aps` searches against (§7.4: TTFT <= 4 s and
+// TPOT <= 50 ms), on the means of the steady window (SimResult::ttft_mean_s / tpot_mean_s).
+struct SloConfig {
+  double ttft_mean_s = 4.0;
+  double tpot_mean_s = 0.050;
+};
+
 struct SimConfig {
   HardwareConfig hw;
   EngineConfig engine;
   SchedConfig sched;
+  SloConfig slo;
   // Metrics windows.
   double snic_window_s = 1.0;           // storage-NIC max/avg window
   double balance_phase_fraction = 0.5;  // max/avg averaged over the first fraction of the run

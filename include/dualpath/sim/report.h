@@ -8,11 +8,14 @@
 // Thread safety: pure functions of their arguments (plots write files under the given dir).
 #pragma once
 
+#include <cstdint>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "dualpath/common/status.h"
+#include "dualpath/sim/config.h"
 #include "dualpath/sim/simulator.h"
 
 namespace dualpath::sim {
@@ -23,8 +26,28 @@ struct ReportEntry {
   std::optional<double> max_aps;  // --find-max-aps
 };
 
+enum class RunMode : uint8_t { kOffline, kOnline, kFindMaxAps };
+std::string_view RunModeName(RunMode mode);  // "offline", "online", "find-max-aps"
+
+// What was run: the --json "config" object (docs/formats/sim_json.md), one field per key.
+struct RunInfo {
+  std::string model;  // model name
+  ClusterShape shape;
+  uint64_t agents = 0;
+  uint64_t requests = 0;                 // turns over all agents
+  std::string workload;                  // workload name
+  std::optional<uint32_t> trajectories;  // synthetic workloads sampled from a trajectory set
+  uint32_t max_len_k = 0;
+  RunMode mode = RunMode::kOffline;
+  std::optional<double> aps;  // --online
+  bool ablation = false;
+  uint64_t seed = 0;
+  std::optional<std::string> trace;  // --trace
+  SimConfig sim;                     // the effective (resolved) config
+};
+
 struct Report {
-  std::string config_json;  // a JSON object
+  RunInfo run;
   std::vector<ReportEntry> entries;
   double wall_s = 0;
   double sim_requests_per_s = 0;

@@ -21,22 +21,16 @@
 
 #include "dualpath/common/status.h"
 #include "dualpath/kv/model.h"
+#include "dualpath/sched/system.h"
 #include "dualpath/sim/config.h"
 #include "dualpath/trace/workload.h"
 
 namespace dualpath::sim {
 
-// The systems of DualPath §7.2 and the ablation steps of §7.5.
-enum class SystemKind {
-  kBasic,          // PE read path only, no layerwise prefill
-  kLayerwise,      // Basic + layerwise prefill (ablation step 1)
-  kDualPathRr,     // + dual-path loading, read side chosen round-robin (ablation step 2)
-  kDualPath,       // + the §6 scheduler: read side = shorter read queue, PE read-queue categories
-  kOracle,         // DualPath without any storage read, H2D/D2H or PE->DE KV transfer
-  kDualPathSplit,  // beyond the paper: DualPath + one request's read split across both sides
-};
-std::string_view SystemName(SystemKind kind);  // "basic", "layerwise", "dualpath-rr", ...
-Result<SystemKind> ParseSystem(std::string_view name);
+// The systems of DualPath §7.2 and the ablation steps of §7.5: one definition for the simulator
+// and the cluster (names, parsing, scheduler presets, the Oracle rule), dualpath/sched/system.h.
+using sched::SystemKind;
+using sched::SystemName;
 
 struct ClusterShape {
   uint32_t prefill_nodes = 2;
@@ -44,6 +38,8 @@ struct ClusterShape {
 };
 // "2P4D" -> {2, 4}. kInvalidArgument for anything else (0P2D, 2X4D, "").
 Result<ClusterShape> ParseClusterShape(std::string_view text);
+// {2, 4} -> "2P4D".
+std::string ClusterShapeName(ClusterShape shape);
 
 struct RunSpec {
   SystemKind system = SystemKind::kDualPath;
@@ -136,6 +132,9 @@ SimWorkload SampleAgents(const SimWorkload& base, uint64_t agents, uint64_t seed
 
 // At most this many GPUs per simulated cluster (kInvalidArgument otherwise).
 inline constexpr uint64_t kMaxSimGpus = uint64_t{1} << 20;
+// At most this many agents per run (`--agents`, and the agents --find-max-aps runs at a rate):
+// agent records are ~100 B each, ~1 GB at most (docs/sim.md "Input ranges").
+inline constexpr uint64_t kMaxSimAgents = 10'000'000;
 
 Result<SimResult> Simulate(const SimConfig& config, const kv::ModelGeometry& model,
                            const SimWorkload& workload, const RunSpec& spec);

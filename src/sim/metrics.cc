@@ -1,0 +1,165 @@
+#include "sim/metrics.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "dualpath/common/stats.h"
+
+namespace dualpath::sim {
+
+SimMetrics::SimMetrics(const SimConfig& config, bool online)
+    : cfg_(config),
+      online_(online),
+      dec_batch_time_(config.snic_window_s),
+      dec_active_time_(config.snic_window_s),
+      dec_tau_time_(config.snic_window_s) {}
+
+void SimMetrics::ReserveRequests(uint64_t requests) {
+  ttft_.reserve(std::min<uint64_t>(requests, 1 << 24));
+}
+
+void SimMetrics::FirstToken(double arrival, double now) {
+  if (!online_ || (arrival >= steady_from_ && arrival <= steady_to_)) {
+    ttft_.push_back(static_cast<float>(now - arrival));
+  }
+}
+
+void SimMetrics::DecodeInterval(double from, double to, double batch, double tau) {
+  dec_batch_time_.AddSpread(from, to, batch);
+  dec_active_time_.AddSpread(from, to, 1.0);
+  dec_tau_time_.AddSpread(from, to, tau);
+}
+
+void SimMetrics::RequestDone(uint32_t agent, double arrival, double first_token,
+                             double second_token, double now, uint64_t gen) {
+  ttst_sum_ += second_token - first_token;
+  ttst_n_++;
+  AgentPath& path = agent_path_[agent];
+  path.to_first_token_s += first_token - arrival;
+  path.decode_s += now - first_token;
+  path.generated_tokens += gen;
+  path.finish_s = now;
+  requests_done_++;
+  last_completion_ = std::max(last_completion_, now);
+}
+
+void SimMetrics::AgentDone(uint32_t agent, double now) {
+  agent_jct_sum_ += now - agent_path_[agent].start_s;
+  agents_done_++;
+}
+
+SimResult SimMetrics::Collect(std::string system, ClusterState& cluster, double snic_bytes_per_s,
+                              uint64_t events) {
+  SimResult r;
+  r.system = std::move(system);
+  r.requests = requests_done_;
+  r.agents = agents_done_;
+  r.jct_s = last_completion_;
+  r.mean_agent_jct_s = agents_done_ ? agent_jct_sum_ / static_cast<double>(agents_done_) : 0;
+  double sum = 0;
+  for (float x : ttft_) sum += x;
+  r.ttft_mean_s = ttft_.empty() ? 0 : sum / static_cast<double>(ttft_.size());
+  r.ttft_p50_s = Percentile(ttft_, 0.5);  // nearest rank (common/stats.h)
+  r.ttft_p99_s = Percentile(ttft_, 0.99);
+  r.ttst_mean_s = ttst_n_ ? ttst_sum_ / static_cast<double>(ttst_n_) : 0;
+  r.tpot_mean_s = tpot_n_ ? tpot_sum_ / static_cast<double>(tpot_n_) : 0;
+  r.events = events;
+
+  r.window_s = CoarsenSeries(cluster, r.jct_s);
+  const auto windows = static_cast<size_t>(std::ceil(r.jct_s / r.window_s));
+  CollectSnic(cluster, snic_bytes_per_s, windows, &r);
+  r.attn_max_over_avg = AttentionBalance(r.jct_s);
+  CollectDecodeSeries(cluster.des.size(), windows, &r);
+  // The agent that finished last (first such agent on a tie): the run's critical path.
+  for (const AgentPath& p : agent_path_) {
+    if (p.finish_s > r.last_agent.finish_s) r.last_agent = p;
+  }
+  return r;
+}
+
+// Every series at one window width: the widest any of them reached on this run, widened further
+// until [0, jct) fits in TimeBins::kMaxWindows windows (memory bounded by the workload, not by
+// simulated time; time_bins.h). Returns the width.
+double SimMetrics::CoarsenSeries(ClusterState& cluster, double jct_s) {
+  std::vector<TimeBins*> series = {&dec_batch_time_, &dec_active_time_, &dec_tau_time_};
+  for (StorageNic& nic : cluster.nics) series.push_back(&nic.bins());
+  double width = cfg_.snic_window_s;
+  for (const TimeBins* b : series) width = std::max(width, b->width());
+  for (TimeBins* b : series) b->CoarsenTo(width, jct_s);
+  return series.front()->width();
+}
+
+// Storage NIC utilization per window and its balance over the loaded phase (paper Figure 13 shows
+// the early, busy part). Per window, the busiest NIC's traffic over the mean NIC traffic,
+// summarized traffic-weighted (sum of maxima / sum of means): nearly idle windows, where one small
+// read makes any ratio, weigh as little as the traffic they carry. The plain mean of per-window
+// ratios is reported too.
+void SimMetrics::CollectSnic(const ClusterState& cluster, double snic_bytes_per_s, size_t windows,
+                             SimResult* r) const {
+  const double phase_end = cfg_.balance_phase_fraction * r->jct_s;
+  const size_t nodes = cluster.nics.size();
+  const double width = r->window_s;
+  r->snic_util.assign(nodes, std::vector<float>(windows, 0.0f));
+  double max_sum = 0, avg_sum = 0, ratio_sum = 0;
+  size_t ratio_n = 0;
+  const double per_window = snic_bytes_per_s * width;
+  for (size_t w = 0; w < windows; ++w) {
+    double mx = 0, total = 0;
+    for (size_t n = 0; n < nodes; ++n) {
+      const auto& wb = cluster.nics[n].window_bytes();
+      const double b = w < wb.size() ? wb[w] : 0;
+      r->snic_util[n][w] = static_cast<float>(b / per_window);
+      mx = std::max(mx, b);
+      total += b;
+    }
+    if (static_cast<double>(w + 1) * width <= phase_end && total > 0) {
+      const double avg = total / static_cast<double>(nodes);
+      max_sum += mx;
+      avg_sum += avg;
+      ratio_sum += mx / avg;
+      ratio_n++;
+    }
+  }
+  r->snic_max_over_avg = avg_sum > 0 ? max_sum / avg_sum : 0;
+  r->snic_max_over_avg_unweighted = ratio_n ? ratio_sum / static_cast<double>(ratio_n) : 0;
+  for (size_t n = 0; n < nodes; ++n) {
+    r->snic_read_bytes += cluster.nics[n].total_read_bytes();
+    r->node_is_prefill.push_back(n < cluster.prefill_nodes);
+  }
+  if (r->jct_s > 0) {
+    r->snic_avg_utilization =
+        r->snic_read_bytes / (static_cast<double>(nodes) * snic_bytes_per_s * r->jct_s);
+  }
+}
+
+// Attention balance across each prefill EP group, over the first 5% of the run (Figure 14).
+double SimMetrics::AttentionBalance(double jct_s) const {
+  double a_sum = 0;
+  size_t a_n = 0;
+  for (const auto& [time, ratio] : attn_ratio_) {
+    if (time <= 0.05 * jct_s) {
+      a_sum += ratio;
+      a_n++;
+    }
+  }
+  return a_n ? a_sum / static_cast<double>(a_n) : 0;
+}
+
+// Decode batch and step time per window (the decode groups are idle once every request is done).
+void SimMetrics::CollectDecodeSeries(size_t decode_gpus, size_t windows, SimResult* r) const {
+  const double de_gpus = static_cast<double>(decode_gpus);
+  const double width = r->window_s;
+  r->decode_batch_per_gpu.assign(windows, 0.0f);
+  r->decode_step_ms.assign(windows, 0.0f);
+  const std::vector<double>& batch_time = dec_batch_time_.values();
+  const std::vector<double>& active_time = dec_active_time_.values();
+  const std::vector<double>& tau_time = dec_tau_time_.values();
+  for (size_t w = 0; w < windows && w < batch_time.size(); ++w) {
+    r->decode_batch_per_gpu[w] = static_cast<float>(batch_time[w] / (width * de_gpus));
+    if (active_time[w] > 0) {
+      r->decode_step_ms[w] = static_cast<float>(1e3 * tau_time[w] / active_time[w]);
+    }
+  }
+}
+
+}  // namespace dualpath::sim

@@ -1,0 +1,91 @@
+// SimMetrics: what one simulation measures, recorded as its events happen and summarized into a
+// SimResult at the end (the figures of DualPath §7: JCT, TTFT / TTST / TPOT, storage-NIC and
+// attention balance, the decode side over time, the critical path).
+//
+// The simulation (simulator.cc) calls the recording methods from its event handlers; Collect()
+// reads the cluster's storage NICs and the decode series once the event queue is empty. Online,
+// TTFT counts only requests arriving in the steady window (SetSteadyWindow), so warm-up and drain
+// do not dilute a growing queue (docs/sim.md "Results").
+//
+// Thread safety: none (owned by one simulation).
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "dualpath/sim/simulator.h"
+#include "sim/cluster_state.h"
+#include "sim/time_bins.h"
+
+namespace dualpath::sim {
+
+class SimMetrics {
+ public:
+  SimMetrics(const SimConfig& config, bool online);
+
+  // One AgentPath per agent in run order; the caller fills in each one's start.
+  void InitAgents(size_t agents) { agent_path_.assign(agents, AgentPath{}); }
+  AgentPath& agent(uint32_t agent) { return agent_path_[agent]; }
+  // Online: TTFT over requests arriving in [from, to].
+  void SetSteadyWindow(double from, double to) {
+    steady_from_ = from;
+    steady_to_ = to;
+  }
+  void ReserveRequests(uint64_t requests);
+
+  // A request that arrived at `arrival` produced its first token at `now`.
+  void FirstToken(double arrival, double now);
+  // A prefill forward batch starting at `now`: slowest GPU's attention time over the group mean.
+  void AttentionStep(double now, double max_over_avg) {
+    attn_ratio_.emplace_back(now, max_over_avg);
+  }
+  // A decode group ran `batch` requests at step time `tau` over [from, to).
+  void DecodeInterval(double from, double to, double batch, double tau);
+  // A request finished decoding: its mean time per output token after the second.
+  void Tpot(double seconds_per_token) {
+    tpot_sum_ += seconds_per_token;
+    tpot_n_++;
+  }
+  // A request of `agent` arrived at `arrival`, produced its first token at `first_token`, its
+  // second at `second_token`, and completed at `now` after generating `gen` tokens.
+  void RequestDone(uint32_t agent, double arrival, double first_token, double second_token,
+                   double now, uint64_t gen);
+  // The agent's last turn completed at `now`.
+  void AgentDone(uint32_t agent, double now);
+  uint64_t requests_done() const { return requests_done_; }
+
+  // The summary of the run for `system`: reads the cluster's storage-NIC bins and coarsens every
+  // series to one window width (time_bins.h). `events` is the event count.
+  SimResult Collect(std::string system, ClusterState& cluster, double snic_bytes_per_s,
+                    uint64_t events);
+
+ private:
+  double CoarsenSeries(ClusterState& cluster, double jct_s);
+  void CollectSnic(const ClusterState& cluster, double snic_bytes_per_s, size_t windows,
+                   SimResult* r) const;
+  double AttentionBalance(double jct_s) const;
+  void CollectDecodeSeries(size_t decode_gpus, size_t windows, SimResult* r) const;
+
+  const SimConfig& cfg_;
+  bool online_;
+  std::vector<float> ttft_;
+  double ttst_sum_ = 0;
+  uint64_t ttst_n_ = 0;
+  double tpot_sum_ = 0;
+  uint64_t tpot_n_ = 0;
+  double agent_jct_sum_ = 0;
+  uint64_t agents_done_ = 0;
+  uint64_t requests_done_ = 0;
+  double last_completion_ = 0;
+  std::vector<std::pair<double, double>> attn_ratio_;  // (time, max/avg) per prefill step
+  std::vector<AgentPath> agent_path_;  // per agent: its start and where its time went
+  // Per window (snic_window_s, widened on long runs: time_bins.h), summed over decode groups:
+  // integral of requests in decode, time a group was decoding, and integral of its step time
+  // while it was.
+  TimeBins dec_batch_time_, dec_active_time_, dec_tau_time_;
+  double steady_from_ = 0, steady_to_ = 0;  // online TTFT window (arrival times)
+};
+
+}  // namespace dualpath::sim
