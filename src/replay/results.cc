@@ -107,88 +107,101 @@ std::vector<LinkUsage> ComputeLinkUsage(const std::vector<std::string>& nodes,
   return out;
 }
 
+namespace {
+
+json BuffersJson(const std::optional<BufferReclaim>& buffers) {
+  if (!buffers) return nullptr;
+  const BufferReclaim& b = *buffers;
+  return {{"pool", b.pool},
+          {"root", b.root},
+          {"root_bytes", b.root_bytes},
+          {"owner_pid", b.owner_pid},
+          {"reclaimed", b.reclaimed()},
+          {"pool_used_bytes_after", b.used_bytes_after},
+          {"pool_pins_after", b.total_pins_after},
+          {"reclaimed_roots", b.reclaimed_roots}};
+}
+
+json LinksJson(const std::vector<LinkUsage>& usage) {
+  json links = json::array();
+  for (const LinkUsage& u : usage) {
+    links.push_back({{"node", u.node},
+                     {"role", u.role},
+                     {"bytes", u.rx_bytes},
+                     {"tx_bytes", u.tx_bytes},
+                     {"seconds", u.seconds},
+                     {"goodput_bps", u.goodput_bps},
+                     {"utilization", u.utilization},
+                     {"steady_utilization", u.steady_utilization},
+                     {"steady_seconds", u.steady_seconds}});
+  }
+  return links;
+}
+
+json RecordsJson(const SystemRun& run) {
+  const std::set<uint64_t> bad(run.mismatched_ids.begin(), run.mismatched_ids.end());
+  json recs = json::array();
+  for (const RequestRecord& r : run.replay.records) {
+    const pb::RequestResult& res = r.result;
+    recs.push_back(
+        {{"request_id", r.request_id},
+         {"agent", r.agent},
+         {"turn", r.turn},
+         {"prompt_tokens", r.prompt_tokens},
+         {"gen_tokens", r.gen_tokens},
+         {"hit_tokens", r.hit_tokens},
+         {"loaded_tokens", res.loaded_tokens()},
+         {"side", SideName(res.side())},
+         {"ok", res.ok()},
+         {"error", res.error()},
+         {"attempt", res.attempt()},
+         {"prefill_engine", res.prefill_engine()},
+         {"decode_engine", res.decode_engine()},
+         {"read_bytes_prefill", res.read_bytes_prefill()},
+         {"read_bytes_decode", res.read_bytes_decode()},
+         {"submit_s", ToSeconds(r.submit_ns - run.replay.start_ns)},
+         {"done_s", ToSeconds(r.result_ns - run.replay.start_ns)},
+         {"ttft_s", Seconds(r.TtftS())},
+         {"ttst_s", Seconds(r.TtstS())},
+         {"tpot_s", Seconds(r.TpotS())},
+         {"queue_s", Seconds(r.QueueS())},
+         {"prefill_s", Seconds(r.PrefillS())},
+         {"decode_s", Seconds(r.DecodeS())},
+         {"mismatch", run.mismatches ? json(bad.count(r.request_id) > 0) : json(nullptr)}});
+  }
+  return recs;
+}
+
+json SystemRunJson(const SystemRun& run, bool online) {
+  const Summary s = Summarize(run.replay);
+  json o;
+  o["system"] = run.system;
+  o["mode"] = online ? "online" : "offline";
+  o["jct_s"] = s.jct_s;
+  o["ttft_p50_s"] = s.ttft_p50_s;
+  o["ttft_p99_s"] = s.ttft_p99_s;
+  o["ttft_mean_s"] = s.ttft_mean_s;
+  o["ttst_s"] = s.ttst_s;
+  o["tpot_s"] = s.tpot_s;
+  o["requests"] = s.requests;
+  o["failed"] = s.failed;
+  o["mismatches"] = run.mismatches ? json(*run.mismatches) : json(nullptr);
+  o["killed_engine"] = run.killed_engine.empty() ? json(nullptr) : json(run.killed_engine);
+  o["killed_engine_buffers"] = BuffersJson(run.killed_buffers);
+  o["steady_s"] = ToSeconds(run.replay.steady_end_ns - run.replay.steady_start_ns);
+  o["storage_links"] = LinksJson(run.links);
+  o["records"] = RecordsJson(run);
+  return o;
+}
+
+}  // namespace
+
 std::string RunJson(const std::string& config_json, const std::vector<SystemRun>& runs) {
   json j;
   j["config"] = json::parse(config_json);
+  const bool online = j["config"].contains("online") && j["config"]["online"].get<bool>();
   j["results"] = json::array();
-  for (const SystemRun& run : runs) {
-    const Summary s = Summarize(run.replay);
-    json o;
-    o["system"] = run.system;
-    o["mode"] = "offline";  // replaced below for online runs by the caller's config
-    o["jct_s"] = s.jct_s;
-    o["ttft_p50_s"] = s.ttft_p50_s;
-    o["ttft_p99_s"] = s.ttft_p99_s;
-    o["ttft_mean_s"] = s.ttft_mean_s;
-    o["ttst_s"] = s.ttst_s;
-    o["tpot_s"] = s.tpot_s;
-    o["requests"] = s.requests;
-    o["failed"] = s.failed;
-    o["mismatches"] = run.mismatches ? json(*run.mismatches) : json(nullptr);
-    o["killed_engine"] = run.killed_engine.empty() ? json(nullptr) : json(run.killed_engine);
-    if (run.killed_buffers) {
-      const BufferReclaim& b = *run.killed_buffers;
-      o["killed_engine_buffers"] = {{"pool", b.pool},
-                                    {"root", b.root},
-                                    {"root_bytes", b.root_bytes},
-                                    {"owner_pid", b.owner_pid},
-                                    {"reclaimed", b.reclaimed()},
-                                    {"pool_used_bytes_after", b.used_bytes_after},
-                                    {"pool_pins_after", b.total_pins_after},
-                                    {"reclaimed_roots", b.reclaimed_roots}};
-    } else {
-      o["killed_engine_buffers"] = nullptr;
-    }
-    o["steady_s"] = ToSeconds(run.replay.steady_end_ns - run.replay.steady_start_ns);
-    json links = json::array();
-    for (const LinkUsage& u : run.links) {
-      links.push_back({{"node", u.node},
-                       {"role", u.role},
-                       {"bytes", u.rx_bytes},
-                       {"tx_bytes", u.tx_bytes},
-                       {"seconds", u.seconds},
-                       {"goodput_bps", u.goodput_bps},
-                       {"utilization", u.utilization},
-                       {"steady_utilization", u.steady_utilization},
-                       {"steady_seconds", u.steady_seconds}});
-    }
-    o["storage_links"] = std::move(links);
-    const std::set<uint64_t> bad(run.mismatched_ids.begin(), run.mismatched_ids.end());
-    json recs = json::array();
-    for (const RequestRecord& r : run.replay.records) {
-      const pb::RequestResult& res = r.result;
-      recs.push_back(
-          {{"request_id", r.request_id},
-           {"agent", r.agent},
-           {"turn", r.turn},
-           {"prompt_tokens", r.prompt_tokens},
-           {"gen_tokens", r.gen_tokens},
-           {"hit_tokens", r.hit_tokens},
-           {"loaded_tokens", res.loaded_tokens()},
-           {"side", SideName(res.side())},
-           {"ok", res.ok()},
-           {"error", res.error()},
-           {"attempt", res.attempt()},
-           {"prefill_engine", res.prefill_engine()},
-           {"decode_engine", res.decode_engine()},
-           {"read_bytes_prefill", res.read_bytes_prefill()},
-           {"read_bytes_decode", res.read_bytes_decode()},
-           {"submit_s", ToSeconds(r.submit_ns - run.replay.start_ns)},
-           {"done_s", ToSeconds(r.result_ns - run.replay.start_ns)},
-           {"ttft_s", Seconds(r.TtftS())},
-           {"ttst_s", Seconds(r.TtstS())},
-           {"tpot_s", Seconds(r.TpotS())},
-           {"queue_s", Seconds(r.QueueS())},
-           {"prefill_s", Seconds(r.PrefillS())},
-           {"decode_s", Seconds(r.DecodeS())},
-           {"mismatch", run.mismatches ? json(bad.count(r.request_id) > 0) : json(nullptr)}});
-    }
-    o["records"] = std::move(recs);
-    j["results"].push_back(std::move(o));
-  }
-  if (j["config"].contains("online") && j["config"]["online"].get<bool>()) {
-    for (json& o : j["results"]) o["mode"] = "online";
-  }
+  for (const SystemRun& run : runs) j["results"].push_back(SystemRunJson(run, online));
   return j.dump(2) + "\n";
 }
 
