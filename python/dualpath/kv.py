@@ -17,3 +17,9 @@ docs/models.md).
 from dualpath._core.kv import BlockHasher, MAX_BLOCK_SIZE, MAX_TOKEN_ID, model, models
 
 __all__ = ["BlockHasher", "MAX_BLOCK_SIZE", "MAX_TOKEN_ID", "model", "models"]
+
+# vLLM 0.33's DEFAULT_NONE_HASH_SEED: the seed its sha256_cbor chain starts from when
+# PYTHONHASHSEED is unset (vllm/v1/core/kv_cache_utils.py). Pass PYTHONHASHSEED instead when set.
+VLLM_DEFAULT_SEED = "vllm-none-hash"
+
+__all__.append("VLLM_DEFAULT_SEED")
