@@ -109,16 +109,21 @@ class PyKvStore {
     return out;
   }
 
-  nb::list Get(const std::vector<kv::BlockHash>& keys, const std::vector<MutBuf>& bufs) {
+  nb::list Get(const char* verb, const std::vector<kv::BlockHash>& keys,
+               const std::vector<MutBuf>& bufs) {
     std::vector<Result<uint64_t>> res;
     {
       nb::gil_scoped_release release;
       res = store_->GetBatch(keys, bufs);
     }
     nb::list out;
-    for (const auto& r : res) {
-      if (!r.ok() && r.status().code() == Code::kStorageClosed) {
-        Raise(r.status());
+    for (size_t i = 0; i < res.size(); ++i) {
+      const auto& r = res[i];
+      // A closed store, or a buffer smaller than its block (a wrong size: bad input, although it
+      // shows only once the block is found), raise; misses are results.
+      if (!r.ok() && (r.status().code() == Code::kStorageClosed ||
+                      r.status().code() == Code::kOutOfRange)) {
+        Raise(r.status(), std::string(verb) + ": block #" + std::to_string(i));
       }
       out.append(r.ok() ? static_cast<int64_t>(*r) : ErrorCode(r.status()));
     }
@@ -148,7 +153,7 @@ class PyKvStore {
     for (size_t i = 0; i < k.size(); ++i) {
       bufs[i] = {reinterpret_cast<std::byte*>(p[i]), z[i]};
     }
-    return Get(k, bufs);
+    return Get("batch_get_into", k, bufs);
   }
 
   // Object forms: buffers are the objects themselves (no registration needed).
@@ -193,7 +198,7 @@ class PyKvStore {
     for (size_t i = 0; i < k.size(); ++i) {
       bufs[i] = {held[i].data(), held[i].size()};
     }
-    return Get(k, bufs);
+    return Get("batch_get", k, bufs);
   }
 
   size_t BatchExists(nb::handle keys) {
@@ -240,9 +245,10 @@ class PyKvStore {
   }
 
   nb::dict Stats() {
+    KvStore& live = Live();  // raises with the GIL held
     Result<KvStoreStats> r = [&] {
       nb::gil_scoped_release release;
-      return Live().Stats();
+      return live.Stats();
     }();
     if (!r.ok()) {
       Raise(r.status());
