@@ -1,5 +1,6 @@
 #include "python/convert.h"
 
+#include <nanobind/stl/string.h>
 #include <openssl/sha.h>
 
 #include <cstring>

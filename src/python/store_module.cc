@@ -121,8 +121,8 @@ class PyKvStore {
       const auto& r = res[i];
       // A closed store, or a buffer smaller than its block (a wrong size: bad input, although it
       // shows only once the block is found), raise; misses are results.
-      if (!r.ok() && (r.status().code() == Code::kStorageClosed ||
-                      r.status().code() == Code::kOutOfRange)) {
+      if (!r.ok() &&
+          (r.status().code() == Code::kStorageClosed || r.status().code() == Code::kOutOfRange)) {
         Raise(r.status(), std::string(verb) + ": block #" + std::to_string(i));
       }
       out.append(r.ok() ? static_cast<int64_t>(*r) : ErrorCode(r.status()));
