@@ -1,7 +1,6 @@
 #include "python/kv_store.h"
 
 #include <fmt/format.h>
-#include <xxhash.h>
 
 #include <algorithm>
 #include <cstring>
@@ -10,6 +9,7 @@
 #include "dualpath/common/check.h"
 #include "dualpath/kv/block_file.h"
 #include "dualpath/kv/layout.h"
+#include "python/copy_verify.h"
 
 namespace dualpath::python {
 namespace {
@@ -20,33 +20,6 @@ kv::BlockShape ValueShape(uint64_t bytes) { return kv::BlockShape{1, 1, bytes}; 
 
 // Bounds the aligned staging memory one batch holds for the persistent tier.
 constexpr uint64_t kStageBytesPerRound = 64ull << 20;
-
-// Copy and checksum in slices that stay in L1/L2: each slice is hashed right after it lands, so
-// verifying what the caller receives costs little more than the copy itself.
-constexpr uint64_t kCopySlice = 32 << 10;
-
-struct XxhStateDeleter {
-  void operator()(XXH3_state_t* s) const { XXH3_freeState(s); }
-};
-
-// Copies src into dst and returns the XXH3-64 (seed 0, the same as kv::BlockChecksum) of the bytes
-// that landed in dst.
-uint64_t CopyAndChecksum(const std::byte* src, std::byte* dst, uint64_t n) {
-  thread_local std::unique_ptr<XXH3_state_t, XxhStateDeleter> state(XXH3_createState());
-  DUALPATH_CHECK(state != nullptr, "XXH3_createState failed");
-  XXH3_64bits_reset(state.get());
-  // The first slice ends where dst is 64-byte aligned: glibc's memcpy (rep movsb) runs at half
-  // speed into a misaligned destination, and numpy arrays start 16 bytes past a cache line.
-  uint64_t take = std::min<uint64_t>(n, (64 - (reinterpret_cast<uintptr_t>(dst) & 63)) & 63);
-  for (uint64_t off = 0; off < n; off += take, take = std::min(kCopySlice, n - off)) {
-    if (take == 0) {
-      continue;
-    }
-    std::memcpy(dst + off, src + off, take);
-    XXH3_64bits_update(state.get(), dst + off, take);
-  }
-  return XXH3_64bits_digest(state.get());
-}
 
 Status Miss(const kv::BlockHash& key, std::string_view why) {
   return Status(Code::kStorageMiss, "block " + key.Hex().substr(0, 16) + ": " + std::string(why));
