@@ -3,7 +3,7 @@
 # This is the README's run command.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-bash scripts/setup.sh
+bash scripts/setup.sh --system-only  # the Python venvs are for the tests (scripts/test.sh)
 cmake --preset release
 cmake --build --preset release -j2 --target dualpath
 ./build/release/bin/dualpath cluster run --system all
