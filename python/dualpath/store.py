@@ -36,6 +36,12 @@ from typing import Any, Sequence
 from dualpath import _core
 
 
+def _error(message: str, rc: int) -> Exception:
+    e = _core.Error(message)
+    e.code = -rc
+    return e
+
+
 class Handle:
     """An asynchronous batch in flight. Keeps the buffers it uses alive until it completes."""
 
@@ -128,7 +134,7 @@ class KVStore:
         """Stores one block; raises dualpath.Error if no tier could store it."""
         (rc,) = self._s.batch_put([key], [value])
         if rc < 0:
-            raise _core.Error(f"put: {_core.error_name(rc)}")
+            raise _error(f"put: {_core.error_name(rc)}", rc)
 
     def get_into(self, key: Any, buffer: Any) -> int:
         """Copies one block into ``buffer``; returns its size. KeyError if absent or corrupt."""
@@ -136,7 +142,7 @@ class KVStore:
         if rc < 0:
             if rc == -200:
                 raise KeyError(f"get_into: no block for key {key!r}")
-            raise _core.Error(f"get_into: {_core.error_name(rc)}")
+            raise _error(f"get_into: {_core.error_name(rc)}", rc)
         return rc
 
     def batch_exists(self, keys: Sequence) -> int:
