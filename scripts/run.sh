@@ -3,7 +3,8 @@
 # This is the README's run command.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-bash scripts/setup.sh
+bash scripts/setup.sh --system-only  # the Python venvs are for the tests (scripts/test.sh)
+source scripts/ccache_env.sh
 cmake --preset release
 cmake --build --preset release -j2 --target dualpath
 ./build/release/bin/dualpath cluster run --system all

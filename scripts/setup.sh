@@ -1,11 +1,28 @@
 #!/usr/bin/env bash
-# Installs every dependency of dualpath from Debian 12 packages.
-# Idempotent: runs `apt-get update` at most once, and only when something is missing.
+# Installs every dependency of dualpath: Debian 12 packages, then the project's Python virtual
+# environments (python/requirements/*.txt, exact pins, from PyPI):
+#   <repo>/.venv         the dualpath Python package's build and test tools + vLLM
+#   <repo>/.venv-sglang  the same tools + SGLang (it pins another torch than vLLM)
+# Idempotent: runs `apt-get update` at most once, and only when something is missing; a venv whose
+# stamp (hash of its requirements files and the interpreter's version) matches is left alone.
+#   scripts/setup.sh [--system-only]   --system-only: Debian packages only, no venvs
 set -euo pipefail
+cd "$(dirname "$0")/.."
+
+system_only=0
+for arg in "$@"; do
+  case "$arg" in
+    --system-only) system_only=1 ;;
+    *)
+      echo "setup: unknown argument '$arg' (usage: scripts/setup.sh [--system-only])" >&2
+      exit 2
+      ;;
+  esac
+done
 
 PACKAGES=(
   # toolchain
-  build-essential cmake ninja-build pkg-config clang clang-format git
+  build-essential cmake ninja-build pkg-config clang clang-format git ccache
   # test and benchmark frameworks
   libgtest-dev libgmock-dev libbenchmark-dev
   # common libraries
@@ -33,20 +50,29 @@ for p in "${PACKAGES[@]}"; do
   fi
 done
 
+install_packages() {
+  echo "setup: installing ${#missing[@]} missing packages: ${missing[*]}"
+  export DEBIAN_FRONTEND=noninteractive
+  $SUDO apt-get update -q
+  # glusterfs-server and etcd-server would start system services; the project starts its own
+  # daemons under its own state directories, so keep the package scripts from starting them.
+  if [[ ! -e /usr/sbin/policy-rc.d ]]; then
+    printf '#!/bin/sh\nexit 101\n' | $SUDO tee /usr/sbin/policy-rc.d >/dev/null
+    $SUDO chmod +x /usr/sbin/policy-rc.d
+    trap '$SUDO rm -f /usr/sbin/policy-rc.d' EXIT
+  fi
+  $SUDO apt-get install -y -q --no-install-recommends "${missing[@]}"
+}
+
 if ((${#missing[@]} == 0)); then
   echo "setup: all ${#PACKAGES[@]} packages present"
+else
+  install_packages
+fi
+if ((system_only)); then
+  echo "setup: done (--system-only)"
   exit 0
 fi
-
-echo "setup: installing ${#missing[@]} missing packages: ${missing[*]}"
-export DEBIAN_FRONTEND=noninteractive
-$SUDO apt-get update -q
-# glusterfs-server and etcd-server would start system services; the project starts its own
-# daemons under its own state directories, so keep the package scripts from starting them.
-if [[ ! -e /usr/sbin/policy-rc.d ]]; then
-  printf '#!/bin/sh\nexit 101\n' | $SUDO tee /usr/sbin/policy-rc.d >/dev/null
-  $SUDO chmod +x /usr/sbin/policy-rc.d
-  trap '$SUDO rm -f /usr/sbin/policy-rc.d' EXIT
-fi
-$SUDO apt-get install -y -q --no-install-recommends "${missing[@]}"
+bash scripts/setup_python.sh .venv python/requirements/vllm.txt
+bash scripts/setup_python.sh .venv-sglang python/requirements/sglang.txt
 echo "setup: done"

@@ -1,11 +1,13 @@
 #!/usr/bin/env bash
 # Installs dependencies; builds the tests labelled `tsan` (multithreaded code) with
 # ThreadSanitizer and runs them; then builds everything with ASan+UBSan (the `debug` preset) and
-# runs every test under CTest (last, so CTest's closing line counts the whole suite).
+# runs every test under CTest; then the Python package's tests (pytest in the project's venvs,
+# scripts/test_python.sh), whose closing summary line is the last one printed.
 # This is the README's test command; .ci/run calls exactly this.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
+source scripts/ccache_env.sh
 
 cmake --preset debug
 # The tsan preset runs only tests labelled tsan; their CTest names are their target names.
@@ -16,3 +18,6 @@ ctest --preset tsan
 
 cmake --build --preset debug -j2
 ctest --preset debug
+
+# After CTest: installs the Python package into .venv and .venv-sglang and runs pytest.
+bash scripts/test_python.sh

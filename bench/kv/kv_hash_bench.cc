@@ -21,7 +21,7 @@
 #include <vector>
 
 #include "dualpath/kv/hasher.h"
-#include "kv/cbor.h"
+#include "dualpath/kv/cbor.h"
 #include "kv/sha256.h"
 
 namespace dualpath::kv {

@@ -1,6 +1,6 @@
 #include "kv/cbor_encode.h"
 
-#include "kv/cbor.h"
+#include "dualpath/kv/cbor.h"
 
 #if defined(__x86_64__)
 #include <immintrin.h>

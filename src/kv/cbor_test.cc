@@ -1,4 +1,4 @@
-#include "kv/cbor.h"
+#include "dualpath/kv/cbor.h"
 
 #include <gtest/gtest.h>
 

@@ -13,7 +13,7 @@
 #include <memory>
 
 #include "dualpath/common/check.h"
-#include "kv/cbor.h"
+#include "dualpath/kv/cbor.h"
 #include "kv/cbor_encode.h"
 #include "kv/sha256.h"
 
@@ -79,8 +79,9 @@ std::string ExtraKeysTail(std::span<const std::string_view> extra_keys) {
   return tail;
 }
 
+// `tail` is the extra keys' canonical CBOR item; empty means null (no extra keys).
 BlockHash Sha256CborBlockOpenSsl(const BlockHash& parent, std::span<const TokenId> tokens,
-                                 std::span<const std::string_view> extra_keys) {
+                                 std::string_view tail) {
   uint8_t buf[kStageBytes];
   size_t n = WriteMessageHead(parent, tokens.size(), buf);
   Sha256Stream sha;
@@ -91,12 +92,11 @@ BlockHash Sha256CborBlockOpenSsl(const BlockHash& parent, std::span<const TokenI
     sha.Update(buf, n);
     n = 0;
   }
-  if (extra_keys.empty()) {
+  if (tail.empty()) {
     buf[n++] = cbor::kNull;  // room: the encoder leaves >= kEncodeSlack bytes free
     sha.Update(buf, n);
   } else {
     sha.Update(buf, n);
-    const std::string tail = ExtraKeysTail(extra_keys);
     sha.Update(tail.data(), tail.size());
   }
   BlockHash out;
@@ -127,10 +127,10 @@ size_t BuildWholeMessage(std::span<const TokenId> tokens, uint8_t* buf) {
 // bytes free, so a block that fits (up to ~370 tokens, no extra keys) is padded where it lies and
 // compressed with no copy; longer messages compress whole 64-byte blocks as they fill up.
 BlockHash Sha256CborBlockNi(const BlockHash& parent, std::span<const TokenId> tokens,
-                            std::span<const std::string_view> extra_keys) {
+                            std::string_view tail) {
   alignas(64) uint8_t buf[kStageBytes];
   BlockHash out;
-  if (extra_keys.empty() && tokens.size() <= kWholeTokens) {
+  if (tail.empty() && tokens.size() <= kWholeTokens) {
     // Hot path: the whole padded message is built here except the parent bytes (3..34), which
     // DigestWithPrefix32 takes from `parent` directly (registers, not a copy through buf).
     sha256::DigestWithPrefix32(buf, BuildWholeMessage(tokens, buf), parent.bytes.data(),
@@ -145,10 +145,9 @@ BlockHash Sha256CborBlockNi(const BlockHash& parent, std::span<const TokenId> to
     if (i == tokens.size()) break;
     sha.AbsorbBlocks(buf, &n);
   }
-  if (extra_keys.empty()) {
+  if (tail.empty()) {
     buf[n++] = cbor::kNull;  // room: n <= kLimit - kEncodeSlack before this
   } else {
-    const std::string tail = ExtraKeysTail(extra_keys);
     for (size_t off = 0; off < tail.size();) {
       const size_t take = std::min(tail.size() - off, kNiLimit - n);
       std::memcpy(buf + n, tail.data() + off, take);
@@ -173,11 +172,20 @@ size_t BuildChainMessage(void* ctx, size_t step, uint8_t* msg) {
 
 static_assert(sizeof(BlockHash) == 32, "DigestChain writes BlockHashes as packed 32-byte rows");
 
+BlockHash Sha256CborBlockTail(const BlockHash& parent, std::span<const TokenId> tokens,
+                              std::string_view tail) {
+  return sha256::ActiveImpl() == sha256::Impl::kShaNi
+             ? Sha256CborBlockNi(parent, tokens, tail)
+             : Sha256CborBlockOpenSsl(parent, tokens, tail);
+}
+
 BlockHash Sha256CborBlock(const BlockHash& parent, std::span<const TokenId> tokens,
                           std::span<const std::string_view> extra_keys) {
-  return sha256::ActiveImpl() == sha256::Impl::kShaNi
-             ? Sha256CborBlockNi(parent, tokens, extra_keys)
-             : Sha256CborBlockOpenSsl(parent, tokens, extra_keys);
+  if (extra_keys.empty()) {
+    return Sha256CborBlockTail(parent, tokens, {});
+  }
+  // The extra-keys tail (LoRA name / cache salt) is the cold path, built as a string.
+  return Sha256CborBlockTail(parent, tokens, ExtraKeysTail(extra_keys));
 }
 
 // ---- XXH3-128 -------------------------------------------------------------------------------
@@ -266,6 +274,20 @@ BlockHash BlockHasher::HashBlock(const BlockHash& parent, std::span<const TokenI
                                  std::span<const std::string_view> extra_keys) const {
   return algo_ == HashAlgo::kSha256Cbor ? Sha256CborBlock(parent, tokens, extra_keys)
                                         : Xxh3Block(parent, tokens, extra_keys);
+}
+
+BlockHash BlockHasher::HashBlockCborExtra(const BlockHash& parent, std::span<const TokenId> tokens,
+                                          std::span<const uint8_t> extra_keys_cbor) const {
+  const std::string_view tail(reinterpret_cast<const char*>(extra_keys_cbor.data()),
+                              extra_keys_cbor.size());
+  if (algo_ == HashAlgo::kSha256Cbor) {
+    return Sha256CborBlockTail(parent, tokens, tail);
+  }
+  // xxh3 mode: the encoded item is one length-prefixed extra key (empty: none).
+  if (tail.empty()) {
+    return Xxh3Block(parent, tokens, {});
+  }
+  return Xxh3Block(parent, tokens, std::span<const std::string_view>(&tail, 1));
 }
 
 void BlockHasher::HashBlocks(std::span<const TokenId> tokens, std::vector<BlockHash>* out) const {

@@ -6,7 +6,7 @@
 #include <set>
 #include <thread>
 
-#include "kv/cbor.h"
+#include "dualpath/kv/cbor.h"
 #include "kv/sha256.h"
 #include "kv/test_tokens.h"
 

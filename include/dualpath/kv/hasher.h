@@ -60,6 +60,15 @@ class BlockHasher {
   BlockHash HashBlock(const BlockHash& parent, std::span<const TokenId> tokens,
                       std::span<const std::string_view> extra_keys = {}) const;
 
+  // Same, with the extra keys given as one already-encoded canonical CBOR item
+  // (cbor2.dumps(extra_keys, canonical=True)); empty means none (CBOR null). For callers that hold
+  // extra keys of other shapes than text strings: vLLM 0.33 tags them as tuples, e.g.
+  // (("cache_salt", "s"),) or (("lora", name, path),), and the Python binding encodes those
+  // objects itself. The bytes are not parsed: a malformed item hashes, but matches nothing vLLM
+  // makes. In xxh3 mode the bytes are hashed as one length-prefixed extra key.
+  BlockHash HashBlockCborExtra(const BlockHash& parent, std::span<const TokenId> tokens,
+                               std::span<const uint8_t> extra_keys_cbor) const;
+
   // Hashes every full block of `tokens` (a partial tail is ignored), starting from `parent`
   // (none_hash() when omitted), and appends the hashes to `*out`. Allocation-free apart from
   // growing `*out`.

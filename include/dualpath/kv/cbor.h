@@ -3,7 +3,8 @@
 // text strings, arrays and null. Canonical means the shortest head for every length and integer,
 // which is also what cbor2 always emits for these types.
 //
-// Private to src/kv. Thread safety: pure functions.
+// Public for the Python binding, which encodes vLLM's tagged extra keys itself
+// (src/python/kv_module.cc). Thread safety: pure functions.
 #pragma once
 
 #include <cstddef>

@@ -1,0 +1,18 @@
+"""dualpath: a node's KV-cache tiers for LLM engines.
+
+- ``dualpath.KVStore``: the node's shared-memory pool plus a persistent tier on any POSIX or
+  distributed file system, with the verbs engine connectors use (Mooncake's store shape).
+- ``dualpath.kv``: vLLM-compatible block hashing (``sha256_cbor``, byte-exact) and model presets.
+- ``dualpath.integrations.vllm.DualPathConnector`` and
+  ``dualpath.integrations.sglang.DualPathHiCacheStorage``: the engine plug-ins.
+
+See docs/python.md.
+"""
+
+from dualpath import _core
+from dualpath import kv
+from dualpath._core import Error, MAX_VALUE_BYTES, error_name
+from dualpath.store import Handle, KVStore
+
+__all__ = ["Error", "Handle", "KVStore", "MAX_VALUE_BYTES", "error_name", "kv"]
+__version__ = "0.1.0"

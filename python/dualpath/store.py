@@ -1,0 +1,203 @@
+"""``dualpath.KVStore``: the node's KV tiers with the verbs engine connectors use.
+
+Tiers (at least one): the shared-memory pool at ``pool_path`` (``/dev/shm/...``; every process on
+the node that opens the same path shares it; the first creates it with ``pool_size`` bytes) and
+the persistent tier under ``store_path`` (any POSIX or distributed file system; one directory per
+``namespace``). A put writes through to both; a get tries the pool, then the persistent tier, and
+promotes a persistent hit into the pool. Every block handed back was verified against its checksum:
+a corrupted block is a miss, never data.
+
+Keys: ``bytes`` of 32 bytes (vLLM block hashes) are used as they are; other ``bytes`` or ``str``
+keys (SGLang) are hashed with SHA-256.
+
+Verbs (Mooncake's store is the reference shape):
+  register_buffer(ptr, size) / unregister_buffer(ptr)
+  batch_put_from(keys, ptrs, sizes) -> list[int]     0, or -code per key
+  batch_get_into(keys, ptrs, sizes) -> list[int]     bytes read, or -code (-200: miss)
+  batch_put(keys, values) / batch_get(keys, buffers) the same with buffer objects
+  batch_exists(keys) -> int                          count of leading keys present
+  batch_is_exist(keys) -> list[bool]
+  remove(key)                                        KeyError if absent
+  *_async variants -> Handle (done(), wait(timeout))
+  stats() -> dict; close(); context manager
+
+Raw pointers must lie inside a registered buffer (as with an RDMA engine's registration); buffer
+objects (numpy arrays, torch CPU tensors, bytearray, ...) need no registration. Bad input raises
+(ValueError, TypeError, PermissionError, KeyError) naming what was wrong, before anything is
+written. The I/O runs with the GIL released.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import threading
+from typing import Any, Sequence
+
+from dualpath import _core
+
+
+def _error(message: str, rc: int) -> Exception:
+    e = _core.Error(message)
+    e.code = -rc
+    return e
+
+
+class Handle:
+    """An asynchronous batch in flight. Keeps the buffers it uses alive until it completes."""
+
+    __slots__ = ("_future", "_keepalive")
+
+    def __init__(self, future: concurrent.futures.Future, keepalive: tuple) -> None:
+        self._future = future
+        self._keepalive = keepalive
+
+    def done(self) -> bool:
+        return self._future.done()
+
+    def wait(self, timeout: float | None = None) -> Any:
+        """The batch's result (as the synchronous verb returns it); re-raises its exception.
+        Raises TimeoutError if it has not finished within ``timeout`` seconds."""
+        try:
+            return self._future.result(timeout)
+        except concurrent.futures.TimeoutError:
+            raise TimeoutError("dualpath batch still in flight") from None
+
+    result = wait
+
+
+def _int_address(obj: Any) -> tuple[int, int]:
+    """(address, size) of a contiguous CPU buffer object (numpy array or torch tensor)."""
+    if hasattr(obj, "data_ptr") and hasattr(obj, "nbytes"):
+        return int(obj.data_ptr()), int(obj.nbytes)
+    iface = getattr(obj, "__array_interface__", None)
+    if iface is not None:
+        return int(iface["data"][0]), int(obj.nbytes)
+    raise TypeError(
+        f"register_buffer: expected (ptr, size), a numpy array or a tensor; got {type(obj).__name__}"
+    )
+
+
+class KVStore:
+    def __init__(
+        self,
+        pool_path: str | None = None,
+        store_path: str | None = None,
+        *,
+        pool_size: int = 1 << 30,
+        namespace: str = "default",
+        sync: str = "data",
+        capacity: int = 0,
+        async_threads: int = 2,
+    ) -> None:
+        if async_threads < 1:
+            raise ValueError(f"async_threads = {async_threads}: must be at least 1")
+        self._s = _core.KVStore(
+            pool_path, store_path, pool_size=pool_size, namespace=namespace, sync=sync,
+            capacity=capacity,
+        )
+        self._async_threads = async_threads
+        self._executor: concurrent.futures.ThreadPoolExecutor | None = None
+        self._lock = threading.Lock()
+        self.pool_path = pool_path
+        self.store_path = store_path
+        self.namespace = namespace
+
+    # -- registration ----------------------------------------------------------------------------
+    def register_buffer(self, ptr_or_obj: Any, size: int | None = None) -> tuple[int, int]:
+        """Registers [ptr, ptr + size) for the raw-pointer verbs; also accepts an array/tensor.
+        Returns (ptr, size)."""
+        if size is None:
+            ptr, size = _int_address(ptr_or_obj)
+        else:
+            ptr = int(ptr_or_obj)
+        self._s.register_buffer(ptr, size)
+        return ptr, size
+
+    def unregister_buffer(self, ptr_or_obj: Any) -> None:
+        ptr = ptr_or_obj if isinstance(ptr_or_obj, int) else _int_address(ptr_or_obj)[0]
+        self._s.unregister_buffer(ptr)
+
+    # -- synchronous verbs -----------------------------------------------------------------------
+    def batch_put_from(self, keys: Sequence, ptrs: Sequence[int], sizes: Sequence[int]) -> list[int]:
+        return self._s.batch_put_from(keys, ptrs, sizes)
+
+    def batch_get_into(self, keys: Sequence, ptrs: Sequence[int], sizes: Sequence[int]) -> list[int]:
+        return self._s.batch_get_into(keys, ptrs, sizes)
+
+    def batch_put(self, keys: Sequence, values: Sequence) -> list[int]:
+        return self._s.batch_put(keys, values)
+
+    def batch_get(self, keys: Sequence, buffers: Sequence) -> list[int]:
+        return self._s.batch_get(keys, buffers)
+
+    def put(self, key: Any, value: Any) -> None:
+        """Stores one block; raises dualpath.Error if no tier could store it."""
+        (rc,) = self._s.batch_put([key], [value])
+        if rc < 0:
+            raise _error(f"put: {_core.error_name(rc)}", rc)
+
+    def get_into(self, key: Any, buffer: Any) -> int:
+        """Copies one block into ``buffer``; returns its size. KeyError if absent or corrupt."""
+        (rc,) = self._s.batch_get([key], [buffer])
+        if rc < 0:
+            if rc == -200:
+                raise KeyError(f"get_into: no block for key {key!r}")
+            raise _error(f"get_into: {_core.error_name(rc)}", rc)
+        return rc
+
+    def batch_exists(self, keys: Sequence) -> int:
+        return self._s.batch_exists(keys)
+
+    def batch_is_exist(self, keys: Sequence) -> list[bool]:
+        return self._s.batch_is_exist(keys)
+
+    def exists(self, key: Any) -> bool:
+        return self._s.batch_is_exist([key])[0]
+
+    def remove(self, key: Any) -> None:
+        self._s.remove(key)
+
+    def stats(self) -> dict:
+        return self._s.stats()
+
+    # -- asynchronous verbs ----------------------------------------------------------------------
+    def _submit(self, fn, *args) -> Handle:
+        if self._s.closed:
+            raise ValueError("KVStore is closed")
+        with self._lock:
+            if self._executor is None:
+                self._executor = concurrent.futures.ThreadPoolExecutor(
+                    self._async_threads, thread_name_prefix="dualpath-kvstore"
+                )
+            return Handle(self._executor.submit(fn, *args), args)
+
+    def batch_put_from_async(self, keys, ptrs, sizes) -> Handle:
+        return self._submit(self._s.batch_put_from, list(keys), list(ptrs), list(sizes))
+
+    def batch_get_into_async(self, keys, ptrs, sizes) -> Handle:
+        return self._submit(self._s.batch_get_into, list(keys), list(ptrs), list(sizes))
+
+    def batch_put_async(self, keys, values) -> Handle:
+        return self._submit(self._s.batch_put, list(keys), list(values))
+
+    def batch_get_async(self, keys, buffers) -> Handle:
+        return self._submit(self._s.batch_get, list(keys), list(buffers))
+
+    # -- lifetime --------------------------------------------------------------------------------
+    @property
+    def closed(self) -> bool:
+        return self._s.closed
+
+    def close(self) -> None:
+        """Waits for asynchronous batches, then detaches from the pool and closes the store."""
+        with self._lock:
+            ex, self._executor = self._executor, None
+        if ex is not None:
+            ex.shutdown(wait=True)
+        self._s.close()
+
+    def __enter__(self) -> "KVStore":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()

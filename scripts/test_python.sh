@@ -1,0 +1,38 @@
+#!/usr/bin/env bash
+# Builds the dualpath Python package once (a wheel from the persistent build/python/ tree, so a
+# rebuild is incremental), installs it into the project's venvs (scripts/setup.sh made them) and
+# runs the Python tests with pytest:
+#   .venv-sglang: the SGLang tests (tests/python/test_sglang*.py)
+#   .venv:        everything else (vLLM connector, hash parity, KVStore); SGLang tests skip there
+# The .venv run is last, so pytest's closing summary line is the last line printed.
+#   scripts/test_python.sh [PYTEST_ARGS...]   extra arguments go to both pytest runs
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+for venv in .venv .venv-sglang; do
+  if [[ ! -x $venv/bin/python ]]; then
+    echo "test_python: $venv is missing: run scripts/setup.sh first" >&2
+    exit 1
+  fi
+done
+
+start=$SECONDS
+dist=build/python/dist
+rm -rf "$dist"
+# --no-build-isolation: build with the venv's pinned scikit-build-core and nanobind (no index).
+CMAKE_BUILD_PARALLEL_LEVEL=${CMAKE_BUILD_PARALLEL_LEVEL:-2} \
+  .venv/bin/pip wheel --quiet --no-build-isolation --no-deps --wheel-dir "$dist" .
+wheel=$(ls "$dist"/dualpath-*.whl)
+for venv in .venv .venv-sglang; do
+  "$venv/bin/pip" install --quiet --no-deps --force-reinstall "$wheel"
+done
+echo "test_python: built and installed $(basename "$wheel") in $((SECONDS - start)) s"
+
+# Run from tests/python so that `import dualpath` is the installed package, not ./python.
+cd tests/python
+shopt -s nullglob
+sglang_tests=(test_sglang*.py)
+if ((${#sglang_tests[@]})); then
+  ../../.venv-sglang/bin/python -m pytest -p no:cacheprovider -q "${sglang_tests[@]}" "$@"
+fi
+../../.venv/bin/python -m pytest -p no:cacheprovider -q "$@"

@@ -1,0 +1,210 @@
+#include "python/convert.h"
+
+#include <nanobind/stl/string.h>
+#include <openssl/sha.h>
+
+#include <cstring>
+#include <utility>
+
+namespace dualpath::python {
+namespace {
+
+PyObject* g_error = nullptr;  // dualpath.Error; owned by the module (a new reference kept alive)
+
+std::string TypeName(PyObject* o) { return Py_TYPE(o)->tp_name; }
+
+[[noreturn]] void RaiseWith(PyObject* type, const std::string& message) {
+  PyErr_SetString(type, message.c_str());
+  throw nb::python_error();
+}
+
+}  // namespace
+
+void InitErrors(nb::module_& m) {
+  g_error = PyErr_NewExceptionWithDoc(
+      "dualpath.Error",
+      "A dualpath operation failed for a reason other than bad input (I/O, a full tier, ...). "
+      "`code` is the dualpath status code.",
+      PyExc_RuntimeError, nullptr);
+  if (g_error == nullptr) {
+    throw nb::python_error();
+  }
+  m.attr("Error") = nb::handle(g_error);
+}
+
+[[noreturn]] void Raise(const Status& status, const std::string& context) {
+  const std::string msg = context.empty() ? status.ToString() : context + ": " + status.ToString();
+  PyObject* type = g_error;
+  switch (status.code()) {
+    case Code::kInvalidArgument:
+    case Code::kOutOfRange:
+    case Code::kKvBadToken:
+    case Code::kKvUnknownModel:
+    case Code::kStorageClosed:
+      type = PyExc_ValueError;
+      break;
+    case Code::kPermissionDenied:
+      type = PyExc_PermissionError;
+      break;
+    case Code::kNotFound:
+    case Code::kStorageMiss:
+      type = PyExc_KeyError;
+      break;
+    default:
+      break;
+  }
+  if (type == g_error) {
+    // dualpath.Error(message) with .code set.
+    nb::object exc = nb::steal(PyObject_CallOneArg(g_error, nb::str(msg.c_str()).ptr()));
+    if (!exc.is_valid()) {
+      throw nb::python_error();
+    }
+    exc.attr("code") = static_cast<int>(status.code());
+    PyErr_SetObject(g_error, exc.ptr());
+    throw nb::python_error();
+  }
+  RaiseWith(type, msg);
+}
+
+[[noreturn]] void RaiseValueError(const std::string& message) {
+  RaiseWith(PyExc_ValueError, message);
+}
+[[noreturn]] void RaiseTypeError(const std::string& message) {
+  RaiseWith(PyExc_TypeError, message);
+}
+
+kv::BlockHash KeyToHash(PyObject* key, const char* what) {
+  kv::BlockHash h;
+  const char* data = nullptr;
+  Py_ssize_t len = 0;
+  if (PyBytes_Check(key)) {
+    data = PyBytes_AS_STRING(key);
+    len = PyBytes_GET_SIZE(key);
+    if (len == 32) {
+      std::memcpy(h.bytes.data(), data, 32);
+      return h;
+    }
+  } else if (PyUnicode_Check(key)) {
+    data = PyUnicode_AsUTF8AndSize(key, &len);
+    if (data == nullptr) {
+      throw nb::python_error();
+    }
+  } else {
+    RaiseTypeError(std::string(what) + ": a key must be bytes or str, got " + TypeName(key));
+  }
+  SHA256(reinterpret_cast<const unsigned char*>(data), static_cast<size_t>(len), h.bytes.data());
+  return h;
+}
+
+std::vector<kv::BlockHash> KeysToHashes(nb::handle keys, const char* what) {
+  if (PyUnicode_Check(keys.ptr()) || PyBytes_Check(keys.ptr())) {
+    RaiseTypeError(std::string(what) + ": expected a sequence of keys, got one " +
+                   TypeName(keys.ptr()));
+  }
+  nb::object seq = nb::steal(PySequence_Fast(keys.ptr(), "keys must be a sequence"));
+  if (!seq.is_valid()) {
+    PyErr_Clear();
+    RaiseTypeError(std::string(what) + ": expected a sequence of keys, got " +
+                   TypeName(keys.ptr()));
+  }
+  const Py_ssize_t n = PySequence_Fast_GET_SIZE(seq.ptr());
+  PyObject** items = PySequence_Fast_ITEMS(seq.ptr());
+  std::vector<kv::BlockHash> out(static_cast<size_t>(n));
+  for (Py_ssize_t i = 0; i < n; ++i) {
+    PyObject* k = items[i];
+    if (PyBytes_Check(k) && PyBytes_GET_SIZE(k) == 32) {  // the hot path: vLLM block hashes
+      std::memcpy(out[i].bytes.data(), PyBytes_AS_STRING(k), 32);
+    } else {
+      const std::string w = std::string(what) + "[" + std::to_string(i) + "]";
+      out[i] = KeyToHash(k, w.c_str());
+    }
+  }
+  return out;
+}
+
+std::vector<uint64_t> ToU64s(nb::handle seq_obj, const char* what) {
+  nb::object seq = nb::steal(PySequence_Fast(seq_obj.ptr(), "expected a sequence"));
+  if (!seq.is_valid()) {
+    PyErr_Clear();
+    RaiseTypeError(std::string(what) + ": expected a sequence of integers, got " +
+                   TypeName(seq_obj.ptr()));
+  }
+  const Py_ssize_t n = PySequence_Fast_GET_SIZE(seq.ptr());
+  PyObject** items = PySequence_Fast_ITEMS(seq.ptr());
+  std::vector<uint64_t> out(static_cast<size_t>(n));
+  for (Py_ssize_t i = 0; i < n; ++i) {
+    PyObject* v = items[i];
+    if (!PyLong_Check(v)) {
+      RaiseTypeError(std::string(what) + "[" + std::to_string(i) + "]: expected an int, got " +
+                     TypeName(v));
+    }
+    const unsigned long long x = PyLong_AsUnsignedLongLong(v);
+    if (x == static_cast<unsigned long long>(-1) && PyErr_Occurred()) {
+      PyErr_Clear();
+      RaiseValueError(std::string(what) + "[" + std::to_string(i) + "] = " +
+                      nb::cast<std::string>(nb::str(nb::handle(v))) + " is outside [0, 2^64-1]");
+    }
+    out[i] = x;
+  }
+  return out;
+}
+
+BorrowedBuffer::BorrowedBuffer(nb::handle obj, bool writable, const std::string& what) {
+  PyObject* o = obj.ptr();
+  if (PyObject_CheckBuffer(o)) {
+    const int flags = writable ? PyBUF_RECORDS : PyBUF_RECORDS_RO;
+    if (PyObject_GetBuffer(o, &view_, flags) != 0) {
+      PyErr_Clear();
+      if (writable) {
+        RaiseValueError(what + ": the buffer is read-only (" + TypeName(o) + ")");
+      }
+      RaiseValueError(what + ": cannot read the buffer of " + TypeName(o));
+    }
+    has_view_ = true;
+    if (!PyBuffer_IsContiguous(&view_, 'C')) {
+      PyBuffer_Release(&view_);  // the destructor does not run when the constructor throws
+      has_view_ = false;
+      RaiseValueError(what + ": the buffer is not C-contiguous (" + TypeName(o) +
+                      "); pass a contiguous copy");
+    }
+    data_ = static_cast<std::byte*>(view_.buf);
+    size_ = static_cast<uint64_t>(view_.len);
+    return;
+  }
+  if (PyObject_HasAttrString(o, "data_ptr") && PyObject_HasAttrString(o, "nbytes")) {
+    if (PyObject_HasAttrString(o, "device")) {
+      nb::object dev = obj.attr("device");
+      nb::object type =
+          PyObject_HasAttrString(dev.ptr(), "type") ? nb::object(dev.attr("type")) : nb::str(dev);
+      if (nb::cast<std::string>(nb::str(type)) != "cpu") {
+        RaiseValueError(what + ": the tensor is on device '" + nb::cast<std::string>(nb::str(dev)) +
+                        "'; KVStore copies with the CPU, pass a CPU tensor");
+      }
+    }
+    if (PyObject_HasAttrString(o, "is_contiguous") &&
+        !nb::cast<bool>(obj.attr("is_contiguous")())) {
+      RaiseValueError(what + ": the tensor is not contiguous; pass tensor.contiguous()");
+    }
+    data_ = reinterpret_cast<std::byte*>(nb::cast<uintptr_t>(obj.attr("data_ptr")()));
+    size_ = nb::cast<uint64_t>(obj.attr("nbytes"));
+    if (data_ == nullptr && size_ > 0) {
+      RaiseValueError(what + ": data_ptr() is 0");
+    }
+    return;
+  }
+  RaiseTypeError(what + ": expected an object with the buffer protocol or data_ptr()/nbytes, got " +
+                 TypeName(o));
+}
+
+BorrowedBuffer::~BorrowedBuffer() {
+  if (has_view_) {
+    PyBuffer_Release(&view_);
+  }
+}
+
+BorrowedBuffer::BorrowedBuffer(BorrowedBuffer&& other) noexcept
+    : view_(other.view_), has_view_(other.has_view_), data_(other.data_), size_(other.size_) {
+  other.has_view_ = false;
+}
+
+}  // namespace dualpath::python

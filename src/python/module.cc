@@ -1,0 +1,17 @@
+// The extension module dualpath._core: the kv bindings (hasher, presets) and KVStore. The Python
+// package (python/dualpath/) wraps it; see docs/python.md.
+#include <nanobind/nanobind.h>
+
+#include "python/convert.h"
+
+namespace dualpath::python {
+void BindKv(nb::module_& m);
+void BindStore(nb::module_& m);
+}  // namespace dualpath::python
+
+NB_MODULE(_core, m) {
+  m.doc() = "dualpath native core (use the `dualpath` package)";
+  dualpath::python::InitErrors(m);
+  dualpath::python::BindKv(m);
+  dualpath::python::BindStore(m);
+}
