@@ -20,8 +20,8 @@
 #include <string>
 #include <vector>
 
-#include "dualpath/kv/hasher.h"
 #include "dualpath/kv/cbor.h"
+#include "dualpath/kv/hasher.h"
 #include "kv/sha256.h"
 
 namespace dualpath::kv {
