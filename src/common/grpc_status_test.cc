@@ -74,10 +74,11 @@ TEST(GrpcStatusTest, EveryGrpcCodeRoundTrips) {
       EXPECT_EQ(ToGrpc(read).error_code(), g);
     }
   }
-  // A value outside gRPC's table is a failed call and nothing more.
-  const Status odd = FromGrpc(grpc::Status(static_cast<grpc::StatusCode>(99), "?"), "call");
+  // UNKNOWN is a failed call and nothing more. (A value outside gRPC's enum cannot be made
+  // without undefined behaviour, which UBSan reports, so the default branch is tested this way.)
+  const Status odd = FromGrpc(grpc::Status(grpc::StatusCode::UNKNOWN, "?"), "call");
   EXPECT_EQ(odd.code(), Code::kControlRpcError);
-  EXPECT_NE(odd.message().find("(gRPC code 99)"), std::string::npos) << odd.message();
+  EXPECT_EQ(odd.message().rfind("call: ?", 0), 0u) << odd.message();
 }
 
 TEST(GrpcStatusTest, NamesakesAndComponentCodes) {
