@@ -19,6 +19,7 @@
 #include <system_error>
 
 #include "cli/command.h"
+#include "dualpath/common/bad_input.h"
 #include "dualpath/common/log.h"
 #include "dualpath/common/stop_signal.h"
 
@@ -29,22 +30,7 @@ std::vector<RegisterFn>& Registry() {
   return registry;
 }
 
-bool IsBadInput(const Status& status) {
-  switch (status.code()) {
-    case Code::kInvalidArgument:
-    case Code::kParseError:
-    case Code::kOutOfRange:
-    case Code::kKvUnknownModel:
-    case Code::kKvBadToken:
-    case Code::kTraceMalformed:
-    case Code::kSchedBadConfig:
-    case Code::kSimBadConfig:
-    case Code::kCliUsage:
-      return true;
-    default:
-      return false;
-  }
-}
+bool IsBadInput(const Status& status) { return IsBadInputCode(status.code()); }
 
 int ReportError(std::string_view what, const Status& status) {
   std::cerr << "dualpath " << what << ": " << status.ToString() << "\n";

@@ -4,10 +4,14 @@
 
 #include <string>
 
+#include "dualpath/common/bad_input.h"
+
 namespace dualpath {
 
 grpc::StatusCode GrpcCodeFor(Code code) {
   using G = grpc::StatusCode;
+  // Bad input (common/bad_input.h, the codes the CLI exits 2 for), kOutOfRange aside.
+  if (code != Code::kOutOfRange && IsBadInputCode(code)) return G::INVALID_ARGUMENT;
   switch (code) {
     case Code::kOk:
       return G::OK;
@@ -15,16 +19,6 @@ grpc::StatusCode GrpcCodeFor(Code code) {
       return G::CANCELLED;
     case Code::kControlRpcError:
       return G::UNKNOWN;
-    // Bad input: the codes the CLI exits 2 for (src/cli/main.cc IsBadInput), kOutOfRange aside.
-    case Code::kInvalidArgument:
-    case Code::kParseError:
-    case Code::kKvUnknownModel:
-    case Code::kKvBadToken:
-    case Code::kTraceMalformed:
-    case Code::kSchedBadConfig:
-    case Code::kSimBadConfig:
-    case Code::kCliUsage:
-      return G::INVALID_ARGUMENT;
     case Code::kTimeout:
       return G::DEADLINE_EXCEEDED;
     case Code::kNotFound:
