@@ -1,10 +1,25 @@
 #include "dualpath/common/grpc_server.h"
 
 #include <grpcpp/grpcpp.h>
+#include <sys/stat.h>
+
+#include <cerrno>
+#include <cstring>
 
 #include "dualpath/common/listen.h"
 
 namespace dualpath {
+namespace {
+
+// The file of a unix:PATH or unix://ABSOLUTE_PATH address; empty for other addresses
+// (unix-abstract: sockets have no file and no permissions).
+std::string UnixSocketPath(const std::string& listen) {
+  if (listen.rfind("unix://", 0) == 0) return listen.substr(7);
+  if (listen.rfind("unix:", 0) == 0) return listen.substr(5);
+  return "";
+}
+
+}  // namespace
 
 Result<GrpcServerStart> StartGrpcServer(grpc::ServerBuilder& builder, const std::string& what,
                                         const std::string& listen) {
@@ -14,12 +29,23 @@ Result<GrpcServerStart> StartGrpcServer(grpc::ServerBuilder& builder, const std:
   builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
   GrpcServerStart out;
   builder.AddListeningPort(listen, grpc::InsecureServerCredentials(), &out.port);
+  const std::string socket_path = UnixSocketPath(listen);
+  // A unix socket is owner-only (0600): any local user who can connect can drive the service.
+  // gRPC creates the file at bind with the process umask, so the umask is tightened around the
+  // bind (no window with a wider mode) and the mode is set again after it.
+  const mode_t old_umask = socket_path.empty() ? 0 : ::umask(0177);
   out.server = builder.BuildAndStart();
+  if (!socket_path.empty()) ::umask(old_umask);
   const bool is_unix = listen.rfind("unix", 0) == 0;
   // gRPC reports a failed bind as no server, or (TCP) a server with selected port 0.
   if (out.server == nullptr || (!is_unix && out.port == 0)) {
     if (out.server != nullptr) out.server->Shutdown();
     return ListenFailure(what, listen);
+  }
+  if (!socket_path.empty() && ::chmod(socket_path.c_str(), 0600) != 0) {
+    const int err = errno;
+    out.server->Shutdown();
+    return Status(Code::kIoError, what + ": chmod 0600 " + socket_path + ": " + std::strerror(err));
   }
   if (is_unix) {
     out.address = listen;

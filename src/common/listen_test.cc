@@ -100,10 +100,16 @@ TEST_F(ListenTest, SecondGrpcServerRefusesAndTheFirstKeepsServing) {
   grpc::ServerBuilder b1, b2, b3, b4;
   grpc::ServerBuilder* builders[] = {&b1, &b2, &b3, &b4};
   for (int i = 0; i < 4; ++i) builders[i]->RegisterCallbackGenericService(&svc[i]);
+  const mode_t umask_before = ::umask(0022);
   Result<GrpcServerStart> first = StartGrpcServer(b1, "first", unix_addr);
   ASSERT_TRUE(first.ok()) << first.status().ToString();
   struct stat before {};
   ASSERT_EQ(stat((dir_ + "/g.sock").c_str(), &before), 0);
+  // Owner-only, although the process umask (0022) would have left it group/other-readable, and
+  // the umask is the caller's again afterwards.
+  EXPECT_TRUE(S_ISSOCK(before.st_mode));
+  EXPECT_EQ(before.st_mode & 0777, 0600u) << std::oct << (before.st_mode & 0777);
+  EXPECT_EQ(::umask(umask_before), 0022u);
   Result<GrpcServerStart> second = StartGrpcServer(b2, "second", unix_addr);
   ASSERT_FALSE(second.ok());
   EXPECT_EQ(second.status().code(), Code::kAlreadyExists) << second.status().ToString();

@@ -7,6 +7,9 @@
 // unix socket before gRPC touches the path (CheckListenAddress), turns SO_REUSEPORT off, and turns
 // a failed bind into "address in use" when that is the cause.
 //
+// A unix socket file is created owner-only (mode 0600; the umask is tightened around the bind, so
+// there is no moment with a wider mode): only the user the server runs as (and root) can connect.
+//
 // Note: gRPC itself removes the unix socket file at PATH when the server shuts down. Since a second
 // server refuses instead of replacing the file, the file at PATH is this server's own then.
 //
@@ -35,7 +38,7 @@ struct GrpcServerStart {
 // Adds `listen` (unix:PATH or HOST:PORT) to `builder` (services already registered) and starts it.
 // `what` names the server in errors ("control", "EnginePeer"). kAlreadyExists "address in use"
 // when another server holds the address; kFailedPrecondition when PATH is not a socket;
-// kUnavailable when the bind failed otherwise.
+// kUnavailable when the bind failed otherwise; kIoError when the socket's mode cannot be set.
 Result<GrpcServerStart> StartGrpcServer(grpc::ServerBuilder& builder, const std::string& what,
                                         const std::string& listen);
 
