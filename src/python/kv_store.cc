@@ -3,7 +3,6 @@
 #include <fmt/format.h>
 
 #include <algorithm>
-#include <cstring>
 #include <utility>
 
 #include "dualpath/common/check.h"
@@ -166,11 +165,6 @@ Result<uint64_t> KvStore::GetFromPool(const kv::BlockHash& key, MutBuf buf) {
   return size;
 }
 
-void KvStore::PromoteToPool(const kv::BlockHash& key, std::span<const std::byte> payload) {
-  // Best effort: a full pool or a concurrent writer of the same block is fine.
-  (void)pool_->Put(key, payload, kv::BlockChecksum(payload));
-}
-
 std::vector<Result<uint64_t>> KvStore::GetBatch(std::span<const kv::BlockHash> keys,
                                                 std::span<const MutBuf> bufs) {
   DUALPATH_CHECK(keys.size() == bufs.size(), "GetBatch: keys and buffers differ in length");
@@ -226,12 +220,15 @@ std::vector<Result<uint64_t>> KvStore::GetBatch(std::span<const kv::BlockHash> k
                               std::to_string(bufs[i].size));
           continue;
         }
-        std::memcpy(bufs[i].data, payload.data(), payload.size());
+        // The file's checksum was verified by the read; the copy computes the pool's checksum in
+        // the same pass, so promotion does not read the payload once more.
+        const uint64_t sum = CopyAndChecksum(payload.data(), bufs[i].data, payload.size());
         out[i] = static_cast<uint64_t>(payload.size());
         counters_.store_hits.fetch_add(1, std::memory_order_relaxed);
         counters_.bytes_got.fetch_add(payload.size(), std::memory_order_relaxed);
         if (pool_) {
-          PromoteToPool(keys[i], payload);
+          // Best effort: a full pool or a concurrent writer of the same block is fine.
+          (void)pool_->Put(keys[i], payload, sum);
         }
       } else if (res[j].status.code() == Code::kInvalidArgument) {
         // The file does not fit the staging buffer sized from the caller's buffer.

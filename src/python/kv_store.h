@@ -120,7 +120,6 @@ class KvStore {
   Status CheckOpen() const;
   // Pool read: pin, copy while checksumming, unpin. kStorageMiss if absent or corrupt.
   Result<uint64_t> GetFromPool(const kv::BlockHash& key, MutBuf buf);
-  void PromoteToPool(const kv::BlockHash& key, std::span<const std::byte> payload);
 
   KvStoreOptions options_;
   std::unique_ptr<pool::Pool> pool_;

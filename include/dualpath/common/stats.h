@@ -1,5 +1,5 @@
 // Summary statistics shared by every component that reports latencies: the one definition of a
-// percentile (CONVENTIONS.md "One definition of each thing").
+// percentile, so that p50/p99 mean the same in `dualpath sim`, `cluster run` and the benchmarks.
 //
 // Percentile is the nearest-rank percentile: the smallest value with at least a fraction q of the
 // values at or below it, i.e. the value of 1-based rank ceil(q * n) in sorted order (rank 1 for

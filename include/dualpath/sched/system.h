@@ -2,8 +2,8 @@
 // and split reads beyond the paper): their names, how a command line names them, the scheduler
 // config each one runs, and the Oracle rule. The one definition every driver uses: the simulator
 // (`dualpath sim`), the scheduler service (`dualpath control serve`), the cluster run
-// (`dualpath cluster run --system`) and `dualpath bench sched` (CONVENTIONS.md "One definition of
-// each thing").
+// (`dualpath cluster run --system`) and `dualpath bench sched`, so that two drivers cannot run
+// different systems under one name.
 //
 // The Oracle rule. Oracle is a timing bound: DualPath's engine choice for requests that read
 // nothing from storage and move no KV between engines (no H2D/D2H, no PE->DE transfer). Every
