@@ -245,6 +245,29 @@ TEST_F(EngineTest, EveryReadSideGivesReferenceOutputsAndTurnsHitWhatEarlierTurns
   EXPECT_EQ(r.generated_size(), 4);
 }
 
+// Issue 17 (scheduler service killed and restarted): the new service knows no engine, so a Fetch
+// of the old group is kNotFound; each engine registers again under the same name and keeps
+// serving with the state it has (model, store, buffers). Before the fix the engine retried the
+// failing Fetch until request_timeout and exited.
+TEST_F(EngineTest, EnginesRegisterAgainWithARestartedSchedulerAndKeepServing) {
+  ASSERT_TRUE(pe_ && de_);
+  Agent agent(23);
+  v1c::RequestSpec t1 = agent.NextTurn(1, 40, 5);
+  ExpectReference(t1, Run(t1, v1c::READ_SIDE_PREFILL, 0));
+
+  sched_.Restart();
+  std::optional<uint32_t> pe = sched_.WaitRegistered("p0.0", kGuard);
+  std::optional<uint32_t> de = sched_.WaitRegistered("d0.0", kGuard);
+  ASSERT_TRUE(pe.has_value() && de.has_value()) << "the engines did not register again";
+  v1c::RequestSpec t2 = agent.NextTurn(2, 30, 5);
+  const int64_t hit = HitTokens(t2);
+  ASSERT_GT(hit, 0);  // what the first registration's DE wrote is still used
+  sched_.Assign(*pe, *de, t2, v1c::READ_SIDE_DECODE, hit, 0);
+  v1c::RequestResult r2 = Wait(t2.request_id());
+  ExpectReference(t2, r2);
+  EXPECT_EQ(r2.loaded_tokens(), hit);
+}
+
 TEST_F(EngineTest, CorruptHitBlockIsRecomputedWithIdenticalOutputs) {
   ASSERT_TRUE(pe_ && de_);
   Agent agent(23);
