@@ -107,12 +107,15 @@ void MeasureRecovery(const ReplayResult& replay, FaultOutcome& o) {
   o.recovery_s.reset();
   if (!o.injected) return;
   for (const RequestRecord& r : replay.records) {
-    if (r.result_ns < o.start_ns) {
+    // When the request completed: the decode engine's stamp (the replayer may receive it later:
+    // its thread runs the fault's commands), else when the replayer received it.
+    const Nanos done = r.result.timing().done_ns() > 0 ? r.result.timing().done_ns() : r.result_ns;
+    if (done < o.start_ns) {
       ++o.results_before;
-    } else if (r.result_ns < o.end_ns) {
+    } else if (done < o.end_ns) {
       ++o.results_during;
-    } else if (!o.recovery_s || ToSeconds(r.result_ns - o.end_ns) < *o.recovery_s) {
-      o.recovery_s = ToSeconds(r.result_ns - o.end_ns);
+    } else if (!o.recovery_s || ToSeconds(done - o.end_ns) < *o.recovery_s) {
+      o.recovery_s = ToSeconds(done - o.end_ns);
     }
   }
 }

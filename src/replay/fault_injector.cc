@@ -19,6 +19,8 @@ namespace {
 
 constexpr Nanos kCommandTimeout = 30 * kNanosPerSecond;  // ip, gluster: seconds at most
 constexpr int kBrickExitTimeoutMs = 5000;                // SIGKILL is not blocked by anything
+constexpr Nanos kBrickStartTimeout = 20 * kNanosPerSecond;
+constexpr int kBrickRetryMs = 250;
 
 std::string ReadSmallFile(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
@@ -150,7 +152,7 @@ Status FaultInjector::SetLink(bool up) {
   const testbed::Node* n = cluster_.FindNode(spec_.node);
   if (n == nullptr) return InvalidArgument("--fault: no node '" + spec_.node + "'");
   const std::string& dev = spec_.kind == FaultKind::kStorageLink ? n->storage_if : n->compute_if;
-  outcome_.detail = n->netns + " " + dev + (up ? " up again" : " down");
+  outcome_.detail += up ? "; up again" : n->netns + " " + dev + " down";
   return Run({"ip", "-n", n->netns, "link", "set", dev, up ? "up" : "down"});
 }
 
@@ -171,14 +173,39 @@ Status FaultInjector::StartBrick() {
   if (gpid.empty() || gpid.find_first_not_of("0123456789\n") != std::string::npos) {
     return NotFound("glusterd pid file " + pid_file + " is empty or malformed");
   }
-  RETURN_IF_ERROR(
-      Run({"nsenter", "-t", gpid.substr(0, gpid.find('\n')), "--mount", "--net", "--", "gluster",
-           "--mode=script", "--log-file=" + cluster_.state_dir + "/log/cli.log",
-           "--glusterd-sock=/run/gluster/glusterd.socket", "volume", "start",
-           cluster_.storage.volume, "force"}));
-  const pid_t pid = FindBrickPid(cluster_.storage.brick);
-  outcome_.detail += "; started again (glusterfsd pid " + std::to_string(pid) + ")";
-  return pid > 0 ? Status::Ok() : NotFound("no glusterfsd after `gluster volume start force`");
+  const std::vector<std::string> start = {"nsenter",
+                                          "-t",
+                                          gpid.substr(0, gpid.find('\n')),
+                                          "--mount",
+                                          "--net",
+                                          "--",
+                                          "gluster",
+                                          "--mode=script",
+                                          "--log-file=" + cluster_.state_dir + "/log/cli.log",
+                                          "--glusterd-sock=/run/gluster/glusterd.socket",
+                                          "volume",
+                                          "start",
+                                          cluster_.storage.volume,
+                                          "force"};
+  // glusterd learns of the brick's death from its disconnect, asynchronously: until it has, `start
+  // force` succeeds without starting anything (seen within ~0.1 s of the kill). So: start, look
+  // for the new glusterfsd, and try again a moment later, for at most kBrickStartTimeout. glusterd
+  // offers no event to wait on.
+  const Nanos deadline = WallClock().Now() + kBrickStartTimeout;
+  for (int attempt = 1;; ++attempt) {
+    RETURN_IF_ERROR(Run(start));
+    if (const pid_t pid = FindBrickPid(cluster_.storage.brick); pid > 0) {
+      outcome_.detail += "; started again by `gluster volume start " + cluster_.storage.volume +
+                         " force` (attempt " + std::to_string(attempt) + "), glusterfsd pid " +
+                         std::to_string(pid);
+      return Status::Ok();
+    }
+    if (WallClock().Now() > deadline) {
+      return Timeout("no glusterfsd for brick " + cluster_.storage.brick + " after " +
+                     std::to_string(attempt) + " `gluster volume start force`; log " + log_);
+    }
+    ::poll(nullptr, 0, kBrickRetryMs);  // a retry interval for an external daemon
+  }
 }
 
 }  // namespace dualpath::replay

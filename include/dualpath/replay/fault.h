@@ -16,7 +16,7 @@
 //
 // e.g. `stor-link:p0@4req:5` takes p0's storage link down for 5 s once 4 requests completed.
 // The recovery time is measured from the fault's end (link up again, brick or service started
-// again) to the next result the replayer receives (docs/faults.md).
+// again) to the next request completed (docs/faults.md).
 //
 // Thread safety: pure functions and plain structs.
 #pragma once
@@ -59,14 +59,16 @@ struct FaultOutcome {
   bool injected = false;
   Nanos start_ns = 0;           // wall clock when the fault began (link down, process killed)
   Nanos end_ns = 0;             // when it was undone (link up, process started again)
-  uint64_t results_before = 0;  // results received before the fault began
-  uint64_t results_during = 0;  // results received while it lasted
-  // Seconds from end_ns to the first result received after it (nullopt: none came).
+  // Requests completed (the decode engine's done stamp; the replayer's receipt when there is
+  // none) before the fault began, and while it lasted.
+  uint64_t results_before = 0;
+  uint64_t results_during = 0;
+  // Seconds from end_ns to the first request completed after it (nullopt: none was).
   std::optional<double> recovery_s;
   std::string detail;  // what was done, e.g. "brick pid 1234 killed; glusterfsd pid 5678 started"
 };
 
-// Fills results_before/during and recovery_s from the run's records (their result_ns).
+// Fills results_before/during and recovery_s from the run's records.
 void MeasureRecovery(const ReplayResult& replay, FaultOutcome& outcome);
 
 }  // namespace dualpath::replay
