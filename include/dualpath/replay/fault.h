@@ -57,8 +57,8 @@ Result<FaultSpec> ParseFault(std::string_view spec);
 struct FaultOutcome {
   FaultSpec spec;
   bool injected = false;
-  Nanos start_ns = 0;           // wall clock when the fault began (link down, process killed)
-  Nanos end_ns = 0;             // when it was undone (link up, process started again)
+  Nanos start_ns = 0;  // wall clock when the fault began (link down, process killed)
+  Nanos end_ns = 0;    // when it was undone (link up, process started again)
   // Requests completed (the decode engine's done stamp; the replayer's receipt when there is
   // none) before the fault began, and while it lasted.
   uint64_t results_before = 0;
