@@ -465,29 +465,6 @@ std::unique_ptr<FaultInjector> MakeFaultInjector(const SystemSetup& s, SystemPro
                                          s.run.work + "/" + s.system + "_fault.log", hooks);
 }
 
-// The replay is over: a fault still active is undone; one that never began fails the run.
-Result<ReplayResult> FinishFault(const SystemSetup& s, FaultInjector& fault, ReplayResult replay) {
-  RETURN_IF_ERROR(fault.Finish(WallClock().Now()));
-  if (!fault.outcome().injected) {
-    return FailedPrecondition("--fault " + fault.outcome().spec.ToString() +
-                              " was never injected: the " + s.system + " replay ended after " +
-                              std::to_string(replay.records.size()) + " results");
-  }
-  return replay;
-}
-
-void ReportFault(const std::string& system, const FaultOutcome& f, std::ostream& progress) {
-  progress << system << ": fault " << f.spec.ToString() << " (" << f.detail << "), "
-           << ToSeconds(f.end_ns - f.start_ns) << " s; " << f.results_before << " results before, "
-           << f.results_during << " during; recovery ";
-  if (f.recovery_s) {
-    progress << *f.recovery_s << " s (fault end to the next completed request)\n";
-  } else {
-    progress << "none: no request completed after the fault\n";
-  }
-  progress << std::flush;
-}
-
 // One system from start to stop: the service and engines up, the replay (with the fault, if
 // any), link counters around it, everything stopped again.
 Result<SystemRun> RunSystem(const SystemSetup& s, std::ostream& progress) {
@@ -512,7 +489,10 @@ Result<SystemRun> RunSystem(const SystemSetup& s, std::ostream& progress) {
   }
   std::unique_ptr<FaultInjector> fault = MakeFaultInjector(s, procs);
   Result<ReplayResult> replay = ReplaySystem(s, procs, sampler, fault.get());
-  if (replay.ok() && fault != nullptr) replay = FinishFault(s, *fault, std::move(*replay));
+  if (replay.ok() && fault != nullptr) {
+    Status done = fault->Finish(s.system, replay->records.size());
+    if (!done.ok()) replay = done;
+  }
   const bool killed = killer.Stop();
   if (!replay.ok()) {
     // Stop what is left of this system (Shutdown, then TERM/KILL after stop_timeout_s) before
@@ -548,7 +528,7 @@ Result<SystemRun> RunSystem(const SystemSetup& s, std::ostream& progress) {
   run.samples = std::move(samples);
   if (fault != nullptr) run.fault = fault->outcome();
   if (fault != nullptr) MeasureRecovery(run.replay, *run.fault);
-  if (run.fault) ReportFault(s.system, *run.fault, progress);
+  if (run.fault) PrintFault(s.system, *run.fault, progress);
   if (killed) run.killed_engine = o.kill_node;
   if (killed) run.killed_buffers = buffers;
   const Summary sum = Summarize(run.replay);

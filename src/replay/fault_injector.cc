@@ -84,7 +84,26 @@ Status FaultInjector::Tick(Nanos now) {
   return Status::Ok();
 }
 
-Status FaultInjector::Finish(Nanos /*now*/) { return active_ ? End() : Status::Ok(); }
+Status FaultInjector::Finish(const std::string& system, size_t results) {
+  if (active_) RETURN_IF_ERROR(End());
+  if (!outcome_.injected) {
+    return FailedPrecondition("--fault " + spec_.ToString() + " was never injected: the " + system +
+                              " replay ended after " + std::to_string(results) + " results");
+  }
+  return Status::Ok();
+}
+
+void PrintFault(const std::string& system, const FaultOutcome& f, std::ostream& progress) {
+  progress << system << ": fault " << f.spec.ToString() << " (" << f.detail << "), "
+           << ToSeconds(f.end_ns - f.start_ns) << " s; " << f.results_before << " results before, "
+           << f.results_during << " during; recovery ";
+  if (f.recovery_s) {
+    progress << *f.recovery_s << " s (fault end to the next completed request)\n";
+  } else {
+    progress << "none: no request completed after the fault\n";
+  }
+  progress << std::flush;
+}
 
 Status FaultInjector::Begin() {
   outcome_.injected = true;

@@ -14,6 +14,7 @@
 #pragma once
 
 #include <functional>
+#include <ostream>
 #include <string>
 
 #include "dualpath/common/clock.h"
@@ -40,8 +41,9 @@ class FaultInjector {
   // Begins or ends the fault when due. `now` is the wall clock; the first call starts the
   // trigger's clock. An error (a command that failed) ends the replay.
   Status Tick(Nanos now);
-  // The replay ended: a fault still active is undone now.
-  Status Finish(Nanos now);
+  // The replay of `system` ended after `results` results: a fault still active is undone now; one
+  // that never began is kFailedPrecondition (the run did not test what it was asked to).
+  Status Finish(const std::string& system, size_t results);
   // The service is down by this fault (the caller's health check must not fail the run for it).
   bool ServiceDown() const { return active_ && spec_.kind == FaultKind::kService; }
   const FaultOutcome& outcome() const { return outcome_; }
@@ -63,5 +65,8 @@ class FaultInjector {
   bool active_ = false;
   FaultOutcome outcome_;
 };
+
+// One progress line: the fault, its length, results before and during it, the recovery time.
+void PrintFault(const std::string& system, const FaultOutcome& f, std::ostream& progress);
 
 }  // namespace dualpath::replay
