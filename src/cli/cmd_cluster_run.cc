@@ -29,6 +29,7 @@ struct RunArgs {
   bool no_check = false;
   bool no_pool = false;
   std::string kill;
+  std::string fault;
 };
 
 void Register(CLI::App& root, int* exit_code) {
@@ -83,6 +84,10 @@ void Register(CLI::App& root, int* exit_code) {
   run->add_option("--kill-engine", a->kill,
                   "NODE:SECONDS: SIGKILL that node's engine this long into each system's replay "
                   "(fault injection; its requests must be rescheduled)");
+  run->add_option("--fault", a->fault,
+                  "KIND[:NODE]@TRIGGER[:SECONDS]: inject a fault into each system's replay, e.g. "
+                  "stor-link:p0@4req:5, comp-link:d0@4req:5, brick@4req, service@4req "
+                  "(docs/faults.md)");
   run->add_option("--dualpath-bin", o.dualpath_bin,
                   "dualpath binary for the service and engines (default: this one)");
   run->add_option("--json", a->json_out, "Write results (sim's schema + records) here");
@@ -116,6 +121,9 @@ void Register(CLI::App& root, int* exit_code) {
         o.kill_node = a->kill.substr(0, colon);
         o.kill_after_s = secs;
       }
+      if (!a->fault.empty()) {
+        ASSIGN_OR_RETURN(o.fault, replay::ParseFault(a->fault));
+      }
       ASSIGN_OR_RETURN(o.stor_rate_bps, testbed::ParseRate(a->stor_rate));
       ASSIGN_OR_RETURN(o.comp_rate_bps, testbed::ParseRate(a->comp_rate));
       RETURN_IF_ERROR(testbed::ValidateClusterName(o.name));
@@ -135,6 +143,10 @@ void Register(CLI::App& root, int* exit_code) {
         if (r.mismatches.value_or(0) > 0 || sum.failed > 0) {
           return Internal(r.system + ": " + std::to_string(r.mismatches.value_or(0)) +
                           " mismatches, " + std::to_string(sum.failed) + " failed requests");
+        }
+        if (r.fault && !r.fault->recovery_s) {
+          return Internal(r.system + ": no request completed after the fault " +
+                          r.fault->spec.ToString() + " ended");
         }
         if (r.killed_buffers && !r.killed_buffers->reclaimed()) {
           return Internal(r.system + ": the killed engine's buffer root " + r.killed_buffers->root +

@@ -54,12 +54,14 @@ grpc::Status SchedulerService::Submit(grpc::ServerContext*, const v1::SubmitRequ
   auto r = state_->Submit(req->request());
   if (!r.ok()) return ToGrpc(r.status());
   reply->set_hit_tokens(*r);
+  reply->set_service_epoch(state_->epoch());
   return grpc::Status::OK;
 }
 
 grpc::Status SchedulerService::WaitResults(grpc::ServerContext*, const v1::WaitResultsRequest* req,
                                            v1::WaitResultsReply* reply) {
   state_->WaitResults(*req, reply);
+  reply->set_service_epoch(state_->epoch());
   return grpc::Status::OK;
 }
 

@@ -586,7 +586,11 @@ TEST_F(ServiceTest, BadInputIsInvalidArgumentNamingTheProblem) {
   short_teacher.mutable_teacher()->RemoveLast();
   expect_bad(short_teacher, "teacher has 3 tokens, needs >= gen_tokens - 1 = 4");
   ASSERT_TRUE(Submit(Spec(1, Tokens(10, 1))).ok());
-  expect_bad(Spec(1, Tokens(20, 2)), "duplicate request_id 1");
+  expect_bad(Spec(1, Tokens(20, 2)), "duplicate request_id 1 with other content");
+  // The same request again (a retried Submit) is answered as the first time, not queued twice.
+  auto again = Submit(Spec(1, Tokens(10, 1)));
+  ASSERT_TRUE(again.ok()) << again.status().ToString();
+  EXPECT_EQ(server_->service().stats().submitted, 1);
 
   auto unexpected = Register("p9.0", v1::ROLE_PREFILL, "p9");
   EXPECT_EQ(unexpected.status().code(), Code::kInvalidArgument);
@@ -594,7 +598,8 @@ TEST_F(ServiceTest, BadInputIsInvalidArgumentNamingTheProblem) {
   auto wrong_role = Register("p0.0", v1::ROLE_DECODE, "p0");
   EXPECT_EQ(wrong_role.status().code(), Code::kInvalidArgument);
   auto unknown_group = Fetch(17, {}, 0);
-  EXPECT_EQ(unknown_group.status().code(), Code::kInvalidArgument);
+  // Not bad input: what an engine of a restarted service sees; it registers again.
+  EXPECT_EQ(unknown_group.status().code(), Code::kNotFound);
   EXPECT_NE(unknown_group.status().message().find("17"), std::string::npos);
   Register1P1D();
   v1::EngineReport negative = Report(0, -1);
@@ -716,6 +721,33 @@ TEST_F(ServiceTest, WithoutAStoreHitsAreZeroAndTheChainIsStillCarried) {
   ASSERT_TRUE(pe.ok());
   ASSERT_EQ(pe->prefill_size(), 1);
   EXPECT_EQ(pe->prefill(0).prompt_block_hashes(), PackedChain(prompt));
+}
+
+// Issue 17 (service restart): every reply names the incarnation; a new service process on the same
+// address has another epoch and none of the old one's state, so an engine's old group id is
+// kNotFound (it registers again) and a client can tell its requests were lost.
+TEST_F(ServiceTest, RestartedServiceHasANewEpochAndForgetsEverything) {
+  const ServiceOptions o = Options(SystemKind::kDualPath, k1P1D);
+  Start(o);
+  auto p0 = Register("p0.0", v1::ROLE_PREFILL, "p0");
+  ASSERT_TRUE(p0.ok()) << p0.status().ToString();
+  const uint64_t epoch = p0->service_epoch();
+  EXPECT_NE(epoch, 0u);
+  v1::SubmitRequest sub;
+  *sub.mutable_request() = Spec(1, Tokens(10, 1));
+  auto submitted = client_->Submit(sub);
+  ASSERT_TRUE(submitted.ok()) << submitted.status().ToString();
+  EXPECT_EQ(submitted->service_epoch(), epoch);
+  EXPECT_EQ(WaitResults(0, 0).service_epoch(), epoch);
+
+  server_.reset();  // the old process is gone; a new one takes its socket
+  Start(o);
+  EXPECT_NE(WaitResults(0, 0).service_epoch(), epoch);
+  auto stale = Fetch(p0->group_id(), {}, 0);
+  EXPECT_EQ(stale.status().code(), Code::kNotFound) << stale.status().ToString();
+  // The lost request is unknown here: the client re-submits it under the same id.
+  ASSERT_TRUE(Submit(Spec(1, Tokens(10, 1))).ok());
+  EXPECT_EQ(server_->service().stats().submitted, 1);
 }
 
 }  // namespace

@@ -5,6 +5,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <random>
 #include <utility>
 
 #include "dualpath/common/check.h"
@@ -27,6 +28,15 @@ sched::SchedConfig MakeSchedConfig(const ServiceOptions& o) {
   return c;
 }
 
+// A random non-zero epoch per service process: a restarted service must differ from the one
+// before it, so a clock (which a restart within the same tick would repeat) is not enough.
+uint64_t DrawEpoch() {
+  std::random_device rd;
+  uint64_t e = 0;
+  while (e == 0) e = (uint64_t{rd()} << 32) ^ rd();
+  return e;
+}
+
 sched::Role ToSchedRole(v1::Role role) {
   return role == v1::ROLE_DECODE ? sched::Role::kDecode : sched::Role::kPrefill;
 }
@@ -37,6 +47,7 @@ ControlState::ControlState(const ServiceOptions& options, const model::RefModelC
                            std::unique_ptr<HitProbe> probe)
     : options_(options),
       model_(model),
+      epoch_(DrawEpoch()),
       clock_(options.clock != nullptr ? options.clock : &SteadyClock::Default()),
       sched_config_(MakeSchedConfig(options)),
       probe_(std::move(probe)) {
@@ -166,6 +177,7 @@ Result<v1::RegisterEngineReply> ControlState::Register(const v1::EngineInfo& inf
   reply.set_heartbeat_s(options_.heartbeat_s);
   reply.set_hash_algo(options_.hash_algo);
   reply.set_hash_seed(options_.hash_seed);
+  reply.set_service_epoch(epoch_);
   return reply;
 }
 

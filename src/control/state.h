@@ -69,6 +69,8 @@ class ControlState {
   bool WaitFinished(std::chrono::milliseconds timeout) const;
   ServiceStats stats() const;
   const ServiceOptions& options() const { return options_; }
+  // This incarnation's random non-zero epoch (scheduler.proto, RegisterEngineReply).
+  uint64_t epoch() const { return epoch_; }
 
  private:
   enum class Phase { kQueued, kAssigned, kDeferred, kDone };
@@ -133,6 +135,7 @@ class ControlState {
 
   const ServiceOptions options_;
   const model::RefModelConfig model_;
+  const uint64_t epoch_;
   const Clock* clock_;
   sched::SchedConfig sched_config_;
   std::unique_ptr<HitProbe> probe_;

@@ -73,7 +73,9 @@ Status ControlState::Fetch(const v1::FetchRequest& request, v1::FetchReply* repl
   std::unique_lock<std::mutex> lock(mu_);
   const uint32_t id = request.group_id();  // each engine is its own group
   if (id >= engines_.size() || !engines_[id].registered) {
-    return InvalidArgument(fmt::format("fetch: unknown group_id {} (register first)", id));
+    // kNotFound, not bad input: an engine of a service that restarted (its registration gone
+    // with the old process) gets this and registers again.
+    return NotFound(fmt::format("fetch: unknown group_id {} (register first)", id));
   }
   if (!engines_[id].alive) {
     // Its requests went elsewhere; letting it work again would duplicate them. It may register

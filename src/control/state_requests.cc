@@ -15,6 +15,19 @@ namespace {
 // Results per WaitResults reply: bounds the message; the replayer asks again for the rest.
 constexpr size_t kMaxResultsPerReply = 1024;
 
+// Submit is idempotent per request id: the same request submitted again (a client retrying a
+// Submit whose reply it lost, or re-submitting after a restart it noticed late) is answered like
+// the first time; the same id with other content is a client bug.
+Result<int64_t> Resubmitted(const v1::RequestSpec& spec, const v1::RequestSpec& known,
+                            int64_t hit) {
+  if (spec.SerializeAsString() != known.SerializeAsString()) {
+    return InvalidArgument(
+        fmt::format("submit: duplicate request_id {} with other content", spec.request_id()));
+  }
+  log::Info("control: request {} submitted again; answered as before", spec.request_id());
+  return hit;
+}
+
 }  // namespace
 
 Result<int64_t> ControlState::Submit(const v1::RequestSpec& spec) {
@@ -24,8 +37,8 @@ Result<int64_t> ControlState::Submit(const v1::RequestSpec& spec) {
   {
     // Cheap early answer for duplicates, before probing storage (checked again below).
     std::lock_guard<std::mutex> lock(mu_);
-    if (requests_.count(id) != 0) {
-      return InvalidArgument(fmt::format("submit: duplicate request_id {}", id));
+    if (auto it = requests_.find(id); it != requests_.end()) {
+      return Resubmitted(spec, it->second.spec, it->second.hit_tokens);
     }
     if (shutdown_ || stopping_) return FailedPrecondition("submit: the run is shut down");
   }
@@ -38,7 +51,7 @@ Result<int64_t> ControlState::Submit(const v1::RequestSpec& spec) {
   std::lock_guard<std::mutex> lock(mu_);
   if (shutdown_ || stopping_) return FailedPrecondition("submit: the run is shut down");
   auto [it, inserted] = requests_.try_emplace(id);
-  if (!inserted) return InvalidArgument(fmt::format("submit: duplicate request_id {}", id));
+  if (!inserted) return Resubmitted(spec, it->second.spec, it->second.hit_tokens);
   it->second.spec = spec;
   it->second.hit_tokens = hit;
   it->second.prompt_block_hashes = std::move(probe.block_hashes);

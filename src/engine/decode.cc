@@ -35,6 +35,7 @@ struct DeReq {
   bool reading = false;  // queued for, or in, the reader stage: the area is being written
   bool queued = false;   // ready or decoding: the decode stage owns it
   bool aborted = false;
+  bool push_failed = false;  // a push to the PE failed: the attempt was reported failed
   int64_t de_loaded = 0;
   int64_t read_bytes = 0;
   SteadyTime deadline;
@@ -306,10 +307,12 @@ void Decoder::ReadAndPush(const std::shared_ptr<DeReq>& r) {
   }
   Result<transfer::PeerId> pe = ctx_.peers->Transfer(r->pe_transfer_addr);
   if (!pe.ok()) {
-    log::Warn("engine {}: request {}: cannot reach PE {}: {}", ctx_.options.name, spec.request_id(),
-              r->pe_name, pe.status().ToString());
-    std::lock_guard<std::mutex> lock(mu_);
-    r->aborted = !r->queued;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      PushFailedLocked(*r, pe.status().WithContext("cannot reach PE " + r->pe_name));
+      r->aborted = !r->queued;
+    }
+    report_cv_.notify_all();
     return;
   }
   const uint64_t bpt = ctx_.bpt;
@@ -328,11 +331,15 @@ void Decoder::ReadAndPush(const std::shared_ptr<DeReq>& r) {
         std::lock_guard<std::mutex> lock(mu_);
         --r->puts_pending;
         if (!s.ok()) {
-          // The PE is gone (or unreachable): it fails the request itself; drop our side.
+          // The PE is gone or unreachable (a link down longer than the transfer engine's peer
+          // timeout): drop our side, and say so, since the PE may never learn it (see
+          // PushFailedLocked).
           r->aborted = r->aborted || !r->queued;
+          PushFailedLocked(*r, s.WithContext("push to PE " + r->pe_name));
         }
       }
       cv_.notify_all();
+      report_cv_.notify_all();
     };
     {
       std::lock_guard<std::mutex> lock(mu_);
@@ -343,14 +350,30 @@ void Decoder::ReadAndPush(const std::shared_ptr<DeReq>& r) {
     }
     Status s = ctx_.transfer->Submit(std::move(b));
     if (!s.ok()) {
-      log::Warn("engine {}: request {}: push of layer {} to {} rejected: {}", ctx_.options.name,
-                spec.request_id(), l, r->pe_name, s.ToString());
-      std::lock_guard<std::mutex> lock(mu_);
-      --r->puts_pending;
-      r->aborted = !r->queued;
+      {
+        std::lock_guard<std::mutex> lock(mu_);
+        --r->puts_pending;
+        PushFailedLocked(*r, s.WithContext(fmt::format("push of layer {} rejected", l)));
+        r->aborted = !r->queued;
+      }
+      report_cv_.notify_all();
       return;
     }
   }
+}
+
+void Decoder::PushFailedLocked(DeReq& r, const Status& why) {
+  // The DE-path KV will never reach the PE in full. The PE notices only a peer its own transfer
+  // engine sees die; after a compute link outage longer than the peer timeout this engine has
+  // dropped the PE while the PE still sees this engine alive, and it would wait for the missing
+  // layers until its request timeout (60 s by default). So this engine reports the attempt failed
+  // itself (once): the service re-submits it; the PE's own failure report of the same attempt
+  // comes later and is dropped as stale.
+  if (r.push_failed) return;
+  r.push_failed = true;
+  log::Warn("engine {}: request {} attempt {}: {}; reporting it failed", ctx_.options.name,
+            r.a.request().request_id(), r.a.attempt(), why.ToString());
+  to_report_.push_back(FailedResult(r.a, why));
 }
 
 void Decoder::ReapLocked(std::vector<std::shared_ptr<DeReq>>* freed) {

@@ -72,6 +72,9 @@ class Decoder {
   // ReportResult to the scheduler; a failure is logged (there is no one else to tell).
   void Report(const control::v1::RequestResult& result);
   void ReadAndPush(const std::shared_ptr<DeReq>& r);
+  // A push of r's DE-path KV to its PE failed: queue the attempt's failed result for the
+  // reporter (once per request). Requires mu_; the caller notifies report_cv_.
+  void PushFailedLocked(DeReq& r, const Status& why);
   Status Decode(DeReq& r, control::v1::RequestResult* result);
   void MaybeReadyLocked(const std::shared_ptr<DeReq>& r);
   // Frees requests that are aborted or timed out and have no put in flight.

@@ -41,6 +41,7 @@ struct Engine::Impl {
   std::unique_ptr<Prefiller> prefiller;
   std::unique_ptr<Decoder> decoder;
   uint32_t group_id = 0;
+  v1c::RegisterEngineReply registration;  // the first one: a re-registration must match it
   int64_t capacity_tokens = 0;
   std::mutex stop_mu;
   std::condition_variable stop_cv;
@@ -49,6 +50,7 @@ struct Engine::Impl {
   Status Start();
   Status StartServers();
   Status RegisterAndBuild();
+  Status Reregister();
   v1c::EngineReport Report() const;
   void Stop();
   ~Impl() {
@@ -132,6 +134,7 @@ Status Engine::Impl::RegisterAndBuild() {
   ASSIGN_OR_RETURN(v1c::RegisterEngineReply reply, scheduler->Register(req));
   ctx.engine_id = reply.engine_id();
   group_id = reply.group_id();
+  registration = reply;
 
   Result<model::RefModelConfig> mc = model::RefModelConfig::Parse(reply.model_spec());
   if (!mc.ok()) {
@@ -196,6 +199,38 @@ Status Engine::Impl::RegisterAndBuild() {
   log::Info("engine {} ({}) registered as {} group {}: peer {} transfer {} store {} model {}",
             o.name, o.role == Role::kPrefill ? "prefill" : "decode", ctx.engine_id, group_id,
             ctx.info.peer_addr(), ctx.info.transfer_addr(), store->model_dir(), reply.model_spec());
+  return Status::Ok();
+}
+
+// The service forgot this engine: it restarted (a new process knows no registrations) or declared
+// the engine dead. Registering again with the same EngineInfo rejoins it; the engine's state
+// (model, store, buffers, peers) stays, so the service must still describe the same run. Work of
+// the old registration that is still in flight finishes and its results are refused or dropped as
+// stale by the service; the requests themselves were re-submitted (by the service for a dead
+// engine, by the replayer for a restarted service).
+Status Engine::Impl::Reregister() {
+  v1c::RegisterEngineRequest req;
+  *req.mutable_engine() = ctx.info;
+  ASSIGN_OR_RETURN(v1c::RegisterEngineReply reply, scheduler->Register(req));
+  const v1c::RegisterEngineReply& was = registration;
+  if (reply.model_spec() != was.model_spec() || reply.block_tokens() != was.block_tokens() ||
+      reply.hash_algo() != was.hash_algo() || reply.hash_seed() != was.hash_seed() ||
+      reply.system() != was.system()) {
+    return InvalidArgument(fmt::format(
+        "the scheduler now runs another configuration (system {}, model {}, block_tokens {}, "
+        "hash {} seed {}) than this engine registered with (system {}, model {}, block_tokens {}, "
+        "hash {} seed {})",
+        reply.system(), reply.model_spec(), reply.block_tokens(), reply.hash_algo(),
+        reply.hash_seed(), was.system(), was.model_spec(), was.block_tokens(), was.hash_algo(),
+        was.hash_seed()));
+  }
+  log::Warn("engine {}: registered again (scheduler epoch {:x} -> {:x}): id {} -> {}",
+            ctx.options.name, registration.service_epoch(), reply.service_epoch(), ctx.engine_id,
+            reply.engine_id());
+  // Run()'s thread is the only reader of both (Report(), Fetch).
+  ctx.engine_id = reply.engine_id();
+  group_id = reply.group_id();
+  registration.set_service_epoch(reply.service_epoch());
   return Status::Ok();
 }
 
@@ -291,6 +326,18 @@ Status Engine::Run() {
     *req.add_reports() = m.Report();
     req.set_wait_ms(m.ctx.options.fetch_wait_ms);
     Result<v1c::FetchReply> reply = m.scheduler->Fetch(req);
+    if (!reply.ok() && (reply.status().code() == Code::kNotFound ||
+                        reply.status().code() == Code::kFailedPrecondition)) {
+      // Unknown group (a restarted service) or declared dead: register again and go on.
+      log::Warn("engine {}: {}; registering again", m.ctx.options.name, reply.status().ToString());
+      Status again = m.Reregister();
+      if (again.ok()) continue;
+      // Not reachable (again): retried below like a failed Fetch; anything else ends the engine.
+      if (again.code() != Code::kUnavailable && again.code() != Code::kTimeout) {
+        return again.WithContext("register again");
+      }
+      reply = again;
+    }
     if (!reply.ok()) {
       auto now = std::chrono::steady_clock::now();
       if (failing_since == std::chrono::steady_clock::time_point{}) {

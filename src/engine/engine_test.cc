@@ -4,6 +4,7 @@
 // results. Outputs are compared bit-for-bit with model::Reference.
 #include "dualpath/engine/engine.h"
 
+#include <grpcpp/grpcpp.h>
 #include <gtest/gtest.h>
 #include <unistd.h>
 
@@ -17,6 +18,7 @@
 #include <random>
 #include <thread>
 
+#include "dualpath/engine/v1/engine.grpc.pb.h"
 #include "dualpath/kv/block_file.h"
 #include "dualpath/kv/hasher.h"
 #include "dualpath/model/ref_model.h"
@@ -243,6 +245,66 @@ TEST_F(EngineTest, EveryReadSideGivesReferenceOutputsAndTurnsHitWhatEarlierTurns
   EXPECT_TRUE(r.ok()) << r.error();
   EXPECT_EQ(r.read_bytes_prefill() + r.read_bytes_decode(), 0);
   EXPECT_EQ(r.generated_size(), 4);
+}
+
+// Issue 17 (scheduler service killed and restarted): the new service knows no engine, so a Fetch
+// of the old group is kNotFound; each engine registers again under the same name and keeps
+// serving with the state it has (model, store, buffers). Before the fix the engine retried the
+// failing Fetch until request_timeout and exited.
+TEST_F(EngineTest, EnginesRegisterAgainWithARestartedSchedulerAndKeepServing) {
+  ASSERT_TRUE(pe_ && de_);
+  Agent agent(23);
+  v1c::RequestSpec t1 = agent.NextTurn(1, 40, 5);
+  ExpectReference(t1, Run(t1, v1c::READ_SIDE_PREFILL, 0));
+
+  sched_.Restart();
+  std::optional<uint32_t> pe = sched_.WaitRegistered("p0.0", kGuard);
+  std::optional<uint32_t> de = sched_.WaitRegistered("d0.0", kGuard);
+  ASSERT_TRUE(pe.has_value() && de.has_value()) << "the engines did not register again";
+  v1c::RequestSpec t2 = agent.NextTurn(2, 30, 5);
+  const int64_t hit = HitTokens(t2);
+  ASSERT_GT(hit, 0);  // what the first registration's DE wrote is still used
+  sched_.Assign(*pe, *de, t2, v1c::READ_SIDE_DECODE, hit, 0);
+  v1c::RequestResult r2 = Wait(t2.request_id());
+  ExpectReference(t2, r2);
+  EXPECT_EQ(r2.loaded_tokens(), hit);
+}
+
+// Issue 17 (compute link down): when the DE cannot push its DE-path KV to the PE, it reports the
+// attempt failed itself, at once. Before, it dropped its side silently and only the PE's request
+// timeout (60 s by default) ended the request: a PE that still saw the DE alive (its own transfer
+// engine had not timed the DE out) waited that long. Here the "PE" is a transfer address nothing
+// listens on, so only the DE can report.
+TEST_F(EngineTest, DecodeEngineReportsAFailedPushToThePeAtOnce) {
+  ASSERT_TRUE(pe_ && de_);
+  Agent agent(31);
+  v1c::RequestSpec t1 = agent.NextTurn(1, 40, 5);
+  ExpectReference(t1, Run(t1, v1c::READ_SIDE_PREFILL, 0));
+  v1c::RequestSpec t2 = agent.NextTurn(2, 30, 5);
+  const int64_t hit = HitTokens(t2);
+  ASSERT_GT(hit, 0);
+
+  engine::v1::StartDecodeRequest req;
+  *req.mutable_assignment() =
+      sched_.MakeAssignment(pe_->engine_id(), de_->engine_id(), t2, v1c::READ_SIDE_DECODE, hit, 0);
+  req.set_pe_name("p9.0");
+  req.set_pe_transfer_addr("127.0.0.1:1");  // refused: the push cannot happen
+  req.set_pe_area_addr(4096);
+  req.set_pe_xfer_id(77);
+  req.set_prefill_read_tokens(0);
+  req.set_decode_read_tokens(hit);
+  auto stub = engine::v1::EnginePeer::NewStub(
+      grpc::CreateChannel(de_->info().peer_addr(), grpc::InsecureChannelCredentials()));
+  grpc::ClientContext call;
+  call.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(30));
+  engine::v1::StartDecodeReply reply;
+  ASSERT_TRUE(stub->StartDecode(&call, req, &reply).ok());
+
+  // Well before the 30 s request timeout of this fixture: kGuard is a hang guard only.
+  v1c::RequestResult r = Wait(t2.request_id());
+  EXPECT_FALSE(r.ok());
+  EXPECT_NE(r.error().find("cannot reach PE p9.0"), std::string::npos) << r.error();
+  EXPECT_EQ(r.attempt(), 0u);
 }
 
 TEST_F(EngineTest, CorruptHitBlockIsRecomputedWithIdenticalOutputs) {

@@ -54,11 +54,16 @@ Result<v1c::RegisterEngineReply> LocalScheduler::Register(const v1c::RegisterEng
   r.set_heartbeat_s(1);
   r.set_hash_algo(kHashAlgo);
   r.set_hash_seed(kHashSeed);
+  r.set_service_epoch(epoch_);
+  cv_.notify_all();  // WaitRegistered
   return r;
 }
 
 Result<v1c::FetchReply> LocalScheduler::Fetch(const v1c::FetchRequest& req) {
   std::unique_lock<std::mutex> lock(mu_);
+  if (infos_.count(req.group_id()) == 0) {
+    return NotFound("fetch: unknown group_id " + std::to_string(req.group_id()));
+  }
   cv_.wait_for(lock, std::chrono::milliseconds(req.wait_ms()),
                [&] { return shutdown_ || !queues_[req.group_id()].empty(); });
   v1c::FetchReply reply;
@@ -122,6 +127,29 @@ std::optional<v1c::RequestResult> LocalScheduler::Wait(uint64_t id,
     return std::nullopt;
   }
   return results_[id];
+}
+
+void LocalScheduler::Restart() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    infos_.clear();
+    queues_.clear();
+    ++epoch_;
+  }
+  cv_.notify_all();
+}
+
+std::optional<uint32_t> LocalScheduler::WaitRegistered(const std::string& name,
+                                                       std::chrono::milliseconds timeout) {
+  std::unique_lock<std::mutex> lock(mu_);
+  std::optional<uint32_t> id;
+  cv_.wait_for(lock, timeout, [&] {
+    for (const auto& [i, info] : infos_) {
+      if (info.name() == name) id = i;
+    }
+    return id.has_value();
+  });
+  return id;
 }
 
 void LocalScheduler::Shutdown() {

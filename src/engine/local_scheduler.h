@@ -44,6 +44,12 @@ class LocalScheduler {
   std::optional<control::v1::RequestResult> Wait(uint64_t id, std::chrono::milliseconds timeout);
   // Every later Fetch says shutdown.
   void Shutdown();
+  // Acts as a restarted service: forgets every registration and queued assignment (a Fetch of an
+  // unknown group is kNotFound, as the service answers it) and takes a new epoch.
+  void Restart();
+  // Waits up to `timeout` until `name` is registered (again, after Restart); its engine id.
+  std::optional<uint32_t> WaitRegistered(const std::string& name,
+                                         std::chrono::milliseconds timeout);
 
   Result<control::v1::RegisterEngineReply> Register(const control::v1::RegisterEngineRequest& req);
   Result<control::v1::FetchReply> Fetch(const control::v1::FetchRequest& req);
@@ -60,6 +66,7 @@ class LocalScheduler {
   std::map<uint32_t, std::vector<control::v1::Assignment>> queues_;  // guarded by mu_
   std::map<uint64_t, control::v1::RequestResult> results_;           // guarded by mu_
   bool shutdown_ = false;                                            // guarded by mu_
+  uint64_t epoch_ = 1;                                               // guarded by mu_
 };
 
 }  // namespace dualpath::engine

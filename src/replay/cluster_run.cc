@@ -21,6 +21,7 @@
 #include "dualpath/pool/pool.h"
 #include "dualpath/sched/system.h"
 #include "dualpath/testbed/testbed.h"
+#include "fault_injector.h"
 #include "link_monitor.h"
 #include "run_lock.h"
 #include "system_check.h"
@@ -400,14 +401,17 @@ Status StopSystem(const ClusterRunOptions& o, const testbed::Cluster& c, const s
 // engine gone (the fault-injection victim excepted: the killer thread owns it until
 // EngineKiller::Stop()).
 Result<ReplayResult> ReplaySystem(const SystemSetup& s, SystemProcesses& procs,
-                                  LinkSampler& sampler) {
+                                  LinkSampler& sampler, FaultInjector* fault) {
   const RunShared& r = s.run;
   ReplayOptions ro = r.o.replay;
   ro.first_request_id = 1;
+  if (fault != nullptr) ro.on_result = [fault](const RequestRecord&) { fault->OnResult(); };
   ro.health = [&]() -> Status {
     RETURN_IF_ERROR(CheckStop());
     RETURN_IF_ERROR(sampler.Health());
-    if (procs.service->Poll().has_value()) {
+    if (fault != nullptr) RETURN_IF_ERROR(fault->Tick(WallClock().Now()));
+    const bool service_down = fault != nullptr && fault->ServiceDown();
+    if (!service_down && procs.service->Poll().has_value()) {
       return ChildGone("control serve (" + s.system + ")", *procs.service);
     }
     for (size_t i = 0; i < procs.engines.size(); ++i) {
@@ -442,6 +446,25 @@ Status SweepKilledPool(const SystemSetup& s, SystemProcesses& procs, BufferRecla
   return Status::Ok();
 }
 
+// The --fault injector of one system's run (null without --fault). Killing and restarting the
+// service happen on the replay's thread (the injector's hooks), which owns procs.service then.
+std::unique_ptr<FaultInjector> MakeFaultInjector(const SystemSetup& s, SystemProcesses& procs) {
+  if (!s.run.o.fault) return nullptr;
+  FaultInjector::ServiceHooks hooks;
+  hooks.kill = [&procs]() -> Status {
+    procs.service->Signal(SIGKILL);
+    return procs.service->Wait(10 * kNanosPerSecond).status();
+  };
+  hooks.start = [&s, &procs]() -> Status {
+    ASSIGN_OR_RETURN(Child again,
+                     Child::Spawn(ServeArgv(s), s.run.work + "/" + s.system + "_service.log"));
+    *procs.service = std::move(again);
+    return Status::Ok();
+  };
+  return std::make_unique<FaultInjector>(*s.run.o.fault, s.run.cluster,
+                                         s.run.work + "/" + s.system + "_fault.log", hooks);
+}
+
 // One system from start to stop: the service and engines up, the replay (with the fault, if
 // any), link counters around it, everything stopped again.
 Result<SystemRun> RunSystem(const SystemSetup& s, std::ostream& progress) {
@@ -464,7 +487,12 @@ Result<SystemRun> RunSystem(const SystemSetup& s, std::ostream& progress) {
     }
     killer.Start(&procs.engines[static_cast<size_t>(r.kill_index)], FromSeconds(o.kill_after_s));
   }
-  Result<ReplayResult> replay = ReplaySystem(s, procs, sampler);
+  std::unique_ptr<FaultInjector> fault = MakeFaultInjector(s, procs);
+  Result<ReplayResult> replay = ReplaySystem(s, procs, sampler, fault.get());
+  if (replay.ok() && fault != nullptr) {
+    Status done = fault->Finish(s.system, replay->records.size());
+    if (!done.ok()) replay = done;
+  }
   const bool killed = killer.Stop();
   if (!replay.ok()) {
     // Stop what is left of this system (Shutdown, then TERM/KILL after stop_timeout_s) before
@@ -498,6 +526,9 @@ Result<SystemRun> RunSystem(const SystemSetup& s, std::ostream& progress) {
   run.links = ComputeLinkUsage(r.names, r.roles, before, after, samples, r.goodput,
                                run.replay.steady_start_ns, run.replay.steady_end_ns);
   run.samples = std::move(samples);
+  if (fault != nullptr) run.fault = fault->outcome();
+  if (fault != nullptr) MeasureRecovery(run.replay, *run.fault);
+  if (run.fault) PrintFault(s.system, *run.fault, progress);
   if (killed) run.killed_engine = o.kill_node;
   if (killed) run.killed_buffers = buffers;
   const Summary sum = Summarize(run.replay);
@@ -630,6 +661,9 @@ Result<ClusterRunReport> RunOnCluster(const ClusterRunOptions& o, std::ostream& 
     run.roles.push_back(std::string(testbed::RoleName(n.role)));
   }
   ASSIGN_OR_RETURN(run.kill_index, KillIndex(o, cluster));
+  if (o.fault && !o.fault->node.empty() && cluster.FindNode(o.fault->node) == nullptr) {
+    return InvalidArgument("--fault: no node '" + o.fault->node + "' in " + cluster.PdSpec());
+  }
 
   // Declared after the cluster guard: the pools go before the cluster does.
   NodePools pools(cluster, o.pool);

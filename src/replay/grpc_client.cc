@@ -19,6 +19,7 @@ class GrpcServiceClient final : public ServiceClient {
     pb::SubmitRequest req;
     *req.mutable_request() = spec;
     ASSIGN_OR_RETURN(pb::SubmitReply reply, client_.Submit(req));
+    epoch_ = reply.service_epoch();
     return reply.hit_tokens();
   }
 
@@ -28,6 +29,7 @@ class GrpcServiceClient final : public ServiceClient {
     req.set_after_seq(after_seq);
     req.set_wait_ms(wait_ms);
     ASSIGN_OR_RETURN(pb::WaitResultsReply reply, client_.WaitResults(req));
+    epoch_ = reply.service_epoch();
     std::vector<pb::SequencedResult> out;
     out.reserve(static_cast<size_t>(reply.results_size()));
     for (pb::SequencedResult& r : *reply.mutable_results()) {
@@ -36,8 +38,12 @@ class GrpcServiceClient final : public ServiceClient {
     return out;
   }
 
+  uint64_t epoch() const override { return epoch_; }
+  Status WaitForService(Nanos timeout) override { return client_.WaitForConnected(timeout); }
+
  private:
   control::Client client_;
+  uint64_t epoch_ = 0;
 };
 
 }  // namespace

@@ -113,20 +113,74 @@ Result<ReplayResult> RunReplay(const ReplayWorkload& workload, const ReplayOptio
   out.start_ns = wall.Now();
   const Nanos deadline = out.start_ns + FromSeconds(options.timeout_s);
 
+  // A call to the service, retried while the service does not answer (see service_outage_s).
+  auto call = [&](auto&& fn) -> decltype(fn()) {
+    Nanos outage_since = 0;
+    while (true) {
+      auto r = fn();
+      if (r.ok()) return r;
+      const Code code = r.status().code();
+      if (code != Code::kUnavailable && code != Code::kTimeout) return r;
+      const Nanos now = wall.Now();
+      if (outage_since == 0) {
+        outage_since = now;
+        log::Warn("replay: the scheduler service does not answer ({}); waiting up to {} s",
+                  r.status().ToString(), options.service_outage_s);
+      }
+      if (now - outage_since >= FromSeconds(options.service_outage_s)) {
+        return r.status().WithContext("the service did not answer for " +
+                                      std::to_string(options.service_outage_s) + " s");
+      }
+      if (options.health) RETURN_IF_ERROR(options.health());
+      const Status waited = client.WaitForService(Nanos{options.poll_ms} * kNanosPerMilli);
+      if (waited.code() == Code::kUnimplemented) return r;
+    }
+  };
+
+  uint64_t after_seq = 0;
+  uint64_t epoch = 0;  // the service incarnation seen so far (0: none yet)
+  // After every successful call: a new epoch means the service restarted and lost every request
+  // and result; re-submit what is in flight under the same ids and read results from seq 0.
+  auto check_epoch = [&]() -> Status {
+    for (uint64_t e = client.epoch(); e != 0 && e != epoch; e = client.epoch()) {
+      if (epoch == 0) {
+        epoch = e;
+        break;
+      }
+      epoch = e;
+      after_seq = 0;
+      ++out.service_restarts;
+      std::vector<uint64_t> ids;
+      for (const auto& [id, f] : in_flight) ids.push_back(id);
+      std::sort(ids.begin(), ids.end());
+      log::Warn("replay: the scheduler service restarted (epoch {:x}); re-submitting {} requests",
+                e, ids.size());
+      for (uint64_t id : ids) {
+        const InFlight& f = in_flight.at(id);
+        const Agent& a = workload.agents[f.agent];
+        const pb::RequestSpec spec = MakeSpec(id, a, a.turns[f.turn]);
+        RETURN_IF_ERROR(call([&] { return client.Submit(spec); }).status());
+        ++out.resubmitted;
+      }
+      // A re-submission may itself have met a newer incarnation: the loop looks again.
+    }
+    return Status::Ok();
+  };
+
   auto submit = [&](size_t agent) -> Status {
     const Agent& a = workload.agents[agent];
     const size_t turn = next_turn[agent]++;
     const uint64_t id = next_id++;
     const Nanos now = wall.Now();
-    ASSIGN_OR_RETURN(int64_t hit, client.Submit(MakeSpec(id, a, a.turns[turn])));
+    const pb::RequestSpec spec = MakeSpec(id, a, a.turns[turn]);
+    ASSIGN_OR_RETURN(int64_t hit, call([&] { return client.Submit(spec); }));
     in_flight[id] = InFlight{agent, turn, now, hit};
     if (turn == 1 && --second_turns_pending == 0) {
       out.steady_start_ns = now;
     }
-    return Status::Ok();
+    return check_epoch();
   };
 
-  uint64_t after_seq = 0;
   while (finished < n) {
     Nanos now = wall.Now();
     while (arrived < n && out.start_ns + arrivals[arrived] <= now) {
@@ -149,7 +203,12 @@ Result<ReplayResult> RunReplay(const ReplayWorkload& workload, const ReplayOptio
       wait_ms = static_cast<uint32_t>(std::clamp<Nanos>(until / kNanosPerMilli, 1, wait_ms));
     }
     ASSIGN_OR_RETURN(std::vector<pb::SequencedResult> results,
-                     client.WaitResults(after_seq, wait_ms));
+                     call([&] { return client.WaitResults(after_seq, wait_ms); }));
+    if (const uint64_t before = epoch; client.epoch() != before) {
+      RETURN_IF_ERROR(check_epoch());
+      // Results of a new incarnation are read from its first sequence number on (below).
+      if (epoch != before && before != 0) continue;
+    }
     for (pb::SequencedResult& sr : results) {
       after_seq = std::max(after_seq, sr.seq());
       auto it = in_flight.find(sr.result().request_id());
@@ -176,6 +235,7 @@ Result<ReplayResult> RunReplay(const ReplayWorkload& workload, const ReplayOptio
         log::Warn("replay: request {} (agent {} turn {}) failed: {}", r.request_id, r.agent, r.turn,
                   r.result.error());
       }
+      if (options.on_result) options.on_result(r);
       out.records.push_back(std::move(r));
       if (next_turn[f.agent] < a.turns.size()) {
         RETURN_IF_ERROR(submit(f.agent));

@@ -18,13 +18,18 @@ class FakeService final : public ServiceClient {
 
   Result<int64_t> Submit(const pb::RequestSpec& spec) override {
     if (fail_submit_) return Unavailable("fake: service gone");
+    if (down_calls_ > 0) return Down();
     // Closed loop: turn t of an agent only after turn t-1's result was delivered.
     const uint64_t agent = spec.agent_id();
     if (spec.turn() > 0 && delivered_turns_[agent].count(spec.turn() - 1) == 0) {
       ADD_FAILURE() << "agent " << agent << " turn " << spec.turn()
                     << " submitted before its previous turn's result";
     }
-    EXPECT_TRUE(ids_.insert(spec.request_id()).second) << "duplicate id " << spec.request_id();
+    if (!ids_.insert(spec.request_id()).second) {
+      // Submit is idempotent per id (as the service's): only a restart makes the replayer repeat.
+      EXPECT_GT(restarts_, 0) << "duplicate id " << spec.request_id();
+      return static_cast<int64_t>(spec.prompt_size() / 64 * 64);
+    }
     submit_times_.push_back({agent, spec.turn(), clock_.Now()});
     pending_.push_back({spec, clock_.Now()});
     return static_cast<int64_t>(spec.prompt_size() / 64 * 64);
@@ -32,8 +37,14 @@ class FakeService final : public ServiceClient {
 
   Result<std::vector<pb::SequencedResult>> WaitResults(uint64_t after_seq,
                                                        uint32_t wait_ms) override {
-    EXPECT_EQ(after_seq, seq_) << "the replayer must ask for results after the last one seen";
+    if (down_calls_ > 0) return Down();
     std::vector<pb::SequencedResult> out;
+    if (after_seq > seq_ && restarts_ > 0) {
+      // Asked with the old incarnation's position: nothing here yet (the real service waits).
+      clock_.Advance(static_cast<Nanos>(wait_ms) * kNanosPerMilli);
+      return out;
+    }
+    EXPECT_EQ(after_seq, seq_) << "the replayer must ask for results after the last one seen";
     if (pending_.empty() || never_answer_) {
       clock_.Advance(static_cast<Nanos>(wait_ms) * kNanosPerMilli);  // the long poll times out
       return out;
@@ -60,8 +71,29 @@ class FakeService final : public ServiceClient {
                      5 * kNanosPerMilli * (spec.gen_tokens() - 1));
       delivered_turns_[spec.agent_id()].insert(spec.turn());
       out.push_back(std::move(sr));
+      if (++delivered_ == restart_after_) {
+        // Killed here: the rest of what is pending is lost with the process, and the service
+        // answers nothing for `down_for_` calls, then comes back empty under a new epoch.
+        pending_.clear();
+        ids_.clear();
+        seq_ = 0;
+        ++epoch_;
+        ++restarts_;
+        down_calls_ = down_for_;
+        return out;
+      }
     }
     return out;
+  }
+
+  uint64_t epoch() const override { return epoch_; }
+  Status WaitForService(Nanos timeout) override {
+    clock_.Advance(timeout);  // the connection attempt times out in virtual time
+    return Status::Ok();
+  }
+  Status Down() {
+    --down_calls_;
+    return Unavailable("fake: service restarting");
   }
 
   struct SubmitTime {
@@ -73,6 +105,12 @@ class FakeService final : public ServiceClient {
   Nanos run_ns_ = 100 * kNanosPerMilli;
   bool fail_submit_ = false;
   bool never_answer_ = false;
+  uint64_t epoch_ = 7;
+  int restarts_ = 0;
+  size_t delivered_ = 0;
+  size_t restart_after_ = 0;  // 0: never
+  int down_for_ = 0;
+  int down_calls_ = 0;
   std::pair<uint64_t, uint32_t> fail_agent_turn_{~0ull, 0};
   uint64_t seq_ = 0;
   std::deque<std::pair<pb::RequestSpec, Nanos>> pending_;
@@ -204,6 +242,49 @@ TEST(ReplayerTest, FailedHealthCheckEndsTheReplayAtOnce) {
   EXPECT_EQ(checks, 3);
   // Two long polls of poll_ms each, not the 600 s timeout.
   EXPECT_LE(clock.Now() - start, 2 * o.poll_ms * kNanosPerMilli);
+}
+
+// Issue 17: the service is killed after 4 results and restarted (new epoch, nothing kept). The
+// replayer waits for it, re-submits what it had in flight under the same ids and reads results
+// from the new incarnation's start: every request gets exactly one record, none is lost.
+TEST(ReplayerTest, ServiceRestartReSubmitsInFlightRequestsAndLosesNone) {
+  const ReplayWorkload w = SmallWorkload();
+  ManualClock clock(1'000 * kNanosPerSecond);
+  FakeService svc(clock);
+  svc.restart_after_ = 4;
+  svc.down_for_ = 3;
+  std::vector<uint64_t> seen;
+  ReplayOptions o;
+  o.on_result = [&](const RequestRecord& r) { seen.push_back(r.request_id); };
+  Result<ReplayResult> r = RunReplay(w, o, svc, clock);
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(r->records.size(), w.requests);
+  std::set<uint64_t> ids;
+  for (const RequestRecord& rec : r->records) {
+    EXPECT_TRUE(rec.result.ok());
+    EXPECT_TRUE(ids.insert(rec.request_id).second) << "request " << rec.request_id << " twice";
+  }
+  EXPECT_EQ(seen.size(), r->records.size());  // on_result saw every result once
+  EXPECT_EQ(r->service_restarts, 1);
+  // 3 agents, 4 results delivered in the round that ended with the kill: what was in flight then
+  // (the 3 next turns submitted in that round, minus none delivered) was re-submitted.
+  EXPECT_GT(r->resubmitted, 0);
+}
+
+// A service that stays away longer than service_outage_s fails the replay naming the outage.
+TEST(ReplayerTest, ServiceThatDoesNotComeBackFailsTheReplay) {
+  const ReplayWorkload w = SmallWorkload();
+  ManualClock clock(1'000 * kNanosPerSecond);
+  FakeService svc(clock);
+  svc.restart_after_ = 2;
+  svc.down_for_ = 1'000'000;
+  ReplayOptions o;
+  o.service_outage_s = 5;
+  Result<ReplayResult> r = RunReplay(w, o, svc, clock);
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), Code::kUnavailable);
+  EXPECT_NE(r.status().message().find("did not answer for 5"), std::string::npos)
+      << r.status().ToString();
 }
 
 }  // namespace

@@ -172,6 +172,24 @@ json RecordsJson(const SystemRun& run) {
   return recs;
 }
 
+// `--fault` (docs/faults.md): null without one; times are seconds from the replay's start.
+json FaultJson(const SystemRun& run) {
+  if (!run.fault) return nullptr;
+  const FaultOutcome& f = *run.fault;
+  const Nanos t0 = run.replay.start_ns;
+  return {{"spec", f.spec.ToString()},
+          {"kind", FaultKindName(f.spec.kind)},
+          {"injected", f.injected},
+          {"start_s", f.injected ? json(ToSeconds(f.start_ns - t0)) : json(nullptr)},
+          {"end_s", f.injected ? json(ToSeconds(f.end_ns - t0)) : json(nullptr)},
+          {"results_before", f.results_before},
+          {"results_during", f.results_during},
+          {"recovery_s", f.recovery_s ? json(*f.recovery_s) : json(nullptr)},
+          {"service_restarts", run.replay.service_restarts},
+          {"resubmitted", run.replay.resubmitted},
+          {"detail", f.detail}};
+}
+
 json SystemRunJson(const SystemRun& run, bool online) {
   const Summary s = Summarize(run.replay);
   json o;
@@ -188,6 +206,7 @@ json SystemRunJson(const SystemRun& run, bool online) {
   o["mismatches"] = run.mismatches ? json(*run.mismatches) : json(nullptr);
   o["killed_engine"] = run.killed_engine.empty() ? json(nullptr) : json(run.killed_engine);
   o["killed_engine_buffers"] = BuffersJson(run.killed_buffers);
+  o["fault"] = FaultJson(run);
   o["steady_s"] = ToSeconds(run.replay.steady_end_ns - run.replay.steady_start_ns);
   o["storage_links"] = LinksJson(run.links);
   o["records"] = RecordsJson(run);

@@ -44,6 +44,11 @@ expect_bad "--block-tokens = 0 is outside" --block-tokens 0
 expect_bad "--sample-interval = 1e-05 is outside" --sample-interval 0.00001
 expect_bad "--heartbeat-s = 1000000000 is outside" --heartbeat-s 1e9
 expect_bad "--kill-engine seconds = 1000 is outside" --kill-engine d0:1000 --timeout 10
+# Issue 17: fault specs (docs/faults.md).
+expect_bad "--fault 'disk@3req': unknown kind 'disk'" --fault disk@3req
+expect_bad "--fault 'stor-link@3req': stor-link needs a node" --fault stor-link@3req
+expect_bad "--fault duration = 7200 is outside" --fault stor-link:p0@3req:7200
+expect_bad "neither Nreq nor Ns" --fault brick@3
 if [[ -e /var/tmp/dualpath-testbed/rpclitest ]]; then
   echo "FAIL: a bad-input run created cluster state"
   failures=$((failures + 1))

@@ -18,11 +18,13 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <ostream>
 #include <string>
 #include <vector>
 
 #include "dualpath/common/status.h"
+#include "dualpath/replay/fault.h"
 #include "dualpath/replay/replayer.h"
 #include "dualpath/replay/results.h"
 #include "dualpath/replay/workload.h"
@@ -73,6 +75,10 @@ struct ClusterRunOptions {
   // file per node, NodePoolPath(), removed at the end of the run on every path. After a kill the
   // killed node's pool is swept and the engine's buffer root checked reclaimed.
   bool pool = true;
+  // `--fault SPEC` (dualpath/replay/fault.h, docs/faults.md): injected into each system's replay,
+  // undone after its duration; its recovery time is measured and a fault that never happened
+  // fails the run.
+  std::optional<FaultSpec> fault;
 };
 
 // The pool file of `node` of cluster `cluster`: /dev/shm/dualpath-<cluster>-<node>.pool.

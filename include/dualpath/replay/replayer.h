@@ -37,6 +37,16 @@ class ServiceClient {
   // for the first one.
   virtual Result<std::vector<pb::SequencedResult>> WaitResults(uint64_t after_seq,
                                                                uint32_t wait_ms) = 0;
+  // The service incarnation (scheduler.proto `service_epoch`) of the last successful reply; 0 when
+  // the client does not know it. A change means the service restarted and lost every request.
+  virtual uint64_t epoch() const { return 0; }
+  // After a call failed with kUnavailable or kTimeout: waits up to `timeout` for the service to
+  // accept connections again (Ok, or the reason it did not). kUnimplemented (the default): the
+  // client cannot wait, and the replayer does not retry.
+  virtual Status WaitForService(Nanos timeout) {
+    (void)timeout;
+    return Status(Code::kUnimplemented, "this client does not wait for its service");
+  }
 };
 
 // A client of the real service at `address` ("unix:/path" or "HOST:PORT"), over the one scheduler
@@ -77,6 +87,16 @@ struct ReplayOptions {
   // with that status (`cluster run`: a child that died, a cluster taken down, a stop signal).
   // Empty: no check.
   std::function<Status()> health;
+  // Called with every result as it arrives, before the agent's next turn is submitted (fault
+  // injection synchronizes on it: "after N requests completed"). Empty: none.
+  std::function<void(const RequestRecord&)> on_result;
+  // How long a service that does not answer (a call fails with kUnavailable or kTimeout) is
+  // waited for before the replay fails, in seconds; 0: fail at once. While it waits, `health`
+  // still runs. When the service answers again with another epoch (it restarted and lost every
+  // request), the replay re-submits every request it has in flight under the same request id:
+  // Submit is idempotent per id, so a request is never run twice for one submission and never
+  // lost. Needs a client that supports WaitForService.
+  double service_outage_s = 30;
 };
 
 struct ReplayResult {
@@ -88,6 +108,8 @@ struct ReplayResult {
   // every agent is loading (both 0 if that window is empty).
   Nanos steady_start_ns = 0;
   Nanos steady_end_ns = 0;
+  int service_restarts = 0;  // service epochs seen after the first
+  int resubmitted = 0;       // requests re-submitted after a restart
   double JctS() const { return ToSeconds(end_ns - start_ns); }
 };
 

@@ -20,6 +20,7 @@
 
 #include "dualpath/common/clock.h"
 #include "dualpath/common/status.h"
+#include "dualpath/replay/fault.h"
 #include "dualpath/replay/replayer.h"
 
 namespace dualpath::replay {
@@ -70,6 +71,7 @@ struct SystemRun {
   std::vector<LinkSample> samples;
   std::string killed_engine;                    // node whose engine was killed mid-run ("" if none)
   std::optional<BufferReclaim> killed_buffers;  // engines ran with pools and one was killed
+  std::optional<FaultOutcome> fault;            // `--fault`: what was injected, the recovery
 };
 
 struct Summary {

@@ -1,0 +1,122 @@
+#!/usr/bin/env bash
+# System test of `dualpath cluster run --fault` (issue 17, docs/faults.md): one fault injected
+# into a small 1P1D run on the real testbed, on an event (after 2 requests completed), and checks
+#  - the run completes within its deadline (the replay's --timeout 90 and a hard `timeout` of
+#    DEADLINE s around the whole command: a hang is a failure, not a wait);
+#  - exit 0, every request ok, one record per request, 0 output mismatches (the run's checker);
+#  - the fault was injected and undone, and a request completed after its end (the recovery time,
+#    printed; not asserted: timings are the benchmark's business);
+#  - per kind: the service restart was seen by the replayer (service_restarts = 1), the brick
+#    process was started again;
+#  - a link taken down was set up again;
+#  - afterwards nothing is left: no namespace, process, state dir or pool file.
+#
+# usage: replay_fault_test.sh DUALPATH_BINARY KIND
+#   KIND: stor-link (p0's storage link down 5 s, Basic: every hit is read through p0),
+#         brick (glusterfsd killed and restarted, Basic), service (control serve killed and
+#         restarted, DualPath), comp-link (d0's compute link down 5 s, DualPath)
+# Exit 77 (CTest: skipped) without root or GlusterFS.
+set -uo pipefail
+bin=$(realpath "$1")
+kind=$2
+DEADLINE=${DEADLINE:-150}
+case $kind in
+  stor-link) fault=stor-link:p0@2req:5 system=basic ;;
+  brick) fault=brick@2req system=basic ;;
+  service) fault=service@2req system=dualpath ;;
+  comp-link) fault=comp-link:d0@2req:5 system=dualpath ;;
+  *)
+    echo "usage: $0 DUALPATH_BINARY stor-link|brick|service|comp-link" >&2
+    exit 2
+    ;;
+esac
+NAME=rpfault${kind//-/}
+root=${DUALPATH_TESTBED_ROOT:-/var/tmp/dualpath-testbed}
+
+if [[ $(id -u) != 0 ]]; then
+  echo "SKIP: needs root (network namespaces, tc, FUSE mounts)"
+  exit 77
+fi
+if ! command -v glusterd >/dev/null || ! command -v glusterfs >/dev/null; then
+  echo "SKIP: glusterfs-server/glusterfs-client not installed (scripts/setup.sh)"
+  exit 77
+fi
+
+tmp=$(mktemp -d)
+failures=0
+fail() {
+  echo "FAIL: $*"
+  failures=$((failures + 1))
+}
+cleanup() {
+  "$bin" cluster down --name "$NAME" >/dev/null 2>&1
+  rm -rf "$tmp"
+}
+trap cleanup EXIT
+"$bin" cluster down --name "$NAME" >/dev/null 2>&1 # a crashed earlier run
+
+start=$(date +%s)
+timeout -k 10 "$DEADLINE" "$bin" cluster run --name "$NAME" --pd 1P1D --system "$system" \
+  --workload synthetic --agents 2 --turns 4 --max-context 1024 --gen 8 --goodput nominal \
+  --timeout 90 --fault "$fault" --json "$tmp/out.json" >"$tmp/table.txt" 2>"$tmp/progress.txt"
+rc=$?
+echo "--- cluster run --fault $fault ($system) exit $rc in $(($(date +%s) - start)) s; progress:"
+cat "$tmp/progress.txt"
+[[ $rc == 124 || $rc == 137 ]] && fail "cluster run did not finish within the ${DEADLINE} s deadline"
+[[ $rc == 0 ]] || fail "cluster run exited $rc"
+
+if [[ -s $tmp/out.json ]]; then
+  python3 - "$tmp/out.json" "$kind" <<'PY' || fail "JSON checks (above)"
+import json, sys
+doc = json.load(open(sys.argv[1]))
+kind = sys.argv[2]
+bad = []
+def check(cond, what):
+    if not cond:
+        bad.append(what)
+requests = doc["config"]["workload"]["requests"]
+(r,) = doc["results"]
+f = r["fault"]
+check(r["requests"] == requests and len(r["records"]) == requests,
+      f"{r['requests']} results / {len(r['records'])} records for {requests} requests")
+check(all(x["ok"] for x in r["records"]), "a request failed")
+check(r["mismatches"] == 0, f"{r['mismatches']} mismatches")
+check(f is not None and f["kind"] == kind, f"fault {f}")
+if f is not None:
+    check(f["injected"], "the fault was not injected")
+    check(f["end_s"] is not None and f["end_s"] >= f["start_s"], "fault end before its start")
+    check(f["recovery_s"] is not None, "no request completed after the fault ended")
+    check(f["results_before"] >= 2, f"injected after {f['results_before']} results, not 2")
+    if kind == "service":
+        check(f["service_restarts"] == 1, f"service_restarts {f['service_restarts']}")
+    if kind.endswith("-link"):
+        check("up again" in f["detail"], f"link not set up again: {f['detail']}")
+    if kind == "brick":
+        check("started again" in f["detail"], f"brick not restarted: {f['detail']}")
+    print(f"RECOVERY {kind}: {f['recovery_s']} s after a {f['end_s'] - f['start_s']:.2f} s "
+          f"fault ({f['results_during']} requests completed during it, "
+          f"{f['resubmitted']} re-submitted); JCT {r['jct_s']:.2f} s")
+for b in bad:
+    print("FAIL:", b)
+sys.exit(1 if bad else 0)
+PY
+else
+  fail "no JSON written"
+fi
+
+# Nothing left behind (the run brought the cluster up, so it took it down).
+if ip netns list | grep -q "^dp-$NAME\."; then
+  fail "namespaces left: $(ip netns list | grep "^dp-$NAME\." | tr '\n' ' ')"
+fi
+if pgrep -af -- "dualpath-testbed/$NAME/" >"$tmp/left.txt"; then
+  fail "processes left: $(cat "$tmp/left.txt")"
+fi
+[[ -e $root/$NAME ]] && fail "state dir $root/$NAME left"
+left_pools=$(compgen -G "/dev/shm/dualpath-$NAME-*.pool")
+[[ -z $left_pools ]] || fail "pool files left: $left_pools"
+
+if ((failures > 0)); then
+  echo "replay fault test ($kind): $failures failure(s)"
+  exit 1
+fi
+echo "replay fault test ($kind): OK"
