@@ -42,7 +42,7 @@ bool ParseFd(std::string_view addr, int* fd) {
   return !n.empty() && ec == std::errc() && ptr == n.data() + n.size() && *fd >= 3;
 }
 
-std::string SockName(int fd) {
+std::string SockNameOf(int fd) {
   sockaddr_storage ss{};
   socklen_t len = sizeof ss;
   if (getsockname(fd, reinterpret_cast<sockaddr*>(&ss), &len) != 0) return "?";
@@ -74,7 +74,7 @@ Result<int> AdoptFd(std::string_view addr, int fd) {
   return fd;
 }
 
-Result<int> Bind(std::string_view addr) {
+Result<int> BindAddr(std::string_view addr) {
   std::string host;
   unsigned port = 0;
   if (!SplitHostPort(addr, &host, &port)) {
@@ -159,6 +159,10 @@ bool SendAll(int conn, const std::string& data) {
 
 }  // namespace
 
+Result<int> ListenMetrics(std::string_view addr) { return BindAddr(addr); }
+
+std::string BoundAddress(int fd) { return SockNameOf(fd); }
+
 Status ValidateMetricsAddr(std::string_view flag, std::string_view addr) {
   int fd = 0;
   std::string host;
@@ -204,9 +208,9 @@ Result<std::unique_ptr<MetricsServer>> MetricsServer::Start(std::string_view add
     ParseFd(addr, &n);
     ASSIGN_OR_RETURN(fd, AdoptFd(addr, n));
   } else {
-    ASSIGN_OR_RETURN(fd, Bind(addr));
+    ASSIGN_OR_RETURN(fd, BindAddr(addr));
   }
-  std::unique_ptr<MetricsServer> s(new MetricsServer(fd, SockName(fd), registry));
+  std::unique_ptr<MetricsServer> s(new MetricsServer(fd, SockNameOf(fd), registry));
   if (pipe2(s->wake_, O_CLOEXEC) != 0) return IoError("metrics: pipe2", errno);
   s->thread_ = std::thread([p = s.get()] { p->Serve(); });
   return s;

@@ -42,6 +42,12 @@ inline constexpr double kMaxMetricsWaitS = 3600;
 // N >= 3); kInvalidArgument naming `flag` otherwise.
 Status ValidateMetricsAddr(std::string_view flag, std::string_view addr);
 
+// A listening TCP socket (close-on-exec) on HOST:PORT, bound as MetricsServer binds one: for a
+// parent that binds and hands the socket to a child as fd:N. Errors as MetricsServer::Start.
+Result<int> ListenMetrics(std::string_view addr);
+// The HOST:PORT a socket is bound to ("[v6]:PORT" for IPv6).
+std::string BoundAddress(int fd);
+
 // The response to one raw request (exposed for tests): status line, headers and body.
 std::string HttpResponse(std::string_view request, const Registry& registry, bool* served_metrics);
 
