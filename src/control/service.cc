@@ -65,8 +65,13 @@ grpc::Status SchedulerService::ReportResult(grpc::ServerContext*, const v1::Requ
 
 grpc::Status SchedulerService::Submit(grpc::ServerContext*, const v1::SubmitRequest* req,
                                       v1::SubmitReply* reply) {
+  const uint64_t id = req->request().request_id();
+  const bool recorded = metrics_ != nullptr && metrics_->OnSubmitting(id);
   auto r = state_->Submit(req->request());
-  if (!r.ok()) return Done("Submit", r.status());
+  if (!r.ok()) {
+    if (recorded) metrics_->OnSubmitRefused(id);
+    return Done("Submit", r.status());
+  }
   reply->set_hit_tokens(*r);
   return grpc::Status::OK;
 }

@@ -1,5 +1,7 @@
 #include "control/service_metrics.h"
 
+#include <time.h>
+
 #include <algorithm>
 #include <utility>
 
@@ -76,13 +78,34 @@ ServiceMetrics::ServiceMetrics(metrics::Registry& registry, std::string system,
       });
 }
 
+bool ServiceMetrics::OnSubmitting(uint64_t request_id) {
+  timespec now{};
+  clock_gettime(CLOCK_REALTIME, &now);
+  std::lock_guard<std::mutex> lock(mu_);
+  return submitted_ns_.try_emplace(request_id, int64_t{now.tv_sec} * 1'000'000'000 + now.tv_nsec)
+      .second;
+}
+
+void ServiceMetrics::OnSubmitRefused(uint64_t request_id) {
+  std::lock_guard<std::mutex> lock(mu_);
+  submitted_ns_.erase(request_id);
+}
+
 void ServiceMetrics::OnResult(const v1::RequestResult& r) {
   if (!r.ok()) return;
+  int64_t submitted = 0;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = submitted_ns_.find(r.request_id());
+    if (it == submitted_ns_.end()) return;  // unknown, or already counted
+    submitted = it->second;
+    submitted_ns_.erase(it);
+  }
   const v1::Timing& t = r.timing();
-  if (const double s = Between(t.submitted_ns(), t.first_token_ns()); s >= 0) ttft_.Observe(s);
-  if (const double s = Between(t.submitted_ns(), t.done_ns()); s >= 0) e2e_.Observe(s);
+  if (const double s = Between(submitted, t.first_token_ns()); s >= 0) ttft_.Observe(s);
+  if (const double s = Between(submitted, t.done_ns()); s >= 0) e2e_.Observe(s);
   const std::pair<const char*, double> phases[] = {
-      {"queue", Between(t.submitted_ns(), t.prefill_start_ns())},
+      {"queue", Between(submitted, t.prefill_start_ns())},
       {"prefill", Between(t.prefill_start_ns(), t.first_token_ns())},
       {"decode", Between(t.first_token_ns(), t.done_ns())}};
   for (const auto& [name, s] : phases) {

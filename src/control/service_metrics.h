@@ -8,8 +8,11 @@
 // destroyed (SchedulerService declares it after its state). Thread safety: any thread.
 #pragma once
 
+#include <cstdint>
 #include <functional>
+#include <mutex>
 #include <string>
+#include <unordered_map>
 
 #include "dualpath/common/metrics.h"
 #include "dualpath/common/status.h"
@@ -22,7 +25,15 @@ class ServiceMetrics {
  public:
   ServiceMetrics(metrics::Registry& registry, std::string system,
                  std::function<ServiceStats()> stats);
-  // An engine reported `r` (before the state judged it).
+  // Before Submit hands a request to the state: its submit time (CLOCK_REALTIME, the clock of the
+  // engines' Timing stamps) is kept until its ok result (recorded first, so a result cannot
+  // overtake it). Returns false if the id is already open (a duplicate: nothing recorded).
+  bool OnSubmitting(uint64_t request_id);
+  // The state refused a request OnSubmitting recorded.
+  void OnSubmitRefused(uint64_t request_id);
+  // An engine reported `r` (before the state judged it). An ok result of a request still open is
+  // observed (latencies, read bytes) and closes it; a second ok result (a superseded attempt's)
+  // finds it closed and is not counted twice.
   void OnResult(const v1::RequestResult& r);
   // An RPC handler returns `s` (counted when not OK).
   void OnRpc(const char* method, const Status& s);
@@ -36,6 +47,8 @@ class ServiceMetrics {
   metrics::Counter* read_pe_ = nullptr;
   metrics::Counter* read_de_ = nullptr;
   metrics::CounterFamily& rpc_errors_;
+  std::mutex mu_;
+  std::unordered_map<uint64_t, int64_t> submitted_ns_;  // open requests; guarded by mu_
 };
 
 }  // namespace dualpath::control
