@@ -97,8 +97,8 @@ int Serve(const ServeArgs& a) {
     }
   });
   const bool finished = s.Wait();
-  // The run is over (or stopped): the final counts go to one more scrape before we exit. The
-  // watcher still runs, so a second TERM is taken by it (the wait stays bounded by its flag).
+  // The run is over: the final counts go to one more scrape before we exit (not after a stop
+  // signal: then the process exits promptly).
   AwaitFinalScrape(metrics_server->get(), a.metrics);
   done.store(true);
   watcher.join();

@@ -129,7 +129,8 @@ int RunEngine(EngineArgs& a) {
   std::cout << "engine " << o.name << " ready: peer " << eng->info().peer_addr() << " transfer "
             << eng->info().transfer_addr() << std::endl;
   Status s = eng->Run();
-  // Its work is over: the final counts go to one more scrape (bounded) before the engine goes.
+  // Its work is over: the final counts go to one more scrape (bounded) before the engine goes
+  // (not after a stop signal: then the process exits promptly).
   AwaitFinalScrape(metrics_server->get(), a.metrics);
   pthread_kill(waiter.native_handle(), SIGUSR1);
   waiter.join();

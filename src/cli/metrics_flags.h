@@ -11,6 +11,7 @@
 #include "dualpath/common/metrics.h"
 #include "dualpath/common/metrics_http.h"
 #include "dualpath/common/numeric.h"
+#include "dualpath/common/stop_signal.h"
 
 namespace dualpath::cli {
 
@@ -41,9 +42,10 @@ inline Result<std::unique_ptr<metrics::MetricsServer>> StartMetrics(const Metric
   return server;
 }
 
-// The work is done: wait (bounded) until a scrape that started after now has been answered.
+// The work is done: wait (bounded) until a scrape that started after now has been answered. A
+// process stopped by SIGINT / SIGTERM does not wait (it was asked to go now).
 inline void AwaitFinalScrape(metrics::MetricsServer* server, const MetricsFlags& f) {
-  if (server == nullptr || f.wait_s <= 0) return;
+  if (server == nullptr || f.wait_s <= 0 || StopSignal() != 0) return;
   if (server->WaitForScrape(FromSeconds(f.wait_s))) {
     log::Info("metrics: final counts scraped ({} scrapes in all)", server->scrapes());
   } else {

@@ -63,6 +63,12 @@ engine_bad "--hbm-tokens = 9000000000000000000 is outside" --hbm-tokens 90000000
 engine_bad "--request-timeout-s = 1e+300 is outside" --request-timeout-s 1e300
 engine_bad "--peer-timeout-s = 0 is outside" --peer-timeout-s 0
 engine_bad "--read-depth" --read-depth 5000
+# Issue 17: the metrics flags (docs/metrics.md), on both processes.
+engine_bad "--metrics-addr 'nohost'" --metrics-addr nohost
+engine_bad "--metrics-addr '127.0.0.1:70000'" --metrics-addr 127.0.0.1:70000
+engine_bad "--metrics-wait-s = -1 is outside" --metrics-addr 127.0.0.1:0 --metrics-wait-s -1
+bad "--metrics-addr 'fd:1'" --listen "$sock" --metrics-addr fd:1 "${ok_engines[@]}"
+bad "--metrics-wait-s = 4000 is outside" --listen "$sock" --metrics-wait-s 4000 "${ok_engines[@]}"
 bad "without store_root" --listen "$sock" --store-subdir basic "${ok_engines[@]}"
 
 # serve (reads stdout through a FIFO: the ready line is a blocking read).

@@ -44,6 +44,8 @@ expect_bad "--block-tokens = 0 is outside" --block-tokens 0
 expect_bad "--sample-interval = 1e-05 is outside" --sample-interval 0.00001
 expect_bad "--heartbeat-s = 1000000000 is outside" --heartbeat-s 1e9
 expect_bad "--kill-engine seconds = 1000 is outside" --kill-engine d0:1000 --timeout 10
+# Issue 17: a process must be able to wait for its last scrape within the run's stop timeout.
+expect_bad "--metrics-wait-s = 30 is outside" --metrics --metrics-wait-s 30
 if [[ -e /var/tmp/dualpath-testbed/rpclitest ]]; then
   echo "FAIL: a bad-input run created cluster state"
   failures=$((failures + 1))
