@@ -23,7 +23,7 @@ if [[ $(id -u) != 0 ]]; then
   echo "SKIP: needs root (network namespaces, tc, FUSE mounts)"
   exit 77
 fi
-for tool in glusterd glusterfs prometheus curl; do
+for tool in glusterd glusterfs prometheus promtool curl; do
   if ! command -v "$tool" >/dev/null; then
     echo "SKIP: $tool not installed (scripts/setup.sh)"
     exit 77
@@ -71,7 +71,8 @@ fi
 start=$(date +%s)
 "$bin" cluster run --name "$NAME" --pd 1P2D --system basic,dualpath --workload synthetic \
   --agents 3 --turns 3 --max-context 1024 --gen 8 --goodput nominal --no-check --timeout 120 \
-  --metrics --metrics-targets "$tmp/targets.json" --json "$tmp/out.json" \
+  --metrics --metrics-targets "$tmp/targets.json" --metrics-config "$tmp/run-prometheus.yml" \
+  --json "$tmp/out.json" \
   >"$tmp/table.txt" 2>"$tmp/progress.txt"
 rc=$?
 echo "--- cluster run exit $rc in $(($(date +%s) - start)) s; progress:"
@@ -79,6 +80,11 @@ cat "$tmp/progress.txt"
 [[ $rc == 0 ]] || fail "cluster run exited $rc"
 grep -q '^metrics: scrape http://127.0.0.1:[0-9]*/metrics (service)$' "$tmp/progress.txt" ||
   fail "cluster run did not print where to scrape the service"
+# The prometheus.yml the run wrote is one Prometheus accepts, with the same four targets.
+promtool check config "$tmp/run-prometheus.yml" || fail "promtool rejects --metrics-config's file"
+for t in $(python3 -c 'import json,sys; [print(t) for g in json.load(open(sys.argv[1])) for t in g["targets"]]' "$tmp/targets.json"); do
+  grep -q "'$t'" "$tmp/run-prometheus.yml" || fail "target $t missing from --metrics-config's file"
+done
 [[ -s $tmp/out.json ]] || {
   fail "no JSON written"
   exit 1
