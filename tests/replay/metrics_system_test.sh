@@ -8,6 +8,8 @@
 #  - per system and read path (pe, de): sum of dualpath_engine_read_bytes_total (counted by the
 #    engines where they read) matches the sum of the run JSON's read_bytes_prefill /
 #    read_bytes_decode within 1%; so does the service's dualpath_request_read_bytes_total;
+#  - per system and node (its storage link): the engines' read bytes match the JSON's per-engine
+#    sums within 1%;
 #  - per system: completed requests (dualpath_service_requests_total{event="completed"}) and the
 #    TTFT histogram's count match the JSON's "requests" within 1%.
 # The last counts of each process reach Prometheus because each process waits (counted, bounded by
@@ -128,6 +130,18 @@ for r in doc["results"]:
             got = query(f'sum(max_over_time({metric}{{system="{s}",path="{path}"}}{window}))')
             v = got[0][1] if got else -1
             check(near(v, want), f"{s} {path}: {metric} {v:.0f} vs JSON {want}")
+    # Per link: each node's engine read over its own storage link. Service engine ids follow the
+    # --engines list, which is the cluster's node order (p0, d0, d1).
+    nodes = ["p0", "d0", "d1"]
+    want_node = {n: 0 for n in nodes}
+    for x in r["records"]:
+        want_node[nodes[x["prefill_engine"]]] += x["read_bytes_prefill"]
+        want_node[nodes[x["decode_engine"]]] += x["read_bytes_decode"]
+    got_node = {m["node"]: v for m, v in query(
+        f'sum by (node) (max_over_time(dualpath_engine_read_bytes_total{{system="{s}"}}{window}))')}
+    for n in nodes:
+        check(near(got_node.get(n, -1), want_node[n]),
+              f"{s} link {n}: {got_node.get(n, -1):.0f} vs JSON {want_node[n]}")
     for metric, q in (
             ("completed", f'max_over_time(dualpath_service_requests_total{{system="{s}",event="completed"}}{window})'),
             ("ttft count", f'max_over_time(dualpath_request_ttft_seconds_count{{system="{s}"}}{window})')):
