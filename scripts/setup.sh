@@ -35,8 +35,8 @@ PACKAGES=(
   python3 python3-cbor2 gnuplot-nox
   # emulated cluster and baselines
   iproute2 glusterfs-server glusterfs-client fio psmisc procps util-linux
-  # metrics: the Prometheus server the metrics system test scrapes with
-  prometheus
+  # metrics: the Prometheus server the metrics system test scrapes with, and an HTTP client
+  prometheus curl
 )
 
 if [[ $(id -u) -ne 0 ]]; then
