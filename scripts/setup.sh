@@ -35,6 +35,8 @@ PACKAGES=(
   python3 python3-cbor2 gnuplot-nox
   # emulated cluster and baselines
   iproute2 glusterfs-server glusterfs-client fio psmisc procps util-linux
+  # metrics: the Prometheus server the metrics system test scrapes with, and an HTTP client
+  prometheus curl
 )
 
 if [[ $(id -u) -ne 0 ]]; then
@@ -54,7 +56,7 @@ install_packages() {
   echo "setup: installing ${#missing[@]} missing packages: ${missing[*]}"
   export DEBIAN_FRONTEND=noninteractive
   $SUDO apt-get update -q
-  # glusterfs-server and etcd-server would start system services; the project starts its own
+  # glusterfs-server, etcd-server and prometheus would start system services; the project starts its own
   # daemons under its own state directories, so keep the package scripts from starting them.
   if [[ ! -e /usr/sbin/policy-rc.d ]]; then
     printf '#!/bin/sh\nexit 101\n' | $SUDO tee /usr/sbin/policy-rc.d >/dev/null

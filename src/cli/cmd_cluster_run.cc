@@ -92,6 +92,19 @@ void Register(CLI::App& root, int* exit_code) {
                   "dualpath binary for the service and engines (default: this one)");
   run->add_option("--json", a->json_out, "Write results (sim's schema + records) here");
   run->add_option("--plot", a->plot_dir, "Write jct.png and storage_<system>.png here (gnuplot)");
+  run->add_flag("--metrics", o.metrics,
+                "Every service and engine serves Prometheus /metrics on a socket bound on "
+                "--metrics-host; prints where to scrape (docs/metrics.md)");
+  run->add_option("--metrics-host", o.metrics_host,
+                  "Address the metrics sockets are bound on, where Prometheus reaches them "
+                  "(default 127.0.0.1)");
+  run->add_option("--metrics-wait-s", o.metrics_wait_s,
+                  "Each process waits up to this long after its work for a last scrape "
+                  "(default 5)");
+  run->add_option("--metrics-config", o.metrics_config,
+                  "Write a prometheus.yml that scrapes every process (implies --metrics)");
+  run->add_option("--metrics-targets", o.metrics_targets,
+                  "Write a Prometheus file_sd target file of every process (implies --metrics)");
   run->add_flag("--keep", o.keep, "Leave the cluster and store directories in place");
   run->add_flag("--no-pool", a->no_pool,
                 "Engines keep their buffers in process memory instead of their node's "
@@ -106,6 +119,7 @@ void Register(CLI::App& root, int* exit_code) {
       o.pd_given = pd->count() > 0;
       o.check = !a->no_check;
       o.pool = !a->no_pool;
+      o.metrics = o.metrics || !o.metrics_config.empty() || !o.metrics_targets.empty();
       o.workload = replay::WithSourceDefaults(o.workload, append->count() > 0);
       ASSIGN_OR_RETURN(o.systems, replay::ParseSystems(a->systems));
       if (!a->kill.empty()) {

@@ -11,6 +11,7 @@
 #include <thread>
 
 #include "cli/command.h"
+#include "cli/metrics_flags.h"
 #include "dualpath/common/log.h"
 #include "dualpath/common/stop_signal.h"
 #include "dualpath/control/client.h"
@@ -36,6 +37,7 @@ struct ServeArgs {
   int64_t unfinished_token_limit = 0;
   bool split_reads = false;
   std::string hash_seed = "0";
+  MetricsFlags metrics;
 };
 
 int Serve(const ServeArgs& a) {
@@ -62,6 +64,11 @@ int Serve(const ServeArgs& a) {
   o.hash_seed = a.hash_seed;
   // Bad input is refused before anything listens (docs/control.md "Input ranges").
   if (Status st = o.Validate(); !st.ok()) return ReportError("control serve", st);
+  // Declared before the server: the service's metrics unregister before the registry goes.
+  metrics::Registry registry;
+  auto metrics_server = StartMetrics(a.metrics, registry);
+  if (!metrics_server.ok()) return ReportError("control serve", metrics_server.status());
+  if (*metrics_server != nullptr) o.metrics = &registry;
 
   // SIGTERM/SIGINT are taken by one thread (sigwait) rather than a handler: blocked here, before
   // gRPC starts its threads, so every thread inherits the mask.
@@ -90,6 +97,9 @@ int Serve(const ServeArgs& a) {
     }
   });
   const bool finished = s.Wait();
+  // The run is over: the final counts go to one more scrape before we exit (not after a stop
+  // signal: then the process exits promptly).
+  AwaitFinalScrape(metrics_server->get(), a.metrics);
   done.store(true);
   watcher.join();
   const control::ServiceStats st = s.service().stats();
@@ -159,6 +169,7 @@ void Register(CLI::App& root, int* exit_code) {
                     "sched beta in tokens (0: sched default)");
   serve->add_flag("--split-reads", a->split_reads, "dualpath: split reads when both queues long");
   serve->add_option("--hash-seed", a->hash_seed, "prompt block hash seed (default \"0\")");
+  AddMetricsOptions(serve, &a->metrics);
   serve->callback([a, exit_code] { *exit_code = Serve(*a); });
 
   auto addr = std::make_shared<std::string>();

@@ -18,6 +18,7 @@
 #include <thread>
 
 #include "cli/command.h"
+#include "cli/metrics_flags.h"
 #include "dualpath/common/log.h"
 #include "dualpath/common/numeric.h"
 #include "dualpath/common/stop_signal.h"
@@ -40,6 +41,7 @@ struct EngineArgs {
   double request_timeout_s = 60;
   double peer_timeout_s = 5;
   std::string ucx_net_devices;
+  MetricsFlags metrics;
   engine::EngineOptions o;
 };
 
@@ -86,6 +88,11 @@ int RunEngine(EngineArgs& a) {
     return CheckRange("--peer-timeout-s", a.peer_timeout_s, 0.001, kMaxTimeoutS, "s");
   }();
   if (!in_range.ok()) return ReportError("engine", in_range);
+  // Declared before the engine: its metrics unregister (engine destroyed) before the registry goes.
+  metrics::Registry registry;
+  auto metrics_server = StartMetrics(a.metrics, registry);
+  if (!metrics_server.ok()) return ReportError("engine", metrics_server.status());
+  if (*metrics_server != nullptr) o.metrics = &registry;
   o.buffer_bytes = a.buffer_mib << 20;
   o.pool_bytes = a.pool_mib << 20;
   o.request_timeout = FromSeconds(a.request_timeout_s);
@@ -122,6 +129,9 @@ int RunEngine(EngineArgs& a) {
   std::cout << "engine " << o.name << " ready: peer " << eng->info().peer_addr() << " transfer "
             << eng->info().transfer_addr() << std::endl;
   Status s = eng->Run();
+  // Its work is over: the final counts go to one more scrape (bounded) before the engine goes
+  // (not after a stop signal: then the process exits promptly).
+  AwaitFinalScrape(metrics_server->get(), a.metrics);
   pthread_kill(waiter.native_handle(), SIGUSR1);
   waiter.join();
   e->reset();
@@ -177,6 +187,7 @@ void Register(CLI::App& root, int* exit_code) {
                   "Longest wait of one request step before it fails (default 60)");
   sub->add_option("--peer-timeout-s", a->peer_timeout_s,
                   "Transfer peer silent this long with work outstanding is dead (default 5)");
+  AddMetricsOptions(sub, &a->metrics);
   sub->callback([a, exit_code] { *exit_code = RunEngine(*a); });
 }
 

@@ -91,6 +91,9 @@ Result<pid_t> SpawnProcess(const SpawnOptions& o) {
     }
     // dup2 onto itself keeps O_CLOEXEC (a parent with 0, 1 or 2 closed): clear it there.
     for (int fd = STDIN_FILENO; fd <= STDERR_FILENO; ++fd) fcntl(fd, F_SETFD, 0);
+    for (const int fd : o.inherit_fds) {
+      if (fcntl(fd, F_SETFD, 0) != 0) ChildFail(report[1]);
+    }
     execve(exe.c_str(), args.data(), environ);
     ChildFail(report[1]);
   }

@@ -2,11 +2,14 @@
 // SIGKILLed and can clean nothing up.
 #include "dualpath/common/spawn.h"
 
+#include <fcntl.h>
 #include <gtest/gtest.h>
 #include <poll.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
+
+#include <string>
 
 namespace dualpath {
 namespace {
@@ -22,6 +25,30 @@ TEST(SpawnTest, OwnProcessGroupAndExitStatus) {
   ASSERT_EQ(waitpid(*pid, &st, 0), *pid);
   EXPECT_TRUE(WIFEXITED(st));
   EXPECT_EQ(WEXITSTATUS(st), 7);
+}
+
+// A close-on-exec descriptor reaches the child only when listed in inherit_fds (how `cluster run
+// --metrics` hands each engine its listening socket).
+TEST(SpawnTest, InheritFds) {
+  int p[2];
+  ASSERT_EQ(pipe2(p, O_CLOEXEC), 0);
+  const std::string script = "echo hi >&" + std::to_string(p[1]);
+  for (const bool inherit : {false, true}) {
+    SpawnOptions o;
+    o.argv = {"sh", "-c", script};
+    if (inherit) o.inherit_fds = {p[1]};
+    Result<pid_t> pid = SpawnProcess(o);
+    ASSERT_TRUE(pid.ok()) << pid.status().ToString();
+    int st = 0;
+    ASSERT_EQ(waitpid(*pid, &st, 0), *pid);
+    ASSERT_TRUE(WIFEXITED(st));
+    EXPECT_EQ(WEXITSTATUS(st) == 0, inherit);  // without it, the redirection fails: bad fd
+  }
+  close(p[1]);
+  char buf[16] = {};
+  EXPECT_EQ(read(p[0], buf, sizeof buf), 3);
+  EXPECT_STREQ(buf, "hi\n");
+  close(p[0]);
 }
 
 TEST(SpawnTest, MissingProgramIsNotFound) {

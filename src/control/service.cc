@@ -4,6 +4,7 @@
 #include <utility>
 
 #include "control/hit_probe.h"
+#include "control/service_metrics.h"
 #include "control/state.h"
 #include "dualpath/common/grpc_status.h"
 #include "dualpath/model/ref_model.h"
@@ -22,8 +23,20 @@ Result<std::unique_ptr<SchedulerService>> SchedulerService::Create(const Service
   ASSIGN_OR_RETURN(
       std::unique_ptr<HitProbe> probe,
       HitProbe::Open(root, model.Geometry(), algo, options.hash_seed, options.block_tokens));
-  return std::unique_ptr<SchedulerService>(
+  std::unique_ptr<SchedulerService> service(
       new SchedulerService(std::make_unique<ControlState>(options, model, std::move(probe))));
+  if (options.metrics != nullptr) {
+    ControlState* state = service->state_.get();
+    service->metrics_ = std::make_unique<ServiceMetrics>(
+        *options.metrics, std::string(sched::SystemName(options.system)),
+        [state] { return state->stats(); });
+  }
+  return service;
+}
+
+grpc::Status SchedulerService::Done(const char* method, const Status& s) {
+  if (metrics_ != nullptr) metrics_->OnRpc(method, s);
+  return ToGrpc(s);
 }
 
 SchedulerService::SchedulerService(std::unique_ptr<ControlState> state)
@@ -34,25 +47,31 @@ grpc::Status SchedulerService::RegisterEngine(grpc::ServerContext*,
                                               const v1::RegisterEngineRequest* req,
                                               v1::RegisterEngineReply* reply) {
   auto r = state_->Register(req->engine());
-  if (!r.ok()) return ToGrpc(r.status());
+  if (!r.ok()) return Done("RegisterEngine", r.status());
   *reply = std::move(r).value();
   return grpc::Status::OK;
 }
 
 grpc::Status SchedulerService::Fetch(grpc::ServerContext*, const v1::FetchRequest* req,
                                      v1::FetchReply* reply) {
-  return ToGrpc(state_->Fetch(*req, reply));
+  return Done("Fetch", state_->Fetch(*req, reply));
 }
 
 grpc::Status SchedulerService::ReportResult(grpc::ServerContext*, const v1::RequestResult* req,
                                             v1::ReportResultReply*) {
-  return ToGrpc(state_->Report(*req));
+  if (metrics_ != nullptr) metrics_->OnResult(*req);
+  return Done("ReportResult", state_->Report(*req));
 }
 
 grpc::Status SchedulerService::Submit(grpc::ServerContext*, const v1::SubmitRequest* req,
                                       v1::SubmitReply* reply) {
+  const uint64_t id = req->request().request_id();
+  const bool recorded = metrics_ != nullptr && metrics_->OnSubmitting(id);
   auto r = state_->Submit(req->request());
-  if (!r.ok()) return ToGrpc(r.status());
+  if (!r.ok()) {
+    if (recorded) metrics_->OnSubmitRefused(id);
+    return Done("Submit", r.status());
+  }
   reply->set_hit_tokens(*r);
   reply->set_service_epoch(state_->epoch());
   return grpc::Status::OK;

@@ -2,6 +2,7 @@
 // scratch directory, fake engines as gRPC clients (threads where a long poll must block). No
 // sleeps: long polls return when work arrives, and liveness runs on a ManualClock.
 #include <gtest/gtest.h>
+#include <time.h>
 
 #include <algorithm>
 #include <filesystem>
@@ -13,6 +14,7 @@
 #include <vector>
 
 #include "dualpath/common/clock.h"
+#include "dualpath/common/metrics.h"
 #include "dualpath/control/client.h"
 #include "dualpath/control/server.h"
 #include "dualpath/kv/block_file.h"
@@ -748,6 +750,69 @@ TEST_F(ServiceTest, RestartedServiceHasANewEpochAndForgetsEverything) {
   // The lost request is unknown here: the client re-submits it under the same id.
   ASSERT_TRUE(Submit(Spec(1, Tokens(10, 1))).ok());
   EXPECT_EQ(server_->service().stats().submitted, 1);
+}
+
+}  // namespace
+}  // namespace dualpath::control
+
+namespace dualpath::control {
+namespace {
+
+int64_t RealtimeNowNs() {
+  timespec now{};
+  clock_gettime(CLOCK_REALTIME, &now);
+  return int64_t{now.tv_sec} * 1'000'000'000 + now.tv_nsec;
+}
+
+// docs/metrics.md: the service's metrics count requests by system (ServiceStats), observe one
+// latency per request with an ok result (a second ok result of the same request is not counted
+// twice), sum the read bytes the results carry, and count RPC errors by method and code.
+TEST_F(ServiceTest, MetricsCountRequestsLatenciesBytesAndErrors) {
+  metrics::Registry registry;
+  ServiceOptions o = Options(SystemKind::kBasic, k1P1D);
+  o.metrics = &registry;
+  Start(o);
+  Register1P1D();
+  ASSERT_TRUE(Submit(Spec(7, Tokens(100, 1))).ok());
+  // A duplicate is refused and leaves request 7's submit time alone.
+  EXPECT_EQ(Submit(Spec(7, Tokens(100, 1))).status().code(), Code::kInvalidArgument);
+  auto pe = Fetch(0, {}, kLongWaitMs);
+  ASSERT_TRUE(pe.ok()) << pe.status().ToString();
+  ASSERT_EQ(pe->prefill_size(), 1);
+
+  v1::RequestResult r;
+  r.set_request_id(7);
+  r.set_ok(true);
+  r.set_attempt(0);
+  r.add_generated(42);
+  r.set_read_bytes_prefill(4096);
+  const int64_t now = RealtimeNowNs();
+  r.mutable_timing()->set_prefill_start_ns(now);
+  r.mutable_timing()->set_first_token_ns(now + 1'000'000);
+  r.mutable_timing()->set_done_ns(now + 2'000'000);
+  ASSERT_TRUE(client_->ReportResult(r).ok());
+  ASSERT_TRUE(client_->ReportResult(r).ok());  // stale: dropped by the state, not counted again
+  r.set_request_id(99);
+  EXPECT_EQ(client_->ReportResult(r).code(), Code::kNotFound);
+
+  const std::string text = registry.Render();
+  for (const std::string want :
+       {"dualpath_service_requests_total{system=\"basic\",event=\"submitted\"} 1\n",
+        "dualpath_service_requests_total{system=\"basic\",event=\"completed\"} 1\n",
+        "dualpath_service_open_requests{system=\"basic\"} 0\n",
+        "dualpath_request_ttft_seconds_count{system=\"basic\"} 1\n",
+        "dualpath_request_seconds_count{system=\"basic\"} 1\n",
+        "dualpath_request_phase_seconds_count{system=\"basic\",phase=\"decode\"} 1\n",
+        "dualpath_request_read_bytes_total{system=\"basic\",path=\"pe\"} 4096\n",
+        "dualpath_request_read_bytes_total{system=\"basic\",path=\"de\"} 0\n",
+        "dualpath_service_rpc_errors_total{system=\"basic\",method=\"Submit\","
+        "code=\"kInvalidArgument\"} 1\n",
+        "dualpath_service_rpc_errors_total{system=\"basic\",method=\"ReportResult\","
+        "code=\"kNotFound\"} 1\n",
+        "dualpath_process_info{system=\"basic\",kind=\"service\",name=\"service\"} 1\n"}) {
+    EXPECT_NE(text.find(want), std::string::npos) << "missing " << want << "in\n" << text;
+  }
+  server_.reset();  // the service's metrics unregister before `registry` goes
 }
 
 }  // namespace

@@ -23,6 +23,7 @@
 #include "dualpath/storage/block_store.h"
 #include "dualpath/storage/write_behind.h"
 #include "dualpath/transfer/engine.h"
+#include "engine/engine_metrics.h"
 #include "engine/kv_arena.h"
 #include "engine/peers.h"
 
@@ -43,6 +44,7 @@ struct Context {
   KvArena* arena = nullptr;
   PeerDirectory* peers = nullptr;
   SchedulerLink* scheduler = nullptr;
+  EngineMetrics* metrics = nullptr;  // set before the stages start (never null then)
   std::atomic<bool> stopping{false};
 
   std::chrono::steady_clock::time_point Deadline() const {
@@ -59,6 +61,11 @@ struct Context {
 
 // CLOCK_REALTIME in nanoseconds (the Timing fields of RequestResult).
 int64_t RealtimeNs();
+
+// Seconds since `t0` on the steady clock (latency metrics).
+inline double SecondsSince(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
 
 // A request's read plan, normalized from the Assignment: hit capped at prompt - 1 and rounded
 // down to whole blocks, the PE's share [0, prefill_read) and the DE's share

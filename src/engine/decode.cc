@@ -293,7 +293,9 @@ void Decoder::ReadAndPush(const std::shared_ptr<DeReq>& r) {
   const uint64_t first_block = p.prefill_read / bt;
   const std::span<const kv::BlockHash> hashes =
       HashRange(r->prompt_hashes, first_block, p.decode_read / bt);
+  const auto t0 = std::chrono::steady_clock::now();
   HitReadResult rr = reader_.Read(hashes, first_block, r->area, r->stride);
+  ctx_.metrics->OnRead(rr.bytes_read, SecondsSince(t0));
   const int64_t loaded = static_cast<int64_t>(rr.loaded_blocks) * bt;
   if (!rr.first_error.ok()) {
     log::Info("engine {}: request {} hit block {} unusable ({}); the PE recomputes from token {}",
@@ -348,7 +350,9 @@ void Decoder::ReadAndPush(const std::shared_ptr<DeReq>& r) {
       }
       ++r->puts_pending;
     }
+    const EngineMetrics::BatchSize size = EngineMetrics::SizeOf(b);  // b moves below
     Status s = ctx_.transfer->Submit(std::move(b));
+    if (s.ok()) ctx_.metrics->OnTransfer(size);
     if (!s.ok()) {
       {
         std::lock_guard<std::mutex> lock(mu_);
@@ -423,6 +427,7 @@ void Decoder::DecodeLoop() {
     if (!s.ok()) {
       log::Warn("engine {}: request {} failed in decode: {}", ctx_.options.name,
                 r->a.request().request_id(), s.ToString());
+      ctx_.metrics->OnFailed(s);
       result = FailedResult(r->a, s);
     }
     Release(*r);

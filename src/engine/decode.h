@@ -64,6 +64,7 @@ class Decoder {
   int64_t unfinished_requests() const;
   int64_t unfinished_tokens() const;
   int64_t queued_read_tokens() const;
+  storage::WriteBehindStats write_behind_stats() const { return write_behind_.stats(); }
 
  private:
   void ReaderLoop();

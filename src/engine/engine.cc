@@ -40,6 +40,9 @@ struct Engine::Impl {
   std::unique_ptr<storage::BlockStore> store;
   std::unique_ptr<Prefiller> prefiller;
   std::unique_ptr<Decoder> decoder;
+  // After everything its callbacks read; reset first in ~Impl (unregistered before the stages go).
+  metrics::Registry own_registry;
+  std::unique_ptr<EngineMetrics> metrics;
   uint32_t group_id = 0;
   v1c::RegisterEngineReply registration;  // the first one: a re-registration must match it
   int64_t capacity_tokens = 0;
@@ -55,6 +58,7 @@ struct Engine::Impl {
   void Stop();
   ~Impl() {
     Stop();
+    metrics.reset();  // no scrape reads the stages, store or arena from here on
     // The transfer engine completes its outstanding batches (failing them) while it is destroyed,
     // and their callbacks reach into the stages: destroy it while the stages still exist.
     transfer.reset();
@@ -174,6 +178,11 @@ Status Engine::Impl::RegisterAndBuild() {
   so.faults = o.faults;
   ASSIGN_OR_RETURN(store, storage::BlockStore::Open(so));
 
+  metrics = std::make_unique<EngineMetrics>(
+      o.metrics != nullptr ? *o.metrics : own_registry,
+      EngineMetrics::Labels{reply.system(), o.name, o.node,
+                            o.role == Role::kPrefill ? "prefill" : "decode"});
+  ctx.metrics = metrics.get();
   ctx.store = store.get();
   ctx.transfer = transfer.get();
   ctx.arena = arena.get();
@@ -196,6 +205,10 @@ Status Engine::Impl::RegisterAndBuild() {
     }
   });
   service.SetDecoder(decoder.get());
+  std::function<storage::WriteBehindStats()> write_behind;
+  if (decoder != nullptr) write_behind = [d = decoder.get()] { return d->write_behind_stats(); };
+  metrics->AddCallbacks(
+      *store, [this] { return Report(); }, std::move(write_behind));
   log::Info("engine {} ({}) registered as {} group {}: peer {} transfer {} store {} model {}",
             o.name, o.role == Role::kPrefill ? "prefill" : "decode", ctx.engine_id, group_id,
             ctx.info.peer_addr(), ctx.info.transfer_addr(), store->model_dir(), reply.model_spec());

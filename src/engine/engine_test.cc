@@ -18,6 +18,7 @@
 #include <random>
 #include <thread>
 
+#include "dualpath/common/metrics.h"
 #include "dualpath/engine/v1/engine.grpc.pb.h"
 #include "dualpath/kv/block_file.h"
 #include "dualpath/kv/hasher.h"
@@ -115,6 +116,7 @@ class EngineTest : public ::testing::Test {
     o.request_timeout = request_timeout_;
     o.faults = role == Role::kDecode ? de_faults_ : nullptr;
     o.peer_timeout = 5 * kNanosPerSecond;
+    o.metrics = &registry_;
     auto e = Engine::Create(o, sched_.Link());
     EXPECT_TRUE(e.ok()) << e.status().ToString();
     if (!e.ok()) {
@@ -191,6 +193,7 @@ class EngineTest : public ::testing::Test {
   std::unique_ptr<storage::BlockStore> store_;
   std::unique_ptr<kv::BlockHasher> hasher_;
   LocalScheduler sched_{kSpec, kBt};
+  metrics::Registry registry_;  // outlives the engines (their metrics unregister first)
   std::vector<std::thread> threads_;
   std::unique_ptr<Engine> pe_;
   std::unique_ptr<Engine> de_;
@@ -215,6 +218,7 @@ TEST_F(EngineTest, EveryReadSideGivesReferenceOutputsAndTurnsHitWhatEarlierTurns
                         {v1c::READ_SIDE_SPLIT, "split"},
                         {v1c::READ_SIDE_PREFILL, "prefill again"}};
   uint64_t id = 2;
+  int64_t pe_bytes = 0, de_bytes = 0;  // as the results report them
   for (const Case& c : cases) {
     SCOPED_TRACE(c.name);
     v1c::RequestSpec s = agent.NextTurn(id++, 30, 6);
@@ -235,6 +239,8 @@ TEST_F(EngineTest, EveryReadSideGivesReferenceOutputsAndTurnsHitWhatEarlierTurns
                                                          : 0;
     EXPECT_EQ(r.read_bytes_prefill(), pe_blocks * file_bytes);
     EXPECT_EQ(r.read_bytes_decode(), (hit / kBt - pe_blocks) * file_bytes);
+    pe_bytes += r.read_bytes_prefill();
+    de_bytes += r.read_bytes_decode();
     EXPECT_GT(r.timing().first_token_ns(), 0);
     EXPECT_GE(r.timing().done_ns(), r.timing().first_token_ns());
   }
@@ -245,6 +251,25 @@ TEST_F(EngineTest, EveryReadSideGivesReferenceOutputsAndTurnsHitWhatEarlierTurns
   EXPECT_TRUE(r.ok()) << r.error();
   EXPECT_EQ(r.read_bytes_prefill() + r.read_bytes_decode(), 0);
   EXPECT_EQ(r.generated_size(), 4);
+
+  // docs/metrics.md: each engine counted the bytes it read on its path, equal to what the results
+  // report; the store's hits and the transfer bytes (KV pushed in the low class) were counted.
+  const std::string text = registry_.Render();
+  ASSERT_GT(pe_bytes, 0);
+  ASSERT_GT(de_bytes, 0);
+  for (const std::string& want :
+       {"dualpath_engine_read_bytes_total{system=\"dualpath\",engine=\"p0.0\",node=\"p0\","
+        "role=\"prefill\",path=\"pe\"} " +
+            std::to_string(pe_bytes) + "\n",
+        "dualpath_engine_read_bytes_total{system=\"dualpath\",engine=\"d0.0\",node=\"d0\","
+        "role=\"decode\",path=\"de\"} " +
+            std::to_string(de_bytes) + "\n",
+        std::string("dualpath_process_info{system=\"dualpath\",kind=\"de\",name=\"d0.0\"} 1\n")}) {
+    EXPECT_NE(text.find(want), std::string::npos) << "missing " << want << "in\n" << text;
+  }
+  EXPECT_EQ(text.find("tier=\"store\",result=\"hit\"} 0\n"), std::string::npos) << text;
+  EXPECT_NE(text.find("class=\"low\",op=\"put\"} "), std::string::npos);
+  EXPECT_EQ(text.find("role=\"decode\",class=\"low\",op=\"put\"} 0\n"), std::string::npos);
 }
 
 // Issue 17 (scheduler service killed and restarted): the new service knows no engine, so a Fetch

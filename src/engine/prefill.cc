@@ -282,7 +282,9 @@ void Prefiller::ReadPrefillShare(PeJob& job) {
   // The blocks stay counted in queued_read_tokens_ until the whole read is done: a ReadStream
   // shows only its in-flight blocks (<= read depth) in the store's queue, so uncounting earlier
   // would hide the rest; counting those few twice is the smaller error.
+  const auto t0 = std::chrono::steady_clock::now();
   HitReadResult rr = reader_.Read(hashes, 0, job.area, p.prompt * ctx_.bpt);
+  ctx_.metrics->OnRead(rr.bytes_read, SecondsSince(t0));
   job.pe_loaded = static_cast<int64_t>(rr.loaded_blocks) * ctx_.block_tokens;
   job.read_bytes = static_cast<int64_t>(rr.bytes_read);
   if (!rr.first_error.ok()) {
@@ -475,10 +477,13 @@ Status Prefiller::PutLayer(const std::shared_ptr<PeJob>& job, uint32_t layer) {
     std::lock_guard<std::mutex> lock(mu_);
     ++job->puts_pending;
   }
+  const EngineMetrics::BatchSize size = EngineMetrics::SizeOf(b);  // b moves below
   Status s = ctx_.transfer->Submit(std::move(b));
   if (!s.ok()) {
     std::lock_guard<std::mutex> lock(mu_);
     --job->puts_pending;  // a rejected batch never calls on_complete
+  } else {
+    ctx_.metrics->OnTransfer(size);
   }
   return s;
 }
@@ -603,6 +608,7 @@ void Prefiller::Finish(const std::shared_ptr<PeJob>& job, Status status) {
         safe_to_free = false;
       }
     }
+    ctx_.metrics->OnFailed(status);
     Status rs = ctx_.scheduler->ReportResult(FailedResult(j.a, status));
     if (!rs.ok()) {
       log::Warn("engine {}: reporting failed request {}: {}", ctx_.options.name,

@@ -16,7 +16,8 @@
 
 namespace dualpath::replay {
 
-Result<Child> Child::Spawn(const std::vector<std::string>& argv, const std::string& log_path) {
+Result<Child> Child::Spawn(const std::vector<std::string>& argv, const std::string& log_path,
+                           const std::vector<int>& inherit_fds) {
   if (argv.empty()) {
     return InvalidArgument("Child::Spawn: empty argv");
   }
@@ -27,6 +28,7 @@ Result<Child> Child::Spawn(const std::vector<std::string>& argv, const std::stri
   so.log_path = log_path;
   so.own_process_group = true;
   so.death_signal = SIGKILL;
+  so.inherit_fds = inherit_fds;
   ASSIGN_OR_RETURN(pid_t pid, SpawnProcess(so));
   // glibc 2.36 declares pidfd_open but this toolchain links no wrapper for it: use the syscall.
   const int pidfd = static_cast<int>(syscall(SYS_pidfd_open, pid, 0));

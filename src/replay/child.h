@@ -21,8 +21,10 @@ namespace dualpath::replay {
 
 class Child {
  public:
-  // Starts argv[0] (looked up in PATH) with stdout and stderr appended to log_path.
-  static Result<Child> Spawn(const std::vector<std::string>& argv, const std::string& log_path);
+  // Starts argv[0] (looked up in PATH) with stdout and stderr appended to log_path; the child
+  // inherits `inherit_fds` (SpawnOptions::inherit_fds).
+  static Result<Child> Spawn(const std::vector<std::string>& argv, const std::string& log_path,
+                             const std::vector<int>& inherit_fds = {});
 
   Child(Child&& other) noexcept;
   Child& operator=(Child&& other) noexcept;

@@ -13,6 +13,7 @@
 #include <thread>
 
 #include "child.h"
+#include "cluster_metrics.h"
 #include "dualpath/common/log.h"
 #include "dualpath/common/numeric.h"
 #include "dualpath/common/stop_signal.h"
@@ -242,8 +243,9 @@ struct RunShared {
   std::string work;    // logs
   std::string spec;    // the model spec
   std::vector<double> goodput;
-  std::vector<std::string> names, roles;  // per node, cluster order
-  int kill_index = -1;                    // the --kill-engine node, or -1
+  std::vector<std::string> names, roles;      // per node, cluster order
+  int kill_index = -1;                        // the --kill-engine node, or -1
+  const MetricsEndpoints* metrics = nullptr;  // --metrics, else null
 };
 
 // One system's run: its name, its store subdirectory and the service's address.
@@ -283,12 +285,16 @@ std::vector<std::string> ServeArgv(const SystemSetup& s) {
   }
   serve.push_back("--engines");
   serve.push_back(engines);
+  for (std::string& a :
+       MetricsEndpoints::ArgsOf(s.run.metrics, MetricsEndpoints::kServiceSlot, o.metrics_wait_s)) {
+    serve.push_back(std::move(a));
+  }
   serve.insert(serve.end(), o.service_args.begin(), o.service_args.end());
   return serve;
 }
 
-// `dualpath engine` for node `n`, inside its namespace.
-std::vector<std::string> EngineArgv(const SystemSetup& s, const testbed::Node& n) {
+// `dualpath engine` for node `n` (index i), inside its namespace.
+std::vector<std::string> EngineArgv(const SystemSetup& s, const testbed::Node& n, size_t i) {
   const ClusterRunOptions& o = s.run.o;
   std::vector<std::string> argv = {
       "ip",           "netns",       "exec",           n.netns,
@@ -299,6 +305,10 @@ std::vector<std::string> EngineArgv(const SystemSetup& s, const testbed::Node& n
   if (o.pool) {
     argv.push_back("--pool");
     argv.push_back(NodePoolPath(s.run.cluster.name, n.name));
+  }
+  for (std::string& a :
+       MetricsEndpoints::ArgsOf(s.run.metrics, MetricsEndpoints::NodeSlot(i), o.metrics_wait_s)) {
+    argv.push_back(std::move(a));
   }
   argv.insert(argv.end(), o.engine_args.begin(), o.engine_args.end());
   return argv;
@@ -355,14 +365,18 @@ Status WaitForEngines(const SystemSetup& s, Nanos deadline, SystemProcesses& pro
 Status StartSystem(const SystemSetup& s, SystemProcesses& procs, control::Client& scheduler,
                    std::ostream& progress) {
   const std::string& work = s.run.work;
-  ASSIGN_OR_RETURN(Child service,
-                   Child::Spawn(ServeArgv(s), work + "/" + s.system + "_service.log"));
+  ASSIGN_OR_RETURN(Child service, Child::Spawn(ServeArgv(s), work + "/" + s.system + "_service.log",
+                                               MetricsEndpoints::FdsOf(
+                                                   s.run.metrics, MetricsEndpoints::kServiceSlot)));
   procs.service.emplace(std::move(service));
   const Nanos deadline = WallClock().Now() + FromSeconds(s.run.o.start_timeout_s);
   RETURN_IF_ERROR(WaitForService(s, deadline, procs, scheduler));
-  for (const testbed::Node& n : s.run.cluster.nodes) {
-    ASSIGN_OR_RETURN(Child e, Child::Spawn(EngineArgv(s, n),
-                                           work + "/" + s.system + "_engine_" + n.name + ".log"));
+  for (size_t i = 0; i < s.run.cluster.nodes.size(); ++i) {
+    const testbed::Node& n = s.run.cluster.nodes[i];
+    ASSIGN_OR_RETURN(
+        Child e,
+        Child::Spawn(EngineArgv(s, n, i), work + "/" + s.system + "_engine_" + n.name + ".log",
+                     MetricsEndpoints::FdsOf(s.run.metrics, MetricsEndpoints::NodeSlot(i))));
     procs.engines.push_back(std::move(e));
   }
   RETURN_IF_ERROR(WaitForEngines(s, deadline, procs, scheduler));
@@ -390,7 +404,8 @@ Status StopSystem(const ClusterRunOptions& o, const testbed::Cluster& c, const s
   }
   if (procs.service) {
     // The service has nothing left to do once the engines are gone: TERM is its normal stop.
-    Result<int> w = procs.service->Wait(2 * kNanosPerSecond);
+    // With metrics, it first waits (bounded) for its last scrape.
+    Result<int> w = procs.service->Wait(FromSeconds(2 + (o.metrics ? o.metrics_wait_s : 0)));
     if (!w.ok()) procs.service->Stop(5 * kNanosPerSecond);
   }
   return status;
@@ -606,6 +621,7 @@ static Status ValidateRunRanges(const ClusterRunOptions& o) {
                              kMaxSampleIntervalS, "s"));
   RETURN_IF_ERROR(
       CheckRange("--heartbeat-s", o.heartbeat_s, kMinRunHeartbeatS, kMaxRunHeartbeatS, "s"));
+  RETURN_IF_ERROR(CheckRange("--metrics-wait-s", o.metrics_wait_s, 0, o.stop_timeout_s, "s"));
   if (!o.kill_node.empty()) {
     RETURN_IF_ERROR(
         CheckRange("--kill-engine seconds", o.kill_after_s, 0.001, o.replay.timeout_s, "s"));
@@ -653,6 +669,8 @@ Result<ClusterRunReport> RunOnCluster(const ClusterRunOptions& o, std::ostream& 
 
   ASSIGN_OR_RETURN(run.goodput, MeasureGoodput(cluster, o.goodput, o.goodput_file_bytes, run.bin,
                                                run.work, progress));
+  ASSIGN_OR_RETURN(std::unique_ptr<MetricsEndpoints> metrics, OpenRunMetrics(o, cluster, progress));
+  run.metrics = metrics.get();
 
   ClusterRunReport report;
   report.config_json = ConfigJson(o, cluster, workload, run.goodput, spec);

@@ -63,14 +63,21 @@ engine_bad "--hbm-tokens = 9000000000000000000 is outside" --hbm-tokens 90000000
 engine_bad "--request-timeout-s = 1e+300 is outside" --request-timeout-s 1e300
 engine_bad "--peer-timeout-s = 0 is outside" --peer-timeout-s 0
 engine_bad "--read-depth" --read-depth 5000
+# Issue 17: the metrics flags (docs/metrics.md), on both processes.
+engine_bad "--metrics-addr 'nohost'" --metrics-addr nohost
+engine_bad "--metrics-addr '127.0.0.1:70000'" --metrics-addr 127.0.0.1:70000
+engine_bad "--metrics-wait-s = -1 is outside" --metrics-addr 127.0.0.1:0 --metrics-wait-s -1
+bad "--metrics-addr 'fd:1'" --listen "$sock" --metrics-addr fd:1 "${ok_engines[@]}"
+bad "--metrics-wait-s = 4000 is outside" --listen "$sock" --metrics-wait-s 4000 "${ok_engines[@]}"
 bad "without store_root" --listen "$sock" --store-subdir basic "${ok_engines[@]}"
 
 # serve (reads stdout through a FIFO: the ready line is a blocking read).
-start() {  # [LISTEN]: default $sock
+start() {  # [LISTEN [ARGS...]]: default $sock; ARGS go to serve
   local listen=${1:-$sock}
+  shift
   mkfifo "$tmp/fifo"
   "$bin" control serve --listen "$listen" --system basic --block-tokens 64 \
-    --store-root "$tmp/store" --store-subdir basic "${ok_engines[@]}" \
+    --store-root "$tmp/store" --store-subdir basic "${ok_engines[@]}" "$@" \
     >"$tmp/fifo" 2>"$tmp/serve.err" &
   srv_pid=$!
   exec 3<"$tmp/fifo"
@@ -124,6 +131,25 @@ second_refuses "$listening"
 "$bin" control engines --scheduler "$listening" >/dev/null || fail "first TCP server stopped answering"
 "$bin" control shutdown --scheduler "$listening" || fail "shutdown over TCP failed"
 finish
+# Issue 17: --metrics-addr serves the Prometheus text format (linted by Debian's promtool when it
+# is installed) and 404 elsewhere; after Shutdown the service exits once a scrape that started
+# after its work ended was answered (scraped until it exits: counted, not slept).
+mport=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+murl="http://127.0.0.1:$mport"
+start "$sock" --metrics-addr "127.0.0.1:$mport" --metrics-wait-s 60
+curl -sf "$murl/metrics" >"$tmp/metrics" || fail "no /metrics"
+grep -q '^dualpath_service_requests_total{system="basic",event="submitted"} 0$' "$tmp/metrics" ||
+  fail "no submitted counter: $(cat "$tmp/metrics")"
+grep -q '^# TYPE dualpath_request_ttft_seconds histogram$' "$tmp/metrics" || fail "no TTFT histogram"
+if command -v promtool >/dev/null; then
+  promtool check metrics <"$tmp/metrics" || fail "promtool check metrics: $(cat "$tmp/metrics")"
+fi
+[[ $(curl -s -o /dev/null -w '%{http_code}' "$murl/nope") == 404 ]] || fail "/nope is not 404"
+"$bin" control shutdown --scheduler "$sock" || fail "shutdown failed"
+while kill -0 "$srv_pid" 2>/dev/null; do curl -s "$murl/metrics" >/dev/null; done
+finish
+grep -q "final counts scraped" "$tmp/serve.err" || fail "no final scrape: $(cat "$tmp/serve.err")"
+
 # A stale socket (its server gone) is replaced; a file that is not a socket is refused and kept.
 echo data >"$tmp/not-a-socket"
 "$bin" control serve --listen "unix:$tmp/not-a-socket" --system basic "${ok_engines[@]}" \

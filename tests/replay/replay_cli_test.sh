@@ -49,6 +49,8 @@ expect_bad "--fault 'disk@3req': unknown kind 'disk'" --fault disk@3req
 expect_bad "--fault 'stor-link@3req': stor-link needs a node" --fault stor-link@3req
 expect_bad "--fault duration = 7200 is outside" --fault stor-link:p0@3req:7200
 expect_bad "neither Nreq nor Ns" --fault brick@3
+# Issue 17: a process must be able to wait for its last scrape within the run's stop timeout.
+expect_bad "--metrics-wait-s = 30 is outside" --metrics --metrics-wait-s 30
 if [[ -e /var/tmp/dualpath-testbed/rpclitest ]]; then
   echo "FAIL: a bad-input run created cluster state"
   failures=$((failures + 1))

@@ -30,6 +30,10 @@ struct SpawnOptions {
   int output_fd = -1;
   bool own_process_group = false;
   int death_signal = SIGKILL;  // sent to the child when its parent thread dies; 0: none
+  // Descriptors the child inherits under the same numbers (their close-on-exec flag is cleared in
+  // the child only), e.g. a listening socket handed over as `--metrics-addr fd:N`. Every other
+  // descriptor of ours is close-on-exec.
+  std::vector<int> inherit_fds;
 };
 
 // Starts the child and returns its pid; kNotFound if argv[0] is not an executable in PATH.

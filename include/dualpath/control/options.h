@@ -21,6 +21,10 @@
 #include "dualpath/sched/cluster.h"
 #include "dualpath/sched/system.h"
 
+namespace dualpath::metrics {
+class Registry;
+}  // namespace dualpath::metrics
+
 namespace dualpath::control {
 
 // The system the service schedules for: one of sched::kServiceSystems (basic, dualpath, oracle),
@@ -77,6 +81,9 @@ struct ServiceOptions {
 
   // The liveness clock (not owned; default SteadyClock). Long-poll timeouts are real time.
   const Clock* clock = nullptr;
+  // Where the service registers its metrics (docs/metrics.md); not owned, must outlive the
+  // service. Null: no metrics.
+  metrics::Registry* metrics = nullptr;
 
   // kInvalidArgument naming the field.
   Status Validate() const;

@@ -21,6 +21,7 @@
 namespace dualpath::control {
 
 class ControlState;
+class ServiceMetrics;
 
 // Monotonic counters since start (for logs, tests and the serve summary line).
 struct ServiceStats {
@@ -72,7 +73,10 @@ class SchedulerService final : public v1::Scheduler::Service {
 
  private:
   explicit SchedulerService(std::unique_ptr<ControlState> state);
+  // Counts `s` by method (metrics on) and converts it.
+  grpc::Status Done(const char* method, const Status& s);
   std::unique_ptr<ControlState> state_;
+  std::unique_ptr<ServiceMetrics> metrics_;  // after state_: its callbacks read the state
 };
 
 }  // namespace dualpath::control

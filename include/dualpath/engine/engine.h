@@ -32,6 +32,10 @@
 #include "dualpath/engine/scheduler_link.h"
 #include "dualpath/storage/faults.h"
 
+namespace dualpath::metrics {
+class Registry;
+}  // namespace dualpath::metrics
+
 namespace dualpath::engine {
 
 enum class Role { kPrefill, kDecode };
@@ -62,6 +66,9 @@ struct EngineOptions {
   Nanos request_timeout = 60 * kNanosPerSecond;  // any single wait of one request
   Nanos peer_timeout = 5 * kNanosPerSecond;      // transfer engine: silent peer is dead
   storage::StorageFaults* faults = nullptr;      // tests only; not owned
+  // Where the engine registers its metrics (docs/metrics.md); not owned, must outlive the
+  // engine. Null: counted into a registry of the engine's own that nobody scrapes.
+  metrics::Registry* metrics = nullptr;
 };
 
 class Engine {

@@ -79,7 +79,19 @@ struct ClusterRunOptions {
   // undone after its duration; its recovery time is measured and a fault that never happened
   // fails the run.
   std::optional<FaultSpec> fault;
+  // Prometheus metrics (docs/metrics.md): every service and engine serves /metrics on a socket
+  // the orchestrator binds on metrics_host for the whole run (replay/cluster_metrics.h) and waits
+  // up to metrics_wait_s for its last scrape. metrics_config: write a prometheus.yml scraping them;
+  // metrics_targets: write a Prometheus file_sd target file.
+  bool metrics = false;
+  std::string metrics_host = "127.0.0.1";
+  double metrics_wait_s = 5;
+  std::string metrics_config;
+  std::string metrics_targets;
 };
+
+// The scrape interval of --metrics-config's prometheus.yml.
+inline constexpr double kMetricsScrapeIntervalS = 1;
 
 // The pool file of `node` of cluster `cluster`: /dev/shm/dualpath-<cluster>-<node>.pool.
 std::string NodePoolPath(const std::string& cluster, const std::string& node);

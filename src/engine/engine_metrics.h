@@ -1,0 +1,67 @@
+// EngineMetrics: what one engine exports on /metrics (docs/metrics.md). Counted here, on the hot
+// path (one relaxed atomic add each): storage bytes this engine read for requests (its path: "pe"
+// or "de", and its node's storage link), read latencies, KV transfer bytes by traffic class, and
+// failed requests by error code. Read at scrape time from counters that already exist (nothing
+// counted twice): the block store's StoreStats (hits, misses, corrupt files by tier "store"), the
+// engine's own scheduler report (queue lengths) and the write-behind queue.
+//
+// Ownership: owns its metric families and their registration; the objects the callbacks read must
+// outlive it (Engine::Impl declares it after them, so it is destroyed, and unregistered, first).
+// Thread safety: every method from any thread; callbacks run on the scraping thread.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <string>
+
+#include "dualpath/common/metrics.h"
+#include "dualpath/common/status.h"
+#include "dualpath/control/v1/scheduler.pb.h"
+#include "dualpath/storage/block_store.h"
+#include "dualpath/storage/write_behind.h"
+#include "dualpath/transfer/engine.h"
+
+namespace dualpath::engine {
+
+class EngineMetrics {
+ public:
+  struct Labels {
+    std::string system;  // as the scheduler service said at registration
+    std::string engine;  // engine name, e.g. "p0.0"
+    std::string node;    // its node (and so its storage link)
+    std::string role;    // "prefill" | "decode"
+  };
+  EngineMetrics(metrics::Registry& registry, Labels labels);
+
+  // A read of hit blocks for one request finished: verified bytes and blocks, wall seconds.
+  void OnRead(uint64_t bytes, double seconds);
+  // A transfer batch (SizeOf it before Submit moves it) was accepted by the transfer engine.
+  struct BatchSize {
+    transfer::TrafficClass cls;
+    transfer::Op op;
+    uint64_t bytes;
+  };
+  static BatchSize SizeOf(const transfer::Batch& b);
+  void OnTransfer(const BatchSize& size);
+  // A request failed on this engine (reported to the scheduler with ok=false).
+  void OnFailed(const Status& why);
+
+  // Series read at scrape time. `report` and `write_behind` (may be empty) must be thread-safe.
+  void AddCallbacks(const storage::BlockStore& store,
+                    std::function<control::v1::EngineReport()> report,
+                    std::function<storage::WriteBehindStats()> write_behind);
+
+ private:
+  std::vector<std::string> With(std::vector<std::string> extra) const;
+
+  const Labels labels_;
+  metrics::Group group_;
+  metrics::Counter& read_bytes_;
+  metrics::Counter& read_requests_;
+  metrics::Histogram& read_seconds_;
+  // [class][op], resolved once: no lookup on the hot path.
+  metrics::Counter* transfer_bytes_[transfer::kNumClasses][2] = {};
+  metrics::CounterFamily& errors_;
+};
+
+}  // namespace dualpath::engine
