@@ -18,10 +18,12 @@
 #include <thread>
 
 #include "cli/command.h"
+#include "cli/tls_flags.h"
 #include "dualpath/common/log.h"
 #include "dualpath/common/numeric.h"
 #include "dualpath/common/stop_signal.h"
 #include "dualpath/engine/engine.h"
+#include "dualpath/transfer/token.h"
 
 namespace dualpath::cli {
 namespace {
@@ -40,6 +42,8 @@ struct EngineArgs {
   double request_timeout_s = 60;
   double peer_timeout_s = 5;
   std::string ucx_net_devices;
+  GrpcTlsFiles tls;
+  std::string transfer_token_file;
   engine::EngineOptions o;
 };
 
@@ -86,6 +90,14 @@ int RunEngine(EngineArgs& a) {
     return CheckRange("--peer-timeout-s", a.peer_timeout_s, 0.001, kMaxTimeoutS, "s");
   }();
   if (!in_range.ok()) return ReportError("engine", in_range);
+  Result<GrpcTls> tls = LoadGrpcTls(a.tls);
+  if (!tls.ok()) return ReportError("engine", tls.status());
+  o.tls = std::move(*tls);
+  if (!a.transfer_token_file.empty()) {
+    Result<std::string> token = transfer::ReadTransferToken(a.transfer_token_file);
+    if (!token.ok()) return ReportError("engine", token.status());
+    o.transfer_token = std::move(*token);
+  }
   o.buffer_bytes = a.buffer_mib << 20;
   o.pool_bytes = a.pool_mib << 20;
   o.request_timeout = FromSeconds(a.request_timeout_s);
@@ -105,7 +117,7 @@ int RunEngine(EngineArgs& a) {
   pthread_sigmask(SIG_BLOCK, &set, nullptr);
 
   Result<std::unique_ptr<engine::Engine>> e =
-      engine::Engine::Create(o, engine::ConnectScheduler(a.scheduler));
+      engine::Engine::Create(o, engine::ConnectScheduler(a.scheduler, o.tls));
   if (!e.ok()) {
     return ReportError("engine", e.status());
   }
@@ -177,6 +189,10 @@ void Register(CLI::App& root, int* exit_code) {
                   "Longest wait of one request step before it fails (default 60)");
   sub->add_option("--peer-timeout-s", a->peer_timeout_s,
                   "Transfer peer silent this long with work outstanding is dead (default 5)");
+  AddTlsFlags(sub, &a->tls, /*serves=*/true);
+  sub->add_option("--transfer-token-file", a->transfer_token_file,
+                  "The cluster's transfer token (owner-only file): transfer peers must prove "
+                  "they hold it (required unless --insecure)");
   sub->callback([a, exit_code] { *exit_code = RunEngine(*a); });
 }
 

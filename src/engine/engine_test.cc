@@ -105,6 +105,7 @@ class EngineTest : public ::testing::Test {
     o.name = name;
     o.node = name.substr(0, 2);
     o.listen_ip = "127.0.0.1";
+    o.tls.insecure = true;  // unit test on loopback: plaintext EnginePeer, no transfer token
     o.store_root = root_;
     o.store_subdir = "sys";
     o.buffer_bytes = 16 << 20;
@@ -193,6 +194,30 @@ class EngineTest : public ::testing::Test {
   std::unique_ptr<Engine> pe_;
   std::unique_ptr<Engine> de_;
 };
+
+// Issue 17: an engine refuses, before starting anything, a store subdirectory that would leave
+// its store root, and (without --insecure) a missing transfer token.
+TEST_F(EngineTest, EscapingStoreSubdirOrMissingTokenIsRefusedBeforeStart) {
+  EngineOptions o;
+  o.name = "p9.0";
+  o.node = "p9";
+  o.store_root = root_;
+  o.tls.insecure = true;
+  for (const std::string& bad :
+       std::vector<std::string>{"..", "../elsewhere", "a/b", std::string("a\0b", 3)}) {
+    o.store_subdir = bad;
+    auto e = Engine::Create(o, sched_.Link());
+    ASSERT_FALSE(e.ok()) << "'" << bad << "' accepted";
+    EXPECT_EQ(e.status().code(), Code::kInvalidArgument) << e.status().ToString();
+    EXPECT_NE(e.status().message().find("must be one directory name"), std::string::npos);
+  }
+  o.store_subdir = "sys";
+  o.tls.insecure = false;
+  auto e = Engine::Create(o, sched_.Link());
+  ASSERT_FALSE(e.ok());
+  EXPECT_NE(e.status().message().find("--transfer-token-file"), std::string::npos)
+      << e.status().ToString();
+}
 
 TEST_F(EngineTest, EveryReadSideGivesReferenceOutputsAndTurnsHitWhatEarlierTurnsWrote) {
   ASSERT_TRUE(pe_ && de_);

@@ -581,13 +581,12 @@ void EngineImpl::AcceptPeer(std::unique_ptr<ControlChannel> c) {
   // peer got a REFUSED frame naming the reason).
   Status auth = AuthenticateAcceptor(*c, config_.token, config_.peer_timeout);
   if (!auth.ok()) {
-    log::Warn("transfer: {}", auth.ToString());
+    log::Warn("transfer: peer {} not admitted: {}", c->PeerName(), auth.ToString());
     return;
   }
   // The acceptor answers the connector's HELLO only after its own endpoints exist, so a
   // connector that returns from Connect() can use the peer at once.
-  Result<std::string> msg =
-      ReceiveWithin(*c, config_.peer_timeout, "hello from " + c->PeerName());
+  Result<std::string> msg = ReceiveWithin(*c, config_.peer_timeout, "hello from " + c->PeerName());
   Result<Hello> hello = msg.ok() ? DecodeHello(*msg) : Result<Hello>(msg.status());
   if (!hello.ok()) {
     log::Warn("transfer: rejected peer {}: {}", c->PeerName(), hello.status().ToString());

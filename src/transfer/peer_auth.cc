@@ -86,7 +86,7 @@ Status RefusalIn(std::string_view frame, const std::string& peer) {
   Result<MsgType> type = CheckFrame(frame);
   if (!type.ok() || *type != MsgType::kRefused) return Status::Ok();
   Result<std::string> reason = DecodeRefused(frame);
-  return PermissionDenied(fmt::format("transfer peer {} refused the connection: {}", peer,
+  return PermissionDenied(fmt::format("transfer peer {} refused us: {}", peer,
                                       reason.ok() ? *reason : reason.status().message()));
 }
 

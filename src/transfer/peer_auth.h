@@ -34,7 +34,8 @@ Status AuthenticateConnector(ControlChannel& ch, std::string_view token, Nanos t
 Status AuthenticateAcceptor(ControlChannel& ch, std::string_view token, Nanos timeout);
 
 // A REFUSED frame read where another message was expected: kPermissionDenied "transfer peer
-// <peer> refused the connection: <reason>"; `frame` of another type: OK.
+// <peer> refused us: <reason>"; `frame` of another type: OK. Our own refusals read "refused
+// transfer peer <peer>: <reason>" ("wrong transfer token", "no transfer token presented (...)").
 Status RefusalIn(std::string_view frame, const std::string& peer);
 
 }  // namespace dualpath::transfer
