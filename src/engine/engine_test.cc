@@ -16,6 +16,7 @@
 #include <mutex>
 #include <random>
 #include <thread>
+#include <vector>
 
 #include "dualpath/kv/block_file.h"
 #include "dualpath/kv/hasher.h"
