@@ -22,6 +22,7 @@
 #include "dualpath/sched/system.h"
 #include "dualpath/testbed/testbed.h"
 #include "link_monitor.h"
+#include "run_credentials.h"
 #include "run_lock.h"
 #include "system_check.h"
 
@@ -243,6 +244,7 @@ struct RunShared {
   std::vector<double> goodput;
   std::vector<std::string> names, roles;  // per node, cluster order
   int kill_index = -1;                    // the --kill-engine node, or -1
+  std::unique_ptr<RunCredentials> auth;   // engines' mTLS certificates and transfer token
 };
 
 // One system's run: its name, its store subdirectory and the service's address.
@@ -299,6 +301,8 @@ std::vector<std::string> EngineArgv(const SystemSetup& s, const testbed::Node& n
     argv.push_back("--pool");
     argv.push_back(NodePoolPath(s.run.cluster.name, n.name));
   }
+  const std::vector<std::string> auth = s.run.auth->EngineArgs(n.name);
+  argv.insert(argv.end(), auth.begin(), auth.end());
   argv.insert(argv.end(), o.engine_args.begin(), o.engine_args.end());
   return argv;
 }
@@ -630,6 +634,8 @@ Result<ClusterRunReport> RunOnCluster(const ClusterRunOptions& o, std::ostream& 
     run.roles.push_back(std::string(testbed::RoleName(n.role)));
   }
   ASSIGN_OR_RETURN(run.kill_index, KillIndex(o, cluster));
+  ASSIGN_OR_RETURN(run.auth, RunCredentials::Create(cluster, run.run_id));
+  progress << "auth: engines use mutual TLS and a transfer token (" << run.auth->dir() << ")\n";
 
   // Declared after the cluster guard: the pools go before the cluster does.
   NodePools pools(cluster, o.pool);
