@@ -26,8 +26,8 @@ inline constexpr size_t kMaxTransferTokenBytes = 4096;
 // other-accessible, too short or too long file.
 Result<std::string> ReadTransferToken(const std::string& path);
 
-// Writes a fresh random token (64 hex digits, 256 bits from OpenSSL RAND_bytes) to `path`, created with
-// mode 0600 (O_EXCL: an existing file is an error).
+// Writes a fresh random token (64 hex digits, 256 bits from OpenSSL RAND_bytes) to `path`, created
+// with mode 0600 (O_EXCL: an existing file is an error).
 Status WriteTransferTokenFile(const std::string& path);
 
 }  // namespace dualpath::transfer

@@ -24,7 +24,7 @@
 namespace dualpath::transfer {
 
 inline constexpr uint32_t kWireMagic = 0x58545044;  // "DPTX" little-endian
-inline constexpr uint16_t kWireVersion = 2;  // 2: AUTH and REFUSED before the HELLOs
+inline constexpr uint16_t kWireVersion = 2;         // 2: AUTH and REFUSED before the HELLOs
 // Sanity bounds: a UCX rkey or worker address is at most a few KiB; a peer advertising more
 // regions than this is broken.
 inline constexpr size_t kMaxBlobBytes = 64 * 1024;
