@@ -8,6 +8,7 @@
 #include <mutex>
 
 #include "dualpath/common/grpc_server.h"
+#include "dualpath/common/grpc_tls.h"
 #include "dualpath/common/log.h"
 #include "dualpath/kv/block_file.h"
 #include "dualpath/pool/pool.h"
@@ -219,7 +220,11 @@ Status Engine::Impl::Start() {
   if (o.read_depth == 0 || o.read_depth > 1024) {
     return InvalidArgument(fmt::format("read depth {} not in [1, 1024]", o.read_depth));
   }
-  // Checked before anything starts (the EnginePeer listener checks its TLS itself).
+  // Checked before anything starts: the EnginePeer listener's TLS (the one rule of grpc_tls.h,
+  // applied again when it binds) and the transfer token.
+  RETURN_IF_ERROR(
+      GrpcServerCredentials(o.tls, "EnginePeer", fmt::format("{}:{}", o.listen_ip, o.peer_port))
+          .status());
   if (o.transfer_token.empty() && !o.tls.insecure) {
     return InvalidArgument(
         "engine: the transfer engine needs the cluster's token (--transfer-token-file), or "

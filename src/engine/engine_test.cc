@@ -18,6 +18,7 @@
 #include <thread>
 #include <vector>
 
+#include "dualpath/common/grpc_tls_pki.h"
 #include "dualpath/kv/block_file.h"
 #include "dualpath/kv/hasher.h"
 #include "dualpath/model/ref_model.h"
@@ -197,7 +198,8 @@ class EngineTest : public ::testing::Test {
 };
 
 // Issue 17: an engine refuses, before starting anything, a store subdirectory that would leave
-// its store root, and (without --insecure) a missing transfer token.
+// its store root, and (without --insecure) a TCP EnginePeer listener without a certificate or a
+// missing transfer token, each naming the flags.
 TEST_F(EngineTest, EscapingStoreSubdirOrMissingTokenIsRefusedBeforeStart) {
   EngineOptions o;
   o.name = "p9.0";
@@ -216,6 +218,19 @@ TEST_F(EngineTest, EscapingStoreSubdirOrMissingTokenIsRefusedBeforeStart) {
   o.tls.insecure = false;
   auto e = Engine::Create(o, sched_.Link());
   ASSERT_FALSE(e.ok());
+  EXPECT_EQ(e.status().code(), Code::kInvalidArgument);
+  EXPECT_NE(e.status().message().find("EnginePeer: TCP listener 127.0.0.1:0 needs --tls-cert"),
+            std::string::npos)
+      << e.status().ToString();
+  ASSERT_TRUE(WriteClusterPki(root_ + "/pki", {{"p9", {"127.0.0.1"}}}).ok());
+  Result<GrpcTls> tls = LoadGrpcTls({.cert = PkiCertPath(root_ + "/pki", "p9"),
+                                     .key = PkiKeyPath(root_ + "/pki", "p9"),
+                                     .ca = PkiCaPath(root_ + "/pki")});
+  ASSERT_TRUE(tls.ok()) << tls.status().ToString();
+  o.tls = *tls;
+  e = Engine::Create(o, sched_.Link());
+  ASSERT_FALSE(e.ok());
+  EXPECT_EQ(e.status().code(), Code::kInvalidArgument);
   EXPECT_NE(e.status().message().find("--transfer-token-file"), std::string::npos)
       << e.status().ToString();
 }

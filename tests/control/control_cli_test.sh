@@ -76,7 +76,7 @@ bad "--tls-cert and --tls-key go together" --listen 127.0.0.1:0 --tls-cert "$0" 
 bad "--insecure cannot be combined" --listen 127.0.0.1:0 --insecure --tls-ca "$0" "${ok_engines[@]}"
 bad "--tls-ca $tmp/none.pem does not exist" --listen 127.0.0.1:0 --tls-ca "$tmp/none.pem" \
   "${ok_engines[@]}"
-engine_bad "needs the cluster's token (--transfer-token-file), or --insecure"
+engine_bad "EnginePeer: TCP listener 127.0.0.1:0 needs --tls-cert and --tls-key (plus --tls-ca for mutual TLS), or --insecure"
 printf '0123456789abcdef0123\n' >"$tmp/token" && chmod 644 "$tmp/token"
 engine_bad "must be owner-only" --transfer-token-file "$tmp/token"
 engine_bad "must be one directory name" --insecure --store-subdir ../up
@@ -170,6 +170,9 @@ pki() {  # DIR: ca.crt, server.{crt,key} (SAN IP:127.0.0.1), client.{crt,key}
 pki "$tmp/pki"
 pki "$tmp/other"
 p=$tmp/pki
+# An engine with a certificate but without the transfer token does not start either.
+engine_bad "needs the cluster's token (--transfer-token-file), or --insecure" \
+  --tls-cert "$p/server.crt" --tls-key "$p/server.key" --tls-ca "$p/ca.crt"
 start "127.0.0.1:0" --tls-cert "$p/server.crt" --tls-key "$p/server.key" --tls-ca "$p/ca.crt"
 for who in "--tls-ca $p/ca.crt" \
   "--tls-ca $p/ca.crt --tls-cert $tmp/other/client.crt --tls-key $tmp/other/client.key" \
