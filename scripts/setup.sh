@@ -27,6 +27,8 @@ PACKAGES=(
   libgtest-dev libgmock-dev libbenchmark-dev
   # common libraries
   libfmt-dev libspdlog-dev libcli11-dev nlohmann-json3-dev libssl-dev libxxhash-dev
+  # test certificates in the CLI tests (issue 17)
+  openssl
   # data plane
   liburing-dev libucx-dev ucx-utils
   # control plane

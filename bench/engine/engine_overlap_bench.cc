@@ -119,6 +119,7 @@ int Main(int argc, char** argv) {
     o.name = name;
     o.node = name.substr(0, 2);
     o.store_root = root;
+    o.tls.insecure = true;  // a benchmark on loopback: plaintext EnginePeer, no transfer token
     o.buffer_bytes = 1ull << 30;
     o.prefetch_requests = prefetch;
     o.faults = link;

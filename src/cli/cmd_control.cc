@@ -12,6 +12,7 @@
 
 #include "cli/command.h"
 #include "cli/metrics_flags.h"
+#include "cli/tls_flags.h"
 #include "dualpath/common/log.h"
 #include "dualpath/common/stop_signal.h"
 #include "dualpath/control/client.h"
@@ -38,7 +39,20 @@ struct ServeArgs {
   bool split_reads = false;
   std::string hash_seed = "0";
   MetricsFlags metrics;
+  GrpcTlsFiles tls;
 };
+
+// What `control engines|shutdown` take: the service's address and the client's TLS options.
+struct ClientArgs {
+  std::string scheduler;
+  GrpcTlsFiles tls;
+};
+
+// A client of the service, or the exit code for bad TLS options.
+Result<control::Client> ConnectClient(const ClientArgs& a) {
+  ASSIGN_OR_RETURN(GrpcTls tls, LoadGrpcTls(a.tls));
+  return control::Client(a.scheduler, control::ClientOptions{.tls = std::move(tls)});
+}
 
 int Serve(const ServeArgs& a) {
   control::ServiceOptions o;
@@ -69,6 +83,8 @@ int Serve(const ServeArgs& a) {
   auto metrics_server = StartMetrics(a.metrics, registry);
   if (!metrics_server.ok()) return ReportError("control serve", metrics_server.status());
   if (*metrics_server != nullptr) o.metrics = &registry;
+  Result<GrpcTls> tls = LoadGrpcTls(a.tls);
+  if (!tls.ok()) return ReportError("control serve", tls.status());
 
   // SIGTERM/SIGINT are taken by one thread (sigwait) rather than a handler: blocked here, before
   // gRPC starts its threads, so every thread inherits the mask.
@@ -78,7 +94,7 @@ int Serve(const ServeArgs& a) {
   sigaddset(&signals, SIGINT);
   pthread_sigmask(SIG_BLOCK, &signals, nullptr);
 
-  auto server = control::ControlServer::Start(a.listen, o);
+  auto server = control::ControlServer::Start(a.listen, o, *tls);
   if (!server.ok()) return ReportError("control serve", server.status());
   control::ControlServer& s = **server;
   std::cout << "listening on " << s.address() << std::endl;
@@ -117,8 +133,10 @@ int Serve(const ServeArgs& a) {
   return kExitOk;
 }
 
-int Engines(const std::string& addr) {
-  Result<control::v1::ListEnginesReply> listed = control::Client(addr).ListEngines();
+int Engines(const ClientArgs& args) {
+  Result<control::Client> client = ConnectClient(args);
+  if (!client.ok()) return ReportError("control engines", client.status());
+  Result<control::v1::ListEnginesReply> listed = client->ListEngines();
   if (!listed.ok()) return ReportError("control engines", listed.status());
   const control::v1::ListEnginesReply& reply = *listed;
   std::printf("%-4s %-12s %-8s %-8s %-6s %s\n", "id", "name", "role", "node", "alive", "peer");
@@ -131,8 +149,10 @@ int Engines(const std::string& addr) {
   return kExitOk;
 }
 
-int ShutdownRun(const std::string& addr) {
-  Status st = control::Client(addr).Shutdown();
+int ShutdownRun(const ClientArgs& args) {
+  Result<control::Client> client = ConnectClient(args);
+  if (!client.ok()) return ReportError("control shutdown", client.status());
+  Status st = client->Shutdown();
   if (!st.ok()) return ReportError("control shutdown", st);
   return kExitOk;
 }
@@ -170,17 +190,20 @@ void Register(CLI::App& root, int* exit_code) {
   serve->add_flag("--split-reads", a->split_reads, "dualpath: split reads when both queues long");
   serve->add_option("--hash-seed", a->hash_seed, "prompt block hash seed (default \"0\")");
   AddMetricsOptions(serve, &a->metrics);
+  AddTlsFlags(serve, &a->tls, /*serves=*/true);
   serve->callback([a, exit_code] { *exit_code = Serve(*a); });
 
-  auto addr = std::make_shared<std::string>();
+  auto c = std::make_shared<ClientArgs>();
   CLI::App* engines = control->add_subcommand("engines", "List the engines a service knows");
-  engines->add_option("--scheduler", *addr, "service address")->required();
-  engines->callback([addr, exit_code] { *exit_code = Engines(*addr); });
+  engines->add_option("--scheduler", c->scheduler, "service address")->required();
+  AddTlsFlags(engines, &c->tls, /*serves=*/false);
+  engines->callback([c, exit_code] { *exit_code = Engines(*c); });
 
   CLI::App* shutdown =
       control->add_subcommand("shutdown", "End the run: engines get shutdown on their next fetch");
-  shutdown->add_option("--scheduler", *addr, "service address")->required();
-  shutdown->callback([addr, exit_code] { *exit_code = ShutdownRun(*addr); });
+  shutdown->add_option("--scheduler", c->scheduler, "service address")->required();
+  AddTlsFlags(shutdown, &c->tls, /*serves=*/false);
+  shutdown->callback([c, exit_code] { *exit_code = ShutdownRun(*c); });
 }
 
 DUALPATH_CLI_COMMAND(Register);

@@ -19,10 +19,12 @@
 
 #include "cli/command.h"
 #include "cli/metrics_flags.h"
+#include "cli/tls_flags.h"
 #include "dualpath/common/log.h"
 #include "dualpath/common/numeric.h"
 #include "dualpath/common/stop_signal.h"
 #include "dualpath/engine/engine.h"
+#include "dualpath/transfer/token.h"
 
 namespace dualpath::cli {
 namespace {
@@ -42,6 +44,8 @@ struct EngineArgs {
   double peer_timeout_s = 5;
   std::string ucx_net_devices;
   MetricsFlags metrics;
+  GrpcTlsFiles tls;
+  std::string transfer_token_file;
   engine::EngineOptions o;
 };
 
@@ -93,6 +97,14 @@ int RunEngine(EngineArgs& a) {
   auto metrics_server = StartMetrics(a.metrics, registry);
   if (!metrics_server.ok()) return ReportError("engine", metrics_server.status());
   if (*metrics_server != nullptr) o.metrics = &registry;
+  Result<GrpcTls> tls = LoadGrpcTls(a.tls);
+  if (!tls.ok()) return ReportError("engine", tls.status());
+  o.tls = std::move(*tls);
+  if (!a.transfer_token_file.empty()) {
+    Result<std::string> token = transfer::ReadTransferToken(a.transfer_token_file);
+    if (!token.ok()) return ReportError("engine", token.status());
+    o.transfer_token = std::move(*token);
+  }
   o.buffer_bytes = a.buffer_mib << 20;
   o.pool_bytes = a.pool_mib << 20;
   o.request_timeout = FromSeconds(a.request_timeout_s);
@@ -112,7 +124,7 @@ int RunEngine(EngineArgs& a) {
   pthread_sigmask(SIG_BLOCK, &set, nullptr);
 
   Result<std::unique_ptr<engine::Engine>> e =
-      engine::Engine::Create(o, engine::ConnectScheduler(a.scheduler));
+      engine::Engine::Create(o, engine::ConnectScheduler(a.scheduler, o.tls));
   if (!e.ok()) {
     return ReportError("engine", e.status());
   }
@@ -188,6 +200,10 @@ void Register(CLI::App& root, int* exit_code) {
   sub->add_option("--peer-timeout-s", a->peer_timeout_s,
                   "Transfer peer silent this long with work outstanding is dead (default 5)");
   AddMetricsOptions(sub, &a->metrics);
+  AddTlsFlags(sub, &a->tls, /*serves=*/true);
+  sub->add_option("--transfer-token-file", a->transfer_token_file,
+                  "The cluster's transfer token (owner-only file): transfer peers must prove "
+                  "they hold it (required unless --insecure)");
   sub->callback([a, exit_code] { *exit_code = RunEngine(*a); });
 }
 

@@ -1,6 +1,7 @@
 #include "dualpath/common/file.h"
 
 #include <fcntl.h>
+#include <fmt/format.h>
 #include <spawn.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -129,6 +130,22 @@ Result<std::string> ReadInputFile(const std::string& path, std::string_view what
   if (text.status().code() == Code::kNotFound) {
     return InvalidArgument(Named(what, path) + " does not exist");
   }
+  return text;
+}
+
+Result<std::string> ReadSecretFile(const std::string& path, std::string_view what,
+                                   uint64_t max_bytes) {
+  ASSIGN_OR_RETURN(std::string text, ReadInputFile(path, what, max_bytes));
+  const std::string name = Named(what, path);
+  // The mode is checked after the read succeeded (so a missing file reads as "does not exist");
+  // stat follows a symlink as open did.
+  struct stat st {};
+  if (::stat(path.c_str(), &st) != 0) return ErrnoStatus("stat " + name, errno);
+  if ((st.st_mode & 077) != 0) {
+    return InvalidArgument(fmt::format(
+        "{} has mode {:04o}: a secret must be owner-only (chmod 600)", name, st.st_mode & 07777));
+  }
+  if (text.empty()) return InvalidArgument(name + " is empty");
   return text;
 }
 

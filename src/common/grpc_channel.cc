@@ -14,8 +14,8 @@ grpc::ChannelArguments DefaultChannelArgs() {
   return args;
 }
 
-std::shared_ptr<grpc::Channel> MakeChannel(const std::string& address) {
-  return grpc::CreateCustomChannel(address, grpc::InsecureChannelCredentials(),
+std::shared_ptr<grpc::Channel> MakeChannel(const std::string& address, const GrpcTls& tls) {
+  return grpc::CreateCustomChannel(address, GrpcChannelCredentials(tls, address),
                                    DefaultChannelArgs());
 }
 

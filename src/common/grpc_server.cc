@@ -22,13 +22,16 @@ std::string UnixSocketPath(const std::string& listen) {
 }  // namespace
 
 Result<GrpcServerStart> StartGrpcServer(grpc::ServerBuilder& builder, const std::string& what,
-                                        const std::string& listen) {
+                                        const std::string& listen, const GrpcTls& tls) {
   if (listen.empty()) return InvalidArgument(what + ": empty listen address");
+  // A TCP listener without TLS and without --insecure is refused here, before anything binds.
+  ASSIGN_OR_RETURN(std::shared_ptr<grpc::ServerCredentials> credentials,
+                   GrpcServerCredentials(tls, what, listen));
   // Before gRPC unlinks a unix socket that is in use, or shares a TCP port.
   RETURN_IF_ERROR(CheckListenAddress(listen).WithContext(what));
   builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
   GrpcServerStart out;
-  builder.AddListeningPort(listen, grpc::InsecureServerCredentials(), &out.port);
+  builder.AddListeningPort(listen, credentials, &out.port);
   const std::string socket_path = UnixSocketPath(listen);
   // A unix socket is owner-only (0600): any local user who can connect can drive the service.
   // gRPC creates the file at bind with the process umask, so the umask is tightened around the
@@ -36,7 +39,7 @@ Result<GrpcServerStart> StartGrpcServer(grpc::ServerBuilder& builder, const std:
   const mode_t old_umask = socket_path.empty() ? 0 : ::umask(0177);
   out.server = builder.BuildAndStart();
   if (!socket_path.empty()) ::umask(old_umask);
-  const bool is_unix = listen.rfind("unix", 0) == 0;
+  const bool is_unix = IsUnixAddress(listen);
   // gRPC reports a failed bind as no server, or (TCP) a server with selected port 0.
   if (out.server == nullptr || (!is_unix && out.port == 0)) {
     if (out.server != nullptr) out.server->Shutdown();

@@ -37,7 +37,7 @@ Client::Client(std::string address, ClientOptions options) : impl_(std::make_uni
   DUALPATH_CHECK(options.rpc_timeout > 0, "control::Client: rpc_timeout must be > 0");
   impl_->address = std::move(address);
   impl_->options = options;
-  impl_->channel = MakeChannel(impl_->address);
+  impl_->channel = MakeChannel(impl_->address, options.tls);
   impl_->stub = v1::Scheduler::NewStub(impl_->channel);
 }
 

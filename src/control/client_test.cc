@@ -104,7 +104,7 @@ class ClientTest : public ::testing::Test {
   void StartService() {
     grpc::ServerBuilder builder;
     builder.RegisterService(&service_);
-    auto started = StartGrpcServer(builder, "scripted scheduler", address_);
+    auto started = StartGrpcServer(builder, "scripted scheduler", address_, GrpcTls{});
     ASSERT_TRUE(started.ok()) << started.status().ToString();
     server_ = std::move(started->server);
   }

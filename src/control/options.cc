@@ -6,6 +6,7 @@
 
 #include "dualpath/common/numeric.h"
 #include "dualpath/kv/hasher.h"
+#include "dualpath/storage/layout.h"
 
 namespace dualpath::control {
 
@@ -71,8 +72,8 @@ Status ServiceOptions::Validate() const {
   if (!store_subdir.empty() && store_root.empty()) {
     return InvalidArgument("store_subdir '" + store_subdir + "' given without store_root");
   }
-  if (store_subdir.find('/') != std::string::npos || store_subdir == "..") {
-    return InvalidArgument("store_subdir must be one directory name, got '" + store_subdir + "'");
+  if (!store_subdir.empty()) {
+    RETURN_IF_ERROR(storage::CheckPathComponent(store_subdir, "store_subdir"));
   }
   if (engines.empty()) {
     if (expect_prefill < 1 || expect_decode < 1) {

@@ -2,6 +2,9 @@
 
 #include <gtest/gtest.h>
 
+#include <string>
+#include <vector>
+
 namespace dualpath::control {
 namespace {
 
@@ -78,6 +81,15 @@ TEST(Options, ValidateNamesTheField) {
   b = o;
   b.store_subdir = "x";
   EXPECT_NE(b.Validate().message().find("store_root"), std::string::npos);
+  // Issue 17: the per-run subdirectory cannot name a path outside the store root.
+  for (const std::string& bad :
+       std::vector<std::string>{"..", ".", "../x", "a/b", std::string("a\0b", 3)}) {
+    b = o;
+    b.store_root = "/store";
+    b.store_subdir = bad;
+    EXPECT_NE(b.Validate().message().find("must be one directory name"), std::string::npos)
+        << "'" << bad << "': " << b.Validate().ToString();
+  }
   b = o;
   b.hash_algo = "md5";
   EXPECT_FALSE(b.Validate().ok());

@@ -11,7 +11,8 @@
 namespace dualpath::control {
 
 Result<std::unique_ptr<ControlServer>> ControlServer::Start(const std::string& listen,
-                                                            const ServiceOptions& options) {
+                                                            const ServiceOptions& options,
+                                                            const GrpcTls& tls) {
   if (listen.empty()) return InvalidArgument("control: empty listen address");
   std::unique_ptr<ControlServer> s(new ControlServer());
   ASSIGN_OR_RETURN(s->service_, SchedulerService::Create(options));
@@ -21,7 +22,7 @@ Result<std::unique_ptr<ControlServer>> ControlServer::Start(const std::string& l
   builder.SetMaxSendMessageSize(-1);
   builder.RegisterService(s->service_.get());
   // Refuses an address another server holds ("address in use") instead of taking it over.
-  ASSIGN_OR_RETURN(GrpcServerStart started, StartGrpcServer(builder, "control", listen));
+  ASSIGN_OR_RETURN(GrpcServerStart started, StartGrpcServer(builder, "control", listen, tls));
   s->server_ = std::move(started.server);
   s->address_ = std::move(started.address);
   s->liveness_ = std::thread([p = s.get()] { p->LivenessLoop(); });

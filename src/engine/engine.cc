@@ -8,9 +8,11 @@
 #include <mutex>
 
 #include "dualpath/common/grpc_server.h"
+#include "dualpath/common/grpc_tls.h"
 #include "dualpath/common/log.h"
 #include "dualpath/kv/block_file.h"
 #include "dualpath/pool/pool.h"
+#include "dualpath/storage/layout.h"
 #include "engine/context.h"
 #include "engine/decode.h"
 #include "engine/notice.h"
@@ -75,6 +77,7 @@ Status Engine::Impl::StartServers() {
   transfer::EngineConfig tc;
   tc.ucx_tls = o.ucx_tls;
   tc.peer_timeout = o.peer_timeout;
+  tc.token = o.transfer_token;
   ASSIGN_OR_RETURN(transfer, transfer::TransferEngine::Create(tc));
   // One registered region for every buffer of the engine: areas allocated from it never need
   // another registration or a remote-key exchange.
@@ -102,7 +105,7 @@ Status Engine::Impl::StartServers() {
     base = static_cast<std::byte*>(region->second);
   }
   arena = std::make_unique<KvArena>(base, o.buffer_bytes, o.hbm_tokens);
-  peers = std::make_unique<PeerDirectory>(*transfer);
+  peers = std::make_unique<PeerDirectory>(*transfer, o.tls);
   Result<std::string> taddr = transfer->Listen(fmt::format("{}:{}", o.listen_ip, o.transfer_port));
   if (!taddr.ok()) {
     return taddr.status().WithContext("transfer engine listen");
@@ -115,9 +118,9 @@ Status Engine::Impl::StartServers() {
   // StartDecode carries every prompt token id (hundreds of KiB for long agentic contexts).
   builder.SetMaxReceiveMessageSize(-1);
   // Refuses a port another server holds ("address in use"): gRPC would share it (SO_REUSEPORT).
-  ASSIGN_OR_RETURN(
-      GrpcServerStart started,
-      StartGrpcServer(builder, "EnginePeer", fmt::format("{}:{}", o.listen_ip, o.peer_port)));
+  ASSIGN_OR_RETURN(GrpcServerStart started,
+                   StartGrpcServer(builder, "EnginePeer",
+                                   fmt::format("{}:{}", o.listen_ip, o.peer_port), o.tls));
   server = std::move(started.server);
   const int port = started.port;
   ctx.info.set_peer_addr(fmt::format("{}:{}", o.listen_ip, port));
@@ -255,11 +258,25 @@ Status Engine::Impl::Start() {
   if (o.store_root.empty()) {
     return InvalidArgument("store root is empty");
   }
+  if (!o.store_subdir.empty()) {
+    // One directory below the root: no "..", no '/' (docs/storage.md "Modes and names").
+    RETURN_IF_ERROR(storage::CheckPathComponent(o.store_subdir, "store subdir"));
+  }
   if (o.buffer_bytes < (1u << 20)) {
     return InvalidArgument(fmt::format("buffer of {} bytes is below 1 MiB", o.buffer_bytes));
   }
   if (o.read_depth == 0 || o.read_depth > 1024) {
     return InvalidArgument(fmt::format("read depth {} not in [1, 1024]", o.read_depth));
+  }
+  // Checked before anything starts: the EnginePeer listener's TLS (the one rule of grpc_tls.h,
+  // applied again when it binds) and the transfer token.
+  RETURN_IF_ERROR(
+      GrpcServerCredentials(o.tls, "EnginePeer", fmt::format("{}:{}", o.listen_ip, o.peer_port))
+          .status());
+  if (o.transfer_token.empty() && !o.tls.insecure) {
+    return InvalidArgument(
+        "engine: the transfer engine needs the cluster's token (--transfer-token-file), or "
+        "--insecure");
   }
   RETURN_IF_ERROR(StartServers());
   return RegisterAndBuild();

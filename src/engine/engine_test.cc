@@ -17,7 +17,9 @@
 #include <mutex>
 #include <random>
 #include <thread>
+#include <vector>
 
+#include "dualpath/common/grpc_tls_pki.h"
 #include "dualpath/common/metrics.h"
 #include "dualpath/engine/v1/engine.grpc.pb.h"
 #include "dualpath/kv/block_file.h"
@@ -108,6 +110,7 @@ class EngineTest : public ::testing::Test {
     o.name = name;
     o.node = name.substr(0, 2);
     o.listen_ip = "127.0.0.1";
+    o.tls.insecure = true;  // unit test on loopback: plaintext EnginePeer, no transfer token
     o.store_root = root_;
     o.store_subdir = "sys";
     o.buffer_bytes = 16 << 20;
@@ -198,6 +201,44 @@ class EngineTest : public ::testing::Test {
   std::unique_ptr<Engine> pe_;
   std::unique_ptr<Engine> de_;
 };
+
+// Issue 17: an engine refuses, before starting anything, a store subdirectory that would leave
+// its store root, and (without --insecure) a TCP EnginePeer listener without a certificate or a
+// missing transfer token, each naming the flags.
+TEST_F(EngineTest, EscapingStoreSubdirOrMissingTokenIsRefusedBeforeStart) {
+  EngineOptions o;
+  o.name = "p9.0";
+  o.node = "p9";
+  o.store_root = root_;
+  o.tls.insecure = true;
+  for (const std::string& bad :
+       std::vector<std::string>{"..", "../elsewhere", "a/b", std::string("a\0b", 3)}) {
+    o.store_subdir = bad;
+    auto e = Engine::Create(o, sched_.Link());
+    ASSERT_FALSE(e.ok()) << "'" << bad << "' accepted";
+    EXPECT_EQ(e.status().code(), Code::kInvalidArgument) << e.status().ToString();
+    EXPECT_NE(e.status().message().find("must be one directory name"), std::string::npos);
+  }
+  o.store_subdir = "sys";
+  o.tls.insecure = false;
+  auto e = Engine::Create(o, sched_.Link());
+  ASSERT_FALSE(e.ok());
+  EXPECT_EQ(e.status().code(), Code::kInvalidArgument);
+  EXPECT_NE(e.status().message().find("EnginePeer: TCP listener 127.0.0.1:0 needs --tls-cert"),
+            std::string::npos)
+      << e.status().ToString();
+  ASSERT_TRUE(WriteClusterPki(root_ + "/pki", {{"p9", {"127.0.0.1"}}}).ok());
+  Result<GrpcTls> tls = LoadGrpcTls({.cert = PkiCertPath(root_ + "/pki", "p9"),
+                                     .key = PkiKeyPath(root_ + "/pki", "p9"),
+                                     .ca = PkiCaPath(root_ + "/pki")});
+  ASSERT_TRUE(tls.ok()) << tls.status().ToString();
+  o.tls = *tls;
+  e = Engine::Create(o, sched_.Link());
+  ASSERT_FALSE(e.ok());
+  EXPECT_EQ(e.status().code(), Code::kInvalidArgument);
+  EXPECT_NE(e.status().message().find("--transfer-token-file"), std::string::npos)
+      << e.status().ToString();
+}
 
 TEST_F(EngineTest, EveryReadSideGivesReferenceOutputsAndTurnsHitWhatEarlierTurnsWrote) {
   ASSERT_TRUE(pe_ && de_);

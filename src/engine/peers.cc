@@ -45,7 +45,7 @@ std::shared_ptr<v1::EnginePeer::Stub> PeerDirectory::Stub(const std::string& add
   // The channel settings every client of ours uses (common/grpc_channel.h): StartDecode carries
   // every prompt token id, and a dead peer must fail its requests promptly (reconnects back off to
   // at most 1 s, not minutes) so the scheduler re-submits them.
-  auto channel = MakeChannel(address);
+  auto channel = MakeChannel(address, tls_);
   auto stub = std::shared_ptr<v1::EnginePeer::Stub>(v1::EnginePeer::NewStub(channel));
   stubs_.emplace(address, stub);
   return stub;

@@ -14,6 +14,7 @@
 #include <mutex>
 #include <string>
 
+#include "dualpath/common/grpc_tls.h"
 #include "dualpath/common/status.h"
 #include "dualpath/engine/v1/engine.grpc.pb.h"
 #include "dualpath/transfer/engine.h"
@@ -22,7 +23,9 @@ namespace dualpath::engine {
 
 class PeerDirectory {
  public:
-  explicit PeerDirectory(transfer::TransferEngine& transfer) : transfer_(transfer) {}
+  // `tls`: the EnginePeer clients' transport security (the engine's own certificate and CA).
+  PeerDirectory(transfer::TransferEngine& transfer, GrpcTls tls)
+      : transfer_(transfer), tls_(std::move(tls)) {}
 
   // The live transfer peer at `addr_port`, connecting if needed. kEnginePeerFailed naming the
   // address if the handshake fails.
@@ -34,6 +37,7 @@ class PeerDirectory {
 
  private:
   transfer::TransferEngine& transfer_;
+  const GrpcTls tls_;
   std::mutex mu_;
   std::map<std::string, transfer::PeerId> transfer_peers_;              // guarded by mu_
   std::map<std::string, std::shared_ptr<v1::EnginePeer::Stub>> stubs_;  // guarded by mu_

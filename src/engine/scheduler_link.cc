@@ -11,7 +11,8 @@ namespace v1c = control::v1;
 // wait for a service that starts after the engine, and the error mapping are the client's.
 class GrpcSchedulerLink final : public SchedulerLink {
  public:
-  explicit GrpcSchedulerLink(const std::string& address) : client_(address) {}
+  GrpcSchedulerLink(const std::string& address, const GrpcTls& tls)
+      : client_(address, control::ClientOptions{.tls = tls}) {}
 
   Result<v1c::RegisterEngineReply> Register(const v1c::RegisterEngineRequest& request) override {
     return client_.RegisterEngine(request);
@@ -29,8 +30,8 @@ class GrpcSchedulerLink final : public SchedulerLink {
 
 }  // namespace
 
-std::unique_ptr<SchedulerLink> ConnectScheduler(const std::string& address) {
-  return std::make_unique<GrpcSchedulerLink>(address);
+std::unique_ptr<SchedulerLink> ConnectScheduler(const std::string& address, const GrpcTls& tls) {
+  return std::make_unique<GrpcSchedulerLink>(address, tls);
 }
 
 }  // namespace dualpath::engine

@@ -24,6 +24,7 @@
 #include "dualpath/testbed/testbed.h"
 #include "fault_injector.h"
 #include "link_monitor.h"
+#include "run_credentials.h"
 #include "run_lock.h"
 #include "system_check.h"
 
@@ -246,6 +247,7 @@ struct RunShared {
   std::vector<std::string> names, roles;      // per node, cluster order
   int kill_index = -1;                        // the --kill-engine node, or -1
   const MetricsEndpoints* metrics = nullptr;  // --metrics, else null
+  std::unique_ptr<RunCredentials> auth;       // engines' mTLS certificates and transfer token
 };
 
 // One system's run: its name, its store subdirectory and the service's address.
@@ -310,6 +312,8 @@ std::vector<std::string> EngineArgv(const SystemSetup& s, const testbed::Node& n
        MetricsEndpoints::ArgsOf(s.run.metrics, MetricsEndpoints::NodeSlot(i), o.metrics_wait_s)) {
     argv.push_back(std::move(a));
   }
+  const std::vector<std::string> auth = s.run.auth->EngineArgs(n.name);
+  argv.insert(argv.end(), auth.begin(), auth.end());
   argv.insert(argv.end(), o.engine_args.begin(), o.engine_args.end());
   return argv;
 }
@@ -682,6 +686,8 @@ Result<ClusterRunReport> RunOnCluster(const ClusterRunOptions& o, std::ostream& 
   if (o.fault && !o.fault->node.empty() && cluster.FindNode(o.fault->node) == nullptr) {
     return InvalidArgument("--fault: no node '" + o.fault->node + "' in " + cluster.PdSpec());
   }
+  ASSIGN_OR_RETURN(run.auth, RunCredentials::Create(cluster, run.run_id));
+  progress << "auth: engines use mutual TLS and a transfer token (" << run.auth->dir() << ")\n";
 
   // Declared after the cluster guard: the pools go before the cluster does.
   NodePools pools(cluster, o.pool);

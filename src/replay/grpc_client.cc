@@ -11,9 +11,9 @@ namespace {
 
 class GrpcServiceClient final : public ServiceClient {
  public:
-  GrpcServiceClient(const std::string& address, uint32_t rpc_timeout_ms)
-      : client_(address,
-                control::ClientOptions{.rpc_timeout = Nanos{rpc_timeout_ms} * kNanosPerMilli}) {}
+  GrpcServiceClient(const std::string& address, uint32_t rpc_timeout_ms, const GrpcTls& tls)
+      : client_(address, control::ClientOptions{
+                             .rpc_timeout = Nanos{rpc_timeout_ms} * kNanosPerMilli, .tls = tls}) {}
 
   Result<int64_t> Submit(const pb::RequestSpec& spec) override {
     pb::SubmitRequest req;
@@ -49,8 +49,8 @@ class GrpcServiceClient final : public ServiceClient {
 }  // namespace
 
 std::unique_ptr<ServiceClient> MakeGrpcServiceClient(const std::string& address,
-                                                     uint32_t rpc_timeout_ms) {
-  return std::make_unique<GrpcServiceClient>(address, rpc_timeout_ms);
+                                                     uint32_t rpc_timeout_ms, const GrpcTls& tls) {
+  return std::make_unique<GrpcServiceClient>(address, rpc_timeout_ms, tls);
 }
 
 }  // namespace dualpath::replay

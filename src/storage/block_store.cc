@@ -31,7 +31,7 @@ Status MakeDirs(const std::string& path) {
       continue;
     }
     std::string prefix = path.substr(0, pos);
-    if (::mkdir(prefix.c_str(), 0755) != 0 && errno != EEXIST) {
+    if (::mkdir(prefix.c_str(), kStoreDirMode) != 0 && errno != EEXIST) {
       return ErrnoStatus("mkdir " + prefix, errno);
     }
   }
@@ -142,7 +142,7 @@ Status BlockStore::Init() {
     int err = 0;
     if (made.ok()) {
       std::string probe = model_dir_ + "/.probe." + host_ + "." + std::to_string(::getpid());
-      int fd = ::open(probe.c_str(), O_CREAT | O_RDWR | O_DIRECT | O_CLOEXEC, 0644);
+      int fd = ::open(probe.c_str(), O_CREAT | O_RDWR | O_DIRECT | O_CLOEXEC, kStoreFileMode);
       err = errno;
       if (fd >= 0) {
         ::close(fd);

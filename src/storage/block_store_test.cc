@@ -101,6 +101,34 @@ TEST_P(BlockStoreTest, WriteThenReadRoundTripsUnderFanOutPath) {
   }
 }
 
+// Issue 17: everything the store creates is 0750 (directories) / 0640 (files), even under a
+// umask of 0 (which would leave mkdir 0755 / open 0644 as they are); the umask may only narrow.
+TEST_P(BlockStoreTest, CreatedFilesAndDirectoriesHaveRestrictiveModesUnderAnyUmask) {
+  const mode_t old_umask = ::umask(0);
+  auto s = OpenStore(Options());
+  ASSERT_TRUE(s);
+  ASSERT_TRUE(WriteBlock(*s, 1).ok());
+  ::umask(old_umask);
+  auto mode = [](const std::string& p) {
+    struct stat st {};
+    EXPECT_EQ(::stat(p.c_str(), &st), 0) << p;
+    return st.st_mode & 07777;
+  };
+  EXPECT_EQ(mode(BlockPath(s->model_dir(), HashOf(1))), kStoreFileMode);
+  EXPECT_EQ(kStoreFileMode, 0640u);
+  EXPECT_EQ(kStoreDirMode, 0750u);
+  size_t dirs = 0;
+  for (auto& e : fs::recursive_directory_iterator(dir_.path())) {
+    if (e.is_directory()) {
+      ++dirs;
+      EXPECT_EQ(mode(e.path().string()), kStoreDirMode) << e.path();
+    } else {
+      EXPECT_EQ(mode(e.path().string()), kStoreFileMode) << e.path();
+    }
+  }
+  EXPECT_EQ(dirs, 4u);  // <fingerprint>, quarantine, <h0h1>, <h2h3>
+}
+
 TEST_P(BlockStoreTest, BatchReadsMixHitsAndMisses) {
   auto s = OpenStore(Options());
   ASSERT_TRUE(s);

@@ -109,7 +109,7 @@ void BlockStore::WriteStream(size_t n, const WriteSource& source, const WriteSin
     std::string tmp = TmpPath(model_dir_, b.hash, host_, ::getpid(), NextSeq());
     const bool direct = direct_io();
     const int flags = O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | internal::DirectFlag(direct);
-    int fd = ::open(tmp.c_str(), flags, 0644);
+    int fd = ::open(tmp.c_str(), flags, kStoreFileMode);
     if (fd < 0 && errno == ENOENT) {
       // First block in this fan-out directory.
       Status made = internal::MakeDirs(BlockDir(model_dir_, b.hash));
@@ -117,7 +117,7 @@ void BlockStore::WriteStream(size_t n, const WriteSource& source, const WriteSin
         fail(i, p, made.WithContext("write block=" + ShortHex(b.hash)));
         return false;
       }
-      fd = ::open(tmp.c_str(), flags, 0644);
+      fd = ::open(tmp.c_str(), flags, kStoreFileMode);
     }
     if (fd < 0) {
       fail(i, p, ErrnoStatus("create " + tmp, errno));

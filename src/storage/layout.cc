@@ -4,6 +4,26 @@
 
 namespace dualpath::storage {
 
+Status CheckPathComponent(std::string_view name, std::string_view what) {
+  const char* why = nullptr;
+  if (name.empty()) {
+    why = "empty";
+  } else if (name == "." || name == "..") {
+    why = "a reference to a directory itself or its parent";
+  } else if (name.find('/') != std::string_view::npos) {
+    why = "contains '/'";
+  } else if (name.find('\0') != std::string_view::npos) {
+    why = "contains a NUL byte";
+  }
+  if (why == nullptr) return Status::Ok();
+  std::string shown(name);
+  for (char& c : shown) {
+    if (c == '\0') c = '?';
+  }
+  return InvalidArgument(std::string(what) + " '" + shown + "' must be one directory name (" + why +
+                         ")");
+}
+
 std::string BlockDir(const std::string& model_dir, const kv::BlockHash& hash) {
   std::string hex = hash.Hex();
   std::string dir = model_dir;

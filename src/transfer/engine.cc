@@ -14,6 +14,7 @@
 
 #include "dualpath/common/log.h"
 #include "engine_impl.h"
+#include "peer_auth.h"
 #include "socket_tos.h"
 
 namespace dualpath::transfer {
@@ -59,19 +60,6 @@ bool UsesTcp(const std::string& engine_tls) {
 }
 
 // Waits until `fd` is readable or `timeout` passes.
-Status WaitReadable(int fd, Nanos timeout, std::string_view what) {
-  pollfd pfd{fd, POLLIN, 0};
-  int ms = static_cast<int>(std::max<Nanos>(1, timeout / kNanosPerMilli));
-  int rc = 0;
-  do {
-    rc = ::poll(&pfd, 1, ms);
-  } while (rc < 0 && errno == EINTR);
-  if (rc == 0) {
-    return Status(Code::kTransferPeerDead, fmt::format("{}: no answer within {} ms", what, ms));
-  }
-  return Status::Ok();
-}
-
 }  // namespace
 
 Status UcsStatus(ucs_status_t st, std::string_view what) {
@@ -482,10 +470,13 @@ Result<std::string> EngineImpl::Listen(const std::string& addr_port) {
 Result<PeerId> EngineImpl::Connect(const std::string& addr_port) {
   ASSIGN_OR_RETURN(std::unique_ptr<ControlChannel> ch,
                    TcpConnect(addr_port, Tos(config_.classes[0])));
+  // Our HELLO (worker addresses, remote keys) goes only to a peer that proved the token.
+  RETURN_IF_ERROR(AuthenticateConnector(*ch, config_.token, config_.peer_timeout));
   uint64_t sent_generation = 0;
   RETURN_IF_ERROR(ch->Send(EncodeHello(MakeHello(&sent_generation))));
-  RETURN_IF_ERROR(WaitReadable(ch->PollFd(), config_.peer_timeout, "hello from " + addr_port));
-  ASSIGN_OR_RETURN(std::string msg, ch->Receive());
+  ASSIGN_OR_RETURN(std::string msg,
+                   ReceiveWithin(*ch, config_.peer_timeout, "hello from " + addr_port));
+  RETURN_IF_ERROR(RefusalIn(msg, addr_port));
   ASSIGN_OR_RETURN(Hello hello, DecodeHello(msg));
   ASSIGN_OR_RETURN(PeerId id, AddPeer(std::move(ch), hello));
   BroadcastIfStale(sent_generation);
@@ -575,35 +566,42 @@ void EngineImpl::ControlLoop() {
     size_t first_peer = listener != nullptr ? 2 : 1;
     if (listener != nullptr && fds[1].revents != 0) {
       Result<std::unique_ptr<ControlChannel>> ch = listener->Accept();
-      if (ch.ok()) {
-        // The acceptor answers the connector's HELLO only after its own endpoints exist, so a
-        // connector that returns from Connect() can use the peer at once.
-        std::unique_ptr<ControlChannel> c = std::move(ch).value();
-        Status st = WaitReadable(c->PollFd(), config_.peer_timeout, "hello from " + c->PeerName());
-        Result<std::string> msg = st.ok() ? c->Receive() : Result<std::string>(st);
-        Result<Hello> hello = msg.ok() ? DecodeHello(*msg) : Result<Hello>(msg.status());
-        if (!hello.ok()) {
-          log::Warn("transfer: rejected peer {}: {}", c->PeerName(), hello.status().ToString());
-        } else {
-          ControlChannel* raw = c.get();
-          uint64_t sent_generation = 0;
-          Hello mine = MakeHello(&sent_generation);
-          Result<PeerId> id = AddPeer(std::move(c), *hello);
-          if (!id.ok()) {
-            log::Warn("transfer: peer setup failed: {}", id.status().ToString());
-          } else if (!raw->Send(EncodeHello(mine)).ok()) {
-            log::Warn("transfer: peer {} went away during the handshake", id->value());
-          } else {
-            BroadcastIfStale(sent_generation);
-          }
-        }
-      }
+      if (ch.ok()) AcceptPeer(std::move(ch).value());
     }
     for (size_t i = first_peer; i < fds.size(); ++i) {
       if (fds[i].revents != 0) {
         HandleControlMessage(polled[i - first_peer]);
       }
     }
+  }
+}
+
+void EngineImpl::AcceptPeer(std::unique_ptr<ControlChannel> c) {
+  // Only a peer that proves the cluster's token gets this far; the refusal is logged here (the
+  // peer got a REFUSED frame naming the reason).
+  Status auth = AuthenticateAcceptor(*c, config_.token, config_.peer_timeout);
+  if (!auth.ok()) {
+    log::Warn("transfer: peer {} not admitted: {}", c->PeerName(), auth.ToString());
+    return;
+  }
+  // The acceptor answers the connector's HELLO only after its own endpoints exist, so a
+  // connector that returns from Connect() can use the peer at once.
+  Result<std::string> msg = ReceiveWithin(*c, config_.peer_timeout, "hello from " + c->PeerName());
+  Result<Hello> hello = msg.ok() ? DecodeHello(*msg) : Result<Hello>(msg.status());
+  if (!hello.ok()) {
+    log::Warn("transfer: rejected peer {}: {}", c->PeerName(), hello.status().ToString());
+    return;
+  }
+  ControlChannel* raw = c.get();
+  uint64_t sent_generation = 0;
+  Hello mine = MakeHello(&sent_generation);
+  Result<PeerId> id = AddPeer(std::move(c), *hello);
+  if (!id.ok()) {
+    log::Warn("transfer: peer setup failed: {}", id.status().ToString());
+  } else if (!raw->Send(EncodeHello(mine)).ok()) {
+    log::Warn("transfer: peer {} went away during the handshake", id->value());
+  } else {
+    BroadcastIfStale(sent_generation);
   }
 }
 

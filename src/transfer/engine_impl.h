@@ -141,6 +141,8 @@ class EngineImpl final : public TransferEngine {
   Result<PeerId> AddPeer(std::unique_ptr<ControlChannel> ch, const Hello& hello);
   void BroadcastRegions();
   void ControlLoop();
+  // Authenticates a freshly accepted channel (peer_auth.h), then exchanges HELLOs; logs a refusal.
+  void AcceptPeer(std::unique_ptr<ControlChannel> c);
   void HandleControlMessage(const std::shared_ptr<PeerState>& p);
 
   // --- progress thread (progress.cc) ---

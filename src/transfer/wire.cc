@@ -140,6 +140,19 @@ std::string EncodeRegions(const std::vector<RegionAdvert>& regions) {
   return Frame(MsgType::kRegions, w.str());
 }
 
+std::string EncodeAuth(const Auth& a) {
+  Writer w;
+  w.Blob(a.nonce);
+  w.Blob(a.proof);
+  return Frame(MsgType::kAuth, w.str());
+}
+
+std::string EncodeRefused(std::string_view reason) {
+  Writer w;
+  w.Blob(std::string(reason.substr(0, kMaxRefusalBytes)));
+  return Frame(MsgType::kRefused, w.str());
+}
+
 Result<MsgType> CheckFrame(std::string_view frame) {
   if (frame.size() < kHeaderBytes + kTrailerBytes) {
     return Corruption(
@@ -167,8 +180,8 @@ Result<MsgType> CheckFrame(std::string_view frame) {
     return Corruption("control message: checksum mismatch");
   }
   auto type = static_cast<uint8_t>(frame[6]);
-  if (type != static_cast<uint8_t>(MsgType::kHello) &&
-      type != static_cast<uint8_t>(MsgType::kRegions)) {
+  if (type < static_cast<uint8_t>(MsgType::kHello) ||
+      type > static_cast<uint8_t>(MsgType::kRefused)) {
     return Corruption(fmt::format("control message: unknown type {}", type));
   }
   return static_cast<MsgType>(type);
@@ -202,6 +215,31 @@ Result<std::vector<RegionAdvert>> DecodeRegions(std::string_view frame) {
     return Corruption("regions: trailing bytes");
   }
   return regions;
+}
+
+Result<Auth> DecodeAuth(std::string_view frame) {
+  ASSIGN_OR_RETURN(std::string_view payload, Payload(frame, MsgType::kAuth));
+  Reader r(payload);
+  Auth a;
+  if (!r.Blob(&a.nonce) || !r.Blob(&a.proof) || !r.empty()) {
+    return Corruption("auth: truncated or trailing bytes");
+  }
+  if (a.nonce.size() != kAuthNonceBytes ||
+      (!a.proof.empty() && a.proof.size() != kAuthProofBytes)) {
+    return Corruption(
+        fmt::format("auth: nonce of {} bytes, proof of {}", a.nonce.size(), a.proof.size()));
+  }
+  return a;
+}
+
+Result<std::string> DecodeRefused(std::string_view frame) {
+  ASSIGN_OR_RETURN(std::string_view payload, Payload(frame, MsgType::kRefused));
+  Reader r(payload);
+  std::string reason;
+  if (!r.Blob(&reason) || !r.empty() || reason.size() > kMaxRefusalBytes) {
+    return Corruption("refused: truncated or trailing bytes");
+  }
+  return reason;
 }
 
 }  // namespace dualpath::transfer

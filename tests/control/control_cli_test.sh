@@ -2,7 +2,10 @@
 # `dualpath control serve|engines|shutdown`: the ready line, a Shutdown ends the run (exit 0),
 # SIGTERM / SIGINT stop it (exit 143 / 130, "stopped by ..."), a second server on a taken address
 # refuses ("address in use", exit 1) and the first keeps its socket, bad input is one line on
-# stderr with exit 2. Waits are blocking reads of the server's stdout and `wait`, never sleeps.
+# stderr with exit 2. Issue 17: a TCP listener needs TLS options or --insecure (exit 2 naming the
+# flags otherwise); with mutual TLS (certificates made here with the openssl CLI) a client without
+# a certificate is refused and one with the CA's certificate is served. Waits are blocking reads
+# of the server's stdout and `wait`, never sleeps.
 set -u
 bin=$1
 fail() { echo "FAIL: $*"; exit 1; }
@@ -70,9 +73,22 @@ engine_bad "--metrics-wait-s = -1 is outside" --metrics-addr 127.0.0.1:0 --metri
 bad "--metrics-addr 'fd:1'" --listen "$sock" --metrics-addr fd:1 "${ok_engines[@]}"
 bad "--metrics-wait-s = 4000 is outside" --listen "$sock" --metrics-wait-s 4000 "${ok_engines[@]}"
 bad "without store_root" --listen "$sock" --store-subdir basic "${ok_engines[@]}"
+bad "must be one directory name" --listen "$sock" --store-root "$tmp" --store-subdir .. \
+  "${ok_engines[@]}"
+# Issue 17: TCP without TLS options and without --insecure; bad TLS option combinations.
+bad "TCP listener 127.0.0.1:0 needs --tls-cert and --tls-key (plus --tls-ca for mutual TLS), or --insecure" \
+  --listen 127.0.0.1:0 "${ok_engines[@]}"
+bad "--tls-cert and --tls-key go together" --listen 127.0.0.1:0 --tls-cert "$0" "${ok_engines[@]}"
+bad "--insecure cannot be combined" --listen 127.0.0.1:0 --insecure --tls-ca "$0" "${ok_engines[@]}"
+bad "--tls-ca $tmp/none.pem does not exist" --listen 127.0.0.1:0 --tls-ca "$tmp/none.pem" \
+  "${ok_engines[@]}"
+engine_bad "EnginePeer: TCP listener 127.0.0.1:0 needs --tls-cert and --tls-key (plus --tls-ca for mutual TLS), or --insecure"
+printf '0123456789abcdef0123\n' >"$tmp/token" && chmod 644 "$tmp/token"
+engine_bad "must be owner-only" --transfer-token-file "$tmp/token"
+engine_bad "must be one directory name" --insecure --store-subdir ../up
 
 # serve (reads stdout through a FIFO: the ready line is a blocking read).
-start() {  # [LISTEN [ARGS...]]: default $sock; ARGS go to serve
+start() {  # [LISTEN [SERVE ARGS...]]: default $sock
   local listen=${1:-$sock}
   shift
   mkfifo "$tmp/fifo"
@@ -95,11 +111,16 @@ finish() {  # [WANT]: wait for the server and check its exit status (default 0)
   exec 3<&-
   [[ $rc -eq $want ]] || fail "serve exited $rc, want $want: $(cat "$tmp/serve.err")"
 }
-second_refuses() {  # LISTEN: a second server on it exits 1 with one "address in use" line
-  "$bin" control serve --listen "$1" --system basic "${ok_engines[@]}" >"$tmp/out2" 2>"$tmp/err2"
+second_refuses() {  # LISTEN [ARGS...]: a second server on it exits 1 with one "address in use" line
+  local listen=$1
+  shift
+  "$bin" control serve --listen "$listen" --system basic "${ok_engines[@]}" "$@" >"$tmp/out2" \
+    2>"$tmp/err2"
   local rc=$?
-  [[ $rc -eq 1 ]] || fail "second serve on $1 exited $rc, want 1: $(cat "$tmp/err2")"
-  [[ $(wc -l <"$tmp/err2") -eq 1 ]] || fail "second serve stderr is not one line: $(cat "$tmp/err2")"
+  [[ $rc -eq 1 ]] || fail "second serve on $listen exited $rc, want 1: $(cat "$tmp/err2")"
+  # Besides the --insecure warning (TCP), one line.
+  [[ $(grep -vc "not authenticated (--insecure)" "$tmp/err2") -eq 1 ]] ||
+    fail "second serve stderr is not one line: $(cat "$tmp/err2")"
   grep -q "address in use" "$tmp/err2" || fail "second serve: no 'address in use': $(cat "$tmp/err2")"
   grep -q "listening" "$tmp/out2" && fail "second serve said it is listening"
 }
@@ -126,10 +147,52 @@ second_refuses "$sock"
 kill -INT "$srv_pid"  # a background job: bash ignores SIGINT for it, serve must not
 finish 130
 grep -q "stopped by SIGINT" "$tmp/serve.err" || fail "no SIGINT line: $(cat "$tmp/serve.err")"
-start "127.0.0.1:0"
-second_refuses "$listening"
-"$bin" control engines --scheduler "$listening" >/dev/null || fail "first TCP server stopped answering"
-"$bin" control shutdown --scheduler "$listening" || fail "shutdown over TCP failed"
+start "127.0.0.1:0" --insecure
+grep -q "127.0.0.1:0 is not authenticated (--insecure)" "$tmp/serve.err" ||
+  fail "no --insecure warning: $(cat "$tmp/serve.err")"
+second_refuses "$listening" --insecure
+"$bin" control engines --scheduler "$listening" --insecure >/dev/null ||
+  fail "first TCP server stopped answering"
+"$bin" control shutdown --scheduler "$listening" --insecure || fail "shutdown over TCP failed"
+finish
+
+# Issue 17: mutual TLS. A CA, a server certificate for 127.0.0.1 and a client certificate, made
+# now (no key is in the tree); a second CA's client certificate must be refused too.
+pki() {  # DIR: ca.crt, server.{crt,key} (SAN IP:127.0.0.1), client.{crt,key}
+  local d=$1
+  mkdir -p "$d" && chmod 700 "$d"
+  openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -days 1 -subj /CN=test-ca \
+    -keyout "$d/ca.key" -out "$d/ca.crt" 2>/dev/null || fail "openssl: CA"
+  local name
+  for name in server client; do
+    openssl req -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -subj "/CN=$name" \
+      -addext "subjectAltName=IP:127.0.0.1" -keyout "$d/$name.key" -out "$d/$name.csr" \
+      2>/dev/null || fail "openssl: $name request"
+    openssl x509 -req -in "$d/$name.csr" -CA "$d/ca.crt" -CAkey "$d/ca.key" -CAcreateserial \
+      -days 1 -copy_extensions copy -out "$d/$name.crt" 2>/dev/null || fail "openssl: $name cert"
+    chmod 600 "$d/$name.key"
+  done
+}
+pki "$tmp/pki"
+pki "$tmp/other"
+p=$tmp/pki
+# An engine with a certificate but without the transfer token does not start either.
+engine_bad "needs the cluster's token (--transfer-token-file), or --insecure" \
+  --tls-cert "$p/server.crt" --tls-key "$p/server.key" --tls-ca "$p/ca.crt"
+start "127.0.0.1:0" --tls-cert "$p/server.crt" --tls-key "$p/server.key" --tls-ca "$p/ca.crt"
+for who in "--tls-ca $p/ca.crt" \
+  "--tls-ca $p/ca.crt --tls-cert $tmp/other/client.crt --tls-key $tmp/other/client.key" \
+  "--insecure"; do
+  # shellcheck disable=SC2086  # $who is a list of flags
+  "$bin" control engines --scheduler "$listening" $who >/dev/null 2>"$tmp/err" &&
+    fail "mTLS server served a client with '$who'"
+  grep -q "unavailable" "$tmp/err" || fail "client '$who': $(cat "$tmp/err")"
+done
+"$bin" control engines --scheduler "$listening" --tls-ca "$p/ca.crt" --tls-cert "$p/client.crt" \
+  --tls-key "$p/client.key" >"$tmp/engines" || fail "mTLS client with the CA's certificate refused"
+grep -q '^id ' "$tmp/engines" || fail "no engines header over mTLS: $(cat "$tmp/engines")"
+"$bin" control shutdown --scheduler "$listening" --tls-ca "$p/ca.crt" --tls-cert "$p/client.crt" \
+  --tls-key "$p/client.key" || fail "shutdown over mTLS failed"
 finish
 # Issue 17: --metrics-addr serves the Prometheus text format (linted by Debian's promtool when it
 # is installed) and 404 elsewhere; after Shutdown the service exits once a scrape that started

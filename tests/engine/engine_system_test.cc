@@ -1,6 +1,8 @@
 // System test: the scheduler service and engine processes as a user runs them (loopback instead
-// of testbed namespaces). Every wait is a blocking read of a child's output, a long-poll RPC or a
-// pidfd poll with a hang guard: no sleeps.
+// of testbed namespaces), authenticated as in production (issue 17): the engines' EnginePeer
+// listeners and peer calls use mutual TLS with a CA made for this run, and their transfer engines
+// admit only peers with the run's token. Every wait is a blocking read of a child's output, a
+// long-poll RPC or a pidfd poll with a hang guard: no sleeps.
 #include <fcntl.h>
 #include <gtest/gtest.h>
 #include <poll.h>
@@ -17,10 +19,12 @@
 #include <string>
 #include <vector>
 
+#include "dualpath/common/grpc_tls_pki.h"
 #include "dualpath/control/client.h"
 #include "dualpath/engine/engine.h"
 #include "dualpath/model/ref_model.h"
 #include "dualpath/pool/pool.h"
+#include "dualpath/transfer/token.h"
 
 namespace dualpath {
 namespace {
@@ -149,10 +153,24 @@ TEST(EngineSystemTest, AgentsCompleteWithReferenceOutputsAcrossADecodeEngineKill
        "p0.0:prefill:p0,d0.0:decode:d0,d1.0:decode:d1", "--heartbeat-s", "0.5"},
       tmp + "/serve.log");
   ASSERT_EQ(serve.WaitLine("listening on"), "listening on " + sock);
+  // One certificate per engine (SAN 127.0.0.1: they all listen on loopback) and the run's token.
+  const std::string pki = tmp + "/pki", token = tmp + "/token";
+  ASSERT_TRUE(WriteClusterPki(
+                  pki, {{"p0.0", {"127.0.0.1"}}, {"d0.0", {"127.0.0.1"}}, {"d1.0", {"127.0.0.1"}}})
+                  .ok());
+  ASSERT_TRUE(transfer::WriteTransferTokenFile(token).ok());
   auto engine_argv = [&](const std::string& name, const std::string& role,
                          const std::string& node) {
     return std::vector<std::string>{bin,
                                     "engine",
+                                    "--tls-cert",
+                                    PkiCertPath(pki, name),
+                                    "--tls-key",
+                                    PkiKeyPath(pki, name),
+                                    "--tls-ca",
+                                    PkiCaPath(pki),
+                                    "--transfer-token-file",
+                                    token,
                                     "--role",
                                     role,
                                     "--name",

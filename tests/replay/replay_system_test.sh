@@ -6,6 +6,7 @@
 #  - every request ok, one record per request, the JSON fields of sim's schema + ours present;
 #  - the KV each side reports reading crossed that node's storage link; Basic reads only on the
 #    prefill side, Oracle reads nothing; plots were written;
+#  - the engines ran authenticated (issue 17: mutual TLS between engines, a transfer token);
 #  - afterwards nothing is left: no namespace, no process referring to the cluster, no state dir,
 #    no node pool file in /dev/shm.
 #
@@ -113,6 +114,8 @@ else
   fail "no JSON written"
 fi
 [[ -s $tmp/plots/jct.png ]] || fail "plots/jct.png missing"
+grep -q "^auth: engines use mutual TLS and a transfer token" "$tmp/progress.txt" ||
+  fail "no auth line in the progress"
 
 # Nothing left behind: the run brought the cluster up, so it must have taken it down.
 if ip netns list | grep -q "^dp-$NAME\."; then

@@ -164,10 +164,20 @@ TEST(StorageFaultTest, PermissionDeniedIsAClearErrorAndReadsKeepServing) {
     ASSERT_TRUE(s.ok());
     ASSERT_TRUE(Put(**s, 1).ok());
     ASSERT_TRUE(Put(**s, 2).ok());
-    // Block 2's file becomes unreadable for others.
+    // Block 2's file becomes unreadable for the group.
     ASSERT_EQ(::chmod(BlockPath((*s)->model_dir(), HashOf(2)).c_str(), 0600), 0);
   }
-  // Child: a store over root's directory, as nobody. Exit codes say which check failed.
+  // Issue 17: the store is closed to others (0750 / 0640): nobody, outside root's group, cannot
+  // even open it.
+  EXPECT_EQ(AsNobody([&]() -> int { return BlockStore::Open(Opts(scratch.path())).ok() ? 1 : 0; }),
+            0)
+      << "a user outside the store's group opened it";
+  // A reader in the store's group (the store's group becomes nobody's) reads what the group may.
+  for (const auto& e : fs::recursive_directory_iterator(scratch.path())) {
+    ASSERT_EQ(::lchown(e.path().c_str(), static_cast<uid_t>(-1), 65534), 0) << e.path();
+  }
+  // Child: a store over root's directory, as nobody (group member). Exit codes say which check
+  // failed.
   int rc = AsNobody([&]() -> int {
     auto s = BlockStore::Open(Opts(scratch.path()));
     if (!s.ok()) {

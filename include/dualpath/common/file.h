@@ -72,6 +72,12 @@ Result<std::string> ReadRegularFile(const std::string& path, std::string_view wh
 Result<std::string> ReadInputFile(const std::string& path, std::string_view what,
                                   uint64_t max_bytes = kMaxInputFileBytes);
 
+// ReadInputFile for a secret (a TLS private key, the transfer token): also kInvalidArgument
+// "<what> <path> has mode 0644: a secret must be owner-only (chmod 600)" when group or others have
+// any permission on it, and "<what> <path> is empty" for an empty file.
+Result<std::string> ReadSecretFile(const std::string& path, std::string_view what,
+                                   uint64_t max_bytes);
+
 // kInvalidArgument "<what> <path> is not a directory" unless `path` is a directory (following
 // symlinks); kInvalidArgument "... does not exist" for a missing path; ErrnoStatus when it cannot
 // be looked up otherwise.

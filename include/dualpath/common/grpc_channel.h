@@ -2,7 +2,8 @@
 // dualpath/control/client.h; engines' EnginePeer stubs) reaches a server.
 //
 // Settings (DefaultChannelArgs):
-//   - insecure: the services run inside the cluster's private networks (docs/e2e.md);
+//   - transport security per grpc_tls.h: none on unix sockets (owner-only files), TLS (mutual
+//     with a client certificate) on TCP, plaintext only with GrpcTls::insecure;
 //   - no message size limits: an assignment or a StartDecode carries every prompt token id
 //     (hundreds of KiB for a long agentic prompt; gRPC's default receive limit is 4 MiB);
 //   - reconnects after 100 ms, backing off to at most 1 s (gRPC's default: 1 s growing to
@@ -19,12 +20,16 @@
 #include <memory>
 #include <string>
 
+#include "dualpath/common/grpc_tls.h"
+
 namespace dualpath {
 
 grpc::ChannelArguments DefaultChannelArgs();
 
-// A channel to "unix:PATH" or "HOST:PORT" with DefaultChannelArgs. Connects lazily (on the first
-// call or wait) and reconnects by itself.
-std::shared_ptr<grpc::Channel> MakeChannel(const std::string& address);
+// A channel to "unix:PATH" or "HOST:PORT" with DefaultChannelArgs and `tls`'s credentials
+// (GrpcChannelCredentials). Connects lazily (on the first call or wait) and reconnects by itself;
+// a TLS handshake the server refuses (no or a wrong client certificate) fails the calls with
+// UNAVAILABLE.
+std::shared_ptr<grpc::Channel> MakeChannel(const std::string& address, const GrpcTls& tls);
 
 }  // namespace dualpath

@@ -10,6 +10,9 @@
 // A unix socket file is created owner-only (mode 0600; the umask is tightened around the bind, so
 // there is no moment with a wider mode): only the user the server runs as (and root) can connect.
 //
+// A TCP listener is TLS (mutual TLS with a CA) or, with GrpcTls::insecure, plaintext with a
+// warning; with neither it is refused before anything binds (grpc_tls.h has the rules).
+//
 // Note: gRPC itself removes the unix socket file at PATH when the server shuts down. Since a second
 // server refuses instead of replacing the file, the file at PATH is this server's own then.
 //
@@ -19,6 +22,7 @@
 #include <memory>
 #include <string>
 
+#include "dualpath/common/grpc_tls.h"
 #include "dualpath/common/status.h"
 
 namespace grpc {
@@ -36,10 +40,12 @@ struct GrpcServerStart {
 };
 
 // Adds `listen` (unix:PATH or HOST:PORT) to `builder` (services already registered) and starts it.
-// `what` names the server in errors ("control", "EnginePeer"). kAlreadyExists "address in use"
+// `what` names the server in errors ("control", "EnginePeer"); `tls` is its transport security
+// (grpc_tls.h): kInvalidArgument naming the flags for a TCP listener with neither a certificate
+// nor `insecure`. kAlreadyExists "address in use"
 // when another server holds the address; kFailedPrecondition when PATH is not a socket;
 // kUnavailable when the bind failed otherwise; kIoError when the socket's mode cannot be set.
 Result<GrpcServerStart> StartGrpcServer(grpc::ServerBuilder& builder, const std::string& what,
-                                        const std::string& listen);
+                                        const std::string& listen, const GrpcTls& tls);
 
 }  // namespace dualpath

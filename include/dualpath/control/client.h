@@ -3,7 +3,9 @@
 // engines (RegisterEngine, Fetch, ReportResult), the replayer (Submit, WaitResults), `dualpath
 // cluster run` and `dualpath control engines|shutdown` (ListEngines, Shutdown), tests and
 // benchmarks. It holds the rules those callers share:
-//   - the channel: insecure, no message size limits, fast reconnects (common/grpc_channel.h);
+//   - the channel: TLS per ClientOptions::tls on TCP (plain on unix sockets), no message size
+//     limits, fast reconnects (common/grpc_channel.h); a service that refuses the client's
+//     certificate (or its absence) fails every call with kUnavailable;
 //   - deadlines: a call gets ClientOptions::rpc_timeout; a long poll (Fetch, WaitResults) gets its
 //     wait_ms plus rpc_timeout, so a service that hangs cannot hang a client;
 //   - RegisterEngine waits for the service to come up (within its deadline): engines may start
@@ -32,6 +34,7 @@
 #include <string_view>
 
 #include "dualpath/common/clock.h"
+#include "dualpath/common/grpc_tls.h"
 #include "dualpath/common/status.h"
 #include "dualpath/control/v1/scheduler.pb.h"
 
@@ -40,6 +43,9 @@ namespace dualpath::control {
 struct ClientOptions {
   // Deadline of a call, and the margin a long poll gets beyond its wait. Must be > 0.
   Nanos rpc_timeout = 10 * kNanosPerSecond;
+  // Transport security towards a TCP address (dualpath/common/grpc_tls.h): the CA that verifies
+  // the service, this client's certificate for mutual TLS, or insecure. Unused for unix sockets.
+  GrpcTls tls;
 };
 
 class Client {

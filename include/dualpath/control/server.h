@@ -14,6 +14,7 @@
 #include <string>
 #include <thread>
 
+#include "dualpath/common/grpc_tls.h"
 #include "dualpath/common/status.h"
 #include "dualpath/control/options.h"
 #include "dualpath/control/service.h"
@@ -26,10 +27,13 @@ namespace dualpath::control {
 
 class ControlServer {
  public:
-  // Creates the service and starts listening. kInvalidArgument for bad options, kUnavailable when
-  // the address cannot be bound.
+  // Creates the service and starts listening. `tls`: the listener's transport security
+  // (dualpath/common/grpc_tls.h; a TCP address needs a certificate or tls.insecure, a unix socket
+  // ignores it). kInvalidArgument for bad options or a TCP listener without either, kUnavailable
+  // when the address cannot be bound.
   static Result<std::unique_ptr<ControlServer>> Start(const std::string& listen,
-                                                      const ServiceOptions& options);
+                                                      const ServiceOptions& options,
+                                                      const GrpcTls& tls = {});
   ~ControlServer();
   ControlServer(const ControlServer&) = delete;
   ControlServer& operator=(const ControlServer&) = delete;

@@ -27,6 +27,7 @@
 #include <string>
 
 #include "dualpath/common/clock.h"
+#include "dualpath/common/grpc_tls.h"
 #include "dualpath/common/status.h"
 #include "dualpath/control/v1/scheduler.pb.h"
 #include "dualpath/engine/scheduler_link.h"
@@ -69,6 +70,13 @@ struct EngineOptions {
   // Where the engine registers its metrics (docs/metrics.md); not owned, must outlive the
   // engine. Null: counted into a registry of the engine's own that nobody scrapes.
   metrics::Registry* metrics = nullptr;
+  // Transport security (docs/cli.md "Security"): the EnginePeer listener's and the peer clients'
+  // TLS (dualpath/common/grpc_tls.h: certificate + key, CA for mutual TLS), and the cluster's
+  // transfer token (dualpath/transfer/token.h) the transfer engine's handshake checks. Without a
+  // certificate or without a token the engine refuses to start unless tls.insecure is set
+  // (plaintext EnginePeer, the empty transfer token).
+  GrpcTls tls;
+  std::string transfer_token;
 };
 
 class Engine {

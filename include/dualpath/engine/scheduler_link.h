@@ -11,6 +11,7 @@
 #include <memory>
 #include <string>
 
+#include "dualpath/common/grpc_tls.h"
 #include "dualpath/common/status.h"
 #include "dualpath/control/v1/scheduler.pb.h"
 
@@ -30,6 +31,7 @@ class SchedulerLink {
 // Register waits for a service that is still starting (within its deadline). Failures are the
 // client's: the one Status <-> gRPC table (kUnavailable: the service is not reachable), the
 // message naming the RPC and the address.
-std::unique_ptr<SchedulerLink> ConnectScheduler(const std::string& address);
+// `tls`: the client's transport security towards a TCP address (dualpath/common/grpc_tls.h).
+std::unique_ptr<SchedulerLink> ConnectScheduler(const std::string& address, const GrpcTls& tls);
 
 }  // namespace dualpath::engine

@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "dualpath/common/clock.h"
+#include "dualpath/common/grpc_tls.h"
 #include "dualpath/common/status.h"
 #include "dualpath/control/v1/scheduler.pb.h"
 #include "dualpath/replay/workload.h"
@@ -51,9 +52,11 @@ class ServiceClient {
 
 // A client of the real service at `address` ("unix:/path" or "HOST:PORT"), over the one scheduler
 // client (control::Client, dualpath/control/client.h) with rpc_timeout_ms as its call timeout
-// (a long poll gets it beyond its wait). rpc_timeout_ms must be > 0.
+// (a long poll gets it beyond its wait) and `tls` as its transport security towards a TCP
+// address (dualpath/common/grpc_tls.h). rpc_timeout_ms must be > 0.
 std::unique_ptr<ServiceClient> MakeGrpcServiceClient(const std::string& address,
-                                                     uint32_t rpc_timeout_ms = 10000);
+                                                     uint32_t rpc_timeout_ms = 10000,
+                                                     const GrpcTls& tls = {});
 
 // What one request did. Times are wall-clock (CLOCK_REALTIME) nanoseconds, as in pb::Timing.
 struct RequestRecord {

@@ -75,6 +75,11 @@ struct EngineConfig {
   // measured 2-4x more 64 KiB puts per CPU second on loopback (docs/transfer.md). Costs
   // receive buffers of this size per connection.
   uint64_t tcp_seg_size = 72 * 1024;
+  // The cluster's transfer token (dualpath/transfer/token.h): Listen admits and Connect accepts
+  // only a peer that proves it holds the same token; others are refused (kPermissionDenied on the
+  // connecting side, a warning in the accepting engine's log) before any region is advertised.
+  // Empty: the empty token, which matches only peers without a token (tests, --insecure).
+  std::string token;
 };
 
 struct Batch {
