@@ -70,22 +70,25 @@ Fit Score(const Target& t, const internal::ModelParams& p, bool print) {
   return fit;
 }
 
-// Unconstrained coordinates x <-> parameters: scales in log space, fractions through a logistic.
-constexpr int kDims = 7;
+// Unconstrained coordinates x <-> parameters.
+constexpr int kDims = 4;
 using Point = std::array<double, kDims>;
 
-double Logit(double f) { return std::log(f / (1 - f)); }
-double Logistic(double x) { return 1 / (1 + std::exp(-x)); }
-
+// The four fitted medians in log space; the measured shape parameters (synthetic_model.h) are
+// held fixed.
 Point ToPoint(const internal::ModelParams& p) {
-  return {std::log(p.first_median), std::log(p.append_median), std::log(p.gen_median),
-          std::log(p.traj_sigma),   std::log(p.turn_sigma),    Logit(p.full_frac),
-          Logit(p.budget_min)};
+  return {std::log(p.first_median), std::log(p.turns_median), std::log(p.append_median),
+          std::log(p.gen_median)};
 }
 
 internal::ModelParams FromPoint(uint32_t max_len_k, const Point& x) {
-  return {max_len_k,      std::exp(x[0]), std::exp(x[1]), std::exp(x[2]),
-          std::exp(x[3]), std::exp(x[4]), Logistic(x[5]), Logistic(x[6])};
+  internal::ModelParams p;
+  p.max_len_k = max_len_k;
+  p.first_median = std::exp(x[0]);
+  p.turns_median = std::exp(x[1]);
+  p.append_median = std::exp(x[2]);
+  p.gen_median = std::exp(x[3]);
+  return p;
 }
 
 // Nelder-Mead on the sum of squared errors.
@@ -174,9 +177,10 @@ int main(int argc, char** argv) {
     std::printf("%uK: worst error %.3f, sum of squares %.4f\n", t.max_len_k, fit.worst,
                 fit.sum_squares);
     Score(t, best, true);
-    std::printf("    {%u, %.1f, %.1f, %.1f, %.3f, %.3f, %.3f, %.3f},\n", best.max_len_k,
-                best.first_median, best.append_median, best.gen_median, best.traj_sigma,
-                best.turn_sigma, best.full_frac, best.budget_min);
+    std::printf(
+        "    {.max_len_k = %u, .first_median = %.1f, .turns_median = %.1f, .append_median = %.1f,\n"
+        "     .gen_median = %.1f},\n",
+        best.max_len_k, best.first_median, best.turns_median, best.append_median, best.gen_median);
     std::fflush(stdout);
   }
   return 0;
