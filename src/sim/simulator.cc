@@ -373,6 +373,7 @@ Status Simulation::KickPrefill(uint32_t gi, double now) {
   }
   if (sum_attn > 0) metrics_.AttentionStep(now, max_attn / (sum_attn / members));
   g.busy = true;
+  metrics_.PrefillStep(duration);
   Push(now + duration, kPrefillStep, gi, 0);
   return Status::Ok();
 }
