@@ -22,7 +22,8 @@ speedups() {
     cells+=$(python3 -c '
 import json, sys
 r = {x["system"]: x["jct_s"] for x in json.load(open(sys.argv[1]))["results"]}
-print(f" {r[\"basic\"] / r[\"dualpath\"]:.2f}x ({r[\"dualpath\"]:,.0f} s) |", end="")' "$tmp/r.json")
+b, d = r["basic"], r["dualpath"]
+print(f" {b / d:.2f}x ({d:,.0f} s) |", end="")' "$tmp/r.json")
   done
   echo "| $name |$cells"
 }
