@@ -108,6 +108,10 @@ def measure(sessions):
     a_resid = st.pstdev([y - a_slope * x for x, y in zip(lt, la)])
     within_g = st.mean(st.pstdev([math.log(x + 1) for x in g[1:]]) for _, g in long)
     within_a = st.mean(st.pstdev([math.log(x + 1) for x in a[1:]]) for a, _ in long)
+    deciles = defaultdict(list)  # median generation by tenth of the session (turns after the first)
+    for a, g in long:
+        for i in range(1, len(g)):
+            deciles[min(9, 10 * i // len(g))].append(g[i])
     ra = [y - a_slope * x for x, y in zip(lt, la)]
     rg = [y - g_slope * x for x, y in zip(lt, lg)]
     return {
@@ -120,6 +124,8 @@ def measure(sessions):
         "append_turn_sigma (within)": within_a,
         "append_traj_sigma (residual)": a_resid,
         "append_gen_rho (residuals' correlation)": corr(ra, rg),
+        "median generation by tenth of the session": " ".join(
+            f"{st.median(deciles[k]):.0f}" for k in range(10)),
     }
 
 
