@@ -19,7 +19,7 @@ def dense_gqa(c):
     per_layer = attn + mlp + norms
     emb = c["vocab"] * h * (1 if c.get("tied") else 2)
     body = per_layer * L + h  # final norm
-    return body + emb, body + emb, body
+    return body + emb, body + emb, body, 0
 
 
 def mla_moe(c):
@@ -49,7 +49,7 @@ def mla_moe(c):
     total_body = L * (attn + norms) + nd * dense_mlp + nm * (gate + (c["routed"] + c["shared"]) * expert) + h
     active_body = L * (attn + norms) + nd * dense_mlp + nm * (gate + (c["topk"] + c["shared"]) * expert) + h
     emb = 2 * c["vocab"] * h
-    return total_body + emb, active_body + emb, active_body
+    return total_body + emb, active_body + emb, active_body, nm * c["routed"] * expert
 
 
 MODELS = {
@@ -76,6 +76,7 @@ MODELS = {
 
 if __name__ == "__main__":
     for name, (fn, cfg) in MODELS.items():
-        total, active, active_body = fn(cfg)
+        total, active, active_body, routed = fn(cfg)
         print(f"{name:12s} total={total/1e9:8.3f}B active={active/1e9:7.3f}B "
-              f"active_non_embedding={active_body/1e9:7.3f}B  ({total}, {active}, {active_body})")
+              f"active_non_embedding={active_body/1e9:7.3f}B routed_experts={routed/1e9:7.3f}B  "
+              f"({total}, {active}, {active_body}, {routed})")

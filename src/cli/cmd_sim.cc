@@ -49,6 +49,8 @@ struct Options {
   std::string plot_dir;
   uint64_t seed = 1;
   std::string config;
+  double start_skew_s = 0;  // --start-skew: overrides offline_start_skew_s when given
+  bool start_skew_given = false;
 };
 
 // "1024", "2K" (x1024).
@@ -132,6 +134,13 @@ Result<Inputs> ResolveInputs(const Options& o) {
   Inputs in;
   if (!o.config.empty()) {
     ASSIGN_OR_RETURN(in.config, sim::LoadSimConfig(o.config));
+  }
+  if (o.start_skew_given) {
+    RETURN_IF_ERROR(CheckRange("--start-skew", o.start_skew_s, 0, 1e6, "s"));
+    if (o.online || o.find_max_aps) {
+      return InvalidArgument("--start-skew is for offline runs (online arrivals are Poisson)");
+    }
+    in.config.offline_start_skew_s = o.start_skew_s;
   }
   ASSIGN_OR_RETURN(in.model, kv::ResolveModel(o.model));
   ASSIGN_OR_RETURN(in.shape, sim::ParseClusterShape(o.pd));
@@ -296,7 +305,13 @@ void Register(CLI::App& root, int* exit_code) {
   sub->add_option("--plot", opts->plot_dir, "Write PNG plots (gnuplot) into this directory");
   sub->add_option("--seed", opts->seed, "Workload and arrival seed (default 1)");
   sub->add_option("--config", opts->config, "Simulator config JSON overriding the defaults");
-  sub->callback([opts, exit_code] { *exit_code = RunSim(*opts); });
+  CLI::Option* skew = sub->add_option(
+      "--start-skew", opts->start_skew_s,
+      "Offline: agents' first turns start uniformly over [0, S] seconds (default 0)");
+  sub->callback([opts, exit_code, skew] {
+    opts->start_skew_given = skew->count() > 0;
+    *exit_code = RunSim(*opts);
+  });
 }
 
 DUALPATH_CLI_COMMAND(Register);

@@ -8,6 +8,7 @@
 #include <string>
 
 #include "cli/command.h"
+#include "dualpath/common/file.h"
 #include "dualpath/trace/workload.h"
 
 namespace dualpath::cli {
@@ -24,6 +25,7 @@ struct StatsOptions {
   double scale_gen = 1.0;
   bool infer_sessions = false;
   bool json = false;
+  std::string turns_csv;  // --turns-csv: one line per turn, for the shape comparison
 };
 
 // "64K", "64k" or "64" → 64 (K tokens).
@@ -119,6 +121,20 @@ void PrintJson(const trace::Workload& w, const trace::WorkloadStats& s) {
   std::cout << j.dump(2) << "\n";
 }
 
+// One line per turn: session index, turn index, append, generated tokens (docs/trace.md, "The
+// shape against real sessions": scripts/trace/shape_compare.py reads it).
+Status WriteTurnsCsv(const trace::Workload& w, const std::string& path) {
+  std::ostringstream os;
+  os << "session,turn,append,gen\n";
+  for (size_t i = 0; i < w.sessions.size(); ++i) {
+    const std::vector<trace::Turn>& turns = w.sessions[i].turns;
+    for (size_t t = 0; t < turns.size(); ++t) {
+      os << i << ',' << t << ',' << turns[t].append_tokens << ',' << turns[t].gen_tokens << '\n';
+    }
+  }
+  return WriteOutputFile(path, os.str(), "--turns-csv");
+}
+
 void Register(CLI::App& root, int* exit_code) {
   CLI::App* trace = GetOrAddGroup(root, "trace", "Workload traces: readers and generators");
   trace->require_subcommand(1);
@@ -145,6 +161,8 @@ void Register(CLI::App& root, int* exit_code) {
   stats->add_flag("--infer-sessions", opts->infer_sessions,
                   "Mooncake: group requests into conversations by their hash-id chains");
   stats->add_flag("--json", opts->json, "Print JSON instead of a table");
+  stats->add_option("--turns-csv", opts->turns_csv,
+                    "Also write session,turn,append,gen per turn to this CSV file");
   stats->callback([opts, exit_code] {
     Result<trace::Workload> w = LoadWorkload(*opts);
     if (!w.ok()) {
@@ -155,6 +173,12 @@ void Register(CLI::App& root, int* exit_code) {
       }
       *exit_code = ReportError("trace stats", st);
       return;
+    }
+    if (!opts->turns_csv.empty()) {
+      if (Status st = WriteTurnsCsv(*w, opts->turns_csv); !st.ok()) {
+        *exit_code = ReportError("trace stats", st);
+        return;
+      }
     }
     const trace::WorkloadStats s = trace::ComputeStats(*w, opts->block_size);
     if (opts->json) {

@@ -173,7 +173,8 @@ Status ModelGeometry::Validate() const {
                         kMaxKvBytesPerTokenPerLayer));
   for (const auto& [field, v] :
        {std::pair{"params_total", params_total}, std::pair{"params_active", params_active},
-        std::pair{"params_active_non_embedding", params_active_non_embedding}}) {
+        std::pair{"params_active_non_embedding", params_active_non_embedding},
+        std::pair{"params_routed_experts", params_routed_experts}}) {
     const Status s = CheckRange(field, v, 0, kMaxModelParams, "parameters");
     if (!s.ok()) return bad(s.message());
   }
@@ -203,6 +204,9 @@ Status ModelGeometry::Validate() const {
     return bad("params_active must be >= params_active_non_embedding");
   }
   if (params_total < params_active) return bad("params_total must be >= params_active");
+  if (params_routed_experts > params_total) {
+    return bad("params_routed_experts must be <= params_total");
+  }
   return Status::Ok();
 }
 

@@ -32,7 +32,8 @@ const std::set<std::string>& KnownKeys() {
                                              "kv_bytes_per_token_per_layer",
                                              "params_total",
                                              "params_active",
-                                             "params_active_non_embedding"};
+                                             "params_active_non_embedding",
+                                             "params_routed_experts"};
   return keys;
 }
 
@@ -143,6 +144,8 @@ Result<ModelGeometry> ParseModelJson(std::string_view json_text, std::string_vie
   RETURN_IF_ERROR(r.Number("params_active", false, 0, kMaxModelParams, &m.params_active));
   m.params_total = m.params_active;
   RETURN_IF_ERROR(r.Number("params_total", false, 0, kMaxModelParams, &m.params_total));
+  RETURN_IF_ERROR(
+      r.Number("params_routed_experts", false, 0, kMaxModelParams, &m.params_routed_experts));
   m.kv_bytes_per_token_per_layer = DeriveKvBytesPerTokenPerLayer(m);
   RETURN_IF_ERROR(r.Uint("kv_bytes_per_token_per_layer", false, 1, kMaxKvBytesPerTokenPerLayer,
                          &m.kv_bytes_per_token_per_layer));

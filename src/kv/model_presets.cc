@@ -63,6 +63,7 @@ std::vector<ModelGeometry> BuildPresets() {
   ds.params_total = 671877944064;
   ds.params_active = 38403822336;
   ds.params_active_non_embedding = 36550464256;
+  ds.params_routed_experts = 653908770816;  // 58 MoE layers x 256 experts x 3 x 7168 x 2048
   v.push_back(Finish(ds));
 
   // DualPath's downscaled DS 27B (Appendix A.2): 30 layers, hidden 2560, 32 heads, indexer 32
@@ -72,6 +73,7 @@ std::vector<ModelGeometry> BuildPresets() {
   ds27.params_total = 27198211368;
   ds27.params_active = 4619748648;
   ds27.params_active_non_embedding = 3957835048;
+  ds27.params_routed_experts = 24631050240;  // 29 MoE layers x 72 experts x 3 x 2560 x 1536
   v.push_back(Finish(ds27));
 
   ModelGeometry q25 = Gqa("qwen2.5-32b", "Qwen2.5-32B",

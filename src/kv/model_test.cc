@@ -49,6 +49,13 @@ TEST(ModelPresetsTest, ParamsPlausible) {
   EXPECT_NEAR(Preset("qwen2.5-32b").params_total / 1e9, 32.8, 0.5);
   EXPECT_NEAR(Preset("r1-llama-8b").params_total / 1e9, 8.03, 0.01);
   EXPECT_NEAR(Preset("qwen3-32b").params_active_non_embedding / 1e9, 31.2, 0.1);
+  // Routed experts (scripts/kv/derive_params.py): 58 x 256 x 3 x 7168 x 2048 for V3.2, so ~18.0 B
+  // parameters are replicated on every GPU under expert parallelism; dense models have none.
+  EXPECT_NEAR(Preset("ds660b").params_routed_experts / 1e9, 653.909, 0.001);
+  EXPECT_NEAR((Preset("ds660b").params_total - Preset("ds660b").params_routed_experts) / 1e9,
+              17.969, 0.001);
+  EXPECT_NEAR(Preset("ds27b").params_routed_experts / 1e9, 24.631, 0.001);
+  EXPECT_EQ(Preset("qwen2.5-32b").params_routed_experts, 0.0);
 }
 
 TEST(FindModelTest, AliasesCaseInsensitive) {
@@ -219,6 +226,9 @@ TEST(ModelValidateTest, RejectsInconsistentFields) {
   m = SmallMha();
   m.params_total = 10;
   expect_bad(m, "params_total");
+  m = SmallMha();
+  m.params_routed_experts = m.params_total + 1;
+  expect_bad(m, "params_routed_experts");
   // Issue 19: sizes whose KV bytes per token would wrap 64 bits are outside the ranges.
   m = SmallMha();
   m.num_layers = 0xFFFFFFFFu;

@@ -64,7 +64,8 @@ using nlohmann::json;
   X(snic_window_s, 0.001, 1e6, "s", false)                                                 \
   X(balance_phase_fraction, 0.01, 1, "", false)                                            \
   X(online_horizon_s, 1, 86400, "s", false)                                                \
-  X(synthetic_trajectories, 0, 1e5, "trajectories", false)
+  X(synthetic_trajectories, 0, 1e5, "trajectories", false)                                \
+  X(offline_start_skew_s, 0, 1e6, "s", false)
 // clang-format on
 
 struct FieldRange {

@@ -129,19 +129,43 @@ TEST(ResolveEngineTest, Ds660bOn2P4DGivesTheCalibratedConstants) {
   ASSERT_TRUE(r.ok()) << r.status().ToString();
   const EngineConfig& e = r->engine;
   EXPECT_DOUBLE_EQ(e.weight_bytes_per_param, 1.0);  // MoE: FP8
-  EXPECT_NEAR(e.decode_weight_gb, 21.0, 0.1);       // 672 GB over EP32
-  EXPECT_NEAR(e.de_hbm_reserved_gb, 38.0, 0.1);
-  EXPECT_NEAR(e.pe_hbm_reserved_gb, 48.0, 0.1);  // 672 GB over EP16 + 6
-  EXPECT_NEAR(e.decode_overhead_ms, 29.0, 0.1);  // 61 layers x 475 us
+  // docs/sim.md "Prefill and decode HBM, line by line": routed experts 653.9 GB over the EP
+  // group, 16.1 GB of other FP8 weights and 3.7 GB of BF16 embeddings on every GPU.
+  EXPECT_NEAR(e.pe_hbm_reserved_gb, 653.909 / 16 + 16.116 + 3.707 + 6, 0.01);  // 66.69
+  EXPECT_NEAR(e.de_hbm_reserved_gb, 653.909 / 32 + 16.116 + 3.707 + 2, 0.01);  // 42.26
+  // A decode step reads all of it but the input embedding table (1.85 GB).
+  EXPECT_NEAR(e.decode_weight_gb, 653.909 / 32 + 16.116 + 1.853, 0.01);  // 38.40
+  EXPECT_NEAR(e.decode_overhead_ms, 61 * (25 + 318) * 1e-3, 1e-9);       // 20.92
   EXPECT_EQ(e.pe_ep_nodes, 2u);
   EXPECT_EQ(e.de_ep_nodes, 4u);
+}
+
+TEST(ResolveEngineTest, OnlyRoutedExpertsAreDividedByExpertParallelism) {
+  // The replicated part of a GPU's weights does not shrink with a larger EP group; the routed
+  // experts' share does.
+  const kv::ModelGeometry m = Model("ds660b");
+  auto small = ResolveEngine(SimConfig{}, m, 2, 4);  // PE EP16
+  SimConfig wide;
+  wide.engine.pe_ep_nodes = 4;
+  auto large = ResolveEngine(wide, m, 4, 4);  // PE EP32
+  ASSERT_TRUE(small.ok() && large.ok());
+  const double routed_gb = m.params_routed_experts / 1e9;
+  EXPECT_NEAR(small->engine.pe_hbm_reserved_gb - large->engine.pe_hbm_reserved_gb,
+              routed_gb / 16 - routed_gb / 32, 1e-6);
+  // A MoE model JSON without params_routed_experts keeps the older rule: all of it divided.
+  kv::ModelGeometry legacy = m;
+  legacy.params_routed_experts = 0;
+  auto old = ResolveEngine(SimConfig{}, legacy, 2, 4);
+  ASSERT_TRUE(old.ok());
+  EXPECT_NEAR(old->engine.pe_hbm_reserved_gb, m.params_total / 1e9 / 16 + 6, 0.01);
 }
 
 TEST(ResolveEngineTest, SmallMoeOnOneNodeShardsOverThatNode) {
   auto r = ResolveEngine(SimConfig{}, Model("ds27b"), 1, 1);
   ASSERT_TRUE(r.ok()) << r.status().ToString();
-  EXPECT_NEAR(r->engine.decode_weight_gb, 27.2 / 8, 0.05);
-  EXPECT_LT(r->engine.decode_overhead_ms, 29.0 / 2);  // 30 layers instead of 61
+  // Routed experts 24.63 GB over 8 GPUs, 1.91 GB of other weights, LM head 0.66 GB (BF16).
+  EXPECT_NEAR(r->engine.decode_weight_gb, 24.631 / 8 + 1.905 + 0.662, 0.01);
+  EXPECT_LT(r->engine.decode_overhead_ms, 21.0 / 2);  // 30 layers instead of 61
 }
 
 TEST(ResolveEngineTest, DenseModelRunsDataParallelWithAFullBf16Replica) {
@@ -151,8 +175,9 @@ TEST(ResolveEngineTest, DenseModelRunsDataParallelWithAFullBf16Replica) {
   EXPECT_DOUBLE_EQ(e.weight_bytes_per_param, 2.0);
   EXPECT_EQ(e.pe_ep_nodes, 1u);
   EXPECT_EQ(e.de_ep_nodes, 1u);
-  EXPECT_NEAR(e.decode_weight_gb, 65.5, 0.1);
-  EXPECT_NEAR(e.de_hbm_reserved_gb, 65.5 + SimConfig{}.engine.dp_workspace_gb, 0.1);
+  // A full BF16 replica, all replicated; a step reads it but the input embedding (1.56 GB).
+  EXPECT_NEAR(e.decode_weight_gb, 65.53 - 1.557, 0.01);
+  EXPECT_NEAR(e.de_hbm_reserved_gb, 65.53 + SimConfig{}.engine.dp_workspace_gb, 0.01);
   EXPECT_LT(e.decode_overhead_ms, 5.0);  // no all-to-all
 }
 

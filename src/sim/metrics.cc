@@ -69,6 +69,11 @@ SimResult SimMetrics::Collect(std::string system, ClusterState& cluster, double 
   const auto windows = static_cast<size_t>(std::ceil(r.jct_s / r.window_s));
   CollectSnic(cluster, snic_bytes_per_s, windows, &r);
   r.attn_max_over_avg = AttentionBalance(r.jct_s);
+  // Prefill EP groups of min(pe_ep_nodes, prefill nodes) nodes each (the simulator's grouping).
+  const uint32_t group_nodes =
+      std::max(1u, std::min(cfg_.engine.pe_ep_nodes, cluster.prefill_nodes));
+  const double pe_groups = std::ceil(static_cast<double>(cluster.prefill_nodes) / group_nodes);
+  if (r.jct_s > 0) r.prefill_busy_fraction = prefill_busy_s_ / (pe_groups * r.jct_s);
   CollectDecodeSeries(cluster.des.size(), windows, &r);
   // The agent that finished last (first such agent on a tie): the run's critical path.
   for (const AgentPath& p : agent_path_) {

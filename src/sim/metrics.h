@@ -41,6 +41,8 @@ class SimMetrics {
   void AttentionStep(double now, double max_over_avg) {
     attn_ratio_.emplace_back(now, max_over_avg);
   }
+  // A prefill EP group started a forward of `duration` seconds.
+  void PrefillStep(double duration) { prefill_busy_s_ += duration; }
   // A decode group ran `batch` requests at step time `tau` over [from, to).
   void DecodeInterval(double from, double to, double batch, double tau);
   // A request finished decoding: its mean time per output token after the second.
@@ -75,6 +77,7 @@ class SimMetrics {
   uint64_t ttst_n_ = 0;
   double tpot_sum_ = 0;
   uint64_t tpot_n_ = 0;
+  double prefill_busy_s_ = 0;  // summed over prefill groups
   double agent_jct_sum_ = 0;
   uint64_t agents_done_ = 0;
   uint64_t requests_done_ = 0;

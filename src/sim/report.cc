@@ -86,6 +86,7 @@ std::string ReportJson(const Report& report) {
     o["max_aps"] = e.max_aps ? Num(*e.max_aps) : Null();
     o["mean_agent_jct_s"] = r.mean_agent_jct_s;
     o["snic_avg_utilization"] = r.snic_avg_utilization;
+    o["prefill_busy_fraction"] = r.prefill_busy_fraction;
     o["requests"] = r.requests;
     o["agents"] = r.agents;
     o["events"] = r.events;

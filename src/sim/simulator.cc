@@ -373,6 +373,7 @@ Status Simulation::KickPrefill(uint32_t gi, double now) {
   }
   if (sum_attn > 0) metrics_.AttentionStep(now, max_attn / (sum_attn / members));
   g.busy = true;
+  metrics_.PrefillStep(duration);
   Push(now + duration, kPrefillStep, gi, 0);
   return Status::Ok();
 }
@@ -560,6 +561,10 @@ uint64_t Simulation::StartAgents() {
   metrics_.InitAgents(num_agents);
   std::mt19937_64 rng(spec_.seed);
   std::uniform_real_distribution<double> uni(0.0, 1.0);
+  // Start skew: its own stream, so a skew of 0 draws nothing and changes no other draw. 53 bits
+  // per uniform by hand (std::uniform_real_distribution's algorithm is not pinned).
+  std::mt19937_64 skew_rng(spec_.seed ^ 0x5bd1e9955bd1e995ULL);
+  const double skew = spec_.online ? 0.0 : cfg_.offline_start_skew_s;
   double t = 0;
   double last_start = 0;
   for (uint32_t i = 0; i < num_agents; ++i) {
@@ -570,6 +575,7 @@ uint64_t Simulation::StartAgents() {
       t += -std::log(1.0 - uni(rng)) / spec_.aps;  // Poisson arrivals
       start = t;
     }
+    if (skew > 0) start += skew * static_cast<double>(skew_rng() >> 11) * 0x1.0p-53;
     const SimTurn& first = w_.turns[a.first_turn];
     if (first.arrival_s >= 0) start = first.arrival_s;
     start += first.think_s;

@@ -1,5 +1,9 @@
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <utility>
+#include <vector>
+
 #include "dualpath/trace/workload.h"
 
 namespace dualpath::trace {
@@ -46,7 +50,7 @@ struct Table2Row {
 constexpr Table2Row kTable2[] = {{32, 60, 608, 148, 28639, 17183},
                                  {48, 106, 474, 172, 42607, 25120},
                                  {64, 157, 429, 176, 55958, 32721}};
-constexpr double kTolerance = 0.10;  // docs/trace.md: every mean within +-10% of Table 2
+constexpr double kTolerance = 0.07;  // docs/trace.md: every mean within +-7% of Table 2
 
 class Table2Test : public ::testing::TestWithParam<uint64_t> {};
 
@@ -67,6 +71,31 @@ TEST_P(Table2Test, MeansLandWithinToleranceOfTheTable) {
       EXPECT_NEAR(s.session_hit_ratio_mean, 0.987, 0.005);
     }
   }
+}
+
+// The shape fitted to real agentic sessions (docs/trace.md): the longest trajectories are not
+// generation-dominated. Generation share = generated / (appended after the first turn +
+// generated); the 2% longest trajectories' mean share stays within 1.3x the overall mean (real
+// Claude Code sessions: 0.5x; the generator before issue 18: 1.5x).
+TEST_P(Table2Test, LongestTrajectoriesAreNotGenerationDominated) {
+  auto w = GenerateSynthetic({.max_len_k = 64, .sessions = 500, .seed = GetParam()});
+  ASSERT_TRUE(w.ok());
+  std::vector<std::pair<size_t, double>> by_turns;  // (turns, generation share)
+  double mean = 0;
+  for (const Session& s : w->sessions) {
+    double app = 0, gen = 0;
+    for (size_t i = 0; i < s.turns.size(); ++i) {
+      if (i > 0) app += static_cast<double>(s.turns[i].append_tokens);
+      gen += static_cast<double>(s.turns[i].gen_tokens);
+    }
+    by_turns.emplace_back(s.turns.size(), gen / (app + gen));
+    mean += gen / (app + gen) / static_cast<double>(w->sessions.size());
+  }
+  std::sort(by_turns.begin(), by_turns.end(), [](auto& a, auto& b) { return a.first > b.first; });
+  double top = 0;
+  for (size_t i = 0; i < 10; ++i) top += by_turns[i].second / 10;
+  EXPECT_LT(top, 1.3 * mean) << "seed " << GetParam();
+  EXPECT_GT(top, 0.0);
 }
 
 INSTANTIATE_TEST_SUITE_P(Seeds, Table2Test, ::testing::Values(1, 2, 3));

@@ -102,4 +102,6 @@ check_bad "aps" --online
 check_bad "exclusive" --online --aps 1 --find-max-aps
 check_bad "bad.jsonl:2" --trace "$tmp/bad.jsonl"
 check_bad "snic_gbsp" --config "$tmp/badcfg.json"
+check_bad "start-skew" --start-skew -5
+check_bad "offline" --online --aps 1 --start-skew 10
 echo "sim_cli: ok"

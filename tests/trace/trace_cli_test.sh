@@ -47,6 +47,13 @@ cmp -s "$tmp/s1.json" "$tmp/s3.json" && fail "synthetic: different seeds, same o
 python3 -c 'import json,sys; a,b=(json.load(open(p)) for p in sys.argv[1:]); sys.exit(0 if b["turns_per_session"] < a["turns_per_session"] and b["total_mean"] <= 65536 else 1)' \
   "$tmp/s1.json" "$tmp/x4.json" || fail "--scale-append 4 did not shorten trajectories"
 
+# --turns-csv: a header and one line per turn, matching the request count.
+"$bin" trace stats "$data/weka-claude-code/trace_0057.json" --json --turns-csv "$tmp/t.csv" \
+  >"$tmp/t.json" || fail "--turns-csv exited $?"
+[[ $(head -1 "$tmp/t.csv") == "session,turn,append,gen" ]] || fail "--turns-csv: bad header"
+[[ $(($(wc -l <"$tmp/t.csv") - 1)) == $(json_field "$tmp/t.json" requests) ]] ||
+  fail "--turns-csv: line count != requests"
+
 # Bad input: exit 2 and exactly one line on stderr that names the problem.
 expect_bad() {
   local want=$1

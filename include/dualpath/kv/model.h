@@ -76,6 +76,10 @@ struct ModelGeometry {
   double params_total = 0;                 // all parameters, embeddings included
   double params_active = 0;                // activated per token, embeddings included
   double params_active_non_embedding = 0;  // activated per token, excl. input embedding/LM head
+  // Parameters of the routed experts (MoE), the only ones expert parallelism divides among GPUs;
+  // everything else (attention, indexer, shared experts, dense layers, router, norms,
+  // embeddings) is replicated on every GPU. 0 for dense models.
+  double params_routed_experts = 0;
 
   uint64_t KvBytesPerToken() const { return kv_bytes_per_token_per_layer * num_layers; }
 

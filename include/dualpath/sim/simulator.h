@@ -88,6 +88,8 @@ struct SimResult {
   AgentPath last_agent;
   double snic_read_bytes = 0;
   double snic_avg_utilization = 0;  // read bytes / (nodes x rate x jct)
+  // Prefill EP groups' forward time / (groups x jct): how busy the prefill GPUs were.
+  double prefill_busy_fraction = 0;
   uint64_t events = 0;
   // Width of the windows below: config.snic_window_s, doubled as often as needed to keep a long
   // run within 65,536 windows (memory bounded by the workload, not by simulated time).
