@@ -10,6 +10,7 @@ pages) x --layers; every figure is a ratio against a baseline measured in the sa
   save  = per-layer gather from the caches, download, and the batch put into the pool, against
           one device-to-host copy of the same bytes into pinned memory.
     python bench/python/gpu_pages_bench.py [--blocks 256] [--layers 64] [--repeat 5]
+                                           [--copy-threads N]
 """
 
 import argparse
@@ -42,6 +43,7 @@ def main():
     ap.add_argument("--blocks", type=int, default=256)
     ap.add_argument("--layers", type=int, default=64)
     ap.add_argument("--repeat", type=int, default=5)
+    ap.add_argument("--copy-threads", type=int, default=0, help="KVStore copy_threads (0: auto)")
     args = ap.parse_args()
     assert torch.cuda.is_available(), "needs a GPU"
     dev = torch.device("cuda")
@@ -55,7 +57,7 @@ def main():
     pool = f"/dev/shm/dualpath-gpubench-{os.getpid()}-{uuid.uuid4().hex[:6]}"
     try:
         with dualpath.KVStore(pool, None, pool_size=nbytes + (nbytes >> 2) + (64 << 20),
-                              namespace="bench") as store:
+                              namespace="bench", copy_threads=args.copy_threads) as store:
             def save():
                 pending = layers.start_save(src_ids, keys)
                 for name, kv in caches.items():
@@ -117,7 +119,8 @@ def main():
             os.unlink(pool)
     gb = nbytes / 1e9
     print(f"gpu_pages_bench: {torch.cuda.get_device_name()} {n} blocks x {args.layers} layers "
-          f"({layers.block_bytes >> 10} KiB per block, {gb:.2f} GB), median of {args.repeat}")
+          f"({layers.block_bytes >> 10} KiB per block, {gb:.2f} GB), median of {args.repeat}, "
+          f"copy_threads {args.copy_threads or 'auto'} ({os.cpu_count()} CPUs)")
     print(f"  baseline h2d {gb / t_h2d:7.1f} GB/s   d2h {gb / t_d2h:7.1f} GB/s   "
           f"host memcpy {gb / t_memcpy:7.1f} GB/s")
     print(f"  get  {gb / t_get:7.1f} GB/s  {t_memcpy / t_get:5.2f}x memcpy")
