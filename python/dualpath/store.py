@@ -88,12 +88,15 @@ class KVStore:
         sync: str = "data",
         capacity: int = 0,
         async_threads: int = 2,
+        copy_threads: int = 0,
     ) -> None:
         if async_threads < 1:
             raise ValueError(f"async_threads = {async_threads}: must be at least 1")
+        if not 0 <= copy_threads <= 256:
+            raise ValueError(f"copy_threads = {copy_threads}: must be 0 (automatic) to 256")
         self._s = _core.KVStore(
             pool_path, store_path, pool_size=pool_size, namespace=namespace, sync=sync,
-            capacity=capacity,
+            capacity=capacity, copy_threads=copy_threads,
         )
         self._async_threads = async_threads
         self._executor: concurrent.futures.ThreadPoolExecutor | None = None

@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <thread>
 #include <utility>
 
 #include "dualpath/common/check.h"
@@ -26,7 +27,32 @@ Status Miss(const kv::BlockHash& key, std::string_view why) {
 
 }  // namespace
 
-KvStore::KvStore(const KvStoreOptions& options) : options_(options) {}
+KvStore::KvStore(const KvStoreOptions& options) : options_(options) {
+  const unsigned hw = std::max(1u, std::thread::hardware_concurrency());
+  copy_threads_ = options.copy_threads == 0 ? std::min(hw, 8u) : options.copy_threads;
+}
+
+template <typename Fn>
+void KvStore::ForEachParallel(size_t n, uint64_t bytes, Fn&& fn) const {
+  const size_t threads = bytes < kParallelCopyBytes ? 1 : std::min<size_t>(copy_threads_, n);
+  if (threads <= 1) {
+    for (size_t i = 0; i < n; ++i) {
+      fn(i);
+    }
+    return;
+  }
+  auto range = [&](size_t t) {
+    for (size_t i = n * t / threads; i < n * (t + 1) / threads; ++i) {
+      fn(i);
+    }
+  };
+  std::vector<std::jthread> workers;
+  workers.reserve(threads - 1);
+  for (size_t t = 1; t < threads; ++t) {
+    workers.emplace_back(range, t);
+  }
+  range(0);
+}  // the jthreads join here
 KvStore::~KvStore() { Close(); }
 
 uint64_t KvStore::NamespaceFingerprint(const std::string& name_space) {
@@ -40,6 +66,10 @@ Result<std::unique_ptr<KvStore>> KvStore::Open(const KvStoreOptions& options) {
   }
   if (options.name_space.empty()) {
     return InvalidArgument("namespace must not be empty");
+  }
+  if (options.copy_threads > 256) {
+    return InvalidArgument("copy_threads = " + std::to_string(options.copy_threads) +
+                           ": at most 256");
   }
   std::unique_ptr<KvStore> s(new KvStore(options));
   if (!options.pool_path.empty()) {
@@ -82,14 +112,18 @@ std::vector<Status> KvStore::PutBatch(std::span<const kv::BlockHash> keys,
     std::fill(out.begin(), out.end(), s);
     return out;
   }
-  for (size_t i = 0; i < keys.size(); ++i) {
-    const std::span<const std::byte> payload(bufs[i].data, bufs[i].size);
-    if (pool_) {
+  if (pool_) {
+    uint64_t bytes = 0;
+    for (const ConstBuf& b : bufs) {
+      bytes += b.size;
+    }
+    ForEachParallel(keys.size(), bytes, [&](size_t i) {
+      const std::span<const std::byte> payload(bufs[i].data, bufs[i].size);
       Status s = pool_->Put(keys[i], payload, kv::BlockChecksum(payload));
       if (!s.ok() && s.code() != Code::kAlreadyExists) {
         out[i] = s.WithContext("pool");
       }
-    }
+    });
   }
   if (store_) {
     // Encode and write in rounds so staging memory stays bounded; blocks already on the file
@@ -175,20 +209,25 @@ std::vector<Result<uint64_t>> KvStore::GetBatch(std::span<const kv::BlockHash> k
     return out;
   }
   counters_.gets.fetch_add(keys.size(), std::memory_order_relaxed);
-  std::vector<size_t> todo;  // keys for the persistent tier
-  for (size_t i = 0; i < keys.size(); ++i) {
-    if (pool_) {
+  if (pool_) {
+    uint64_t bytes = 0;
+    for (const MutBuf& b : bufs) {
+      bytes += b.size;
+    }
+    ForEachParallel(keys.size(), bytes, [&](size_t i) {
       out[i] = GetFromPool(keys[i], bufs[i]);
       if (out[i].ok()) {
         counters_.pool_hits.fetch_add(1, std::memory_order_relaxed);
         counters_.bytes_got.fetch_add(*out[i], std::memory_order_relaxed);
-        continue;
       }
-      if (out[i].status().code() != Code::kStorageMiss) {
-        continue;  // a too-small buffer or a pool error: the persistent tier would not help
-      }
-    } else {
+    });
+  }
+  std::vector<size_t> todo;  // keys for the persistent tier
+  for (size_t i = 0; i < keys.size(); ++i) {
+    if (!pool_) {
       out[i] = Miss(keys[i], "no such block");
+    } else if (out[i].ok() || out[i].status().code() != Code::kStorageMiss) {
+      continue;  // a hit, or a too-small buffer or a pool error: the persistent tier won't help
     }
     if (store_) {
       todo.push_back(i);

@@ -50,6 +50,11 @@ struct KvStoreOptions {
   std::string name_space = "default";  // names the persistent tier's model directory
   uint64_t store_capacity_bytes = 0;   // LRU bound of the persistent tier (0 = unlimited)
   storage::SyncMode sync = storage::SyncMode::kData;
+  // Threads that copy (and checksum) pool blocks of one batch in parallel, the calling thread
+  // included; a batch of less than kParallelCopyBytes stays on the caller. 0: the machine's
+  // hardware threads, at most 8. One thread copies at a few GB/s (checksum included), well below
+  // a GPU node's memory bandwidth and its host-to-device copy rate.
+  unsigned copy_threads = 0;
 };
 
 // Caller memory for one block.
@@ -114,12 +119,19 @@ class KvStore {
 
   // The largest value: 1 GiB (a KV block of any real model and block size is far below it).
   static constexpr uint64_t kMaxValueBytes = 1ull << 30;
+  // The batch size (bytes) from which pool copies are split over copy_threads.
+  static constexpr uint64_t kParallelCopyBytes = 4ull << 20;
 
  private:
   explicit KvStore(const KvStoreOptions& options);
   Status CheckOpen() const;
   // Pool read: pin, copy while checksumming, unpin. kStorageMiss if absent or corrupt.
   Result<uint64_t> GetFromPool(const kv::BlockHash& key, MutBuf buf);
+  // Runs fn(i) for i in [0, n), split into contiguous ranges over up to copy_threads threads
+  // when `bytes` reaches kParallelCopyBytes; returns when every call has returned.
+  template <typename Fn>
+  void ForEachParallel(size_t n, uint64_t bytes, Fn&& fn) const;
+  unsigned copy_threads_ = 1;
 
   KvStoreOptions options_;
   std::unique_ptr<pool::Pool> pool_;

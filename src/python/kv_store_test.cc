@@ -3,6 +3,8 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <cstdio>
 #include <cstring>
 #include <filesystem>
 #include <random>
@@ -52,8 +54,9 @@ class KvStoreTest : public ::testing::Test {
     std::filesystem::remove(pool_);
     std::filesystem::remove_all(dir_);
   }
-  std::unique_ptr<KvStore> Open(bool pool, bool store) {
+  std::unique_ptr<KvStore> Open(bool pool, bool store, unsigned copy_threads = 0) {
     KvStoreOptions o;
+    o.copy_threads = copy_threads;
     o.pool_path = pool ? pool_ : "";
     o.store_path = store ? dir_.string() : "";
     o.pool_bytes = 64 << 20;
@@ -105,6 +108,60 @@ TEST_F(KvStoreTest, RoundTripThroughBothTiersAndLeadingHits) {
   EXPECT_EQ(st.pool.ready_entries, 2u);  // promoted
 }
 
+// Flips one byte of the first occurrence of `pattern` in the file at `path`.
+void FlipByteOf(const std::string& path, std::span<const std::byte> pattern) {
+  FILE* f = std::fopen(path.c_str(), "r+b");
+  ASSERT_NE(f, nullptr);
+  std::vector<std::byte> all(std::filesystem::file_size(path));
+  ASSERT_EQ(std::fread(all.data(), 1, all.size(), f), all.size());
+  auto at = std::search(all.begin(), all.end(), pattern.begin(), pattern.end());
+  ASSERT_NE(at, all.end());
+  const long off = static_cast<long>(at - all.begin()) + 7;
+  const auto flipped = static_cast<std::byte>(std::to_integer<unsigned>(all[off]) ^ 0x5Au);
+  ASSERT_EQ(std::fseek(f, off, SEEK_SET), 0);
+  ASSERT_EQ(std::fwrite(&flipped, 1, 1, f), 1u);
+  std::fclose(f);
+}
+
+// A batch above kParallelCopyBytes is split over copy threads: every block still lands in its own
+// buffer exactly, and a corrupt block is a miss for that block alone.
+TEST_F(KvStoreTest, ParallelCopiesAreExactAndCorruptionStaysPerBlock) {
+  constexpr size_t kBlocks = 24, kBytes = 512 << 10;  // 12 MiB: split over 4 threads
+  static_assert(kBlocks * kBytes >= KvStore::kParallelCopyBytes);
+  std::vector<std::vector<std::byte>> data;
+  std::vector<kv::BlockHash> keys;
+  std::vector<ConstBuf> in;
+  for (size_t i = 0; i < kBlocks; ++i) {
+    data.push_back(RandomBytes(kBytes, static_cast<uint32_t>(100 + i)));
+    keys.push_back(Key(static_cast<uint8_t>(10 + i)));
+    in.push_back({data.back().data(), kBytes});
+  }
+  auto s = Open(true, false, 4);
+  for (const Status& st : s->PutBatch(keys, in)) {
+    ASSERT_TRUE(st.ok()) << st.ToString();
+  }
+  FlipByteOf(pool_, std::span(data[13]).first(4096));
+  std::vector<std::vector<std::byte>> out(kBlocks, std::vector<std::byte>(kBytes));
+  std::vector<MutBuf> bufs;
+  for (auto& o : out) {
+    bufs.push_back({o.data(), kBytes});
+  }
+  auto r = s->GetBatch(keys, bufs);
+  for (size_t i = 0; i < kBlocks; ++i) {
+    if (i == 13) {
+      EXPECT_EQ(r[i].status().code(), Code::kStorageMiss);
+    } else {
+      ASSERT_TRUE(r[i].ok()) << i << ": " << r[i].status().ToString();
+      EXPECT_EQ(*r[i], kBytes);
+      EXPECT_TRUE(out[i] == data[i]) << "block " << i;
+    }
+  }
+  auto st = *s->Stats();
+  EXPECT_EQ(st.pool_hits, kBlocks - 1);
+  EXPECT_EQ(st.corrupt, 1u);
+  EXPECT_EQ(st.misses, 1u);
+}
+
 TEST_F(KvStoreTest, RegistrationBoundsRawRanges) {
   auto s = Open(true, false);
   EXPECT_TRUE(s->RegisterBuffer(0x10000, 0x1000).ok());
@@ -132,6 +189,12 @@ TEST_F(KvStoreTest, ClosedStoreRefusesEverything) {
 TEST(KvStoreOptionsTest, NeedsATier) {
   EXPECT_EQ(KvStore::Open({.pool_path = "", .store_path = ""}).status().code(),
             Code::kInvalidArgument);
+}
+
+TEST(KvStoreOptionsTest, CopyThreadsAreBounded) {
+  auto s = KvStore::Open({.pool_path = "/dev/shm/unused", .copy_threads = 257});
+  EXPECT_EQ(s.status().code(), Code::kInvalidArgument);
+  EXPECT_NE(s.status().message().find("copy_threads = 257"), std::string::npos);
 }
 
 }  // namespace

@@ -23,13 +23,15 @@ int64_t ErrorCode(const Status& s) { return -static_cast<int64_t>(s.code()); }
 class PyKvStore {
  public:
   PyKvStore(std::optional<std::string> pool_path, std::optional<std::string> store_path,
-            uint64_t pool_size, std::string name_space, std::string sync, uint64_t capacity) {
+            uint64_t pool_size, std::string name_space, std::string sync, uint64_t capacity,
+            unsigned copy_threads) {
     KvStoreOptions o;
     o.pool_path = pool_path.value_or("");
     o.store_path = store_path.value_or("");
     o.pool_bytes = pool_size;
     o.name_space = std::move(name_space);
     o.store_capacity_bytes = capacity;
+    o.copy_threads = copy_threads;
     if (sync == "none") {
       o.sync = storage::SyncMode::kNone;
     } else if (sync == "data") {
@@ -311,10 +313,10 @@ void BindStore(nb::module_& m) {
       nb::arg("code"), "Name of a negative return code of the batch verbs (-200: 'kStorageMiss').");
   nb::class_<PyKvStore>(m, "KVStore")
       .def(nb::init<std::optional<std::string>, std::optional<std::string>, uint64_t, std::string,
-                    std::string, uint64_t>(),
+                    std::string, uint64_t, unsigned>(),
            nb::arg("pool_path").none() = nb::none(), nb::arg("store_path").none() = nb::none(),
            nb::arg("pool_size") = uint64_t{1} << 30, nb::arg("namespace") = "default",
-           nb::arg("sync") = "data", nb::arg("capacity") = 0)
+           nb::arg("sync") = "data", nb::arg("capacity") = 0, nb::arg("copy_threads") = 0u)
       .def("register_buffer", &PyKvStore::RegisterBuffer, nb::arg("ptr"), nb::arg("size"))
       .def("unregister_buffer", &PyKvStore::UnregisterBuffer, nb::arg("ptr"))
       .def("batch_put_from", &PyKvStore::BatchPutFrom, nb::arg("keys"), nb::arg("ptrs"),

@@ -46,6 +46,7 @@ from vllm.distributed.kv_transfer.kv_connector.v1.base import (
 )
 
 import dualpath
+from dualpath.integrations._pages import PagedLayers, PendingLoad, PendingSave
 
 if TYPE_CHECKING:
     from vllm.config import VllmConfig
@@ -124,11 +125,11 @@ class DualPathConnector(KVConnectorBase_V1, SupportsHMA):
         self._pending: dict[str, "Request"] = {}  # seen by get_num_new_matched_tokens
         self._hits: dict[str, tuple[int, int]] = {}  # req -> (first block, end block) to load
         # Worker side.
-        self._kv_caches: dict[str, torch.Tensor] = {}
-        self._layer_offsets: dict[str, tuple[int, int]] = {}  # layer -> (offset, bytes) in block
-        self._block_bytes = 0
-        self._load: _PendingLoad | None = None
-        self._save: _PendingSave | None = None
+        self._pinned_cap = int(extra.get("pinned_staging_bytes", 1 << 30))
+        self._layers: PagedLayers | None = None
+        self._load: PendingLoad | None = None
+        self._load_transfers: list[tuple[list[int], int]] = []  # (block ids, first staging row)
+        self._save: PendingSave | None = None
         self._load_errors: set[int] = set()
 
     # ---- scheduler side --------------------------------------------------------------------------
@@ -216,38 +217,29 @@ class DualPathConnector(KVConnectorBase_V1, SupportsHMA):
     # ---- worker side -----------------------------------------------------------------------------
     def register_kv_caches(self, kv_caches: dict[str, torch.Tensor]) -> None:
         """Per-layer paged caches, blocks at dim 0 (vLLM's standardized [B, H, N, C] views)."""
-        self._kv_caches = dict(kv_caches)
-        offset = 0
-        for name, kv in self._kv_caches.items():
-            page = kv[0].numel() * kv.element_size()
-            self._layer_offsets[name] = (offset, page)
-            offset += page
-        self._block_bytes = offset
+        self._layers = PagedLayers(kv_caches, pinned_cap_bytes=self._pinned_cap)
 
     def start_load_kv(self, forward_context: "ForwardContext", **kwargs: Any) -> None:
         meta = self._get_connector_metadata()
         assert isinstance(meta, DualPathConnectorMetadata)
+        if self._load is not None:  # an earlier step's load that no layer waited for
+            self._load_errors |= self._load.resolve(self._load_transfers)
+            self._load = None
         if not meta.loads:
             return
-        self._check_registered()
+        layers = self._check_registered()
         hashes = [h for t in meta.loads for h in t.hashes]
-        staging = torch.empty((len(hashes), self._block_bytes), dtype=torch.uint8)
-        handle = self._store.batch_get_async(hashes, list(staging))
-        self._load = _PendingLoad(meta.loads, staging, handle)
+        self._load = layers.start_load(self._store, hashes)
+        self._load_transfers, row = [], 0
+        for t in meta.loads:
+            self._load_transfers.append((t.block_ids, row))
+            row += len(t.block_ids)
 
     def wait_for_layer_load(self, layer_name: str) -> None:
-        load = self._load
-        if load is None:
-            return
-        if load.rows is None:
-            load.resolve(self._store, self._load_errors)
-        if load.rows.numel() > 0 and layer_name in self._kv_caches:
-            kv = self._kv_caches[layer_name]
-            off, size = self._layer_offsets[layer_name]
-            pages = load.staging[load.rows, off:off + size]
-            kv[load.block_ids] = pages.view(kv.dtype).view(-1, *kv.shape[1:]).to(kv.device)
-        load.layers_done.add(layer_name)
-        if len(load.layers_done) >= len(self._kv_caches):
+        # The first layer's wait waits for the batch get and copies every layer's pages (on a GPU:
+        # asynchronously on the current stream, so later layers' kernels are ordered after it).
+        if self._load is not None:
+            self._load_errors |= self._load.resolve(self._load_transfers)
             self._load = None
 
     def save_kv_layer(
@@ -257,23 +249,22 @@ class DualPathConnector(KVConnectorBase_V1, SupportsHMA):
         assert isinstance(meta, DualPathConnectorMetadata)
         if not meta.saves:
             return
-        self._check_registered()
+        layers = self._check_registered()
         if self._save is None:
             ids = [b for t in meta.saves for b in t.block_ids]
             hashes = [h for t in meta.saves for h in t.hashes]
-            self._save = _PendingSave(
-                ids, hashes, torch.empty((len(ids), self._block_bytes), dtype=torch.uint8))
-        save = self._save
-        off, size = self._layer_offsets[layer_name]
-        idx = torch.tensor(save.block_ids, device=kv_layer.device)
-        pages = kv_layer.index_select(0, idx).contiguous().view(torch.uint8).reshape(len(idx), -1)
-        save.staging[:, off:off + size] = pages.cpu()
+            self._save = layers.start_save(ids, hashes)
+        self._save.add_layer(layer_name, kv_layer)
 
     def wait_for_save(self) -> None:
         save, self._save = self._save, None
         if save is None:
             return
-        rcs = self._store.batch_put(save.hashes, list(save.staging))
+        try:
+            rcs = save.finish(self._store)
+        except RuntimeError as e:  # a layer never reported: never store a block missing a layer
+            logger.warning("%s; %d blocks not saved", e, len(save.block_ids))
+            return
         failed = [dualpath.error_name(rc) for rc in rcs if rc != 0]
         if failed:
             logger.warning("dualpath: %d of %d blocks not saved (%s)", len(failed), len(rcs),
@@ -286,43 +277,7 @@ class DualPathConnector(KVConnectorBase_V1, SupportsHMA):
     def shutdown(self) -> None:
         self._store.close()
 
-    def _check_registered(self) -> None:
-        if not self._kv_caches:
+    def _check_registered(self) -> PagedLayers:
+        if self._layers is None:
             raise RuntimeError("DualPathConnector: register_kv_caches was not called")
-
-
-class _PendingLoad:
-    """One step's batch get: staging rows in request order, resolved on the first layer wait."""
-
-    def __init__(self, loads: list[BlockTransfer], staging: torch.Tensor, handle) -> None:
-        self.loads = loads
-        self.staging = staging
-        self.handle = handle
-        self.rows: torch.Tensor | None = None  # staging rows that loaded
-        self.block_ids: torch.Tensor | None = None  # their vLLM block ids
-        self.layers_done: set[str] = set()
-
-    def resolve(self, store: dualpath.KVStore, errors: set[int]) -> None:
-        rcs = self.handle.wait()
-        rows, ids, row = [], [], 0
-        for t in self.loads:
-            ok = True
-            for j, block_id in enumerate(t.block_ids):
-                # A block that missed (absent or corrupt) and every later block of the request
-                # are load errors: vLLM recomputes from the first of them.
-                ok = ok and rcs[row + j] > 0
-                if ok:
-                    rows.append(row + j)
-                    ids.append(block_id)
-                else:
-                    errors.add(block_id)
-            row += len(t.block_ids)
-        self.rows = torch.tensor(rows, dtype=torch.long)
-        self.block_ids = torch.tensor(ids, dtype=torch.long)
-
-
-@dataclass
-class _PendingSave:
-    block_ids: list[int]
-    hashes: list[bytes]
-    staging: torch.Tensor
+        return self._layers
