@@ -10,6 +10,11 @@ set(DUALPATH_SAN_FLAGS "")
 if(DUALPATH_SANITIZE STREQUAL "address,undefined")
   set(DUALPATH_SAN_FLAGS -fsanitize=address,undefined -fno-omit-frame-pointer
                          -fno-sanitize-recover=undefined)
+elseif(DUALPATH_SANITIZE STREQUAL "fuzzer")
+  # The `fuzz` preset (clang only): ASan + UBSan, and libFuzzer's coverage instrumentation on every
+  # project file; the fuzz targets themselves link libFuzzer's main (fuzz/CMakeLists.txt).
+  set(DUALPATH_SAN_FLAGS -fsanitize=address,undefined,fuzzer-no-link -fno-omit-frame-pointer
+                         -fno-sanitize-recover=undefined)
 elseif(DUALPATH_SANITIZE STREQUAL "thread")
   set(DUALPATH_SAN_FLAGS -fsanitize=thread -fno-omit-frame-pointer)
 endif()

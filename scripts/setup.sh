@@ -23,6 +23,8 @@ done
 PACKAGES=(
   # toolchain
   build-essential cmake ninja-build pkg-config clang clang-format git ccache
+  # libFuzzer and clang's sanitizer runtimes (the fuzz preset, scripts/fuzz.sh)
+  libclang-rt-14-dev
   # test and benchmark frameworks
   libgtest-dev libgmock-dev libbenchmark-dev
   # common libraries

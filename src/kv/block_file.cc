@@ -128,10 +128,16 @@ Status ParseHeader(std::span<const std::byte> buf, BlockFileHeader* h) {
   if (h->header_checksum != HeaderChecksum(*h)) {
     return Status(Code::kKvBadHeader, "block file: header checksum mismatch (torn or corrupted)");
   }
+  // The product is checked for overflow: a wrapped token_count * num_layers * bpt could equal a
+  // small payload_bytes while each factor is huge, and readers index the payload by those factors
+  // (found by fuzz/block_file_fuzz.cc).
+  uint64_t product = 0;
+  const bool overflow =
+      __builtin_mul_overflow(uint64_t{h->token_count}, uint64_t{h->num_layers}, &product) ||
+      __builtin_mul_overflow(product, h->bytes_per_token_per_layer, &product);
   if (h->header_bytes != kBlockFileHeaderBytes || h->reserved != 0 || h->token_count == 0 ||
       h->num_layers == 0 || h->bytes_per_token_per_layer == 0 ||
-      h->payload_bytes > kMaxPayloadBytes ||
-      h->payload_bytes != uint64_t{h->token_count} * h->num_layers * h->bytes_per_token_per_layer) {
+      h->payload_bytes > kMaxPayloadBytes || overflow || h->payload_bytes != product) {
     return Status(
         Code::kKvBadHeader,
         "block file: inconsistent header (header_bytes=" + std::to_string(h->header_bytes) +

@@ -1,6 +1,7 @@
 #include "dualpath/kv/block_file.h"
 
 #include <gtest/gtest.h>
+#include <xxhash.h>
 
 #include <cstring>
 #include <vector>
@@ -122,6 +123,26 @@ TEST(BlockFileTest, CorruptHeaderFieldIsBadHeader) {
     f.file[off] ^= std::byte{0x04};
     EXPECT_EQ(f.Decode().status().code(), Code::kKvBadHeader) << off;
   }
+}
+
+// Regression (found by fuzz/block_file_fuzz.cc): factors whose product wraps around 2^64 to the
+// stated payload_bytes were accepted, and readers index the payload by those factors. The header
+// checksum is recomputed so only the field check can reject it.
+TEST(BlockFileTest, PayloadProductOverflowIsBadHeader) {
+  Fixture f;
+  BlockFileHeader h;
+  std::memcpy(&h, f.file.data(), sizeof(h));
+  h.token_count = 3;
+  h.num_layers = 1;
+  h.bytes_per_token_per_layer = 0x5555555555555556ULL;  // 3 * this = 2^64 + 2: wraps to 2
+  h.payload_bytes = 2;
+  h.payload_checksum = XXH3_64bits(f.file.data() + kBlockFileHeaderBytes, 2);  // else consistent
+  h.header_checksum = XXH3_64bits(&h, offsetof(BlockFileHeader, header_checksum));
+  std::memcpy(f.file.data(), &h, sizeof(h));
+  Result<DecodedBlockFile> d = f.Decode();
+  EXPECT_EQ(d.status().code(), Code::kKvBadHeader);
+  EXPECT_NE(d.status().message().find("inconsistent header"), std::string::npos);
+  EXPECT_EQ(DecodeBlockFileHeader(f.file).status().code(), Code::kKvBadHeader);
 }
 
 TEST(BlockFileTest, WrongModelOrHash) {

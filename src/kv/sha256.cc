@@ -7,6 +7,10 @@
 #include <atomic>
 #include <cstring>
 
+#if defined(__x86_64__)
+#include <cpuid.h>
+#endif
+
 #include "dualpath/common/check.h"
 
 namespace dualpath::kv::sha256 {
@@ -27,7 +31,15 @@ std::atomic<Impl>& ImplSlot() {
 
 bool HaveShaNi() {
 #if defined(__x86_64__)
-  static const bool have = __builtin_cpu_supports("sha") && __builtin_cpu_supports("sse4.1");
+  // CPUID directly: clang 14's __builtin_cpu_supports does not know "sha" (the fuzz preset
+  // builds with clang). SHA: leaf 7 subleaf 0, EBX bit 29; SSE4.1: leaf 1, ECX bit 19.
+  static const bool have = [] {
+    unsigned a = 0, b = 0, c = 0, d = 0;
+    if (__get_cpuid(1, &a, &b, &c, &d) == 0 || (c & (1u << 19)) == 0) return false;
+    if (__get_cpuid_max(0, nullptr) < 7) return false;
+    __cpuid_count(7, 0, a, b, c, d);
+    return (b & (1u << 29)) != 0;
+  }();
   return have;
 #else
   return false;

@@ -17,8 +17,14 @@
 
 #include "model/kernels_avx2.h"
 
+// AVX2 code generation for what follows: GCC's target pragma, clang's attribute pragma (the
+// fuzz preset builds with clang).
+#if defined(__clang__)
+#pragma clang attribute push(__attribute__((target("avx2"))), apply_to = function)
+#else
 #pragma GCC push_options
 #pragma GCC target("avx2")
+#endif
 
 #include "model/attention_impl.h"
 
@@ -84,7 +90,11 @@ constexpr KernelTable kAvx2 = {
 }  // namespace
 }  // namespace dualpath::model::internal
 
+#if defined(__clang__)
+#pragma clang attribute pop
+#else
 #pragma GCC pop_options
+#endif
 
 namespace dualpath::model::internal {
 // Outside the AVX2 region: selection calls this on any CPU.

@@ -27,8 +27,14 @@
 
 #include "model/kernels.h"
 
+// AVX2 code generation for what follows: GCC's target pragma, clang's attribute pragma (the
+// fuzz preset builds with clang).
+#if defined(__clang__)
+#pragma clang attribute push(__attribute__((target("avx2"))), apply_to = function)
+#else
 #pragma GCC push_options
 #pragma GCC target("avx2")
+#endif
 
 namespace dualpath::model::internal::avx2 {
 
@@ -295,4 +301,8 @@ struct Ops {
 
 }  // namespace dualpath::model::internal::avx2
 
+#if defined(__clang__)
+#pragma clang attribute pop
+#else
 #pragma GCC pop_options
+#endif
