@@ -1,6 +1,7 @@
 // MasterState: membership, LRU lists and eviction, node reports, observers and the consistency
 // check. Puts, reads and time are in master_state.cc.
 #include <algorithm>
+#include <cmath>
 #include <map>
 #include <string>
 
@@ -66,8 +67,10 @@ Status MasterState::Impl::AddNode(const NodeSpec& spec) {
   NodeState node;
   auto init = [](TierState& ts, uint64_t capacity, const TierSpec& s) {
     ts.alloc = ExtentAllocator(capacity);
-    ts.high_bytes = static_cast<uint64_t>(s.high_watermark * static_cast<double>(capacity));
-    ts.low_bytes = static_cast<uint64_t>(s.low_watermark * static_cast<double>(capacity));
+    ts.high_bytes =
+        static_cast<uint64_t>(std::llround(s.high_watermark * static_cast<double>(capacity)));
+    ts.low_bytes =
+        static_cast<uint64_t>(std::llround(s.low_watermark * static_cast<double>(capacity)));
   };
   init(node.tier(Tier::kDram), dram, spec.dram);
   init(node.tier(Tier::kSsd), ssd, spec.ssd);

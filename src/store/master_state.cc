@@ -42,70 +42,69 @@ MasterState::MasterState(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 MasterState::~MasterState() = default;
 
 Status MasterState::AddNode(const NodeSpec& spec) {
-  std::unique_lock lock(impl_->mu_);
+  std::lock_guard lock(impl_->mu_);
   return impl_->AddNode(spec);
 }
 Status MasterState::RemoveNode(NodeId node) {
-  std::unique_lock lock(impl_->mu_);
+  std::lock_guard lock(impl_->mu_);
   return impl_->RemoveNode(node);
 }
 std::vector<NodeId> MasterState::LiveNodes() const {
-  std::shared_lock lock(impl_->mu_);
+  std::lock_guard lock(impl_->mu_);
   return impl_->LiveNodes();
 }
 Result<PutTicket> MasterState::PutStart(const ObjectKey& key, uint64_t size,
                                         const PutOptions& options) {
-  std::unique_lock lock(impl_->mu_);
+  std::lock_guard lock(impl_->mu_);
   return impl_->PutStart(key, size, options);
 }
 Status MasterState::PutCommit(PutId put, uint64_t checksum) {
-  std::unique_lock lock(impl_->mu_);
+  std::lock_guard lock(impl_->mu_);
   return impl_->PutCommit(put, checksum);
 }
 Status MasterState::PutAbort(PutId put) {
-  std::unique_lock lock(impl_->mu_);
+  std::lock_guard lock(impl_->mu_);
   return impl_->PutAbort(put);
 }
 GetResult MasterState::Get(std::span<const ObjectKey> keys) {
-  std::unique_lock lock(impl_->mu_);
+  std::lock_guard lock(impl_->mu_);
   return impl_->Get(keys);
 }
 Status MasterState::Unpin(PinId pin) {
-  std::unique_lock lock(impl_->mu_);
+  std::lock_guard lock(impl_->mu_);
   return impl_->Unpin(pin);
 }
 Result<Nanos> MasterState::RenewPin(PinId pin) {
-  std::unique_lock lock(impl_->mu_);
+  std::lock_guard lock(impl_->mu_);
   return impl_->RenewPin(pin);
 }
 ExistsResult MasterState::Exists(std::span<const ObjectKey> keys) const {
-  // Read-only: many Exists calls (the scheduler's hit probes) run at once.
-  std::shared_lock lock(impl_->mu_);
+  std::lock_guard lock(impl_->mu_);
   return impl_->Exists(keys);
 }
 size_t MasterState::Remove(std::span<const ObjectKey> keys) {
-  std::unique_lock lock(impl_->mu_);
+  std::lock_guard lock(impl_->mu_);
   return impl_->Remove(keys);
 }
 TickStats MasterState::Tick() {
-  std::unique_lock lock(impl_->mu_);
+  std::lock_guard lock(impl_->mu_);
   return impl_->Tick();
 }
 Result<RebuildOutcome> MasterState::RebuildFromReports(NodeId node,
                                                        std::span<const ReportedReplica> reports) {
-  std::unique_lock lock(impl_->mu_);
+  std::lock_guard lock(impl_->mu_);
   return impl_->RebuildFromReports(node, reports);
 }
 Result<TierUsage> MasterState::Usage(NodeId node, Tier tier) const {
-  std::shared_lock lock(impl_->mu_);
+  std::lock_guard lock(impl_->mu_);
   return impl_->Usage(node, tier);
 }
 MasterStats MasterState::Stats() const {
-  std::shared_lock lock(impl_->mu_);
+  std::lock_guard lock(impl_->mu_);
   return impl_->Stats();
 }
 Status MasterState::CheckConsistency() const {
-  std::shared_lock lock(impl_->mu_);
+  std::lock_guard lock(impl_->mu_);
   return impl_->CheckConsistency();
 }
 

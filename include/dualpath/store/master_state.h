@@ -22,9 +22,8 @@
 // MasterConfig::alignment; a replica's offset is its place in that range.
 //
 // Ownership: MasterState owns all its metadata; the Clock is borrowed and must outlive it.
-// Thread safety: every method may be called from any thread. Exists takes a shared lock (many
-// readers at once); every other method takes the one exclusive lock, so each call is atomic with
-// respect to the others.
+// Thread safety: every method may be called from any thread. Each takes the one lock, so each call
+// is atomic with respect to the others (a Get sees a put either not at all or committed).
 #pragma once
 
 #include <cstdint>
