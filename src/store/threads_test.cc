@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <chrono>
 #include <random>
 #include <thread>
 #include <vector>
@@ -28,26 +29,28 @@ TEST(MasterThreads, ConcurrentPutsGetsTicksAndNodeDeaths) {
   ManualClock clock(0);
   MasterConfig config;
   config.alignment = kBlock;
-  config.put_timeout = 50 * kNanosPerMilli;
+  config.put_timeout = 10 * kNanosPerMilli;
   config.pin_ttl = 20 * kNanosPerMilli;
   auto created = MasterState::Create(config, clock);
   ASSERT_TRUE(created.ok());
   MasterState& m = **created;
-  // Small nodes, so that eviction runs all the time.
+  // The keys want about 800 blocks (2 blocks, 2 replicas on average) and the 4 nodes hold 640:
+  // eviction runs, but most objects fit, so readers get hits.
   for (uint32_t n = 1; n <= 4; ++n) {
     NodeSpec spec;
     spec.id = NodeId(n);
-    spec.dram = TierSpec{64 * kBlock, 0.9, 0.7};
+    spec.dram = TierSpec{160 * kBlock, 0.9, 0.7};
     ASSERT_TRUE(m.AddNode(spec).ok());
   }
 
   std::atomic<bool> stop{false};
-  std::atomic<uint64_t> served{0}, wrong{0}, unexpected{0};
+  std::atomic<uint64_t> ops{0}, served{0}, wrong{0}, unexpected{0};
   std::vector<std::thread> threads;
   for (int w = 0; w < 2; ++w) {
     threads.emplace_back([&, w] {
       std::mt19937_64 rng(100 + w);
       while (!stop.load(std::memory_order_relaxed)) {
+        ops++;
         const uint64_t i = rng() % kKeys;
         PutOptions opt;
         opt.replicas = 1 + static_cast<int>(rng() % 3);
@@ -63,11 +66,11 @@ TEST(MasterThreads, ConcurrentPutsGetsTicksAndNodeDeaths) {
           continue;
         }
         // Commit most, abort some, abandon a few (Tick reclaims them).
-        const uint64_t fate = rng() % 10;
+        const uint64_t fate = rng() % 100;
         Status s;
-        if (fate < 7) {
+        if (fate < 80) {
           s = m.PutCommit(t->id, ChecksumOf(i));
-        } else if (fate < 9) {
+        } else if (fate < 99) {
           s = m.PutAbort(t->id);
         }
         // The put may have expired or lost all its nodes meanwhile: kStoreUnknownPut is fine.
@@ -82,6 +85,7 @@ TEST(MasterThreads, ConcurrentPutsGetsTicksAndNodeDeaths) {
     threads.emplace_back([&, r] {
       std::mt19937_64 rng(200 + r);
       while (!stop.load(std::memory_order_relaxed)) {
+        ops++;
         std::vector<ObjectKey> keys;
         std::vector<uint64_t> ids;
         for (int k = 0; k < 8; ++k) {
@@ -121,9 +125,21 @@ TEST(MasterThreads, ConcurrentPutsGetsTicksAndNodeDeaths) {
     }
   });
 
-  // The driver: time, Tick, and a node that dies and comes back, for a fixed number of rounds.
+  // The driver: time, Tick, and a node that dies and comes back. Each round waits for the workers
+  // to have done 20 more operations, so the rounds interleave with real work however the threads
+  // are scheduled; the deadline is only a hang guard.
+  const auto hang_guard = std::chrono::steady_clock::now() + std::chrono::seconds(120);
+  auto wait_for_ops = [&](uint64_t n) {
+    const uint64_t target = ops.load() + n;
+    while (ops.load() < target) {
+      if (std::chrono::steady_clock::now() > hang_guard) return false;
+      std::this_thread::yield();
+    }
+    return true;
+  };
   std::mt19937_64 rng(7);
   for (int round = 0; round < 400; ++round) {
+    ASSERT_TRUE(wait_for_ops(20)) << "workers stalled";
     clock.Advance(kNanosPerMilli * static_cast<Nanos>(1 + rng() % 5));
     (void)m.Tick();
     if (round % 50 == 25) {
@@ -131,14 +147,13 @@ TEST(MasterThreads, ConcurrentPutsGetsTicksAndNodeDeaths) {
     } else if (round % 50 == 40) {
       NodeSpec spec;
       spec.id = NodeId(4);
-      spec.dram = TierSpec{64 * kBlock, 0.9, 0.7};
+      spec.dram = TierSpec{160 * kBlock, 0.9, 0.7};
       ASSERT_TRUE(m.AddNode(spec).ok());
     }
     if (round % 100 == 0) {
       const Status s = m.CheckConsistency();
       ASSERT_TRUE(s.ok()) << s.ToString();
     }
-    std::this_thread::yield();
   }
   stop = true;
   for (std::thread& t : threads) t.join();
@@ -165,7 +180,8 @@ TEST(MasterThreads, ConcurrentPutsGetsTicksAndNodeDeaths) {
     if (g.objects[i].found) expect += g.objects[i].size * g.objects[i].replicas.size();
   }
   EXPECT_EQ(used, expect);
-  EXPECT_GT(served.load(), 0u);
+  EXPECT_GT(served.load(), 0u) << "objects " << st.objects << " evicted " << st.evicted_replicas
+                               << " expired puts " << st.expired_puts << " ops " << ops.load();
   const Status s2 = m.CheckConsistency();
   EXPECT_TRUE(s2.ok()) << s2.ToString();
 }
