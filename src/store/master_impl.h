@@ -15,6 +15,7 @@
 // Thread safety: MasterState::Impl has none of its own; every MasterState method takes mu_.
 #pragma once
 
+#include <algorithm>
 #include <array>
 #include <cstdint>
 #include <mutex>
@@ -118,6 +119,7 @@ class MasterState::Impl {
   size_t Remove(std::span<const ObjectKey> keys);
   TickStats Tick();
   Result<RebuildOutcome> RebuildFromReports(NodeId node, std::span<const ReportedReplica> reports);
+  void HoldEviction(Nanos until) { hold_eviction_until_ = std::max(hold_eviction_until_, until); }
   Result<TierUsage> Usage(NodeId node, Tier tier) const;
   MasterStats Stats() const;
   Status CheckConsistency() const;
@@ -167,6 +169,7 @@ class MasterState::Impl {
   std::set<std::pair<Nanos, uint64_t>> put_deadlines_;  // (deadline, put id)
   std::unordered_map<uint64_t, Pin> pins_;
   std::set<std::pair<Nanos, uint64_t>> pin_expiry_;  // (expires_at, pin id)
+  Nanos hold_eviction_until_ = 0;                    // HoldEviction
   uint64_t next_put_id_ = 1;
   uint64_t next_pin_id_ = 1;
   uint64_t evicted_replicas_ = 0;

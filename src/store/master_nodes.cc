@@ -194,6 +194,7 @@ void MasterState::Impl::HideObject(Object* o) {
 }
 
 bool MasterState::Impl::EvictOne(NodeId node, Tier tier) {
+  if (clock_.Now() < hold_eviction_until_) return false;
   TierState& ts = TierOf(node, tier);
   Object* o = ts.lru.head;
   while (o != nullptr && o->pins > 0) o = o->SlotOn(node)->lru_next;

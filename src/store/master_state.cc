@@ -95,6 +95,10 @@ Result<RebuildOutcome> MasterState::RebuildFromReports(NodeId node,
   std::lock_guard lock(impl_->mu_);
   return impl_->RebuildFromReports(node, reports);
 }
+void MasterState::HoldEviction(Nanos until) {
+  std::lock_guard lock(impl_->mu_);
+  impl_->HoldEviction(until);
+}
 Result<TierUsage> MasterState::Usage(NodeId node, Tier tier) const {
   std::lock_guard lock(impl_->mu_);
   return impl_->Usage(node, tier);

@@ -494,6 +494,24 @@ TEST_F(MasterTest, StandbyRebuildsFromNodeReports) {
   EXPECT_TRUE(c.ok()) << c.ToString();
 }
 
+TEST_F(MasterTest, HeldEvictionFreesNothingUntilItsTime) {
+  // A new leader does not know the old leader's pins: it holds eviction for one pin ttl.
+  AddNode(1, 2, 0.5, 0.5);
+  m_->HoldEviction(clock_.Now() + kPinTtl);
+  Put(0);
+  Put(1);  // 2 > 1 block: would evict 0, but eviction is held
+  EXPECT_TRUE(Visible(0));
+  EXPECT_TRUE(Visible(1));
+  auto t = m_->PutStart(MakeKey(2), kBlock, PutOptions{});
+  EXPECT_EQ(t.status().code(), Code::kStoreNoSpace) << t.status().ToString();
+  clock_.Advance(kPinTtl - 1);
+  EXPECT_EQ(m_->Tick().evicted_replicas, 0u);
+  clock_.Advance(1);
+  EXPECT_EQ(m_->Tick().evicted_replicas, 1u);
+  EXPECT_FALSE(Visible(0));
+  EXPECT_TRUE(Visible(1));
+}
+
 TEST_F(MasterTest, BadInputIsRejectedNamingWhat) {
   AddNode(1, 4);
   AddNode(2, 8);

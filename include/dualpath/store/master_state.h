@@ -188,6 +188,10 @@ class MasterState {
   // reports of the same key). kStoreUnknownNode if `node` is not live; each bad report is
   // rejected on its own and listed in the outcome.
   Result<RebuildOutcome> RebuildFromReports(NodeId node, std::span<const ReportedReplica> reports);
+  // No eviction (by watermark or by PutStart) before `until` on the clock. A new leader knows no
+  // pins (readers pinned on the old one): it calls HoldEviction(now + pin_ttl) so that no block a
+  // reader may still be reading is freed; puts that need eviction meanwhile get kStoreNoSpace.
+  void HoldEviction(Nanos until);
 
   // ---- observation ----
   Result<TierUsage> Usage(NodeId node, Tier tier) const;
