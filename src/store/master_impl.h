@@ -50,13 +50,15 @@ struct ReplicaSlot {
 };
 
 struct Object {
+  // First, right after the key in the map node: Exists reads only the key and the state, so they
+  // share a cache line as often as the allocator's alignment allows.
+  ObjectState state = ObjectState::kPending;
+  uint8_t num_replicas = 0;
+  uint32_t pins = 0;               // live pin references (a key twice in one Get counts twice)
   const ObjectKey* key = nullptr;  // the map element's own key
   uint64_t size = 0;               // as the writer gave it (space taken is Aligned(size))
   uint64_t checksum = 0;
   uint64_t put_id = 0;  // kPending only
-  uint32_t pins = 0;    // number of live pin references (a key twice in one Get counts twice)
-  ObjectState state = ObjectState::kPending;
-  uint8_t num_replicas = 0;
   std::array<ReplicaSlot, kMaxReplicas> replicas;
 
   ReplicaSlot* SlotOn(NodeId node) {
