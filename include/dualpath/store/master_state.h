@@ -30,6 +30,7 @@
 #include <memory>
 #include <optional>
 #include <span>
+#include <utility>
 #include <vector>
 
 #include "dualpath/common/clock.h"
