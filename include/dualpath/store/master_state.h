@@ -201,9 +201,8 @@ class MasterState {
   // For tests: O(objects).
   Status CheckConsistency() const;
 
-  class Impl;
-
  private:
+  class Impl;  // src/store/master_impl.h
   explicit MasterState(std::unique_ptr<Impl> impl);
   std::unique_ptr<Impl> impl_;
 };
