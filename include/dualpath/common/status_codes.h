@@ -9,7 +9,7 @@
 //   100-199  kv          200-299  storage     300-399  pool      400-499  transfer
 //   500-599  sched       600-699  sim         700-799  trace     800-899  engine
 //   900-999  control     1000-1099 testbed    1100-1199 cli     1200-1299 model
-//   1300-1399 replay
+//   1300-1399 replay    1400-1499 store
 #pragma once
 
 // X(name, value, description)
@@ -78,4 +78,14 @@
   X(kTestbedNotFound, 1002, "testbed: no such cluster")                          \
   X(kTestbedCommandFailed, 1003, "testbed: setup command failed")                \
   /* cli */                                                                      \
-  X(kCliUsage, 1100, "usage error")
+  X(kCliUsage, 1100, "usage error")                                              \
+  /* store */                                                                    \
+  X(kStoreObjectExists, 1400, "store: object already committed")                 \
+  X(kStorePutPending, 1401, "store: a put of this object is in progress")        \
+  X(kStoreUnknownPut, 1402, "store: no such put in progress")                    \
+  X(kStoreUnknownNode, 1403, "store: no such live node")                         \
+  X(kStoreNodeExists, 1404, "store: node already live")                          \
+  X(kStoreNotEnoughNodes, 1405, "store: fewer live nodes than replicas")         \
+  X(kStoreNoSpace, 1406, "store: no space on enough nodes")                      \
+  X(kStoreUnknownPin, 1407, "store: no such pin")                                \
+  X(kStoreReportConflict, 1408, "store: node report conflicts with metadata")

@@ -1,0 +1,40 @@
+#!/usr/bin/env bash
+# Prints the store master's Exists throughput over 1,000-key batches (one thread) and its ratio to
+# bare std::unordered_set finds of the same keys in the same process, and the master's memory per
+# million committed objects (issue 16, acceptance 3: exists >= 1 M keys/s on one master core).
+#
+# Usage: bench/store/exists_ratio.sh [path/to/store_master_bench]
+#        (default: build/release/bin/store_master_bench)
+# Build: cmake --preset release && cmake --build --preset release -j2 --target store_master_bench
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+bench="${1:-build/release/bin/store_master_bench}"
+if [[ ! -x "$bench" ]]; then
+  echo "exists_ratio.sh: $bench not built (cmake --build --preset release --target store_master_bench)" >&2
+  exit 2
+fi
+json="$(mktemp)"
+trap 'rm -f "$json"' EXIT
+# Medians of 5 repetitions tame the noise of a shared machine.
+"$bench" --benchmark_repetitions=5 --benchmark_report_aggregates_only=true \
+  --benchmark_format=json >"$json" 2>/dev/null
+/usr/bin/python3 - "$json" <<'PY'
+import json, sys
+data = json.load(open(sys.argv[1]))
+med = {}
+for b in data["benchmarks"]:
+    if b.get("aggregate_name") == "median":
+        med[b["run_name"]] = b
+print("store master Exists, 1,000-key batches, one thread, 1 M objects (medians of 5, same process)")
+print(f"{'keys':6s} {'master_Mkeys/s':>14s} {'hashset_Mkeys/s':>15s} {'ratio':>6s}")
+for hits, name in ((1, "hits"), (0, "misses")):
+    m = med[f"ExistsBatch/hits:{hits}"]["items_per_second"]
+    h = med[f"HashSetBatch/hits:{hits}"]["items_per_second"]
+    print(f"{name:6s} {m/1e6:14.2f} {h/1e6:15.2f} {m/h:6.2f}")
+worst = min(med[f"ExistsBatch/hits:{h}"]["items_per_second"] for h in (0, 1))
+print(f"minimum {worst/1e6:.2f} M keys/s (acceptance: >= 1 M keys/s)")
+mem = med.get("MemoryPerMillion/iterations:1") or next(
+    b for n, b in med.items() if n.startswith("MemoryPerMillion"))
+print(f"memory per million objects: heap {mem['heap_MiB_per_million']:.0f} MiB "
+      f"({mem['heap_bytes_per_object']:.0f} B/object), RSS {mem['rss_MiB_per_million']:.0f} MiB")
+PY

@@ -1,0 +1,80 @@
+// The value types of the distributed KV store (issue 16): what an object is called (ObjectKey),
+// where a copy of it lives (Replica), and the ids the store master hands out (PutId, PinId).
+//
+// An object is one KV-cache block of one model: its key is the model fingerprint (the
+// kv::ModelSpec fingerprint every block file carries) and the block's 32-byte chained hash
+// (dualpath/kv/block_hash.h), so two models never share an object and equal keys mean equal bytes.
+// Store nodes are named by dualpath::NodeId (dualpath/common/ids.h), the one node id of the
+// project: a store node runs on a testbed node and has that node's id.
+//
+// Ownership: values; nothing here points anywhere.
+// Thread safety: values; const access from any thread.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <ostream>
+#include <string>
+#include <string_view>
+
+#include "dualpath/common/ids.h"
+#include "dualpath/kv/block_hash.h"
+
+namespace dualpath::store {
+
+// At most this many copies of one object, each on a different node (issue 16: 1 to 3).
+inline constexpr int kMaxReplicas = 3;
+
+// The storage tier a replica lives in on its node: the node's shared-memory pool (DRAM) or its
+// node-local SSD path.
+enum class Tier : uint8_t { kDram = 0, kSsd = 1 };
+inline constexpr int kNumTiers = 2;
+
+// False for a value outside the enum (a Tier cast from a message or a file).
+inline bool IsValidTier(Tier tier) { return static_cast<uint8_t>(tier) < kNumTiers; }
+// "dram" / "ssd".
+std::string_view TierName(Tier tier);
+
+// One put in progress, from PutStart until PutCommit, PutAbort or its timeout.
+using PutId = StrongId<struct PutIdTag, uint64_t>;
+// One reader's lease over the objects one Get returned, until Unpin or its expiry.
+using PinId = StrongId<struct PinIdTag, uint64_t>;
+
+struct ObjectKey {
+  uint64_t model_fingerprint = 0;
+  kv::BlockHash hash;
+
+  // "<fingerprint hex>/<first 8 bytes of the hash, hex>..": short, for error messages.
+  std::string ShortString() const;
+
+  auto operator<=>(const ObjectKey&) const = default;
+  bool operator==(const ObjectKey&) const = default;
+};
+
+std::ostream& operator<<(std::ostream& os, const ObjectKey& key);
+
+// One copy of an object: on `node`, in `tier`, at byte `offset` of that node's tier space,
+// `size` bytes whose checksum is `checksum` (set by the writer at commit; 0 in a PutStart answer,
+// which hands out locations before anything is written).
+struct Replica {
+  NodeId node;
+  Tier tier = Tier::kDram;
+  uint64_t offset = 0;
+  uint64_t size = 0;
+  uint64_t checksum = 0;
+
+  bool operator==(const Replica&) const = default;
+};
+
+std::ostream& operator<<(std::ostream& os, const Replica& r);
+
+}  // namespace dualpath::store
+
+template <>
+struct std::hash<dualpath::store::ObjectKey> {
+  // The block hash is already a uniform digest; the fingerprint is mixed in with a multiply so
+  // that the same block hash under two models lands in different buckets.
+  size_t operator()(const dualpath::store::ObjectKey& k) const noexcept {
+    return static_cast<size_t>(k.hash.Prefix64() ^ (k.model_fingerprint * 0x9E3779B97F4A7C15ULL));
+  }
+};

@@ -1,0 +1,418 @@
+// MasterState: the public wrappers (locking), puts, reads and time. Membership, eviction, reports
+// and the consistency check are in master_nodes.cc.
+#include "dualpath/store/master_state.h"
+
+#include <algorithm>
+#include <mutex>
+#include <string>
+
+#include "dualpath/common/check.h"
+#include "store/master_impl.h"
+
+namespace dualpath::store {
+
+namespace {
+
+std::string KeyText(const ObjectKey& key) { return "object " + key.ShortString(); }
+
+}  // namespace
+
+// ---------------------------------------------------------------------------------------------
+// Public wrappers: one lock per call.
+
+Result<std::unique_ptr<MasterState>> MasterState::Create(const MasterConfig& config,
+                                                         const Clock& clock) {
+  if (config.put_timeout <= 0) {
+    return InvalidArgument("store master: put_timeout " + std::to_string(config.put_timeout) +
+                           " ns must be > 0");
+  }
+  if (config.pin_ttl <= 0) {
+    return InvalidArgument("store master: pin_ttl " + std::to_string(config.pin_ttl) +
+                           " ns must be > 0");
+  }
+  const uint64_t a = config.alignment;
+  if (a == 0 || (a & (a - 1)) != 0 || a > (uint64_t{1} << 20)) {
+    return InvalidArgument("store master: alignment " + std::to_string(a) +
+                           " must be a power of two in 1 .. 1048576");
+  }
+  return std::unique_ptr<MasterState>(new MasterState(std::make_unique<Impl>(config, clock)));
+}
+
+MasterState::MasterState(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+MasterState::~MasterState() = default;
+
+Status MasterState::AddNode(const NodeSpec& spec) {
+  std::lock_guard lock(impl_->mu_);
+  return impl_->AddNode(spec);
+}
+Status MasterState::RemoveNode(NodeId node) {
+  std::lock_guard lock(impl_->mu_);
+  return impl_->RemoveNode(node);
+}
+std::vector<NodeId> MasterState::LiveNodes() const {
+  std::lock_guard lock(impl_->mu_);
+  return impl_->LiveNodes();
+}
+Result<PutTicket> MasterState::PutStart(const ObjectKey& key, uint64_t size,
+                                        const PutOptions& options) {
+  std::lock_guard lock(impl_->mu_);
+  return impl_->PutStart(key, size, options);
+}
+Status MasterState::PutCommit(PutId put, uint64_t checksum) {
+  std::lock_guard lock(impl_->mu_);
+  return impl_->PutCommit(put, checksum);
+}
+Status MasterState::PutAbort(PutId put) {
+  std::lock_guard lock(impl_->mu_);
+  return impl_->PutAbort(put);
+}
+GetResult MasterState::Get(std::span<const ObjectKey> keys) {
+  std::lock_guard lock(impl_->mu_);
+  return impl_->Get(keys);
+}
+Status MasterState::Unpin(PinId pin) {
+  std::lock_guard lock(impl_->mu_);
+  return impl_->Unpin(pin);
+}
+Result<Nanos> MasterState::RenewPin(PinId pin) {
+  std::lock_guard lock(impl_->mu_);
+  return impl_->RenewPin(pin);
+}
+ExistsResult MasterState::Exists(std::span<const ObjectKey> keys) const {
+  std::lock_guard lock(impl_->mu_);
+  return impl_->Exists(keys);
+}
+size_t MasterState::Remove(std::span<const ObjectKey> keys) {
+  std::lock_guard lock(impl_->mu_);
+  return impl_->Remove(keys);
+}
+TickStats MasterState::Tick() {
+  std::lock_guard lock(impl_->mu_);
+  return impl_->Tick();
+}
+Result<RebuildOutcome> MasterState::RebuildFromReports(NodeId node,
+                                                       std::span<const ReportedReplica> reports) {
+  std::lock_guard lock(impl_->mu_);
+  return impl_->RebuildFromReports(node, reports);
+}
+void MasterState::HoldEviction(Nanos until) {
+  std::lock_guard lock(impl_->mu_);
+  impl_->HoldEviction(until);
+}
+Result<TierUsage> MasterState::Usage(NodeId node, Tier tier) const {
+  std::lock_guard lock(impl_->mu_);
+  return impl_->Usage(node, tier);
+}
+MasterStats MasterState::Stats() const {
+  std::lock_guard lock(impl_->mu_);
+  return impl_->Stats();
+}
+Status MasterState::CheckConsistency() const {
+  std::lock_guard lock(impl_->mu_);
+  return impl_->CheckConsistency();
+}
+
+// ---------------------------------------------------------------------------------------------
+// Puts.
+
+Result<PutTicket> MasterState::Impl::PutStart(const ObjectKey& key, uint64_t size,
+                                              const PutOptions& options) {
+  if (options.replicas < 1 || options.replicas > kMaxReplicas) {
+    return InvalidArgument("put " + KeyText(key) + ": replicas " +
+                           std::to_string(options.replicas) + " out of range 1.." +
+                           std::to_string(kMaxReplicas));
+  }
+  if (!IsValidTier(options.tier)) {
+    return InvalidArgument("put " + KeyText(key) + ": tier " +
+                           std::to_string(static_cast<int>(options.tier)) + " is not dram or ssd");
+  }
+  if (size == 0) {
+    return InvalidArgument("put " + KeyText(key) + ": size 0");
+  }
+  const std::string_view tier_name = TierName(options.tier);
+  if (auto it = objects_.find(key); it != objects_.end()) {
+    if (it->second.state == ObjectState::kCommitted) {
+      return Status(Code::kStoreObjectExists, "put " + KeyText(key) + ": already committed");
+    }
+    return Status(Code::kStorePutPending, "put " + KeyText(key) + ": put " +
+                                              std::to_string(it->second.put_id) +
+                                              " of it is in progress");
+  }
+
+  // Candidates: live nodes with this tier. Bad sizes are named against the largest of them.
+  struct Candidate {
+    NodeId id;
+    TierState* tier;
+  };
+  std::vector<Candidate> candidates;
+  uint64_t max_capacity = 0;
+  for (auto& [id, node] : nodes_) {
+    TierState& ts = node.tier(options.tier);
+    if (ts.alloc.capacity() > 0) {
+      candidates.push_back({id, &ts});
+      max_capacity = std::max(max_capacity, ts.alloc.capacity());
+    }
+  }
+  if (static_cast<int>(candidates.size()) < options.replicas) {
+    return Status(Code::kStoreNotEnoughNodes,
+                  "put " + KeyText(key) + ": " + std::to_string(options.replicas) +
+                      " replicas asked, only " + std::to_string(candidates.size()) +
+                      " live nodes have a " + std::string(tier_name) + " tier");
+  }
+  if (size > max_capacity) {
+    return InvalidArgument("put " + KeyText(key) + ": size " + std::to_string(size) +
+                           " exceeds the largest " + std::string(tier_name) +
+                           " tier of a live node (" + std::to_string(max_capacity) + " bytes)");
+  }
+  const uint64_t need = Aligned(size);
+  std::erase_if(candidates, [&](const Candidate& c) { return c.tier->alloc.capacity() < need; });
+  if (static_cast<int>(candidates.size()) < options.replicas) {
+    return Status(Code::kStoreNotEnoughNodes,
+                  "put " + KeyText(key) + ": " + std::to_string(options.replicas) +
+                      " replicas asked, only " + std::to_string(candidates.size()) +
+                      " live nodes have a " + std::string(tier_name) + " tier of at least " +
+                      std::to_string(need) + " bytes");
+  }
+  // Placement order: the preferred node, then the most free space (ties: lower id).
+  std::sort(candidates.begin(), candidates.end(), [&](const Candidate& a, const Candidate& b) {
+    const bool pa = options.preferred_node == a.id;
+    const bool pb = options.preferred_node == b.id;
+    if (pa != pb) return pa;
+    if (a.tier->alloc.free_bytes() != b.tier->alloc.free_bytes()) {
+      return a.tier->alloc.free_bytes() > b.tier->alloc.free_bytes();
+    }
+    return a.id < b.id;
+  });
+
+  // Pass 1 takes free space in placement order; pass 2 evicts (LRU, unpinned) on the remaining
+  // candidates for what is still missing, so a put spills to a node with room before it evicts.
+  std::vector<std::pair<size_t, uint64_t>> placed;  // (candidate index, offset)
+  std::vector<bool> used(candidates.size(), false);
+  for (int pass = 0; pass < 2; ++pass) {
+    for (size_t i = 0; i < candidates.size(); ++i) {
+      if (static_cast<int>(placed.size()) == options.replicas) break;
+      if (used[i]) continue;
+      std::optional<uint64_t> off = candidates[i].tier->alloc.Allocate(need);
+      while (!off && pass == 1 && EvictOne(candidates[i].id, options.tier)) {
+        off = candidates[i].tier->alloc.Allocate(need);
+      }
+      if (off) {
+        placed.emplace_back(i, *off);
+        used[i] = true;
+      }
+    }
+  }
+  if (static_cast<int>(placed.size()) < options.replicas) {
+    for (const auto& [i, off] : placed) candidates[i].tier->alloc.Free(off, need);
+    return Status(Code::kStoreNoSpace,
+                  "put " + KeyText(key) + ": " + std::to_string(need) + " bytes of " +
+                      std::string(tier_name) + " found on " + std::to_string(placed.size()) +
+                      " of the " + std::to_string(options.replicas) +
+                      " nodes asked, even after evicting every unpinned object there");
+  }
+
+  auto [it, inserted] = objects_.try_emplace(key);
+  DUALPATH_CHECK(inserted, "store master: object appeared during PutStart");
+  Object& o = it->second;
+  o.key = &it->first;
+  o.size = size;
+  o.state = ObjectState::kPending;
+  o.put_id = next_put_id_++;
+  PutTicket ticket;
+  ticket.id = PutId(o.put_id);
+  ticket.deadline = clock_.Now() + config_.put_timeout;
+  for (const auto& [i, off] : placed) {
+    ReplicaSlot& s = o.replicas[o.num_replicas++];
+    s.node = candidates[i].id;
+    s.tier = options.tier;
+    s.offset = off;
+    candidates[i].tier->replicas++;
+    ticket.locations.push_back(Replica{s.node, s.tier, s.offset, size, 0});
+  }
+  puts_.emplace(o.put_id, PendingPut{&o, ticket.deadline});
+  put_deadlines_.emplace(ticket.deadline, o.put_id);
+  // A reservation counts as used: keep each node under its watermark (the new object is not in
+  // any LRU list, so it cannot be the one evicted).
+  for (const Replica& r : ticket.locations) EvictToWatermark(r.node, r.tier);
+  return ticket;
+}
+
+Status MasterState::Impl::PutCommit(PutId put, uint64_t checksum) {
+  auto it = puts_.find(put.value());
+  if (it == puts_.end()) {
+    return Status(Code::kStoreUnknownPut,
+                  "commit of put " + std::to_string(put.value()) +
+                      ": not in progress (never started, committed, aborted or expired)");
+  }
+  Object* o = it->second.object;
+  put_deadlines_.erase({it->second.deadline, put.value()});
+  puts_.erase(it);
+  o->state = ObjectState::kCommitted;
+  o->checksum = checksum;
+  o->put_id = 0;
+  std::vector<std::pair<NodeId, Tier>> where;
+  for (uint8_t i = 0; i < o->num_replicas; ++i) {
+    ReplicaSlot& s = o->replicas[i];
+    LruAppend(TierOf(s.node, s.tier).lru, s.node, o);
+    where.emplace_back(s.node, s.tier);
+  }
+  // `o` may be evicted here (it is the most recent, so only if nothing older can go): do not
+  // touch it after this loop.
+  for (const auto& [node, tier] : where) EvictToWatermark(node, tier);
+  return Status::Ok();
+}
+
+Status MasterState::Impl::PutAbort(PutId put) {
+  auto it = puts_.find(put.value());
+  if (it == puts_.end()) {
+    return Status(Code::kStoreUnknownPut,
+                  "abort of put " + std::to_string(put.value()) +
+                      ": not in progress (never started, committed, aborted or expired)");
+  }
+  ErasePut(put.value());
+  return Status::Ok();
+}
+
+void MasterState::Impl::ErasePut(uint64_t put_id) {
+  auto it = puts_.find(put_id);
+  DUALPATH_CHECK(it != puts_.end(), "store master: ErasePut of an unknown put");
+  Object* o = it->second.object;
+  put_deadlines_.erase({it->second.deadline, put_id});
+  puts_.erase(it);
+  EraseObject(o);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Reads.
+
+GetResult MasterState::Impl::Get(std::span<const ObjectKey> keys) {
+  GetResult out;
+  out.objects.resize(keys.size());
+  Pin pin;
+  for (size_t i = 0; i < keys.size(); ++i) {
+    auto it = objects_.find(keys[i]);
+    if (it == objects_.end() || it->second.state != ObjectState::kCommitted) continue;
+    Object* o = &it->second;
+    ObjectInfo& info = out.objects[i];
+    info.found = true;
+    info.size = o->size;
+    info.checksum = o->checksum;
+    info.replicas.reserve(o->num_replicas);
+    for (uint8_t r = 0; r < o->num_replicas; ++r) {
+      const ReplicaSlot& s = o->replicas[r];
+      info.replicas.push_back(Replica{s.node, s.tier, s.offset, o->size, o->checksum});
+    }
+    o->pins++;
+    pin.objects.push_back(o);
+    Touch(o);
+  }
+  if (!pin.objects.empty()) {
+    const uint64_t id = next_pin_id_++;
+    pin.expires_at = clock_.Now() + config_.pin_ttl;
+    out.pin = PinId(id);
+    out.pin_expires_at = pin.expires_at;
+    pin_expiry_.emplace(pin.expires_at, id);
+    pins_.emplace(id, std::move(pin));
+  }
+  return out;
+}
+
+Status MasterState::Impl::Unpin(PinId pin) {
+  if (!pins_.contains(pin.value())) {
+    return Status(Code::kStoreUnknownPin, "unpin of pin " + std::to_string(pin.value()) +
+                                              ": not live (never given, unpinned or expired)");
+  }
+  ErasePin(pin.value());
+  return Status::Ok();
+}
+
+Result<Nanos> MasterState::Impl::RenewPin(PinId pin) {
+  auto it = pins_.find(pin.value());
+  if (it == pins_.end()) {
+    return Status(Code::kStoreUnknownPin, "renewal of pin " + std::to_string(pin.value()) +
+                                              ": not live (never given, unpinned or expired)");
+  }
+  pin_expiry_.erase({it->second.expires_at, pin.value()});
+  it->second.expires_at = clock_.Now() + config_.pin_ttl;
+  pin_expiry_.emplace(it->second.expires_at, pin.value());
+  return it->second.expires_at;
+}
+
+void MasterState::Impl::ErasePin(uint64_t pin_id) {
+  auto it = pins_.find(pin_id);
+  DUALPATH_CHECK(it != pins_.end(), "store master: ErasePin of an unknown pin");
+  pin_expiry_.erase({it->second.expires_at, pin_id});
+  for (Object* o : it->second.objects) ReleasePinRef(o);
+  pins_.erase(it);
+}
+
+void MasterState::Impl::ReleasePinRef(Object* o) {
+  DUALPATH_CHECK(o->pins > 0, "store master: pin count underflow");
+  if (--o->pins > 0 || o->state != ObjectState::kHidden) return;
+  for (uint8_t i = 0; i < o->num_replicas; ++i) {
+    const ReplicaSlot& s = o->replicas[i];
+    TierState& ts = TierOf(s.node, s.tier);
+    ts.alloc.Free(s.offset, Aligned(o->size));
+    ts.replicas--;
+  }
+  hidden_.erase(o);
+}
+
+ExistsResult MasterState::Impl::Exists(std::span<const ObjectKey> keys) const {
+  ExistsResult out;
+  out.found.resize(keys.size());
+  bool prefix = true;
+  for (size_t i = 0; i < keys.size(); ++i) {
+    auto it = objects_.find(keys[i]);
+    const bool hit = it != objects_.end() && it->second.state == ObjectState::kCommitted;
+    out.found[i] = hit ? 1 : 0;
+    prefix = prefix && hit;
+    out.prefix_hits += prefix ? 1 : 0;
+  }
+  return out;
+}
+
+size_t MasterState::Impl::Remove(std::span<const ObjectKey> keys) {
+  size_t removed = 0;
+  for (const ObjectKey& key : keys) {
+    auto it = objects_.find(key);
+    if (it == objects_.end() || it->second.state != ObjectState::kCommitted) continue;
+    Object* o = &it->second;
+    if (o->pins > 0) {
+      HideObject(o);
+    } else {
+      EraseObject(o);
+    }
+    removed++;
+  }
+  return removed;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Time.
+
+TickStats MasterState::Impl::Tick() {
+  const Nanos now = clock_.Now();
+  TickStats stats;
+  while (!put_deadlines_.empty() && put_deadlines_.begin()->first <= now) {
+    ErasePut(put_deadlines_.begin()->second);
+    stats.expired_puts++;
+  }
+  while (!pin_expiry_.empty() && pin_expiry_.begin()->first <= now) {
+    ErasePin(pin_expiry_.begin()->second);
+    stats.expired_pins++;
+  }
+  // Expired pins may have unblocked eviction anywhere.
+  for (auto& [id, node] : nodes_) {
+    for (int t = 0; t < kNumTiers; ++t) {
+      if (node.tiers[t].alloc.capacity() > 0) {
+        stats.evicted_replicas += EvictToWatermark(id, static_cast<Tier>(t));
+      }
+    }
+  }
+  expired_puts_ += stats.expired_puts;
+  expired_pins_ += stats.expired_pins;
+  return stats;
+}
+
+}  // namespace dualpath::store

@@ -1,0 +1,31 @@
+#include "dualpath/store/types.h"
+
+#include <cstdio>
+
+namespace dualpath::store {
+
+std::string_view TierName(Tier tier) {
+  switch (tier) {
+    case Tier::kDram:
+      return "dram";
+    case Tier::kSsd:
+      return "ssd";
+  }
+  return "unknown-tier";
+}
+
+std::string ObjectKey::ShortString() const {
+  char buf[64];
+  std::snprintf(buf, sizeof(buf), "%016llx/%016llx..",
+                static_cast<unsigned long long>(model_fingerprint),
+                static_cast<unsigned long long>(__builtin_bswap64(hash.Prefix64())));
+  return buf;
+}
+
+std::ostream& operator<<(std::ostream& os, const ObjectKey& key) { return os << key.ShortString(); }
+
+std::ostream& operator<<(std::ostream& os, const Replica& r) {
+  return os << "node " << r.node << " " << TierName(r.tier) << " @" << r.offset << " +" << r.size;
+}
+
+}  // namespace dualpath::store
