@@ -9,7 +9,7 @@
 //   100-199  kv          200-299  storage     300-399  pool      400-499  transfer
 //   500-599  sched       600-699  sim         700-799  trace     800-899  engine
 //   900-999  control     1000-1099 testbed    1100-1199 cli     1200-1299 model
-//   1300-1399 replay
+//   1300-1399 replay    1400-1499 coord
 #pragma once
 
 // X(name, value, description)
@@ -78,4 +78,8 @@
   X(kTestbedNotFound, 1002, "testbed: no such cluster")                          \
   X(kTestbedCommandFailed, 1003, "testbed: setup command failed")                \
   /* cli */                                                                      \
-  X(kCliUsage, 1100, "usage error")
+  X(kCliUsage, 1100, "usage error")                                              \
+  /* coord */                                                                    \
+  X(kCoordLeaseLost, 1400, "coord: etcd lease expired or revoked")               \
+  X(kCoordCompacted, 1401, "coord: etcd revision compacted")                     \
+  X(kCoordNotLeader, 1402, "coord: not the leader")
