@@ -111,9 +111,14 @@ struct EtcdClient::Impl {
     }
   }
 
-  // One unary call: `fn(endpoint, ctx)` with a fresh context and deadline per attempt. An
-  // UNAVAILABLE answer (etcd down or unreachable: the request did not reach it) moves on to the
-  // next endpoint, once around the list; any other error is final.
+  // One unary call: `fn(endpoint, ctx)` with a fresh context and deadline per attempt. Calls wait
+  // for the channel to connect within their deadline (wait_for_ready, as etcd's own Go client
+  // does): a fail-fast call on a channel in backoff after etcd restarted fails at once without
+  // reconnecting, for seconds. A deadline passed on an endpoint that never connected reads as
+  // kUnavailable ("not reachable"), one passed on a connected endpoint as kTimeout. Either moves
+  // on to the next endpoint, once around the list; any other error is final. So a call that timed
+  // out may still have been applied by etcd (the compare-and-set helpers are safe to repeat: a
+  // second try sees the first one's result in TxnResult::current).
   template <typename Fn>
   Status Unary(std::string_view what, std::string_view key, Fn fn) {
     const size_t n = endpoints.size();
@@ -124,19 +129,30 @@ struct EtcdClient::Impl {
       Endpoint& ep = *endpoints[idx];
       grpc::ClientContext ctx;
       ctx.set_deadline(DeadlineIn(options.rpc_timeout));
+      ctx.set_wait_for_ready(true);
       const grpc::Status s = fn(ep, &ctx);
       if (s.ok()) {
         current.store(idx);
         return Status::Ok();
       }
-      last = FromGrpc(s, fmt::format("etcd {}{}{} at {}", what, key.empty() ? "" : " ",
-                                     Printable(key), ep.address));
+      const std::string call = fmt::format("etcd {}{}{} at {}", what, key.empty() ? "" : " ",
+                                           Printable(key), ep.address);
+      if (s.error_code() == grpc::StatusCode::DEADLINE_EXCEEDED &&
+          ep.channel->GetState(false) != GRPC_CHANNEL_READY) {
+        last = Unavailable(fmt::format("{}: not reachable within {:.1f} s", call,
+                                       ToSeconds(options.rpc_timeout)));
+        continue;
+      }
+      last = FromGrpc(s, call);
       // etcd answers a lease it does not know with NOT_FOUND ("requested lease not found").
       if (s.error_code() == grpc::StatusCode::NOT_FOUND &&
           s.error_message().find("lease not found") != std::string::npos) {
         return Status(Code::kCoordLeaseLost, last.message());
       }
-      if (s.error_code() != grpc::StatusCode::UNAVAILABLE) return last;
+      if (s.error_code() != grpc::StatusCode::UNAVAILABLE &&
+          s.error_code() != grpc::StatusCode::DEADLINE_EXCEEDED) {
+        return last;
+      }
     }
     return last;
   }
@@ -214,7 +230,7 @@ Status EtcdClient::WaitForReady(Nanos timeout) {
   Status last;
   while (true) {
     // A read of a key nobody writes: answered by any live member.
-    auto r = Get("\0dualpath-ready-probe");
+    auto r = Get("/dualpath/.ready-probe");
     if (r.ok()) return Status::Ok();
     last = r.status();
     if (SteadyClock::Default().Now() - start >= timeout) break;
@@ -347,6 +363,17 @@ Result<TxnResult> EtcdClient::DeleteIfModRevision(std::string_view key, int64_t 
   return impl_->Txn("Txn(delete if mod_revision)", key, req);
 }
 
+Status EtcdClient::Compact(int64_t revision) {
+  if (revision <= 0) return InvalidArgument(fmt::format("etcd Compact: revision {} <= 0", revision));
+  pb::CompactionRequest req;
+  req.set_revision(revision);
+  pb::CompactionResponse resp;
+  return impl_->Unary("Compact", fmt::format("{}", revision),
+                      [&](Endpoint& ep, grpc::ClientContext* ctx) {
+                        return ep.kv->Compact(ctx, req, &resp);
+                      });
+}
+
 Result<Lease> EtcdClient::LeaseGrant(Nanos ttl) {
   if (ttl < kNanosPerSecond || ttl > 365LL * 24 * 3600 * kNanosPerSecond) {
     return InvalidArgument(
@@ -396,6 +423,7 @@ namespace {
 class KeepAliveStreamImpl final : public KeepAliveStream {
  public:
   KeepAliveStreamImpl(EtcdClient::Impl* client, Endpoint* ep) : client_(client), ep_(ep) {
+    ctx_.set_wait_for_ready(true);  // see Impl::Unary; the watchdog bounds the wait
     stream_ = ep_->lease->LeaseKeepAlive(&ctx_);
   }
 
@@ -507,6 +535,7 @@ class WatchImpl final : public Watch {
       std::lock_guard lock(mu_);
       if (stop_) return Status(Code::kCancelled, What() + ": cancelled");
       ctx_ = std::make_unique<grpc::ClientContext>();
+      ctx_->set_wait_for_ready(true);  // see Impl::Unary; the watchdog bounds the wait
       ep_ = &client_->Current();
     }
     stream_ = ep_->watch->Watch(ctx_.get());

@@ -157,6 +157,10 @@ class EtcdClient {
   // delete if the key's mod_revision is `mod_revision`.
   Result<TxnResult> DeleteIfModRevision(std::string_view key, int64_t mod_revision);
 
+  // Drops the history before `revision` (etcd's compaction): watches from an older revision are
+  // refused with kCoordCompacted afterwards.
+  Status Compact(int64_t revision);
+
   // A lease of `ttl` (whole seconds, >= 1 s; etcd may grant more). Keys attached to it are
   // deleted when it expires or is revoked.
   Result<Lease> LeaseGrant(Nanos ttl);
@@ -168,8 +172,9 @@ class EtcdClient {
   Result<std::unique_ptr<KeepAliveStream>> OpenKeepAlive();
 
   // Watches every key starting with `prefix` (non-empty; end it with a separator, "/nodes/", so
-  // that "/nodes2" is not included). Returns once etcd confirmed the watch (or with the error;
-  // kCoordCompacted for a compacted start revision).
+  // that "/nodes2" is not included). Returns once etcd confirmed the watch (or with the error).
+  // A start revision etcd has compacted away: etcd confirms the watch and then cancels it, so
+  // on_error gets kCoordCompacted (the caller re-reads with Range and watches from there).
   Result<std::unique_ptr<Watch>> WatchPrefix(std::string_view prefix, WatchOptions options);
   // Watches exactly one key (same contract as WatchPrefix).
   Result<std::unique_ptr<Watch>> WatchKey(std::string_view key, WatchOptions options);
