@@ -434,13 +434,14 @@ class KeepAliveStreamImpl final : public KeepAliveStream {
     }
   }
 
-  Result<int64_t> KeepAlive(LeaseId lease) override {
+  Result<int64_t> KeepAlive(LeaseId lease, Nanos timeout) override {
+    if (timeout <= 0) timeout = client_->options.rpc_timeout;
     const std::string what = fmt::format("etcd LeaseKeepAlive {:x} at {}", lease, ep_->address);
     if (broken_) return Unavailable(what + ": the stream broke earlier; open a new one");
     pb::LeaseKeepAliveRequest req;
     req.set_id(lease);
     pb::LeaseKeepAliveResponse resp;
-    watchdog_.Arm(&ctx_, client_->options.rpc_timeout);
+    watchdog_.Arm(&ctx_, timeout);
     const bool ok = stream_->Write(req) && stream_->Read(&resp);
     const bool late = watchdog_.Disarm();
     if (!ok) {
@@ -450,8 +451,7 @@ class KeepAliveStreamImpl final : public KeepAliveStream {
       client_->Failed(*ep_);
       const grpc::Status finished = stream_->Finish();
       if (late) {
-        return Timeout(fmt::format("{}: no answer within {:.1f} s", what,
-                                   ToSeconds(client_->options.rpc_timeout)));
+        return Timeout(fmt::format("{}: no answer within {:.1f} s", what, ToSeconds(timeout)));
       }
       Status s = FromGrpc(finished, what);
       return s.ok() ? Unavailable(what + ": etcd closed the stream") : s;
@@ -562,7 +562,17 @@ class WatchImpl final : public Watch {
     if (resp.canceled() || !resp.created()) return Refused(resp);
     // A watch "from now" resumes after the revision etcd confirmed it at, so a reconnect does not
     // skip what changed in between.
-    if (next_revision_ == 0) next_revision_ = resp.header().revision() + 1;
+    if (next_revision_ == 0) {
+      next_revision_ = resp.header().revision() + 1;
+    } else if (resp.header().revision() < next_revision_ - 1) {
+      // Revisions never go back in one etcd's life: this one lost its data (a new cluster on the
+      // same address). Waiting for revision next_revision_ would miss everything until then.
+      (void)Finish(/*cancel=*/true);
+      return Status(Code::kCoordCompacted,
+                    fmt::format("{}: etcd's revision went back from {} to {} (it lost its data); "
+                                "the watched history is gone",
+                                What(), next_revision_ - 1, resp.header().revision()));
+    }
     return Status::Ok();
   }
 

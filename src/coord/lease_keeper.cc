@@ -52,7 +52,11 @@ void LeaseKeeper::Loop() {
       }
     }
     if (status.ok()) {
-      auto ttl_left = stream->KeepAlive(lease_.id);
+      // Never wait past the end of the TTL for an answer: by then the lease is to be given up.
+      const Nanos until_expiry = confirmed + ttl - clock.Now();
+      auto ttl_left = stream->KeepAlive(
+          lease_.id, std::clamp<Nanos>(until_expiry, 100 * kNanosPerMilli,
+                                       client_->options().rpc_timeout));
       status = ttl_left.status();
     }
     if (status.ok()) {

@@ -160,8 +160,13 @@ TEST_F(MembershipTest, RegistersAgainWhenEtcdComesBackWithoutItsData) {
   auto node = MakeMembership(node_client.get(), 2 * kNanosPerSecond);
   ASSERT_TRUE(node->Register("amnesia", "v", kWaitLimit).ok());
   const LeaseId first = node->lease();
+  Inbox<Status> watch_errors;
+  auto observer = MakeMembership(client_.get(), 2 * kNanosPerSecond);
+  auto watch = observer->WatchNodes([](const NodeEvent&) {},
+                                    [&](const Status& s) { watch_errors.Push(s); });
+  ASSERT_TRUE(watch.ok()) << watch.status().ToString();
 
-  RestartEtcd(/*wipe=*/true);  // a fresh etcd: no lease, no key
+  RestartEtcd(/*wipe=*/true);  // a fresh etcd: no lease, no key, revisions from 1 again
   ASSERT_TRUE(WaitUntil([&] {
     auto kv = client_->Get(Membership::NodeKey("c1", "amnesia"));
     return kv.ok() && kv.value().has_value() && kv.value()->lease == node->lease();
@@ -169,6 +174,10 @@ TEST_F(MembershipTest, RegistersAgainWhenEtcdComesBackWithoutItsData) {
   EXPECT_GE(node->registrations(), 2);
   EXPECT_NE(node->lease(), first);
   EXPECT_TRUE(client_->LeaseTimeToLive(node->lease()).ok());
+  // A watcher cannot follow a history that is gone: it is told so, and would list and watch anew.
+  ASSERT_TRUE(watch_errors.WaitFor([](const auto& v) { return !v.empty(); }));
+  EXPECT_EQ(watch_errors.Items()[0].code(), Code::kCoordCompacted)
+      << watch_errors.Items()[0].ToString();
 }
 
 }  // namespace

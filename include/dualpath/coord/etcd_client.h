@@ -95,8 +95,10 @@ struct WatchOptions {
   int64_t start_revision = 0;
   // A batch of events, in revision order, on the watch's thread.
   std::function<void(const std::vector<WatchEvent>&)> on_events;
-  // The watch ended for good (a compacted start revision: kCoordCompacted; etcd cancelled it).
-  // A broken stream (etcd restarting) is not an error: the watch reconnects by itself.
+  // The watch ended for good: its start revision was compacted (kCoordCompacted), etcd came back
+  // without its data, so that revisions went back (kCoordCompacted: the history the watch
+  // followed is gone), or etcd cancelled it. The caller re-reads (Range) and watches again. A
+  // broken stream (etcd restarting on its data) is not an error: the watch reconnects by itself.
   std::function<void(const Status&)> on_error;
 };
 
@@ -115,11 +117,11 @@ class Watch {
 class KeepAliveStream {
  public:
   virtual ~KeepAliveStream() = default;
-  // Sends one keep-alive for `lease` and waits (up to rpc_timeout) for etcd's answer: the
-  // lease's TTL in seconds, now restarted. kCoordLeaseLost when etcd no longer knows the lease
+  // Sends one keep-alive for `lease` and waits (up to `timeout`; 0: rpc_timeout) for etcd's
+  // answer: the lease's TTL in seconds, now restarted. kCoordLeaseLost when etcd no longer knows the lease
   // (expired, revoked, or a fresh etcd); kUnavailable/kTimeout when the stream broke or the
   // answer was late: the stream is then unusable (broken() is true) and a new one must be opened.
-  virtual Result<int64_t> KeepAlive(LeaseId lease) = 0;
+  virtual Result<int64_t> KeepAlive(LeaseId lease, Nanos timeout = 0) = 0;
   virtual bool broken() const = 0;
 };
 
