@@ -52,10 +52,9 @@ std::string_view CodeDescription(Code code) {
 }
 
 std::string_view CodeComponent(Code code) {
-  static constexpr std::string_view kComponents[] = {"common",   "kv",      "storage", "pool",
-                                                     "transfer", "sched",   "sim",     "trace",
-                                                     "engine",   "control", "testbed", "cli",
-                                                     "model",    "replay",  "coord"};
+  static constexpr std::string_view kComponents[] = {
+      "common", "kv",      "storage", "pool", "transfer", "sched",  "sim",  "trace",
+      "engine", "control", "testbed", "cli",  "model",    "replay", "coord"};
   const int v = static_cast<int>(code);
   if (v < 0) {
     return "unknown";

@@ -38,8 +38,8 @@ std::string Printable(std::string_view key) {
 }
 
 KeyValue FromPb(const mvccpb::KeyValue& kv) {
-  return KeyValue{kv.key(), kv.value(), kv.create_revision(), kv.mod_revision(), kv.version(),
-                  kv.lease()};
+  return KeyValue{kv.key(),          kv.value(),   kv.create_revision(),
+                  kv.mod_revision(), kv.version(), kv.lease()};
 }
 
 // Checks one "host:port" endpoint; the message names it and what is wrong.
@@ -51,8 +51,7 @@ Status CheckEndpoint(std::string_view ep) {
   }
   const size_t colon = ep.rfind(':');
   if (colon == std::string_view::npos || colon == 0) {
-    return InvalidArgument(
-        fmt::format("etcd endpoint '{}': expected host:port or unix:PATH", ep));
+    return InvalidArgument(fmt::format("etcd endpoint '{}': expected host:port or unix:PATH", ep));
   }
   const std::string_view port = ep.substr(colon + 1);
   int value = 0;
@@ -139,8 +138,8 @@ struct EtcdClient::Impl {
                                            Printable(key), ep.address);
       if (s.error_code() == grpc::StatusCode::DEADLINE_EXCEEDED &&
           ep.channel->GetState(false) != GRPC_CHANNEL_READY) {
-        last = Unavailable(fmt::format("{}: not reachable within {:.1f} s", call,
-                                       ToSeconds(options.rpc_timeout)));
+        last = Unavailable(
+            fmt::format("{}: not reachable within {:.1f} s", call, ToSeconds(options.rpc_timeout)));
         continue;
       }
       last = FromGrpc(s, call);
@@ -199,8 +198,8 @@ Result<std::unique_ptr<EtcdClient>> EtcdClient::Connect(const EtcdOptions& optio
   if (addresses.size() > 1 &&
       std::any_of(addresses.begin(), addresses.end(),
                   [](const std::string& a) { return a.starts_with("unix:"); })) {
-    return InvalidArgument(
-        fmt::format("etcd endpoints '{}': a unix: endpoint must be the only one", options.endpoints));
+    return InvalidArgument(fmt::format("etcd endpoints '{}': a unix: endpoint must be the only one",
+                                       options.endpoints));
   }
   for (const std::string& address : addresses) {
     auto ep = std::make_unique<Endpoint>();
@@ -213,8 +212,8 @@ Result<std::unique_ptr<EtcdClient>> EtcdClient::Connect(const EtcdOptions& optio
     args.SetInt(GRPC_ARG_KEEPALIVE_TIME_MS, 10'000);
     args.SetInt(GRPC_ARG_KEEPALIVE_TIMEOUT_MS, 5'000);
     args.SetInt(GRPC_ARG_HTTP2_MAX_PINGS_WITHOUT_DATA, 0);
-    ep->channel = grpc::CreateCustomChannel(address, GrpcChannelCredentials(options.tls, address),
-                                            args);
+    ep->channel =
+        grpc::CreateCustomChannel(address, GrpcChannelCredentials(options.tls, address), args);
     ep->kv = pb::KV::NewStub(ep->channel);
     ep->lease = pb::Lease::NewStub(ep->channel);
     ep->watch = pb::Watch::NewStub(ep->channel);
@@ -333,8 +332,8 @@ Result<TxnResult> EtcdClient::PutIfAbsent(std::string_view key, std::string_view
 Result<TxnResult> EtcdClient::PutIfModRevision(std::string_view key, int64_t mod_revision,
                                                std::string_view value, LeaseId lease) {
   if (mod_revision < 0) {
-    return InvalidArgument(fmt::format("etcd PutIfModRevision {}: mod_revision {} < 0",
-                                       Printable(key), mod_revision));
+    return InvalidArgument(
+        fmt::format("etcd PutIfModRevision {}: mod_revision {} < 0", Printable(key), mod_revision));
   }
   pb::TxnRequest req;
   auto* cmp = req.add_compare();
@@ -364,14 +363,14 @@ Result<TxnResult> EtcdClient::DeleteIfModRevision(std::string_view key, int64_t 
 }
 
 Status EtcdClient::Compact(int64_t revision) {
-  if (revision <= 0) return InvalidArgument(fmt::format("etcd Compact: revision {} <= 0", revision));
+  if (revision <= 0)
+    return InvalidArgument(fmt::format("etcd Compact: revision {} <= 0", revision));
   pb::CompactionRequest req;
   req.set_revision(revision);
   pb::CompactionResponse resp;
-  return impl_->Unary("Compact", fmt::format("{}", revision),
-                      [&](Endpoint& ep, grpc::ClientContext* ctx) {
-                        return ep.kv->Compact(ctx, req, &resp);
-                      });
+  return impl_->Unary(
+      "Compact", fmt::format("{}", revision),
+      [&](Endpoint& ep, grpc::ClientContext* ctx) { return ep.kv->Compact(ctx, req, &resp); });
 }
 
 Result<Lease> EtcdClient::LeaseGrant(Nanos ttl) {
@@ -595,9 +594,9 @@ class WatchImpl final : public Watch {
                     fmt::format("{}: revision {} was compacted (oldest kept: {})", What(),
                                 next_revision_, resp.compact_revision()));
     }
-    return Unavailable(fmt::format("{}: etcd cancelled the watch: {}", What(),
-                                   resp.cancel_reason().empty() ? "no reason given"
-                                                                : resp.cancel_reason()));
+    return Unavailable(
+        fmt::format("{}: etcd cancelled the watch: {}", What(),
+                    resp.cancel_reason().empty() ? "no reason given" : resp.cancel_reason()));
   }
 
   bool Stopping() {
@@ -622,9 +621,9 @@ class WatchImpl final : public Watch {
         std::vector<WatchEvent> events;
         events.reserve(resp.events_size());
         for (const auto& e : resp.events()) {
-          events.push_back(WatchEvent{
-              e.type() == mvccpb::Event::DELETE ? EventType::kDelete : EventType::kPut,
-              FromPb(e.kv())});
+          events.push_back(
+              WatchEvent{e.type() == mvccpb::Event::DELETE ? EventType::kDelete : EventType::kPut,
+                         FromPb(e.kv())});
         }
         next_revision_ = events.back().kv.mod_revision + 1;
         if (options_.on_events) options_.on_events(events);
@@ -691,8 +690,8 @@ Result<std::unique_ptr<Watch>> EtcdClient::WatchKey(std::string_view key, WatchO
     return InvalidArgument(fmt::format("etcd Watch {}: start_revision {} < 0", Printable(key),
                                        options.start_revision));
   }
-  auto w = std::make_unique<WatchImpl>(impl_.get(), std::string(key), std::string(),
-                                       std::move(options));
+  auto w =
+      std::make_unique<WatchImpl>(impl_.get(), std::string(key), std::string(), std::move(options));
   RETURN_IF_ERROR(w->Start());
   return std::unique_ptr<Watch>(std::move(w));
 }

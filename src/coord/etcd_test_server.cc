@@ -96,9 +96,8 @@ Status EtcdTestServer::Start() {
   Status ready = client->WaitForReady(30 * kNanosPerSecond);
   if (!ready.ok()) {
     Kill();
-    return Unavailable(
-        fmt::format("etcd did not come up on {} (log: {}): {}", endpoint_, log_path_,
-                    ready.message()));
+    return Unavailable(fmt::format("etcd did not come up on {} (log: {}): {}", endpoint_, log_path_,
+                                   ready.message()));
   }
   return Status::Ok();
 }

@@ -51,22 +51,23 @@ struct LeaderElection::Impl {
     DropKeeper(nullptr);
     ASSIGN_OR_RETURN(Lease lease, client->LeaseGrant(options.ttl));
     auto k = std::make_unique<LeaseKeeper>(
-        client, lease, LeaseKeeper::Callbacks{[this](const Status& why) {
-                                                bool was_leader;
-                                                {
-                                                  std::lock_guard lock(mu);
-                                                  lease_lost = true;
-                                                  was_leader = leader;
-                                                  leader = false;
-                                                }
-                                                cv.notify_all();
-                                                if (was_leader) {
-                                                  log::Warn("election {}: leadership lost: {}",
-                                                            key, why.ToString());
-                                                  if (options.on_lost) options.on_lost(why);
-                                                }
-                                              },
-                                              {}});
+        client, lease,
+        LeaseKeeper::Callbacks{[this](const Status& why) {
+                                 bool was_leader;
+                                 {
+                                   std::lock_guard lock(mu);
+                                   lease_lost = true;
+                                   was_leader = leader;
+                                   leader = false;
+                                 }
+                                 cv.notify_all();
+                                 if (was_leader) {
+                                   log::Warn("election {}: leadership lost: {}", key,
+                                             why.ToString());
+                                   if (options.on_lost) options.on_lost(why);
+                                 }
+                               },
+                               {}});
     std::lock_guard lock(mu);
     keeper = std::move(k);
     lease_lost = false;

@@ -55,8 +55,8 @@ void LeaseKeeper::Loop() {
       // Never wait past the end of the TTL for an answer: by then the lease is to be given up.
       const Nanos until_expiry = confirmed + ttl - clock.Now();
       auto ttl_left = stream->KeepAlive(
-          lease_.id, std::clamp<Nanos>(until_expiry, 100 * kNanosPerMilli,
-                                       client_->options().rpc_timeout));
+          lease_.id,
+          std::clamp<Nanos>(until_expiry, 100 * kNanosPerMilli, client_->options().rpc_timeout));
       status = ttl_left.status();
     }
     if (status.ok()) {

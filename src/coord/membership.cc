@@ -49,10 +49,10 @@ struct Membership::Impl {
   std::string name;   // empty until Register
   std::string value;  //
   std::string key;
-  bool running = false;       // the thread runs
-  bool stop = false;          // asks the thread to stop
-  bool lost = false;          // the keeper reported the lease lost
-  bool recovered = false;     // the keeper reported keep-alives answered again
+  bool running = false;    // the thread runs
+  bool stop = false;       // asks the thread to stop
+  bool lost = false;       // the keeper reported the lease lost
+  bool recovered = false;  // the keeper reported keep-alives answered again
   bool is_registered = false;
   Status last_error;
   int64_t registrations = 0;
@@ -70,19 +70,19 @@ struct Membership::Impl {
     }
     auto keeper_new = std::make_unique<LeaseKeeper>(
         client, lease,
-        LeaseKeeper::Callbacks{
-            [this](const Status& why) {
-              log::Warn("membership {}: {}; registering again", key, why.ToString());
-              std::lock_guard lock(mu);
-              lost = true;
-              is_registered = false;
-              cv.notify_all();
-            },
-            [this] {
-              std::lock_guard lock(mu);
-              recovered = true;
-              cv.notify_all();
-            }});
+        LeaseKeeper::Callbacks{[this](const Status& why) {
+                                 log::Warn("membership {}: {}; registering again", key,
+                                           why.ToString());
+                                 std::lock_guard lock(mu);
+                                 lost = true;
+                                 is_registered = false;
+                                 cv.notify_all();
+                               },
+                               [this] {
+                                 std::lock_guard lock(mu);
+                                 recovered = true;
+                                 cv.notify_all();
+                               }});
     std::unique_ptr<LeaseKeeper> old;
     {
       std::lock_guard lock(mu);
@@ -107,8 +107,7 @@ struct Membership::Impl {
     }
     ASSIGN_OR_RETURN(std::optional<KeyValue> kv, client->Get(key));
     if (kv && kv->lease == ours && kv->value == value) return Status::Ok();
-    log::Warn("membership {}: key missing or not ours after an etcd outage; putting it again",
-              key);
+    log::Warn("membership {}: key missing or not ours after an etcd outage; putting it again", key);
     auto put = client->Put(key, value, ours);
     return put.ok() ? Status::Ok() : put.status();
   }
@@ -210,8 +209,8 @@ Status Membership::Register(const std::string& name, const std::string& value, N
   m.is_registered = false;
   m.last_error = Status::Ok();
   m.thread = std::thread([&m] { m.Loop(); });
-  const bool done = m.cv.wait_for(lock, std::chrono::nanoseconds(timeout),
-                                  [&m] { return m.is_registered; });
+  const bool done =
+      m.cv.wait_for(lock, std::chrono::nanoseconds(timeout), [&m] { return m.is_registered; });
   if (done) return Status::Ok();
   return Timeout(fmt::format("membership: {} not registered within {:.1f} s (still trying): {}",
                              m.key, ToSeconds(timeout),

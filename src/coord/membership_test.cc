@@ -31,10 +31,9 @@ TEST(MembershipOptionsTest, BadNamesAndTtlsAreRefused) {
   auto slash = Membership::Create(nullptr, MembershipOptions{"a/b", kNanosPerSecond});
   EXPECT_EQ(slash.status().code(), Code::kInvalidArgument);
   EXPECT_NE(slash.status().message().find("cluster 'a/b'"), std::string::npos);
-  EXPECT_EQ(Membership::Create(nullptr, MembershipOptions{"c", kNanosPerSecond / 2})
-                .status()
-                .code(),
-            Code::kInvalidArgument);
+  EXPECT_EQ(
+      Membership::Create(nullptr, MembershipOptions{"c", kNanosPerSecond / 2}).status().code(),
+      Code::kInvalidArgument);
   EXPECT_EQ(Membership::NodeKey("c1", "n1"), "/dualpath/c1/nodes/n1");
 }
 
@@ -60,8 +59,8 @@ TEST_F(MembershipTest, RegisterListWatchDeregister) {
   EXPECT_EQ(watch.value().nodes[0].lease, a->lease());
 
   ASSERT_TRUE(b->Register("node-b", "10.0.0.2:7000", kWaitLimit).ok());
-  ASSERT_TRUE(events.WaitFor(
-      [](const auto& es) { return Has(es, NodeEvent::Kind::kJoined, "node-b"); }));
+  ASSERT_TRUE(
+      events.WaitFor([](const auto& es) { return Has(es, NodeEvent::Kind::kJoined, "node-b"); }));
   auto nodes = observer->ListNodes();
   ASSERT_TRUE(nodes.ok());
   ASSERT_EQ(nodes.value().size(), 2u);
@@ -69,8 +68,8 @@ TEST_F(MembershipTest, RegisterListWatchDeregister) {
 
   ASSERT_TRUE(b->Deregister().ok());
   EXPECT_FALSE(b->registered());
-  ASSERT_TRUE(events.WaitFor(
-      [](const auto& es) { return Has(es, NodeEvent::Kind::kLeft, "node-b"); }));
+  ASSERT_TRUE(
+      events.WaitFor([](const auto& es) { return Has(es, NodeEvent::Kind::kLeft, "node-b"); }));
   EXPECT_EQ(observer->ListNodes().value().size(), 1u);
   // The deregistered node's lease is gone too.
   EXPECT_FALSE(Has(events.Items(), NodeEvent::Kind::kLeft, "node-a"));
@@ -92,9 +91,9 @@ TEST_F(MembershipTest, AnExpiredLeaseRemovesTheRegistration) {
 
   node->Abandon();  // the keep-alives stop, as if the process had died
   EXPECT_FALSE(node->registered());
-  ASSERT_TRUE(events.WaitFor(
-      [](const auto& es) { return Has(es, NodeEvent::Kind::kLeft, "short-lived"); }))
-      << "the registration outlived its lease";
+  ASSERT_TRUE(events.WaitFor([](const auto& es) {
+    return Has(es, NodeEvent::Kind::kLeft, "short-lived");
+  })) << "the registration outlived its lease";
   EXPECT_TRUE(observer->ListNodes().value().empty());
   EXPECT_EQ(client_->LeaseTimeToLive(lease).status().code(), Code::kCoordLeaseLost);
 }
@@ -151,7 +150,8 @@ TEST_F(MembershipTest, StaysRegisteredAcrossAnEtcdRestartOnItsData) {
     if (node->registrations() == registrations && node->keepalives() <= keepalives) return false;
     auto kv = client_->Get(Membership::NodeKey("c1", "survivor"));
     return kv.ok() && kv.value().has_value() && kv.value()->lease == node->lease();
-  })) << "not registered after etcd's restart (etcd log: " << server_.log_path() << ")";
+  })) << "not registered after etcd's restart (etcd log: "
+      << server_.log_path() << ")";
   EXPECT_TRUE(client_->LeaseTimeToLive(node->lease()).ok());
 }
 
@@ -162,15 +162,16 @@ TEST_F(MembershipTest, RegistersAgainWhenEtcdComesBackWithoutItsData) {
   const LeaseId first = node->lease();
   Inbox<Status> watch_errors;
   auto observer = MakeMembership(client_.get(), 2 * kNanosPerSecond);
-  auto watch = observer->WatchNodes([](const NodeEvent&) {},
-                                    [&](const Status& s) { watch_errors.Push(s); });
+  auto watch =
+      observer->WatchNodes([](const NodeEvent&) {}, [&](const Status& s) { watch_errors.Push(s); });
   ASSERT_TRUE(watch.ok()) << watch.status().ToString();
 
   RestartEtcd(/*wipe=*/true);  // a fresh etcd: no lease, no key, revisions from 1 again
   ASSERT_TRUE(WaitUntil([&] {
     auto kv = client_->Get(Membership::NodeKey("c1", "amnesia"));
     return kv.ok() && kv.value().has_value() && kv.value()->lease == node->lease();
-  })) << "not registered again on the fresh etcd (etcd log: " << server_.log_path() << ")";
+  })) << "not registered again on the fresh etcd (etcd log: "
+      << server_.log_path() << ")";
   EXPECT_GE(node->registrations(), 2);
   EXPECT_NE(node->lease(), first);
   EXPECT_TRUE(client_->LeaseTimeToLive(node->lease()).ok());

@@ -118,9 +118,10 @@ class KeepAliveStream {
  public:
   virtual ~KeepAliveStream() = default;
   // Sends one keep-alive for `lease` and waits (up to `timeout`; 0: rpc_timeout) for etcd's
-  // answer: the lease's TTL in seconds, now restarted. kCoordLeaseLost when etcd no longer knows the lease
-  // (expired, revoked, or a fresh etcd); kUnavailable/kTimeout when the stream broke or the
-  // answer was late: the stream is then unusable (broken() is true) and a new one must be opened.
+  // answer: the lease's TTL in seconds, now restarted. kCoordLeaseLost when etcd no longer knows
+  // the lease (expired, revoked, or a fresh etcd); kUnavailable/kTimeout when the stream broke or
+  // the answer was late: the stream is then unusable (broken() is true) and a new one must be
+  // opened.
   virtual Result<int64_t> KeepAlive(LeaseId lease, Nanos timeout = 0) = 0;
   virtual bool broken() const = 0;
 };

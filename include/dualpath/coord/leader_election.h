@@ -41,8 +41,7 @@ struct ElectionOptions {
 class LeaderElection {
  public:
   // `value` is what followers read as the leader (an address). Checks the options.
-  static Result<std::unique_ptr<LeaderElection>> Create(EtcdClient* client,
-                                                        ElectionOptions options,
+  static Result<std::unique_ptr<LeaderElection>> Create(EtcdClient* client, ElectionOptions options,
                                                         std::string value);
   ~LeaderElection();  // Resign (best effort)
   LeaderElection(const LeaderElection&) = delete;
