@@ -49,9 +49,10 @@ struct LeaderElection::Impl {
       if (keeper && !lease_lost) return Status::Ok();
     }
     DropKeeper(nullptr);
+    const Nanos granted_at = SteadyClock::Default().Now();
     ASSIGN_OR_RETURN(Lease lease, client->LeaseGrant(options.ttl));
     auto k = std::make_unique<LeaseKeeper>(
-        client, lease,
+        client, lease, granted_at,
         LeaseKeeper::Callbacks{[this](const Status& why) {
                                  bool was_leader;
                                  {

@@ -9,8 +9,8 @@
 
 namespace dualpath::coord {
 
-LeaseKeeper::LeaseKeeper(EtcdClient* client, Lease lease, Callbacks callbacks)
-    : client_(client), lease_(lease), callbacks_(std::move(callbacks)) {
+LeaseKeeper::LeaseKeeper(EtcdClient* client, Lease lease, Nanos granted_at, Callbacks callbacks)
+    : client_(client), lease_(lease), granted_at_(granted_at), callbacks_(std::move(callbacks)) {
   thread_ = std::thread([this] { Loop(); });
 }
 
@@ -36,8 +36,9 @@ void LeaseKeeper::Loop() {
   const Nanos ttl = std::max<int64_t>(lease_.ttl_seconds, 1) * kNanosPerSecond;
   const Nanos interval = ttl / 3;
   const Nanos retry = std::min<Nanos>(interval, 500 * kNanosPerMilli);
-  // The lease's TTL restarted when etcd granted it: that counts as the last confirmation.
-  Nanos confirmed = clock.Now();
+  // When the last answered keep-alive (first: the grant) was sent. etcd restarted the lease's TTL
+  // after that, so `confirmed + ttl` is no later than etcd's expiry of the lease.
+  Nanos confirmed = granted_at_;
   std::unique_ptr<KeepAliveStream> stream;
   bool failing = false;
   Nanos delay = interval;
@@ -51,9 +52,10 @@ void LeaseKeeper::Loop() {
         status = opened.status();
       }
     }
+    const Nanos sent = clock.Now();
     if (status.ok()) {
       // Never wait past the end of the TTL for an answer: by then the lease is to be given up.
-      const Nanos until_expiry = confirmed + ttl - clock.Now();
+      const Nanos until_expiry = confirmed + ttl - sent;
       auto ttl_left = stream->KeepAlive(
           lease_.id,
           std::clamp<Nanos>(until_expiry, 100 * kNanosPerMilli, client_->options().rpc_timeout));
@@ -61,7 +63,7 @@ void LeaseKeeper::Loop() {
     }
     if (status.ok()) {
       keepalives_.fetch_add(1);
-      confirmed = clock.Now();
+      confirmed = sent;
       delay = interval;
       if (failing) {
         failing = false;

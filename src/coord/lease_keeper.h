@@ -9,6 +9,9 @@
 //     revoked, or etcd came back without its data), or
 //   - no keep-alive was answered for a whole TTL (kCoordLeaseLost "unconfirmed for N s"): etcd
 //     may have expired the lease meanwhile, and a leader must not go on believing it leads.
+//     The TTL is counted from when the last answered keep-alive (or the grant) was *sent*: etcd
+//     restarted the TTL after that instant, so the keeper gives the lease up no later than etcd
+//     can expire it.
 // on_recovered is called when a keep-alive is answered after one or more failed ones (etcd was
 // away and came back with the lease): the owner then checks that its keys are still there.
 //
@@ -34,8 +37,10 @@ class LeaseKeeper {
     std::function<void()> on_recovered;
   };
 
-  // Starts keeping `lease` (as LeaseGrant returned it) alive. `client` must outlive the keeper.
-  LeaseKeeper(EtcdClient* client, Lease lease, Callbacks callbacks);
+  // Starts keeping `lease` (as LeaseGrant returned it) alive. `granted_at` is the steady-clock
+  // time (SteadyClock::Default()) just before LeaseGrant was sent. `client` must outlive the
+  // keeper.
+  LeaseKeeper(EtcdClient* client, Lease lease, Nanos granted_at, Callbacks callbacks);
   ~LeaseKeeper();
   LeaseKeeper(const LeaseKeeper&) = delete;
   LeaseKeeper& operator=(const LeaseKeeper&) = delete;
@@ -53,6 +58,7 @@ class LeaseKeeper {
 
   EtcdClient* client_;
   const Lease lease_;
+  const Nanos granted_at_;
   const Callbacks callbacks_;
   std::atomic<int64_t> keepalives_{0};
   std::atomic<int64_t> failures_{0};

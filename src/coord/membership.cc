@@ -61,6 +61,7 @@ struct Membership::Impl {
 
   // Grants a lease and puts the key under it. Called by the thread without mu held.
   Status RegisterOnce() {
+    const Nanos granted_at = SteadyClock::Default().Now();
     ASSIGN_OR_RETURN(Lease lease, client->LeaseGrant(options.ttl));
     auto put = client->Put(key, value, lease.id);
     if (!put.ok()) {
@@ -69,7 +70,7 @@ struct Membership::Impl {
       return put.status();
     }
     auto keeper_new = std::make_unique<LeaseKeeper>(
-        client, lease,
+        client, lease, granted_at,
         LeaseKeeper::Callbacks{[this](const Status& why) {
                                  log::Warn("membership {}: {}; registering again", key,
                                            why.ToString());
