@@ -5,16 +5,18 @@
 //
 // What it holds for its callers (Membership, LeaderElection, later the store's master and nodes):
 //   - endpoints: "host:port,host:port,..." (the members of one etcd cluster) or "unix:PATH"; a
-//     call that finds its endpoint UNAVAILABLE is retried once on each other endpoint, and the
-//     endpoint that answered becomes the one the next call tries first;
-//   - deadlines: every unary call gets EtcdOptions::rpc_timeout; a lease keep-alive on its
+//     call that cannot reach its endpoint, or gets no answer in time, is tried once on each other
+//     endpoint, and the endpoint that answered becomes the one the next call tries first;
+//   - deadlines: every unary call gets EtcdOptions::rpc_timeout, within which it waits for the
+//     connection (gRPC wait-for-ready, as etcd's Go client does); a lease keep-alive on its
 //     stream (KeepAliveStream::KeepAlive) and the creation of a watch get it too (a watchdog
-//     cancels the stream when the answer is late); an open watch lives until it is cancelled;
+//     cancels the stream when the answer is late); an open watch lives until it is cancelled.
+//     A call that timed out may still have been applied by etcd;
 //   - errors: gRPC statuses read through the one table (dualpath/common/grpc_status.h) with the
 //     call, the key and the endpoint named ("etcd Put /dualpath/c/nodes/a at 127.0.0.1:2379:
-//     ..."); an etcd that is down gives kUnavailable, a late answer kTimeout; a lease etcd no
-//     longer knows gives kCoordLeaseLost; a watch whose start revision was compacted gives
-//     kCoordCompacted.
+//     ..."); an etcd that cannot be reached within the deadline gives kUnavailable, a late answer
+//     from a connected one kTimeout; a lease etcd no longer knows gives kCoordLeaseLost; a watch
+//     whose history is gone (compacted, or etcd lost its data) ends with kCoordCompacted.
 //
 // Keys and values are byte strings (std::string may hold any byte). Revisions are etcd's: one
 // counter for the whole store, raised by every change; a key's create_revision is 0 when it does
