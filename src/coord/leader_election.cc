@@ -29,15 +29,18 @@ struct LeaderElection::Impl {
   bool leader = false;
   int64_t leader_revision = 0;  // mod_revision of our put of the key
   bool key_deleted = false;     // set by the campaign's watch
+  bool stopped = false;         // Resign or Abandon: a waiting Campaign returns
 
   // Takes the keeper out under mu; stops it outside (its callbacks take mu).
-  void DropKeeper(LeaseId* lease_out) {
+  void DropKeeper(LeaseId* lease_out, bool stop_campaign) {
     std::unique_ptr<LeaseKeeper> k;
     {
       std::lock_guard lock(mu);
       k = std::move(keeper);
       leader = false;
+      if (stop_campaign) stopped = true;
     }
+    cv.notify_all();
     if (lease_out) *lease_out = k ? k->lease() : 0;
     if (k) k->Stop();
   }
@@ -48,7 +51,7 @@ struct LeaderElection::Impl {
       std::lock_guard lock(mu);
       if (keeper && !lease_lost) return Status::Ok();
     }
-    DropKeeper(nullptr);
+    DropKeeper(nullptr, /*stop_campaign=*/false);
     const Nanos granted_at = SteadyClock::Default().Now();
     ASSIGN_OR_RETURN(Lease lease, client->LeaseGrant(options.ttl));
     auto k = std::make_unique<LeaseKeeper>(
@@ -100,12 +103,21 @@ Status LeaderElection::Campaign(Nanos timeout) {
   Impl& e = *impl_;
   const Clock& clock = SteadyClock::Default();
   const Nanos deadline = clock.Now() + timeout;
+  {
+    std::lock_guard lock(e.mu);
+    e.stopped = false;
+  }
   while (true) {
     RETURN_IF_ERROR(e.EnsureLease());
     LeaseId lease;
     {
       std::lock_guard lock(e.mu);
       if (e.leader) return Status::Ok();
+      if (e.stopped || !e.keeper) {
+        return Status(Code::kCancelled, fmt::format("election {}: campaign stopped by Resign or "
+                                                    "Abandon",
+                                                    e.key));
+      }
       lease = e.keeper->lease();
       e.key_deleted = false;
     }
@@ -137,7 +149,7 @@ Status LeaderElection::Campaign(Nanos timeout) {
     std::unique_lock lock(e.mu);
     const Nanos left = deadline - clock.Now();
     const bool woke = e.cv.wait_for(lock, std::chrono::nanoseconds(std::max<Nanos>(left, 0)),
-                                    [&e] { return e.key_deleted || e.lease_lost; });
+                                    [&e] { return e.key_deleted || e.lease_lost || e.stopped; });
     if (!woke) {
       return Timeout(fmt::format("election {}: not leading after {:.1f} s (leader: '{}')", e.key,
                                  ToSeconds(timeout), txn.current ? txn.current->value : ""));
@@ -161,7 +173,7 @@ Status LeaderElection::Resign() {
     revision = e.leader_revision;
   }
   LeaseId lease = 0;
-  e.DropKeeper(&lease);
+  e.DropKeeper(&lease, /*stop_campaign=*/true);
   if (lease == 0) return Status::Ok();
   Status status;
   if (was_leader) {
@@ -175,7 +187,7 @@ Status LeaderElection::Resign() {
   return status;
 }
 
-void LeaderElection::Abandon() { impl_->DropKeeper(nullptr); }
+void LeaderElection::Abandon() { impl_->DropKeeper(nullptr, /*stop_campaign=*/true); }
 
 Result<std::optional<KeyValue>> LeaderElection::Leader() { return impl_->client->Get(impl_->key); }
 

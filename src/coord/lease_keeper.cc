@@ -22,7 +22,8 @@ void LeaseKeeper::Stop() {
     stop_ = true;
   }
   cv_.notify_all();
-  if (thread_.joinable()) thread_.join();
+  // From a callback (the keeper's own thread) there is nothing to join: the loop returns after it.
+  if (thread_.joinable() && thread_.get_id() != std::this_thread::get_id()) thread_.join();
 }
 
 bool LeaseKeeper::Pause(Nanos delay) {

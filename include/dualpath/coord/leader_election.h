@@ -14,7 +14,8 @@
 // let another candidate win; see lease_keeper.h). It does not campaign again by itself.
 //
 // Thread safety: every method may be called from any thread; Campaign blocks its caller. on_lost
-// runs on an internal thread and must not destroy the LeaderElection. The EtcdClient must outlive
+// runs on an internal thread (the lease keeper's) and must neither destroy the LeaderElection nor
+// call its Campaign, Resign or Abandon (hand that to another thread). The EtcdClient must outlive
 // the LeaderElection and its observers.
 #pragma once
 
@@ -48,7 +49,8 @@ class LeaderElection {
   LeaderElection& operator=(const LeaderElection&) = delete;
 
   // Blocks until this candidate leads (Ok; at once if it already does), or `timeout` passed
-  // (kTimeout; it may campaign again), or etcd failed (its error).
+  // (kTimeout; it may campaign again), or Resign/Abandon was called meanwhile from another thread
+  // (kCancelled), or etcd failed (its error).
   Status Campaign(Nanos timeout);
   // Whether this candidate leads, as far as this process knows.
   bool IsLeader() const;
