@@ -30,6 +30,7 @@ struct LeaderElection::Impl {
   int64_t leader_revision = 0;  // mod_revision of our put of the key
   bool key_deleted = false;     // set by the campaign's watch
   bool stopped = false;         // Resign or Abandon: a waiting Campaign returns
+  bool waiting = false;         // a Campaign waits for the key to go
 
   // Takes the keeper out under mu; stops it outside (its callbacks take mu).
   void DropKeeper(LeaseId* lease_out, bool stop_campaign) {
@@ -148,14 +149,21 @@ Status LeaderElection::Campaign(Nanos timeout) {
                      e.client->WatchKey(e.key, std::move(watch_options)));
     std::unique_lock lock(e.mu);
     const Nanos left = deadline - clock.Now();
+    e.waiting = true;
     const bool woke = e.cv.wait_for(lock, std::chrono::nanoseconds(std::max<Nanos>(left, 0)),
                                     [&e] { return e.key_deleted || e.lease_lost || e.stopped; });
+    e.waiting = false;
     if (!woke) {
       return Timeout(fmt::format("election {}: not leading after {:.1f} s (leader: '{}')", e.key,
                                  ToSeconds(timeout), txn.current ? txn.current->value : ""));
     }
     // The key is gone (or our lease is): campaign again. The watch ends with this scope.
   }
+}
+
+bool LeaderElection::IsCampaigning() const {
+  std::lock_guard lock(impl_->mu);
+  return impl_->waiting;
 }
 
 bool LeaderElection::IsLeader() const {

@@ -97,6 +97,16 @@ TEST_F(LeaderElectionTest, CampaignTimesOutWhileAnotherLeads) {
   EXPECT_NE(s.message().find("master-a"), std::string::npos) << s.ToString();
   EXPECT_FALSE(b->IsLeader());
   EXPECT_TRUE(a->IsLeader());
+
+  // A campaign waiting in another thread returns when its candidate resigns.
+  Status waiting;
+  std::thread tb([&] { waiting = b->Campaign(kWaitLimit); });
+  EXPECT_TRUE(WaitUntil([&] { return b->IsCampaigning(); }));  // EXPECT: the thread is joined
+  ASSERT_TRUE(b->Resign().ok());
+  tb.join();
+  EXPECT_EQ(waiting.code(), Code::kCancelled) << waiting.ToString();
+  EXPECT_FALSE(b->IsCampaigning());
+  EXPECT_TRUE(a->IsLeader());
 }
 
 TEST_F(LeaderElectionTest, StandbyTakesOverWhenTheLeaderDies) {

@@ -54,6 +54,8 @@ class LeaderElection {
   Status Campaign(Nanos timeout);
   // Whether this candidate leads, as far as this process knows.
   bool IsLeader() const;
+  // Whether a Campaign is waiting for another candidate's key to go (a standby).
+  bool IsCampaigning() const;
   // Gives up leadership (deletes the key if it is still ours) and the lease. Ok if not leading.
   Status Resign();
   // Stops keeping the lease alive without telling etcd, as a crash would: another candidate
