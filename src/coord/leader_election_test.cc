@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <functional>
 #include <thread>
 
 #include "coord/etcd_fixture_test.h"
@@ -55,6 +56,17 @@ TEST_F(LeaderElectionTest, TwoCandidatesOneLeaderAndTheStandbyTakesOverOnResign)
     status_b = b->Campaign(kWaitLimit);
     done.fetch_add(1);
   });
+  // Whatever fails below, the campaigns end (Resign returns a waiting Campaign) and the threads
+  // are joined before the candidates go.
+  struct Finally {
+    std::function<void()> f;
+    ~Finally() { f(); }
+  } finally{[&] {
+    (void)a->Resign();
+    (void)b->Resign();
+    if (ta.joinable()) ta.join();
+    if (tb.joinable()) tb.join();
+  }};
   ASSERT_TRUE(WaitUntil([&] { return a->IsLeader() || b->IsLeader(); }));
   EXPECT_NE(a->IsLeader(), b->IsLeader()) << "two leaders";
   LeaderElection* leader = a->IsLeader() ? a.get() : b.get();
