@@ -423,11 +423,10 @@ class KeepAliveStreamImpl final : public KeepAliveStream {
  public:
   KeepAliveStreamImpl(EtcdClient::Impl* client, Endpoint* ep) : client_(client), ep_(ep) {
     ctx_.set_wait_for_ready(true);  // see Impl::Unary; the watchdog bounds the wait
-    stream_ = ep_->lease->LeaseKeepAlive(&ctx_);
   }
 
   ~KeepAliveStreamImpl() override {
-    if (!finished_) {
+    if (stream_ && !finished_) {
       ctx_.TryCancel();
       (void)stream_->Finish();
     }
@@ -441,6 +440,10 @@ class KeepAliveStreamImpl final : public KeepAliveStream {
     req.set_id(lease);
     pb::LeaseKeepAliveResponse resp;
     watchdog_.Arm(&ctx_, timeout);
+    // The stream starts on the first keep-alive, under the watchdog: gRPC's sync stream
+    // constructor sends the call's headers and, with wait_for_ready, blocks until the channel
+    // connects, for as long as etcd is away.
+    if (!stream_) stream_ = ep_->lease->LeaseKeepAlive(&ctx_);
     const bool ok = stream_->Write(req) && stream_->Read(&resp);
     const bool late = watchdog_.Disarm();
     if (!ok) {
@@ -537,6 +540,9 @@ class WatchImpl final : public Watch {
       ctx_->set_wait_for_ready(true);  // see Impl::Unary; the watchdog bounds the wait
       ep_ = &client_->Current();
     }
+    // Armed before the stream starts: gRPC's sync stream constructor sends the call's headers
+    // and, with wait_for_ready, blocks until the channel connects.
+    watchdog_.Arm(ctx_.get(), client_->options.rpc_timeout);
     stream_ = ep_->watch->Watch(ctx_.get());
     pb::WatchRequest req;
     auto* create = req.mutable_create_request();
@@ -544,7 +550,6 @@ class WatchImpl final : public Watch {
     create->set_range_end(range_end_);
     create->set_start_revision(next_revision_);
     pb::WatchResponse resp;
-    watchdog_.Arm(ctx_.get(), client_->options.rpc_timeout);
     const bool ok = stream_->Write(req) && stream_->Read(&resp);
     const bool late = watchdog_.Disarm();
     if (!ok) {

@@ -155,6 +155,35 @@ TEST_F(MembershipTest, StaysRegisteredAcrossAnEtcdRestartOnItsData) {
   EXPECT_TRUE(client_->LeaseTimeToLive(node->lease()).ok());
 }
 
+TEST_F(MembershipTest, ReRegistersAfterAnEtcdOutageLongerThanItsTtl) {
+  auto node_client = NewClient();
+  auto node = MakeMembership(node_client.get(), kNanosPerSecond);
+  ASSERT_TRUE(node->Register("patient", "v", kWaitLimit).ok());
+  const LeaseId first = node->lease();
+
+  server_.Kill();
+  // No keep-alive answered for a whole TTL: the node gives its lease up (etcd may have expired it).
+  ASSERT_TRUE(WaitUntil([&] { return !node->registered(); }));
+  Status started = server_.Start();  // the same data directory
+  ASSERT_TRUE(started.ok()) << started.ToString();
+
+  // etcd restored the old lease (with a fresh TTL), but nobody keeps it alive any more: the node
+  // registered under a new one, and the old one's expiry leaves the key alone.
+  ASSERT_TRUE(WaitUntil([&] {
+    auto kv = client_->Get(Membership::NodeKey("c1", "patient"));
+    return node->registered() && kv.ok() && kv.value().has_value() &&
+           kv.value()->lease == node->lease();
+  })) << "not registered again after the outage (etcd log: "
+      << server_.log_path() << ")";
+  EXPECT_EQ(node->registrations(), 2);
+  EXPECT_NE(node->lease(), first);
+  ASSERT_TRUE(WaitUntil(
+      [&] { return client_->LeaseTimeToLive(first).status().code() == Code::kCoordLeaseLost; }));
+  auto kv = client_->Get(Membership::NodeKey("c1", "patient"));
+  ASSERT_TRUE(kv.ok() && kv.value().has_value());
+  EXPECT_EQ(kv.value()->lease, node->lease());
+}
+
 TEST_F(MembershipTest, RegistersAgainWhenEtcdComesBackWithoutItsData) {
   auto node_client = NewClient();
   auto node = MakeMembership(node_client.get(), 2 * kNanosPerSecond);
