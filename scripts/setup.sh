@@ -35,6 +35,9 @@ PACKAGES=(
   liburing-dev libucx-dev ucx-utils
   # control plane
   libgrpc++-dev libprotobuf-dev protobuf-compiler protobuf-compiler-grpc etcd-server etcd-client
+  # etcd's own .proto files (rpc.proto, kv.proto, auth.proto), from which src/coord generates its
+  # etcd v3 gRPC client at build time (docs/coord.md)
+  golang-etcd-server-dev
   # test vectors (vLLM-compatible hashing) and plots
   python3 python3-cbor2 gnuplot-nox
   # emulated cluster and baselines

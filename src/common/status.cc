@@ -53,8 +53,8 @@ std::string_view CodeDescription(Code code) {
 
 std::string_view CodeComponent(Code code) {
   static constexpr std::string_view kComponents[] = {
-      "common", "kv",      "storage", "pool", "transfer", "sched",  "sim",  "trace",
-      "engine", "control", "testbed", "cli",  "model",    "replay", "store"};
+      "common", "kv",      "storage", "pool", "transfer", "sched",  "sim",   "trace",
+      "engine", "control", "testbed", "cli",  "model",    "replay", "store", "coord"};
   const int v = static_cast<int>(code);
   if (v < 0) {
     return "unknown";

@@ -74,6 +74,7 @@ TEST(StatusTest, CodeTableIsConsistent) {
   EXPECT_EQ(CodeComponent(Code::kTestbedNotRoot), "testbed");
   EXPECT_EQ(CodeComponent(Code::kCliUsage), "cli");
   EXPECT_EQ(CodeComponent(Code::kStoreUnknownPut), "store");
+  EXPECT_EQ(CodeComponent(Code::kCoordLeaseLost), "coord");
   EXPECT_EQ(CodeComponent(static_cast<Code>(-1)), "unknown");
   EXPECT_EQ(CodeComponent(static_cast<Code>(50000)), "unknown");
   // Names are unique.

@@ -10,6 +10,7 @@
 //   500-599  sched       600-699  sim         700-799  trace     800-899  engine
 //   900-999  control     1000-1099 testbed    1100-1199 cli     1200-1299 model
 //   1300-1399 replay    1400-1499 store
+//   1500-1599 coord
 #pragma once
 
 // X(name, value, description)
@@ -88,4 +89,8 @@
   X(kStoreNotEnoughNodes, 1405, "store: fewer live nodes than replicas")         \
   X(kStoreNoSpace, 1406, "store: no space on enough nodes")                      \
   X(kStoreUnknownPin, 1407, "store: no such pin")                                \
-  X(kStoreReportConflict, 1408, "store: node report conflicts with metadata")
+  X(kStoreReportConflict, 1408, "store: node report conflicts with metadata")    \
+  /* coord */                                                                    \
+  X(kCoordLeaseLost, 1500, "coord: etcd lease expired or revoked")               \
+  X(kCoordCompacted, 1501, "coord: etcd revision compacted")                     \
+  X(kCoordNotLeader, 1502, "coord: not the leader")

@@ -1,0 +1,214 @@
+// Membership against a real etcd: registration, listing, joins and leaves, a registration whose
+// lease expires, and re-registration on its own after the lease is revoked, after etcd restarts
+// on its data, and after etcd comes back without its data.
+#include "dualpath/coord/membership.h"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+
+#include "coord/etcd_fixture_test.h"
+
+namespace dualpath::coord {
+namespace {
+
+using MembershipTest = EtcdFixture;
+
+std::unique_ptr<Membership> MakeMembership(EtcdClient* client, Nanos ttl) {
+  auto m = Membership::Create(client, MembershipOptions{"c1", ttl});
+  EXPECT_TRUE(m.ok()) << m.status().ToString();
+  return m.ok() ? std::move(m).value() : nullptr;
+}
+
+bool Has(const std::vector<NodeEvent>& events, NodeEvent::Kind kind, const std::string& name) {
+  return std::any_of(events.begin(), events.end(),
+                     [&](const NodeEvent& e) { return e.kind == kind && e.name == name; });
+}
+
+TEST(MembershipOptionsTest, BadNamesAndTtlsAreRefused) {
+  EXPECT_EQ(Membership::Create(nullptr, MembershipOptions{"", kNanosPerSecond}).status().code(),
+            Code::kInvalidArgument);
+  auto slash = Membership::Create(nullptr, MembershipOptions{"a/b", kNanosPerSecond});
+  EXPECT_EQ(slash.status().code(), Code::kInvalidArgument);
+  EXPECT_NE(slash.status().message().find("cluster 'a/b'"), std::string::npos);
+  EXPECT_EQ(
+      Membership::Create(nullptr, MembershipOptions{"c", kNanosPerSecond / 2}).status().code(),
+      Code::kInvalidArgument);
+  EXPECT_EQ(Membership::NodeKey("c1", "n1"), "/dualpath/c1/nodes/n1");
+}
+
+TEST_F(MembershipTest, RegisterListWatchDeregister) {
+  auto a = MakeMembership(client_.get(), 5 * kNanosPerSecond);
+  auto b_client = NewClient();
+  auto b = MakeMembership(b_client.get(), 5 * kNanosPerSecond);
+  ASSERT_TRUE(a && b);
+  Status s = a->Register("node-a", "10.0.0.1:7000", kWaitLimit);
+  ASSERT_TRUE(s.ok()) << s.ToString();
+  EXPECT_TRUE(a->registered());
+  EXPECT_EQ(a->registrations(), 1);
+  EXPECT_EQ(a->Register("node-a", "x", kWaitLimit).code(), Code::kFailedPrecondition);
+  EXPECT_EQ(b->Register("bad name", "x", kWaitLimit).code(), Code::kInvalidArgument);
+
+  Inbox<NodeEvent> events;
+  auto observer = MakeMembership(client_.get(), 5 * kNanosPerSecond);
+  auto watch = observer->WatchNodes([&](const NodeEvent& e) { events.Push(e); });
+  ASSERT_TRUE(watch.ok()) << watch.status().ToString();
+  ASSERT_EQ(watch.value().nodes.size(), 1u);
+  EXPECT_EQ(watch.value().nodes[0].name, "node-a");
+  EXPECT_EQ(watch.value().nodes[0].value, "10.0.0.1:7000");
+  EXPECT_EQ(watch.value().nodes[0].lease, a->lease());
+
+  ASSERT_TRUE(b->Register("node-b", "10.0.0.2:7000", kWaitLimit).ok());
+  ASSERT_TRUE(
+      events.WaitFor([](const auto& es) { return Has(es, NodeEvent::Kind::kJoined, "node-b"); }));
+  auto nodes = observer->ListNodes();
+  ASSERT_TRUE(nodes.ok());
+  ASSERT_EQ(nodes.value().size(), 2u);
+  EXPECT_EQ(nodes.value()[1].name, "node-b");
+
+  ASSERT_TRUE(b->Deregister().ok());
+  EXPECT_FALSE(b->registered());
+  ASSERT_TRUE(
+      events.WaitFor([](const auto& es) { return Has(es, NodeEvent::Kind::kLeft, "node-b"); }));
+  EXPECT_EQ(observer->ListNodes().value().size(), 1u);
+  // The deregistered node's lease is gone too.
+  EXPECT_FALSE(Has(events.Items(), NodeEvent::Kind::kLeft, "node-a"));
+}
+
+TEST_F(MembershipTest, AnExpiredLeaseRemovesTheRegistration) {
+  auto node_client = NewClient();
+  auto node = MakeMembership(node_client.get(), kNanosPerSecond);
+  ASSERT_TRUE(node);
+  ASSERT_TRUE(node->Register("short-lived", "v", kWaitLimit).ok());
+  const LeaseId lease = node->lease();
+  ASSERT_NE(lease, 0);
+
+  Inbox<NodeEvent> events;
+  auto observer = MakeMembership(client_.get(), kNanosPerSecond);
+  auto watch = observer->WatchNodes([&](const NodeEvent& e) { events.Push(e); });
+  ASSERT_TRUE(watch.ok()) << watch.status().ToString();
+  ASSERT_EQ(watch.value().nodes.size(), 1u);
+
+  node->Abandon();  // the keep-alives stop, as if the process had died
+  EXPECT_FALSE(node->registered());
+  ASSERT_TRUE(events.WaitFor([](const auto& es) {
+    return Has(es, NodeEvent::Kind::kLeft, "short-lived");
+  })) << "the registration outlived its lease";
+  EXPECT_TRUE(observer->ListNodes().value().empty());
+  EXPECT_EQ(client_->LeaseTimeToLive(lease).status().code(), Code::kCoordLeaseLost);
+}
+
+TEST_F(MembershipTest, KeepAlivesHoldTheRegistrationPastItsTtl) {
+  auto node = MakeMembership(client_.get(), kNanosPerSecond);
+  ASSERT_TRUE(node->Register("steady", "v", kWaitLimit).ok());
+  // Six answered keep-alives at ttl/3 span two TTLs: without them the key would be gone.
+  ASSERT_TRUE(WaitUntil([&] { return node->keepalives() >= 6; }));
+  auto kv = client_->Get(Membership::NodeKey("c1", "steady"));
+  ASSERT_TRUE(kv.ok());
+  ASSERT_TRUE(kv.value().has_value());
+  EXPECT_EQ(kv.value()->lease, node->lease());
+  EXPECT_EQ(node->registrations(), 1);
+}
+
+TEST_F(MembershipTest, ReRegistersWhenItsLeaseIsRevoked) {
+  auto node_client = NewClient();
+  auto node = MakeMembership(node_client.get(), 2 * kNanosPerSecond);
+  ASSERT_TRUE(node->Register("phoenix", "v1", kWaitLimit).ok());
+  const LeaseId first = node->lease();
+
+  Inbox<NodeEvent> events;
+  auto observer = MakeMembership(client_.get(), 2 * kNanosPerSecond);
+  auto watch = observer->WatchNodes([&](const NodeEvent& e) { events.Push(e); });
+  ASSERT_TRUE(watch.ok());
+
+  ASSERT_TRUE(client_->LeaseRevoke(first).ok());  // etcd drops the lease and the key
+  ASSERT_TRUE(events.WaitFor([](const auto& es) {
+    return Has(es, NodeEvent::Kind::kLeft, "phoenix") &&
+           Has(es, NodeEvent::Kind::kJoined, "phoenix");
+  })) << "the node did not register again";
+  EXPECT_TRUE(WaitUntil([&] { return node->registrations() == 2 && node->registered(); }));
+  EXPECT_NE(node->lease(), first);
+  auto kv = client_->Get(Membership::NodeKey("c1", "phoenix"));
+  ASSERT_TRUE(kv.ok() && kv.value().has_value());
+  EXPECT_EQ(kv.value()->lease, node->lease());
+  EXPECT_EQ(kv.value()->value, "v1");
+}
+
+TEST_F(MembershipTest, StaysRegisteredAcrossAnEtcdRestartOnItsData) {
+  auto node_client = NewClient();
+  auto node = MakeMembership(node_client.get(), 2 * kNanosPerSecond);
+  ASSERT_TRUE(node->Register("survivor", "v", kWaitLimit).ok());
+  ASSERT_TRUE(WaitUntil([&] { return node->keepalives() >= 1; }));
+
+  RestartEtcd(/*wipe=*/false);
+  // The node keeps its registration by itself: a keep-alive of its (current) lease is answered by
+  // the restarted etcd and the key is there under that lease.
+  const int64_t keepalives = node->keepalives();
+  const int64_t registrations = node->registrations();
+  ASSERT_TRUE(WaitUntil([&] {
+    if (!node->registered()) return false;
+    if (node->registrations() == registrations && node->keepalives() <= keepalives) return false;
+    auto kv = client_->Get(Membership::NodeKey("c1", "survivor"));
+    return kv.ok() && kv.value().has_value() && kv.value()->lease == node->lease();
+  })) << "not registered after etcd's restart (etcd log: "
+      << server_.log_path() << ")";
+  EXPECT_TRUE(client_->LeaseTimeToLive(node->lease()).ok());
+}
+
+TEST_F(MembershipTest, ReRegistersAfterAnEtcdOutageLongerThanItsTtl) {
+  auto node_client = NewClient();
+  auto node = MakeMembership(node_client.get(), kNanosPerSecond);
+  ASSERT_TRUE(node->Register("patient", "v", kWaitLimit).ok());
+  const LeaseId first = node->lease();
+
+  server_.Kill();
+  // No keep-alive answered for a whole TTL: the node gives its lease up (etcd may have expired it).
+  ASSERT_TRUE(WaitUntil([&] { return !node->registered(); }));
+  Status started = server_.Start();  // the same data directory
+  ASSERT_TRUE(started.ok()) << started.ToString();
+
+  // etcd restored the old lease (with a fresh TTL), but nobody keeps it alive any more: the node
+  // registered under a new one, and the old one's expiry leaves the key alone.
+  ASSERT_TRUE(WaitUntil([&] {
+    auto kv = client_->Get(Membership::NodeKey("c1", "patient"));
+    return node->registered() && kv.ok() && kv.value().has_value() &&
+           kv.value()->lease == node->lease();
+  })) << "not registered again after the outage (etcd log: "
+      << server_.log_path() << ")";
+  EXPECT_EQ(node->registrations(), 2);
+  EXPECT_NE(node->lease(), first);
+  ASSERT_TRUE(WaitUntil(
+      [&] { return client_->LeaseTimeToLive(first).status().code() == Code::kCoordLeaseLost; }));
+  auto kv = client_->Get(Membership::NodeKey("c1", "patient"));
+  ASSERT_TRUE(kv.ok() && kv.value().has_value());
+  EXPECT_EQ(kv.value()->lease, node->lease());
+}
+
+TEST_F(MembershipTest, RegistersAgainWhenEtcdComesBackWithoutItsData) {
+  auto node_client = NewClient();
+  auto node = MakeMembership(node_client.get(), 2 * kNanosPerSecond);
+  ASSERT_TRUE(node->Register("amnesia", "v", kWaitLimit).ok());
+  const LeaseId first = node->lease();
+  Inbox<Status> watch_errors;
+  auto observer = MakeMembership(client_.get(), 2 * kNanosPerSecond);
+  auto watch =
+      observer->WatchNodes([](const NodeEvent&) {}, [&](const Status& s) { watch_errors.Push(s); });
+  ASSERT_TRUE(watch.ok()) << watch.status().ToString();
+
+  RestartEtcd(/*wipe=*/true);  // a fresh etcd: no lease, no key, revisions from 1 again
+  ASSERT_TRUE(WaitUntil([&] {
+    auto kv = client_->Get(Membership::NodeKey("c1", "amnesia"));
+    return kv.ok() && kv.value().has_value() && kv.value()->lease == node->lease();
+  })) << "not registered again on the fresh etcd (etcd log: "
+      << server_.log_path() << ")";
+  EXPECT_GE(node->registrations(), 2);
+  EXPECT_NE(node->lease(), first);
+  EXPECT_TRUE(client_->LeaseTimeToLive(node->lease()).ok());
+  // A watcher cannot follow a history that is gone: it is told so, and would list and watch anew.
+  ASSERT_TRUE(watch_errors.WaitFor([](const auto& v) { return !v.empty(); }));
+  EXPECT_EQ(watch_errors.Items()[0].code(), Code::kCoordCompacted)
+      << watch_errors.Items()[0].ToString();
+}
+
+}  // namespace
+}  // namespace dualpath::coord
