@@ -26,10 +26,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const bool has_header = file.size() >= sizeof(h);
   if (has_header) std::memcpy(&h, file.data(), sizeof(h));
   if (has_header && (mode & 2) != 0 && h.payload_bytes <= file.size()) {
-    const size_t avail = file.size() - std::min<size_t>(file.size(), kv::kBlockFileHeaderBytes);
-    const size_t n = std::min<uint64_t>(avail, h.payload_bytes);
-    h.payload_checksum =
-        XXH3_64bits(file.data() + std::min<size_t>(file.size(), kv::kBlockFileHeaderBytes), n);
+    const size_t start = std::min<size_t>(file.size(), kv::kBlockFileHeaderBytes);
+    const size_t n = std::min<uint64_t>(file.size() - start, h.payload_bytes);
+    h.payload_checksum = kv::BlockChecksum(std::span(file).subspan(start, n));
   }
   if (has_header && (mode & 1) != 0) {
     h.header_checksum = XXH3_64bits(&h, offsetof(kv::BlockFileHeader, header_checksum));

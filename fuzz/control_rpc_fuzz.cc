@@ -4,7 +4,6 @@
 // are capped at 0 ms so an input never blocks. Besides the sanitizers, the harness checks that
 // every refusal carries a message and that the service's counters stay consistent.
 #include <grpcpp/grpcpp.h>
-#include <stdlib.h>
 
 #include <cstdint>
 #include <filesystem>
@@ -24,19 +23,6 @@ namespace {
 
 constexpr const char* kSpec = "layers=2,q_heads=2,kv_heads=2,head_dim=16,vocab=512";
 
-std::string StoreRoot() {
-  static const std::string root = [] {
-    std::string tmpl = "/tmp/dualpath_control_fuzz_XXXXXX";
-    if (::mkdtemp(tmpl.data()) == nullptr) fuzz::Broken("mkdtemp");
-    return tmpl;
-  }();
-  return root;
-}
-
-void Check(const grpc::Status& s) {
-  if (!s.ok() && s.error_message().empty()) fuzz::Broken("refusal without a message");
-}
-
 }  // namespace
 
 extern "C" int LLVMFuzzerInitialize(int*, char***) {
@@ -53,7 +39,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   o.system = static_cast<control::SystemKind>(input.system() % 3);
   o.model_spec = kSpec;
   o.block_tokens = 16;
-  o.store_root = StoreRoot();
+  static const std::string store_root = fuzz::ScratchDir("dualpath_control_fuzz");
+  o.store_root = store_root;
   o.store_subdir = "run";
   o.engines = *control::ParseEngineList("p0.0:prefill:p0,d0.0:decode:d0");
   o.heartbeat_s = 1;
@@ -68,36 +55,36 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     switch (call.call_case()) {
       case dualpath::fuzz::v1::ControlCall::kRegisterEngine: {
         v1::RegisterEngineReply reply;
-        Check(s.RegisterEngine(&ctx, &call.register_engine(), &reply));
+        fuzz::CheckRefusal(s.RegisterEngine(&ctx, &call.register_engine(), &reply));
         break;
       }
       case dualpath::fuzz::v1::ControlCall::kFetch: {
         v1::FetchRequest req = call.fetch();
         req.set_wait_ms(0);
         v1::FetchReply reply;
-        Check(s.Fetch(&ctx, &req, &reply));
+        fuzz::CheckRefusal(s.Fetch(&ctx, &req, &reply));
         break;
       }
       case dualpath::fuzz::v1::ControlCall::kReportResult: {
         v1::ReportResultReply reply;
-        Check(s.ReportResult(&ctx, &call.report_result(), &reply));
+        fuzz::CheckRefusal(s.ReportResult(&ctx, &call.report_result(), &reply));
         break;
       }
       case dualpath::fuzz::v1::ControlCall::kSubmit: {
         v1::SubmitReply reply;
-        Check(s.Submit(&ctx, &call.submit(), &reply));
+        fuzz::CheckRefusal(s.Submit(&ctx, &call.submit(), &reply));
         break;
       }
       case dualpath::fuzz::v1::ControlCall::kWaitResults: {
         v1::WaitResultsRequest req = call.wait_results();
         req.set_wait_ms(0);
         v1::WaitResultsReply reply;
-        Check(s.WaitResults(&ctx, &req, &reply));
+        fuzz::CheckRefusal(s.WaitResults(&ctx, &req, &reply));
         break;
       }
       case dualpath::fuzz::v1::ControlCall::kListEngines: {
         v1::ListEnginesReply reply;
-        Check(s.ListEngines(&ctx, &call.list_engines(), &reply));
+        fuzz::CheckRefusal(s.ListEngines(&ctx, &call.list_engines(), &reply));
         if (reply.engines_size() != reply.engine_ids_size() ||
             reply.engines_size() != reply.alive_size()) {
           fuzz::Broken("ListEngines columns of different lengths");
@@ -106,7 +93,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       }
       case dualpath::fuzz::v1::ControlCall::kShutdown: {
         v1::ShutdownReply reply;
-        Check(s.Shutdown(&ctx, &call.shutdown(), &reply));
+        fuzz::CheckRefusal(s.Shutdown(&ctx, &call.shutdown(), &reply));
         break;
       }
       case dualpath::fuzz::v1::ControlCall::kAdvanceClockMs:

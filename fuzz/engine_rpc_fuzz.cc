@@ -10,7 +10,6 @@
 // PE addresses in StartDecode are kept on loopback: the port and malformed forms are fuzzed, but
 // the engine is never pointed at another host.
 #include <grpcpp/grpcpp.h>
-#include <stdlib.h>
 
 #include <chrono>
 #include <cstdint>
@@ -51,9 +50,7 @@ Harness* h = nullptr;  // lives until exit (engine threads run between inputs)
 
 void Start() {
   h = new Harness;
-  std::string tmpl = "/tmp/dualpath_engine_fuzz_XXXXXX";
-  if (::mkdtemp(tmpl.data()) == nullptr) fuzz::Broken("mkdtemp");
-  h->root = tmpl;
+  h->root = fuzz::ScratchDir("dualpath_engine_fuzz");
   h->sched = std::make_unique<engine::LocalScheduler>(kSpec, kBlock);
   engine::EngineOptions o;
   o.role = engine::Role::kDecode;
@@ -92,10 +89,6 @@ std::string Loopback(const std::string& addr) {
   return "127.0.0.1" + addr.substr(colon);
 }
 
-void Check(const grpc::Status& s) {
-  if (!s.ok() && s.error_message().empty()) fuzz::Broken("refusal without a message");
-}
-
 std::unique_ptr<grpc::ClientContext> Ctx() {
   auto ctx = std::make_unique<grpc::ClientContext>();
   ctx->set_deadline(std::chrono::system_clock::now() + kCallDeadline);
@@ -124,15 +117,14 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
           const auto& p = req.assignment().request().prompt();
           std::vector<kv::TokenId> prompt(p.begin(), p.end());
           for (kv::TokenId& t : prompt) t &= kv::kMaxTokenId;  // the hasher's precondition
-          std::string bytes;
-          for (const kv::BlockHash& b : h->hasher->HashPrefix(prompt)) {
-            bytes.append(reinterpret_cast<const char*>(b.bytes.data()), b.bytes.size());
-          }
-          req.mutable_assignment()->set_prompt_block_hashes(bytes);
+          std::vector<kv::BlockHash> hashes;  // packed as the service and LocalScheduler pack them
+          h->hasher->HashBlocks(prompt, &hashes);
+          req.mutable_assignment()->set_prompt_block_hashes(
+              reinterpret_cast<const char*>(hashes.data()), hashes.size() * sizeof(kv::BlockHash));
         }
         v1::StartDecodeReply reply;
         const grpc::Status s = h->stub->StartDecode(ctx.get(), req, &reply);
-        Check(s);
+        fuzz::CheckRefusal(s);
         if (s.ok()) xfer_ids.push_back(reply.de_xfer_id());
         break;
       }
@@ -142,7 +134,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
           req.set_de_xfer_id(xfer_ids[call.xfer_of_reply() - 1]);
         }
         v1::PrefillDoneReply reply;
-        Check(h->stub->PrefillDone(ctx.get(), req, &reply));
+        fuzz::CheckRefusal(h->stub->PrefillDone(ctx.get(), req, &reply));
         break;
       }
       case fv1::EngineCall::kAbortDecode: {
@@ -151,7 +143,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
           req.set_de_xfer_id(xfer_ids[call.xfer_of_reply() - 1]);
         }
         v1::AbortDecodeReply reply;
-        Check(h->stub->AbortDecode(ctx.get(), req, &reply));
+        fuzz::CheckRefusal(h->stub->AbortDecode(ctx.get(), req, &reply));
         break;
       }
       case fv1::EngineCall::CALL_NOT_SET:

@@ -1,6 +1,7 @@
 // Helpers shared by the libFuzzer targets (docs/fuzzing.md).
 #pragma once
 
+#include <stdlib.h>
 #include <unistd.h>
 
 #include <cstddef>
@@ -10,7 +11,17 @@
 #include <string>
 #include <string_view>
 
+#include "dualpath/common/file.h"
+#include "dualpath/common/status.h"
+
 namespace dualpath::fuzz {
+
+// An invariant of the code under test broke: report it the way sanitizers do (libFuzzer saves the
+// input as a crash).
+[[noreturn]] inline void Broken(const char* what) {
+  std::fprintf(stderr, "fuzz invariant broken: %s\n", what);
+  std::abort();
+}
 
 // A scratch file of this process, rewritten with each input, for readers that take a path (the
 // trace readers read files the way the CLI does: size and type checks included). Under /dev/shm
@@ -25,14 +36,14 @@ class ScratchFile {
   ScratchFile(const ScratchFile&) = delete;
   ScratchFile& operator=(const ScratchFile&) = delete;
 
-  // Replaces the file's contents; aborts on an I/O error (that is the harness failing, not the
-  // code under test).
+  // Replaces the file's contents (common/file.h's writer); aborts on an I/O error (that is the
+  // harness failing, not the code under test).
   const std::string& Write(const uint8_t* data, size_t size) {
-    std::FILE* f = std::fopen(path_.c_str(), "wb");
-    if (f == nullptr || (size > 0 && std::fwrite(data, 1, size, f) != size) ||
-        std::fclose(f) != 0) {
-      std::perror(path_.c_str());
-      std::abort();
+    const Status st = WriteOutputFile(
+        path_, std::string_view(reinterpret_cast<const char*>(data), size), "fuzz input");
+    if (!st.ok()) {
+      std::fprintf(stderr, "%s\n", st.ToString().c_str());
+      Broken("cannot write the scratch file");
     }
     return path_;
   }
@@ -41,11 +52,17 @@ class ScratchFile {
   std::string path_;
 };
 
-// An invariant of the code under test broke: report it the way sanitizers do (libFuzzer saves the
-// input as a crash).
-[[noreturn]] inline void Broken(const char* what) {
-  std::fprintf(stderr, "fuzz invariant broken: %s\n", what);
-  std::abort();
+// A fresh directory under /tmp named after `prefix` (the RPC targets' store roots).
+inline std::string ScratchDir(const std::string& prefix) {
+  std::string tmpl = "/tmp/" + prefix + "_XXXXXX";
+  if (::mkdtemp(tmpl.data()) == nullptr) Broken("mkdtemp");
+  return tmpl;
+}
+
+// An RPC handler's answer (a grpc::Status): a refusal must say why.
+template <typename GrpcStatus>
+void CheckRefusal(const GrpcStatus& s) {
+  if (!s.ok() && s.error_message().empty()) Broken("refusal without a message");
 }
 
 }  // namespace dualpath::fuzz
