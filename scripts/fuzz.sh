@@ -31,8 +31,8 @@ done
 [[ $seconds =~ ^[1-9][0-9]*$ ]] || { echo "fuzz: --seconds must be a positive integer, got '$seconds'" >&2; exit 2; }
 [[ $jobs =~ ^[1-9][0-9]*$ ]] || { echo "fuzz: --jobs must be a positive integer, got '$jobs'" >&2; exit 2; }
 
-all=(block_file_fuzz model_json_fuzz kv_hash_tokens_fuzz mooncake_jsonl_fuzz weka_json_fuzz
-     control_rpc_fuzz engine_rpc_fuzz)
+# Every target is fuzz/<target>.cc (fuzz/CMakeLists.txt declares each with its libraries).
+mapfile -t all < <(cd fuzz && ls -- *_fuzz.cc | sed 's/\.cc$//')
 if [[ ${#targets[@]} -eq 0 ]]; then
   targets=("${all[@]}")
 fi
