@@ -1,0 +1,19 @@
+# store_node (issue 16): `dualpath store node` (StoreNode: the DRAM tier file, membership, joins,
+# the StoreNode gRPC service) and the client library (StoreClient). docs/store.md "Store node and
+# client". include()d by CMakeLists.txt in this folder.
+dualpath_library(store_node
+  SOURCES
+    client.cc
+    client_data.cc
+    node.cc
+    node_shm.cc
+    node_table.cc
+  PUBLIC_DEPS dualpath_common dualpath_kv dualpath_store dualpath_coord dualpath_transfer
+  PRIVATE_DEPS dualpath_common_grpc dualpath_store_proto fmt::fmt)
+
+# The replica table's rules and the tier file (no etcd, no network).
+dualpath_test(store_node_test
+  SOURCES
+    node_table_test.cc
+  DEPS dualpath_store_node dualpath_store_proto
+  LABELS store tsan)
