@@ -129,14 +129,14 @@ Result<std::vector<Status>> StoreClient::Put(std::span<const PutItem> items) {
   return impl_->PutLocked(items);
 }
 
-Result<std::vector<GetResult>> StoreClient::GetInto(std::span<const GetItem> items) {
+Result<std::vector<ReadResult>> StoreClient::GetInto(std::span<const GetItem> items) {
   if (items.empty()) return InvalidArgument("store get: empty batch");
   std::lock_guard lock(impl_->batch_mu);
   return impl_->GetLocked(items);
 }
 
-Result<ExistsResult> StoreClient::Exists(uint64_t model_fingerprint,
-                                         std::span<const kv::BlockHash> hashes) {
+Result<ExistsReply> StoreClient::Exists(uint64_t model_fingerprint,
+                                        std::span<const kv::BlockHash> hashes) {
   if (hashes.empty()) return InvalidArgument("store exists: no keys");
   v1::ExistsRequest req;
   req.set_model_fingerprint(model_fingerprint);
@@ -146,16 +146,15 @@ Result<ExistsResult> StoreClient::Exists(uint64_t model_fingerprint,
     packed->append(reinterpret_cast<const char*>(h.bytes.data()), h.bytes.size());
   }
   v1::ExistsResponse resp;
-  RETURN_IF_ERROR(impl_->CallMaster(
-      "Exists", Now() + impl_->options.retry_deadline,
-      [&](v1::StoreMaster::Stub* stub, grpc::ClientContext* ctx) {
-        return stub->Exists(ctx, req, &resp);
-      }));
+  RETURN_IF_ERROR(impl_->CallMaster("Exists", Now() + impl_->options.retry_deadline,
+                                    [&](v1::StoreMaster::Stub* stub, grpc::ClientContext* ctx) {
+                                      return stub->Exists(ctx, req, &resp);
+                                    }));
   if (resp.found().size() != hashes.size()) {
     return Internal(fmt::format("store master Exists answered {} flags for {} keys",
                                 resp.found().size(), hashes.size()));
   }
-  ExistsResult out;
+  ExistsReply out;
   out.found.reserve(hashes.size());
   for (char c : resp.found()) out.found.push_back(c != 0);
   out.prefix_hits = resp.prefix_hits();
@@ -167,11 +166,10 @@ Result<uint64_t> StoreClient::Remove(std::span<const ObjectKey> keys) {
   v1::RemoveRequest req;
   for (const ObjectKey& k : keys) KeyToProto(k, req.add_keys());
   v1::RemoveResponse resp;
-  RETURN_IF_ERROR(impl_->CallMaster(
-      "Remove", Now() + impl_->options.retry_deadline,
-      [&](v1::StoreMaster::Stub* stub, grpc::ClientContext* ctx) {
-        return stub->Remove(ctx, req, &resp);
-      }));
+  RETURN_IF_ERROR(impl_->CallMaster("Remove", Now() + impl_->options.retry_deadline,
+                                    [&](v1::StoreMaster::Stub* stub, grpc::ClientContext* ctx) {
+                                      return stub->Remove(ctx, req, &resp);
+                                    }));
   return resp.removed();
 }
 

@@ -163,8 +163,8 @@ std::vector<Status> RunMoves(StoreClient::Impl& c, transfer::Op op,
       transfer::Batch batch{.peer = peer->id, .cls = transfer::TrafficClass::kLow, .op = op};
       for (const Move& m : moves) {
         if (m.offset > peer->length || m.len > peer->length - m.offset) {
-          refused = Internal(fmt::format("location @{} +{} is outside node {}'s {} bytes",
-                                         m.offset, m.len, node, peer->length));
+          refused = Internal(fmt::format("location @{} +{} is outside node {}'s {} bytes", m.offset,
+                                         m.len, node, peer->length));
           break;
         }
         batch.descs.push_back({m.local, peer->base + m.offset, m.len});
@@ -222,10 +222,10 @@ Result<std::vector<Status>> StoreClient::Impl::PutLocked(std::span<const PutItem
       p->set_size(items[i].bytes.size());
     }
     v1::PutStartResponse started;
-    Status s = CallMaster("PutStart", until,
-                          [&](v1::StoreMaster::Stub* stub, grpc::ClientContext* ctx) {
-                            return stub->PutStart(ctx, start, &started);
-                          });
+    Status s =
+        CallMaster("PutStart", until, [&](v1::StoreMaster::Stub* stub, grpc::ClientContext* ctx) {
+          return stub->PutStart(ctx, start, &started);
+        });
     if (s.ok() && started.tickets_size() != static_cast<int>(todo.size())) {
       s = Internal(fmt::format("store master PutStart answered {} tickets for {} items",
                                started.tickets_size(), todo.size()));
@@ -284,8 +284,9 @@ Result<std::vector<Status>> StoreClient::Impl::PutLocked(std::span<const PutItem
         const v1::NodeEndpoint& ep = *endpoints.at(loc.node());
         if (ShmTier* tier = LocalTier(ep)) {
           if (loc.offset() > tier->size() || len > tier->size() - loc.offset()) {
-            ticket_status[t] = Internal(fmt::format("location @{} +{} is outside node {}'s {} bytes",
-                                                    loc.offset(), len, ep.node(), tier->size()));
+            ticket_status[t] =
+                Internal(fmt::format("location @{} +{} is outside node {}'s {} bytes", loc.offset(),
+                                     len, ep.node(), tier->size()));
             break;
           }
           std::memcpy(tier->data() + loc.offset(), item.bytes.data(), len);
@@ -306,8 +307,8 @@ Result<std::vector<Status>> StoreClient::Impl::PutLocked(std::span<const PutItem
         const size_t t = move_ticket[m];
         if (!moved[m].ok()) {
           if (ticket_status[t].ok()) {
-            ticket_status[t] = moved[m].WithContext(
-                fmt::format("write {}", items[todo[t]].key.ShortString()));
+            ticket_status[t] =
+                moved[m].WithContext(fmt::format("write {}", items[todo[t]].key.ShortString()));
           }
         } else {
           Count([&](ClientStats& st) { st.bytes_written += items[todo[t]].bytes.size(); });
@@ -338,10 +339,10 @@ Result<std::vector<Status>> StoreClient::Impl::PutLocked(std::span<const PutItem
     }
     if (abort.put_ids_size() > 0) {
       v1::PutAbortResponse aborted;
-      Status a = CallMaster("PutAbort", until,
-                            [&](v1::StoreMaster::Stub* stub, grpc::ClientContext* ctx) {
-                              return stub->PutAbort(ctx, abort, &aborted);
-                            });
+      Status a =
+          CallMaster("PutAbort", until, [&](v1::StoreMaster::Stub* stub, grpc::ClientContext* ctx) {
+            return stub->PutAbort(ctx, abort, &aborted);
+          });
       // A put never aborted expires on the master (put_timeout) and is never visible.
       if (!a.ok()) log::Warn("store client: {}", a.ToString());
       Count([&](ClientStats& st) { st.put_aborts += abort.put_ids_size(); });
@@ -386,21 +387,21 @@ Result<std::vector<Status>> StoreClient::Impl::PutLocked(std::span<const PutItem
 
 // ---- gets ----
 
-Result<std::vector<GetResult>> StoreClient::Impl::GetLocked(std::span<const GetItem> items) {
+Result<std::vector<ReadResult>> StoreClient::Impl::GetLocked(std::span<const GetItem> items) {
   const Nanos until = Now() + options.retry_deadline;
   v1::GetRequest req;
   for (const GetItem& item : items) KeyToProto(item.key, req.add_keys());
   v1::GetResponse resp;
-  RETURN_IF_ERROR(CallMaster("Get", until,
-                             [&](v1::StoreMaster::Stub* stub, grpc::ClientContext* ctx) {
-                               return stub->Get(ctx, req, &resp);
-                             }));
+  RETURN_IF_ERROR(
+      CallMaster("Get", until, [&](v1::StoreMaster::Stub* stub, grpc::ClientContext* ctx) {
+        return stub->Get(ctx, req, &resp);
+      }));
   if (resp.objects_size() != static_cast<int>(items.size())) {
     return Internal(fmt::format("store master Get answered {} objects for {} keys",
                                 resp.objects_size(), items.size()));
   }
   const auto endpoints = EndpointMap(resp.nodes());
-  std::vector<GetResult> results(items.size());
+  std::vector<ReadResult> results(items.size());
   // Per item, the replicas to try in order: same host first, then the others as the master
   // listed them (DRAM only: no client reads a node's SSD tier).
   std::vector<std::vector<const v1::Replica*>> order(items.size());
@@ -410,14 +411,15 @@ Result<std::vector<GetResult>> StoreClient::Impl::GetLocked(std::span<const GetI
   for (size_t i = 0; i < items.size(); ++i) {
     const v1::ObjectInfo& obj = resp.objects(i);
     if (!obj.found()) {
-      results[i].status = NotFound(fmt::format("{} is not in the store", items[i].key.ShortString()));
+      results[i].status =
+          NotFound(fmt::format("{} is not in the store", items[i].key.ShortString()));
       continue;
     }
     results[i].size = obj.size();
     if (obj.size() > items[i].dest.size()) {
-      results[i].status = OutOfRange(fmt::format("{} is {} bytes, the buffer {}",
-                                                 items[i].key.ShortString(), obj.size(),
-                                                 items[i].dest.size()));
+      results[i].status =
+          OutOfRange(fmt::format("{} is {} bytes, the buffer {}", items[i].key.ShortString(),
+                                 obj.size(), items[i].dest.size()));
       continue;
     }
     std::vector<const v1::Replica*> local, remote;
@@ -429,8 +431,8 @@ Result<std::vector<GetResult>> StoreClient::Impl::GetLocked(std::span<const GetI
     order[i] = local;
     order[i].insert(order[i].end(), remote.begin(), remote.end());
     if (order[i].empty()) {
-      results[i].status =
-          Unavailable(fmt::format("{}: no DRAM replica with a known node", items[i].key.ShortString()));
+      results[i].status = Unavailable(
+          fmt::format("{}: no DRAM replica with a known node", items[i].key.ShortString()));
       continue;
     }
     last_error[i] = Unavailable(fmt::format("{}: no replica read", items[i].key.ShortString()));
@@ -442,10 +444,10 @@ Result<std::vector<GetResult>> StoreClient::Impl::GetLocked(std::span<const GetI
     const v1::ObjectInfo& obj = resp.objects(i);
     const uint64_t sum = kv::BlockChecksum(std::span<const std::byte>(got, obj.size()));
     if (r.size() != obj.size() || sum != obj.checksum()) {
-      last_error[i] = Corruption(fmt::format(
-          "{} on node {} @{}: checksum {:016x}, committed {:016x} (size {} / {})",
-          items[i].key.ShortString(), r.node(), r.offset(), sum, obj.checksum(), r.size(),
-          obj.size()));
+      last_error[i] = Corruption(
+          fmt::format("{} on node {} @{}: checksum {:016x}, committed {:016x} (size {} / {})",
+                      items[i].key.ShortString(), r.node(), r.offset(), sum, obj.checksum(),
+                      r.size(), obj.size()));
       Count([](ClientStats& st) { ++st.bad_replicas; });
       return false;
     }
@@ -506,8 +508,10 @@ Result<std::vector<GetResult>> StoreClient::Impl::GetLocked(std::span<const GetI
         landed.push_back(dst);
         continue;
       }
-      if (++cursor[i] < order[i].size()) next.push_back(i);
-      else results[i].status = last_error[i];
+      if (++cursor[i] < order[i].size())
+        next.push_back(i);
+      else
+        results[i].status = last_error[i];
     }
     if (!move_item.empty()) {
       std::vector<Status> moved =
@@ -522,8 +526,10 @@ Result<std::vector<GetResult>> StoreClient::Impl::GetLocked(std::span<const GetI
               fmt::format("read {} from node {}", items[i].key.ShortString(), r.node()));
           Count([](ClientStats& st) { ++st.bad_replicas; });
         }
-        if (++cursor[i] < order[i].size()) next.push_back(i);
-        else results[i].status = last_error[i];
+        if (++cursor[i] < order[i].size())
+          next.push_back(i);
+        else
+          results[i].status = last_error[i];
       }
     }
     pending = std::move(next);
@@ -533,13 +539,14 @@ Result<std::vector<GetResult>> StoreClient::Impl::GetLocked(std::span<const GetI
     v1::UnpinRequest unpin;
     unpin.set_pin_id(resp.pin_id());
     v1::UnpinResponse unpinned;
-    Status u = CallMaster("Unpin", until, [&](v1::StoreMaster::Stub* stub, grpc::ClientContext* ctx) {
-      return stub->Unpin(ctx, unpin, &unpinned);
-    });
+    Status u =
+        CallMaster("Unpin", until, [&](v1::StoreMaster::Stub* stub, grpc::ClientContext* ctx) {
+          return stub->Unpin(ctx, unpin, &unpinned);
+        });
     // An unpin that did not arrive expires on the master after its pin_ttl.
     if (!u.ok()) log::Debug("store client: {}", u.ToString());
   }
-  for (const GetResult& r : results) {
+  for (const ReadResult& r : results) {
     if (!r.status.ok()) Count([](ClientStats& st) { ++st.misses; });
   }
   return results;

@@ -44,7 +44,7 @@ struct StoreClient::Impl {
   std::unique_ptr<std::byte[]> staging;
   uint64_t staging_size = 0;
   transfer::RegionId staging_region;
-  std::unordered_map<std::string, ClientPeer> peers;  // by transfer address
+  std::unordered_map<std::string, ClientPeer> peers;                // by transfer address
   std::unordered_map<uint32_t, std::unique_ptr<ShmTier>> mappings;  // by node id
 
   mutable std::mutex buffers_mu;
@@ -75,7 +75,7 @@ struct StoreClient::Impl {
   ShmTier* LocalTier(const v1::NodeEndpoint& ep);
   bool IsLocal(const v1::NodeEndpoint& ep) const;
   Result<std::vector<Status>> PutLocked(std::span<const PutItem> items);
-  Result<std::vector<GetResult>> GetLocked(std::span<const GetItem> items);
+  Result<std::vector<ReadResult>> GetLocked(std::span<const GetItem> items);
 };
 
 // Whether a failed master call is worth another try against a re-resolved leader.

@@ -42,9 +42,9 @@ Status CheckOptions(const NodeOptions& o) {
   const bool default_marks = o.high_watermark == 0 && o.low_watermark == 0;
   if (!default_marks &&
       !(o.low_watermark > 0 && o.low_watermark <= o.high_watermark && o.high_watermark <= 1)) {
-    return InvalidArgument(fmt::format(
-        "store node watermarks low {} high {}: need 0 < low <= high <= 1 (or both 0)",
-        o.low_watermark, o.high_watermark));
+    return InvalidArgument(
+        fmt::format("store node watermarks low {} high {}: need 0 < low <= high <= 1 (or both 0)",
+                    o.low_watermark, o.high_watermark));
   }
   if (o.shm_dir.empty()) return InvalidArgument("store node shm_dir is empty");
   if (o.transfer_listen.empty()) return InvalidArgument("store node transfer listen is empty");
@@ -100,10 +100,10 @@ struct StoreNode::Impl {
   std::string leader_addr;
   NodeStats stats;
 
-  explicit Impl(NodeOptions o)
-      : options(std::move(o)), table({options.dram_bytes, /*ssd=*/0}) {}
+  explicit Impl(NodeOptions o) : options(std::move(o)), table({options.dram_bytes, /*ssd=*/0}) {}
 
   void OnLeader(const std::optional<std::string>& value) {
+    log::Debug("store node {}: leader {}", options.id.value(), value.value_or("(none)"));
     {
       std::lock_guard lock(mu);
       leader_addr = value.value_or("");
@@ -189,6 +189,7 @@ struct StoreNode::Impl {
         const uint64_t wanted = join_wanted;
         const std::string addr = leader_addr;
         v1::JoinNodeRequest req = MakeJoinRequest();
+        log::Debug("store node {}: joining {}", options.id.value(), addr);
         lock.unlock();
         v1::JoinNodeResponse resp;
         Status s = CallJoin(addr, req, &resp, &channel_addr, &stub);
@@ -216,9 +217,8 @@ struct StoreNode::Impl {
         continue;
       }
       const Nanos wait = std::min(kJoinerTick, std::max<Nanos>(next_poll - clock.Now(), 0));
-      cv.wait_for(lock, std::chrono::nanoseconds(wait), [&] {
-        return stop || (join_wanted != join_done && !leader_addr.empty());
-      });
+      cv.wait_for(lock, std::chrono::nanoseconds(wait),
+                  [&] { return stop || (join_wanted != join_done && !leader_addr.empty()); });
     }
   }
 
@@ -251,6 +251,9 @@ struct StoreNode::Impl {
       Status removed = shm->RemoveFile();
       if (status.ok()) status = removed;
     }
+    // Unmapped and closed: the flock goes (the mapping holds the file open too), so a restarted
+    // node replaces an abandoned file as it would after kill -9.
+    shm.reset();
     return status;
   }
 };
@@ -328,16 +331,16 @@ Result<std::unique_ptr<StoreNode>> StoreNode::Start(NodeOptions options) {
   n.address.rpc_addr = started.address;
 
   ASSIGN_OR_RETURN(n.etcd, coord::EtcdClient::Connect(o.etcd));
-  ASSIGN_OR_RETURN(n.membership, coord::Membership::Create(
-                                     n.etcd.get(), coord::MembershipOptions{o.cluster,
-                                                                            o.membership_ttl}));
-  RETURN_IF_ERROR(
-      n.membership->Register(MemberName(o.id), n.address.rpc_addr, o.register_timeout));
+  ASSIGN_OR_RETURN(n.membership,
+                   coord::Membership::Create(
+                       n.etcd.get(), coord::MembershipOptions{o.cluster, o.membership_ttl}));
+  RETURN_IF_ERROR(n.membership->Register(MemberName(o.id), n.address.rpc_addr, o.register_timeout));
   ASSIGN_OR_RETURN(n.observer,
                    coord::LeaderElection::Create(
                        n.etcd.get(), coord::ElectionOptions{o.cluster, o.membership_ttl, {}}, ""));
-  ASSIGN_OR_RETURN(n.leader_watch,
-                   n.observer->Observe([&n](const std::optional<std::string>& v) { n.OnLeader(v); }));
+  ASSIGN_OR_RETURN(n.leader_watch, n.observer->Observe([&n](const std::optional<std::string>& v) {
+    n.OnLeader(v);
+  }));
   n.joiner = std::thread([&n] { n.JoinLoop(); });
   log::Info("store node {} of cluster {}: {} bytes at {}, transfer {}, rpc {}", o.id.value(),
             o.cluster, o.dram_bytes, n.address.shm_path, n.address.transfer_addr,
@@ -351,7 +354,10 @@ void StoreNode::Abandon() { (void)impl_->TearDown(/*clean=*/false); }
 
 const NodeAddress& StoreNode::address() const { return impl_->address; }
 
-uint8_t* StoreNode::dram_base() const { return impl_->shm->data(); }
+uint8_t* StoreNode::dram_base() const {
+  std::lock_guard lock(impl_->mu);
+  return impl_->down ? nullptr : impl_->shm->data();
+}
 
 std::vector<NodeReplica> StoreNode::Replicas() const {
   std::lock_guard lock(impl_->mu);

@@ -50,9 +50,8 @@ Result<std::unique_ptr<ShmTier>> ShmTier::Create(const std::string& path, uint64
       const int e = errno;
       ::close(old);
       if (e == EWOULDBLOCK) {
-        return AlreadyExists(
-            fmt::format("store tier file {} is held by a live store node (same cluster and id)",
-                        path));
+        return AlreadyExists(fmt::format(
+            "store tier file {} is held by a live store node (same cluster and id)", path));
       }
       return ErrnoStatus(fmt::format("flock {}", path), e);
     }
@@ -80,7 +79,8 @@ Result<std::unique_ptr<ShmTier>> ShmTier::Create(const std::string& path, uint64
     return fail(ErrnoStatus(fmt::format("flock {}", path), errno));
   }
   if (int e = ::posix_fallocate(fd, 0, static_cast<off_t>(bytes)); e != 0) {
-    return fail(ErrnoStatus(fmt::format("reserve {} bytes for store tier file {}", bytes, path), e));
+    return fail(
+        ErrnoStatus(fmt::format("reserve {} bytes for store tier file {}", bytes, path), e));
   }
   Result<uint8_t*> data = MapShared(fd, bytes, path);
   if (!data.ok()) return fail(data.status());

@@ -18,9 +18,9 @@ Status NodeReplicaTable::Check(const NodeRecord& r) const {
     return InvalidArgument(fmt::format("record of {}: size 0", r.key.ShortString()));
   }
   if (r.offset > capacity || r.size > capacity - r.offset) {
-    return InvalidArgument(fmt::format("record of {}: bytes [{}, +{}) run past the {} tier's {} bytes",
-                                       r.key.ShortString(), r.offset, r.size, TierName(r.tier),
-                                       capacity));
+    return InvalidArgument(
+        fmt::format("record of {}: bytes [{}, +{}) run past the {} tier's {} bytes",
+                    r.key.ShortString(), r.offset, r.size, TierName(r.tier), capacity));
   }
   return Status::Ok();
 }

@@ -58,11 +58,11 @@ TEST(NodeReplicaTableTest, ARecordReplacesTheSameKeysEarlierRecord) {
 
 TEST(NodeReplicaTableTest, ARecordReplacesEveryOverlappingRecordAndNoNeighbour) {
   NodeReplicaTable t = Table();
-  t.Record(Rec(1, 0, 4096));       // [0, 4096): touches the new record's start, no overlap
-  t.Record(Rec(2, 4096, 4096));    // [4096, 8192): overlaps from the left
-  t.Record(Rec(3, 8192, 4096));    // inside
-  t.Record(Rec(4, 12288, 8192));   // [12288, 20480): overlaps at the right end
-  t.Record(Rec(5, 20480, 4096));   // starts where the new record ends: no overlap
+  t.Record(Rec(1, 0, 4096));      // [0, 4096): touches the new record's start, no overlap
+  t.Record(Rec(2, 4096, 4096));   // [4096, 8192): overlaps from the left
+  t.Record(Rec(3, 8192, 4096));   // inside
+  t.Record(Rec(4, 12288, 8192));  // [12288, 20480): overlaps at the right end
+  t.Record(Rec(5, 20480, 4096));  // starts where the new record ends: no overlap
   // New record [6000, 14000) overlaps 2, 3 and 4.
   EXPECT_EQ(t.Record(Rec(6, 6000, 8000)), 3u);
   std::vector<NodeRecord> all = t.Records();

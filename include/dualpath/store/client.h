@@ -77,7 +77,7 @@ struct GetItem {
 
 enum class ReadSource { kNone, kLocal, kRemote };
 
-struct GetResult {
+struct ReadResult {
   // OK: a hit, the object's bytes are in dest[0, size). Otherwise a miss and why: kNotFound (not
   // in the store), kCorruption (every replica failed its checksum), kOutOfRange (dest too small),
   // kTransferPeerDead / kUnavailable (no replica could be read), ...
@@ -87,7 +87,7 @@ struct GetResult {
   uint64_t size = 0;  // the object's size when found
 };
 
-struct ExistsResult {
+struct ExistsReply {
   std::vector<bool> found;   // per key: committed and visible
   uint64_t prefix_hits = 0;  // leading found keys
 };
@@ -118,11 +118,11 @@ class StoreClient {
   // OK when stored or already present (equal keys mean equal bytes), else why not. The whole call
   // fails only for bad input (an empty batch, an item of 0 bytes).
   Result<std::vector<Status>> Put(std::span<const PutItem> items);
-  // Reads each found object into its dest (see the class comment); per item a GetResult. The
+  // Reads each found object into its dest (see the class comment); per item a ReadResult. The
   // whole call fails only for bad input or when the master could not be reached in time.
-  Result<std::vector<GetResult>> GetInto(std::span<const GetItem> items);
+  Result<std::vector<ReadResult>> GetInto(std::span<const GetItem> items);
   // Which keys of one model are committed, and the leading hits.
-  Result<ExistsResult> Exists(uint64_t model_fingerprint, std::span<const kv::BlockHash> hashes);
+  Result<ExistsReply> Exists(uint64_t model_fingerprint, std::span<const kv::BlockHash> hashes);
   // Removes the keys; returns how many were removed.
   Result<uint64_t> Remove(std::span<const ObjectKey> keys);
 

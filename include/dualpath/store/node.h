@@ -126,7 +126,8 @@ class StoreNode {
   void Abandon();
 
   const NodeAddress& address() const;
-  // The mapped DRAM tier (for tests: corrupt a replica, look at bytes).
+  // The mapped DRAM tier (for tests: corrupt a replica, look at bytes); nullptr after Shutdown or
+  // Abandon, which unmap it.
   uint8_t* dram_base() const;
 
   std::vector<NodeReplica> Replicas() const;
