@@ -372,6 +372,7 @@ NodeStats StoreNode::Stats() const {
   std::lock_guard lock(impl_->mu);
   NodeStats s = impl_->stats;
   s.replicas = impl_->table.size();
+  s.registrations = impl_->membership ? impl_->membership->registrations() : 0;
   return s;
 }
 

@@ -72,18 +72,31 @@ class FakeMaster final : public v1::StoreMaster::Service {
                     .value();
   }
   ~FakeMaster() override {
+    stopping_ = true;
     (void)election_->Resign();
     if (campaign_.joinable()) campaign_.join();
     server_->Shutdown(std::chrono::system_clock::now());
     server_->Wait();
   }
 
-  // Campaigns on a thread of its own (a standby waits there until the leader goes).
+  // Campaigns on a thread of its own (a standby waits there until the leader goes), and again
+  // whenever it lost leadership (its lease went with a wiped etcd), until Resign or destruction.
   void Campaign() {
-    campaign_ = std::thread([this] { (void)election_->Campaign(kWaitLimit); });
+    campaign_ = std::thread([this] {
+      while (!stopping_) {
+        if (!election_->Campaign(kNanosPerSecond).ok()) continue;
+        while (!stopping_ && election_->IsLeader()) {
+          std::this_thread::sleep_for(std::chrono::milliseconds(10));  // polling, bounded
+        }
+      }
+    });
   }
   bool IsLeader() const { return election_->IsLeader(); }
-  void Resign() { ASSERT_TRUE(election_->Resign().ok()); }
+  // Steps down for good (no new campaign).
+  void Resign() {
+    stopping_ = true;
+    ASSERT_TRUE(election_->Resign().ok());
+  }
   const std::string& address() const { return address_; }
   std::string leader_id() const { return name_ + "-incarnation"; }
 
@@ -328,6 +341,7 @@ class FakeMaster final : public v1::StoreMaster::Service {
   std::string address_;
   std::unique_ptr<coord::LeaderElection> election_;
   std::thread campaign_;
+  std::atomic<bool> stopping_{false};
 
   std::mutex mu_;
   std::vector<v1::JoinNodeRequest> joins_;
@@ -639,6 +653,33 @@ TEST_F(StoreNodeTest, LeaderChangeRejoinsWithTheFullReportAndClientsRetry) {
   const size_t b_joins = b->JoinsOf(2);
   n2->RequestRejoin();
   ASSERT_TRUE(WaitUntil([&] { return b->JoinsOf(2) > b_joins; }));
+}
+
+TEST_F(StoreNodeTest, EtcdWipedTheNodeReRegistersAndRejoinsWithItsReport) {
+  FakeMaster* master = AddMaster("A");
+  master->Campaign();
+  ASSERT_TRUE(WaitUntil([&] { return master->IsLeader(); }));
+  StoreNode* n1 = AddNode(1);
+  ASSERT_NE(n1, nullptr);
+  ASSERT_TRUE(WaitUntil([&] { return master->JoinsOf(1) >= 1; }));
+  auto c = NewStoreClient("", 1);
+  ASSERT_NE(c, nullptr);
+  PutAll(*c, 0, 2);
+  EXPECT_EQ(n1->Stats().registrations, 1);
+
+  // etcd comes back without its data: the node's lease is gone, so it registers again under a
+  // new one (and the master campaigns again); the node then joins again with both replicas.
+  RestartEtcd(/*wipe=*/true);
+  ASSERT_TRUE(WaitUntil([&] { return n1->Stats().registrations >= 2; }));
+  ASSERT_TRUE(WaitUntil([&] {
+    const auto joins = master->Joins();
+    return joins.size() >= 2 && joins.back().replicas_size() == 2;
+  }));
+  Read got = GetAll(*c, 0, 2);
+  for (uint32_t i = 0; i < 2; ++i) {
+    ASSERT_TRUE(got.results[i].status.ok()) << got.results[i].status.ToString();
+    EXPECT_EQ(got.bufs[i], Bytes(i));
+  }
 }
 
 TEST_F(StoreNodeTest, AbandonedNodeLeavesEtcdAndItsFileIsReplacedOnRestart) {

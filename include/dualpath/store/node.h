@@ -106,6 +106,7 @@ struct NodeStats {
   uint64_t records = 0;        // Record RPCs served
   uint64_t forgets = 0;        // Forget RPCs served
   uint64_t replicas = 0;       // replicas in the table now
+  int64_t registrations = 0;   // etcd registrations (1, more after a lost lease)
 };
 
 class StoreNode {
