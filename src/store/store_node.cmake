@@ -17,3 +17,6 @@ dualpath_test(store_node_test
     node_table_test.cc
   DEPS dualpath_store_node dualpath_store_proto
   LABELS store tsan)
+
+# `dualpath store node` (src/cli/cmd_store_node.cc).
+target_link_libraries(dualpath PRIVATE dualpath_store_node)
