@@ -253,8 +253,9 @@ Result<std::vector<Status>> StoreClient::Impl::PutLocked(std::span<const PutItem
               item.key.ShortString(), loc.node(), static_cast<int>(loc.tier())));
           break;
         }
-        if (!IsLocal(*ep->second) && !Registered(item.bytes.data(), item.bytes.size()) &&
-            staging_at[t] == UINT64_MAX) {
+        // A same-host node whose file cannot be mapped is written over the network.
+        if (LocalTier(*ep->second) == nullptr &&
+            !Registered(item.bytes.data(), item.bytes.size()) && staging_at[t] == UINT64_MAX) {
           staging_at[t] = staging_need;
           staging_need += item.bytes.size();
         }

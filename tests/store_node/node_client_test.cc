@@ -682,6 +682,28 @@ TEST_F(StoreNodeTest, EtcdWipedTheNodeReRegistersAndRejoinsWithItsReport) {
   }
 }
 
+TEST_F(StoreNodeTest, ASameHostNodeWhoseFileCannotBeMappedIsUsedOverTheNetwork) {
+  FakeMaster* master = AddMaster("A");
+  master->Campaign();
+  ASSERT_TRUE(WaitUntil([&] { return master->IsLeader(); }));
+  StoreNode* n1 = AddNode(1);
+  ASSERT_NE(n1, nullptr);
+  ASSERT_TRUE(WaitUntil([&] { return master->JoinsOf(1) >= 1; }));
+  // The client is on node 1's host, but the file is gone from its path (the node keeps its
+  // mapping): writes and reads fall back to the transfer engine.
+  ASSERT_EQ(::unlink(n1->address().shm_path.c_str()), 0);
+  auto c = NewStoreClient("host-1", 1, 1);
+  ASSERT_NE(c, nullptr);
+  PutAll(*c, 0, 3);
+  Read got = GetAll(*c, 0, 3);
+  for (uint32_t i = 0; i < 3; ++i) {
+    ASSERT_TRUE(got.results[i].status.ok()) << got.results[i].status.ToString();
+    EXPECT_EQ(got.results[i].source, ReadSource::kRemote);
+    EXPECT_EQ(got.bufs[i], Bytes(i));
+  }
+  EXPECT_EQ(c->Stats().hits_local, 0u);
+}
+
 TEST_F(StoreNodeTest, AbandonedNodeLeavesEtcdAndItsFileIsReplacedOnRestart) {
   FakeMaster* master = AddMaster("A");
   master->Campaign();
