@@ -53,10 +53,14 @@ int RunNode(const NodeArgs& a) {
   o.transfer_listen = a.transfer_listen;
   o.rpc_listen = a.listen;
   o.transfer.ucx_tls = a.ucx_tls;
-  if (!(a.ttl_s >= 1 && a.ttl_s <= 3600)) {
-    return ReportError(kWhat, InvalidArgument("--ttl-s must be within 1 .. 3600 seconds"));
+  if (Status s = CheckRange("--ttl-s", a.ttl_s, 1, 3600, "s"); !s.ok()) {
+    return ReportError(kWhat, s);
   }
   o.membership_ttl = FromSeconds(a.ttl_s);
+  if (a.transfer_token_file.empty() && !a.tls.insecure) {
+    return ReportError(kWhat,
+                       InvalidArgument("--transfer-token-file is required unless --insecure"));
+  }
   Result<GrpcTls> tls = LoadGrpcTls(a.tls);
   if (!tls.ok()) return ReportError(kWhat, tls.status());
   // One set of TLS options for the node's listener, its calls to the master, and etcd.
@@ -67,9 +71,6 @@ int RunNode(const NodeArgs& a) {
     Result<std::string> token = transfer::ReadTransferToken(a.transfer_token_file);
     if (!token.ok()) return ReportError(kWhat, token.status());
     o.transfer.token = std::move(*token);
-  } else if (!tls->insecure) {
-    return ReportError(kWhat, InvalidArgument("--transfer-token-file is required unless "
-                                              "--insecure"));
   }
 
   // SIGTERM / SIGINT: blocked in every thread (threads inherit the mask), taken by sigwait here.
