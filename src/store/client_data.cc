@@ -2,6 +2,7 @@
 // read a replica, verify, unpin), moving bytes through same-host shm files or the transfer engine.
 #include <fmt/format.h>
 
+#include <chrono>
 #include <condition_variable>
 #include <cstring>
 #include <map>
@@ -17,6 +18,12 @@ namespace dualpath::store {
 namespace {
 
 Nanos Now() { return SteadyClock::Default().Now(); }
+
+int64_t WallMillis() {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(
+             std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
 
 // A put's commit that a new leader does not know is put again at most this many times.
 constexpr int kPutAttempts = 3;
@@ -465,7 +472,31 @@ Result<std::vector<ReadResult>> StoreClient::Impl::GetLocked(std::span<const Get
 
   // Rounds: each pending item tries its next replica; the remote ones of a round go as one
   // transfer batch per node.
+  // The pin lasts until pin_expires (the master's wall clock): a round that starts in the second
+  // half of its lease renews it first, so the replicas being read cannot be evicted or reused.
+  int64_t pin_expires_ms = resp.pin_expires_unix_ms();
+  const int64_t pin_span_ms = pin_expires_ms - WallMillis();
+  bool first_round = true;
   while (!pending.empty()) {
+    if (!first_round && resp.pin_id() != 0 &&
+        WallMillis() >= pin_expires_ms - std::max<int64_t>(pin_span_ms, 0) / 2) {
+      v1::RenewPinRequest renew;
+      renew.set_pin_id(resp.pin_id());
+      v1::RenewPinResponse renewed;
+      Status r =
+          CallMaster("RenewPin", until, [&](v1::StoreMaster::Stub* stub, grpc::ClientContext* ctx) {
+            return stub->RenewPin(ctx, renew, &renewed);
+          });
+      Count([](ClientStats& st) { ++st.pin_renewals; });
+      // Not renewed (the pin expired, or a new leader does not know it): the reads go on, and
+      // the checksum still keeps reused bytes from being a hit.
+      if (r.ok()) {
+        pin_expires_ms = renewed.pin_expires_unix_ms();
+      } else {
+        log::Debug("store client: {}", r.ToString());
+      }
+    }
+    first_round = false;
     std::vector<size_t> next;
     std::map<uint32_t, std::vector<Move>> by_node;
     std::map<uint32_t, std::vector<size_t>> move_index;

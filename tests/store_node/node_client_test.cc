@@ -46,6 +46,12 @@ constexpr char kCluster[] = "storetest";
 constexpr uint64_t kDram = 1 << 20;
 constexpr uint64_t kObject = 64 << 10;
 
+int64_t WallMillis() {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(
+             std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
 GrpcTls Insecure() {
   GrpcTls tls;
   tls.insecure = true;
@@ -203,6 +209,8 @@ class FakeMaster final : public v1::StoreMaster::Service {
     std::lock_guard lock(mu_);
     GetResult got = state_->Get(keys);
     if (got.pin) resp->set_pin_id(got.pin->value());
+    // The lease a reader sees: pin_ttl_ms of wall time (the state's own clock never moves).
+    resp->set_pin_expires_unix_ms(WallMillis() + pin_ttl_ms_);
     std::map<uint32_t, bool> named;
     for (const ObjectInfo& o : got.objects) {
       v1::ObjectInfo* out = resp->add_objects();
@@ -230,6 +238,17 @@ class FakeMaster final : public v1::StoreMaster::Service {
     std::lock_guard lock(mu_);
     ++unpins_;
     return ToGrpc(state_->Unpin(PinId(req->pin_id())));
+  }
+
+  grpc::Status RenewPin(grpc::ServerContext*, const v1::RenewPinRequest* req,
+                        v1::RenewPinResponse* resp) override {
+    if (grpc::Status s = CheckLeader(); !s.ok()) return s;
+    std::lock_guard lock(mu_);
+    Result<Nanos> renewed = state_->RenewPin(PinId(req->pin_id()));
+    if (!renewed.ok()) return ToGrpc(renewed.status());
+    ++renewals_;
+    resp->set_pin_expires_unix_ms(WallMillis() + pin_ttl_ms_);
+    return grpc::Status::OK;
   }
 
   grpc::Status Exists(grpc::ServerContext*, const v1::ExistsRequest* req,
@@ -305,6 +324,9 @@ class FakeMaster final : public v1::StoreMaster::Service {
   }
 
   uint64_t gets() const { return gets_.load(); }
+  uint64_t renewals() const { return renewals_.load(); }
+  // 0: every pin a reader gets is already in the second half of its lease.
+  void SetPinTtlMillis(int64_t ms) { pin_ttl_ms_ = ms; }
   uint64_t unpins() const { return unpins_.load(); }
   MasterStats StateStats() {
     std::lock_guard lock(mu_);
@@ -353,6 +375,8 @@ class FakeMaster final : public v1::StoreMaster::Service {
   std::map<uint32_t, std::string> stub_addr_;
   std::atomic<uint64_t> gets_{0};
   std::atomic<uint64_t> unpins_{0};
+  std::atomic<uint64_t> renewals_{0};
+  std::atomic<int64_t> pin_ttl_ms_{3600 * 1000};
 };
 
 // ---- the fixture ----
@@ -558,7 +582,11 @@ TEST_F(StoreNodeTest, NodesJoinAndBytesRoundTripRemoteLocalAndNeverCorrupted) {
     return uint64_t{0};
   };
   n1->dram_base()[where(n1, 0) + 100] ^= 0xff;
+  master->SetPinTtlMillis(0);  // the second round (node 2's copy) must renew the pin first
   Read skip = GetAll(*local, 0, 1);
+  master->SetPinTtlMillis(3600 * 1000);
+  EXPECT_EQ(master->renewals(), 1u);
+  EXPECT_EQ(local->Stats().pin_renewals, 1u);
   ASSERT_TRUE(skip.results[0].status.ok()) << skip.results[0].status.ToString();
   EXPECT_EQ(skip.results[0].source, ReadSource::kRemote);
   EXPECT_EQ(skip.results[0].node, NodeId(2));

@@ -104,6 +104,7 @@ struct ClientStats {
   uint64_t bytes_read = 0;      // bytes of hits
   uint64_t retries = 0;         // master calls tried again (leader change, unreachable)
   uint64_t leader_lookups = 0;  // reads of the leader key
+  uint64_t pin_renewals = 0;    // RenewPin calls (reads that outlasted half their pin)
 };
 
 class StoreClient {
