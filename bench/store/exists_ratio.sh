@@ -5,7 +5,7 @@
 #
 # Usage: bench/store/exists_ratio.sh [path/to/store_master_bench]
 #        (default: build/release/bin/store_master_bench)
-# Build: cmake --preset release && cmake --build --preset release -j2 --target store_master_bench
+# Build: cmake --preset release && cmake --build --preset release -j2 --target store_master_bench store_rpc_bench
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 bench="${1:-build/release/bin/store_master_bench}"
@@ -37,4 +37,30 @@ mem = med.get("MemoryPerMillion/iterations:1") or next(
     b for n, b in med.items() if n.startswith("MemoryPerMillion"))
 print(f"memory per million objects: heap {mem['heap_MiB_per_million']:.0f} MiB "
       f"({mem['heap_bytes_per_object']:.0f} B/object), RSS {mem['rss_MiB_per_million']:.0f} MiB")
+PY
+
+# The same through the master's gRPC service (store_rpc_bench, beside the core's bench; needs
+# Debian's etcd): a real MasterServer elected through a real etcd, against the same batches on an
+# in-process MasterState in the same run.
+rpc_bench="$(dirname "$bench")/store_rpc_bench"
+if [[ ! -x "$rpc_bench" ]]; then
+  echo "($rpc_bench not built: no gRPC figures)"
+  exit 0
+fi
+"$rpc_bench" --benchmark_repetitions=5 --benchmark_report_aggregates_only=true \
+  --benchmark_format=json >"$json" 2>/dev/null
+/usr/bin/python3 - "$json" <<'PY'
+import json, sys
+data = json.load(open(sys.argv[1]))
+med = {b["run_name"]: b for b in data["benchmarks"] if b.get("aggregate_name") == "median"}
+print()
+print("StoreMaster.Exists over gRPC (127.0.0.1, one client thread, client and master in one process),")
+print("1,000-key batches, 1 M objects, against MasterState::Exists in-process (medians of 5)")
+print(f"{'keys':6s} {'rpc_Mkeys/s':>11s} {'local_Mkeys/s':>13s} {'ratio':>6s}")
+for hits, name in ((1, "hits"), (0, "misses")):
+    r = med[f"ExistsRpc/hits:{hits}/real_time"]["items_per_second"]
+    l = med[f"ExistsLocal/hits:{hits}/real_time"]["items_per_second"]
+    print(f"{name:6s} {r/1e6:11.2f} {l/1e6:13.2f} {r/l:6.2f}")
+worst = min(med[f"ExistsRpc/hits:{h}/real_time"]["items_per_second"] for h in (0, 1))
+print(f"minimum over gRPC {worst/1e6:.2f} M keys/s (acceptance: >= 1 M keys/s)")
 PY

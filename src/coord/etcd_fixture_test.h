@@ -13,8 +13,8 @@
 #include <thread>
 #include <vector>
 
-#include "coord/etcd_test_server.h"
 #include "dualpath/coord/etcd_client.h"
+#include "dualpath/coord/etcd_test_server.h"
 
 namespace dualpath::coord {
 

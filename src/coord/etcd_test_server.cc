@@ -1,4 +1,4 @@
-#include "coord/etcd_test_server.h"
+#include "dualpath/coord/etcd_test_server.h"
 
 #include <fmt/format.h>
 #include <netinet/in.h>

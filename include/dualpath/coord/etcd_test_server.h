@@ -1,5 +1,5 @@
-// EtcdTestServer: a real single-member etcd (Debian's /usr/bin/etcd) for the coord tests, on free
-// localhost ports, with a data directory under a temporary directory it removes at the end.
+// EtcdTestServer: a real single-member etcd (Debian's /usr/bin/etcd) for tests (coord, store), on
+// free localhost ports, with a data directory under a temporary directory it removes at the end.
 //
 // Start spawns etcd (killed with us if the test process dies: spawn.h) and waits until it answers
 // a read; Kill sends SIGKILL and reaps it (what a crash looks like); Start again restarts it on
