@@ -18,5 +18,18 @@ dualpath_test(store_node_test
   DEPS dualpath_store_node dualpath_store_proto
   LABELS store tsan)
 
-# `dualpath store node` (src/cli/cmd_store_node.cc).
+# Against a real etcd (dualpath/coord/etcd_test_server.h; skipped, saying so, when it is not
+# installed), real UCX (tcp on loopback) and real gRPC: the nodes and clients with a fake master
+# inside the test (node_client_test.cc) and with the real MasterServer (node_master_test.cc).
+dualpath_test(store_node_etcd_test
+  SOURCES
+    node_client_test.cc
+    node_master_test.cc
+    ${PROJECT_SOURCE_DIR}/src/coord/etcd_test_server.cc
+  DEPS dualpath_store_node dualpath_store_master dualpath_store dualpath_store_proto dualpath_coord
+       dualpath_common_grpc
+  LABELS store
+  TIMEOUT 300)
+
+# `dualpath store node` (src/cli/cmd_store.cc) runs a StoreNode.
 target_link_libraries(dualpath PRIVATE dualpath_store_node)

@@ -22,7 +22,6 @@
 #include <mutex>
 #include <random>
 
-#include "coord/etcd_fixture_test.h"
 #include "dualpath/common/grpc_channel.h"
 #include "dualpath/common/grpc_server.h"
 #include "dualpath/common/grpc_status.h"
@@ -34,28 +33,17 @@
 #include "dualpath/store/node.h"
 #include "dualpath/store/v1/store.grpc.pb.h"
 #include "store/node_proto.h"
+#include "store/node_test_util.h"
 
 namespace dualpath::store {
 namespace {
 
-using coord::EtcdFixture;
-using coord::kWaitLimit;
-using coord::WaitUntil;
-
-constexpr char kCluster[] = "storetest";
-constexpr uint64_t kDram = 1 << 20;
-constexpr uint64_t kObject = 64 << 10;
+using namespace ::dualpath::store::testing;  // NOLINT(google-build-using-namespace)
 
 int64_t WallMillis() {
   return std::chrono::duration_cast<std::chrono::milliseconds>(
              std::chrono::system_clock::now().time_since_epoch())
       .count();
-}
-
-GrpcTls Insecure() {
-  GrpcTls tls;
-  tls.insecure = true;
-  return tls;
 }
 
 // ---- the fake master ----
@@ -381,27 +369,11 @@ class FakeMaster final : public v1::StoreMaster::Service {
 
 // ---- the fixture ----
 
-class StoreNodeTest : public EtcdFixture {
+class StoreNodeTest : public StoreEtcdFixture {
  protected:
-  void SetUp() override {
-    EtcdFixture::SetUp();
-    if (IsSkipped() || HasFatalFailure()) return;
-    char tmpl[] = "/tmp/dualpath-store-node-XXXXXX";
-    ASSERT_NE(::mkdtemp(tmpl), nullptr);
-    shm_dir_ = tmpl;
-  }
-  void TearDown() override {
+  void StopAll() override {
     nodes_.clear();
     masters_.clear();
-    if (!shm_dir_.empty()) std::filesystem::remove_all(shm_dir_);
-    EtcdFixture::TearDown();
-  }
-
-  coord::EtcdOptions Etcd() {
-    coord::EtcdOptions o;
-    o.endpoints = server_.endpoint();
-    o.tls.insecure = true;
-    return o;
   }
 
   FakeMaster* AddMaster(const std::string& name) {
@@ -409,89 +381,8 @@ class StoreNodeTest : public EtcdFixture {
     return masters_.back().get();
   }
 
-  StoreNode* AddNode(uint32_t id) {
-    NodeOptions o;
-    o.cluster = kCluster;
-    o.etcd = Etcd();
-    o.id = NodeId(id);
-    o.host = "host-" + std::to_string(id);
-    o.dram_bytes = kDram;
-    o.shm_dir = shm_dir_;
-    o.transfer.ucx_tls = "tcp";
-    o.rpc_tls = Insecure();
-    o.master_tls = Insecure();
-    o.membership_ttl = 2 * kNanosPerSecond;
-    o.join_backoff_max = 200 * kNanosPerMilli;
-    auto node = StoreNode::Start(o);
-    EXPECT_TRUE(node.ok()) << node.status().ToString();
-    if (!node.ok()) return nullptr;
-    nodes_.push_back(std::move(node).value());
-    return nodes_.back().get();
-  }
-
-  // host: "" never matches a node (remote reads only); "host-N": beside node N.
-  std::unique_ptr<StoreClient> NewStoreClient(const std::string& host, uint32_t replicas,
-                                              uint32_t local_node = 0) {
-    ClientOptions o;
-    o.cluster = kCluster;
-    o.etcd = Etcd();
-    o.master_tls = Insecure();
-    o.host = host.empty() ? "client-host" : host;
-    o.local_node = NodeId(local_node);
-    o.transfer.ucx_tls = "tcp";
-    o.replicas = replicas;
-    o.staging_bytes = 64 << 10;  // small: the staging buffer must grow for a batch
-    auto c = StoreClient::Create(o);
-    EXPECT_TRUE(c.ok()) << c.status().ToString();
-    return c.ok() ? std::move(c).value() : nullptr;
-  }
-
-  std::string shm_dir_;
   std::vector<std::unique_ptr<FakeMaster>> masters_;
-  std::vector<std::unique_ptr<StoreNode>> nodes_;
 };
-
-ObjectKey Key(uint32_t n) {
-  ObjectKey k;
-  k.model_fingerprint = 0xfeedbeef;
-  for (size_t i = 0; i < k.hash.bytes.size(); ++i)
-    k.hash.bytes[i] = static_cast<uint8_t>(n * 31 + i);
-  return k;
-}
-
-std::vector<std::byte> Bytes(uint32_t seed, size_t n = kObject) {
-  std::mt19937_64 rng(seed);
-  std::vector<std::byte> out(n);
-  for (auto& b : out) b = static_cast<std::byte>(rng());
-  return out;
-}
-
-// Puts objects [first, first + count) with bytes Bytes(i); every item must succeed.
-void PutAll(StoreClient& c, uint32_t first, uint32_t count) {
-  std::vector<std::vector<std::byte>> data;
-  std::vector<PutItem> items;
-  for (uint32_t i = first; i < first + count; ++i) data.push_back(Bytes(i));
-  for (uint32_t i = 0; i < count; ++i) items.push_back(PutItem{Key(first + i), data[i]});
-  auto r = c.Put(items);
-  ASSERT_TRUE(r.ok()) << r.status().ToString();
-  for (const Status& s : *r) EXPECT_TRUE(s.ok()) << s.ToString();
-}
-
-struct Read {
-  std::vector<ReadResult> results;
-  std::vector<std::vector<std::byte>> bufs;
-};
-
-Read GetAll(StoreClient& c, uint32_t first, uint32_t count) {
-  Read out;
-  out.bufs.assign(count, std::vector<std::byte>(kObject));
-  std::vector<GetItem> items;
-  for (uint32_t i = 0; i < count; ++i) items.push_back(GetItem{Key(first + i), out.bufs[i]});
-  auto r = c.GetInto(items);
-  EXPECT_TRUE(r.ok()) << r.status().ToString();
-  if (r.ok()) out.results = std::move(r).value();
-  return out;
-}
 
 TEST_F(StoreNodeTest, NodesJoinAndBytesRoundTripRemoteLocalAndNeverCorrupted) {
   FakeMaster* master = AddMaster("A");
