@@ -85,9 +85,51 @@ Status StoreClient::Impl::CallMaster(std::string_view rpc, Nanos until, const Rp
   }
 }
 
+void StoreClient::Impl::QueueUnpin(uint64_t pin) {
+  {
+    std::lock_guard lock(unpin_mu);
+    unpin_queue.push_back(pin);
+  }
+  unpin_cv.notify_one();
+}
+
+void StoreClient::Impl::UnpinLoop() {
+  std::unique_lock lock(unpin_mu);
+  while (true) {
+    unpin_cv.wait(lock, [&] { return unpin_stop || !unpin_queue.empty(); });
+    if (unpin_queue.empty()) return;  // stopping, and drained
+    const uint64_t pin = unpin_queue.front();
+    unpin_queue.pop_front();
+    // While the client lives, an unpin retries like any call; at destruction it is tried once.
+    const Nanos until = unpin_stop ? Now() : Now() + options.retry_deadline;
+    lock.unlock();
+    v1::UnpinRequest req;
+    req.set_pin_id(pin);
+    v1::UnpinResponse resp;
+    Status s =
+        CallMaster("Unpin", until, [&](v1::StoreMaster::Stub* stub, grpc::ClientContext* ctx) {
+          return stub->Unpin(ctx, req, &resp);
+        });
+    // An unpin that did not arrive expires on the master after its pin_ttl.
+    if (!s.ok()) log::Debug("store client: {}", s.ToString());
+    Count([](ClientStats& st) { ++st.unpins; });
+    lock.lock();
+  }
+}
+
+void StoreClient::Impl::StopUnpinner() {
+  {
+    std::lock_guard lock(unpin_mu);
+    unpin_stop = true;
+  }
+  unpin_cv.notify_all();
+  if (unpinner.joinable()) unpinner.join();
+}
+
 StoreClient::StoreClient(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 
 StoreClient::~StoreClient() {
+  impl_->StopUnpinner();
   // Registrations go with the engine; the staging memory after it.
   impl_->engine.reset();
 }
@@ -114,6 +156,8 @@ Result<std::unique_ptr<StoreClient>> StoreClient::Create(ClientOptions options) 
                        impl->etcd.get(),
                        coord::ElectionOptions{impl->options.cluster, kNanosPerSecond, {}}, ""));
   ASSIGN_OR_RETURN(impl->engine, transfer::TransferEngine::Create(impl->options.transfer));
+  Impl* raw = impl.get();
+  raw->unpinner = std::thread([raw] { raw->UnpinLoop(); });
   return std::unique_ptr<StoreClient>(new StoreClient(std::move(impl)));
 }
 

@@ -567,17 +567,8 @@ Result<std::vector<ReadResult>> StoreClient::Impl::GetLocked(std::span<const Get
     pending = std::move(next);
   }
 
-  if (resp.pin_id() != 0) {
-    v1::UnpinRequest unpin;
-    unpin.set_pin_id(resp.pin_id());
-    v1::UnpinResponse unpinned;
-    Status u =
-        CallMaster("Unpin", until, [&](v1::StoreMaster::Stub* stub, grpc::ClientContext* ctx) {
-          return stub->Unpin(ctx, unpin, &unpinned);
-        });
-    // An unpin that did not arrive expires on the master after its pin_ttl.
-    if (!u.ok()) log::Debug("store client: {}", u.ToString());
-  }
+  // The bytes are in the caller's buffers: the unpin need not hold up the caller.
+  if (resp.pin_id() != 0) QueueUnpin(resp.pin_id());
   for (const ReadResult& r : results) {
     if (!r.status.ok()) Count([](ClientStats& st) { ++st.misses; });
   }

@@ -3,17 +3,20 @@
 //
 // Locks: batch_mu serialises the batch calls (Put, GetInto), which alone touch the staging
 // buffer, the peer cache and the mappings; leader_mu guards the leader's address and stub;
-// buffers_mu the registered buffers; stats_mu the counters. No lock is held across another
-// except batch_mu, which is taken first.
+// buffers_mu the registered buffers; stats_mu the counters; unpin_mu the unpin queue. No lock is
+// held across another except batch_mu, which is taken first.
 #pragma once
 
 #include <grpcpp/grpcpp.h>
 
+#include <condition_variable>
+#include <deque>
 #include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
 #include <string>
+#include <thread>
 #include <unordered_map>
 
 #include "dualpath/coord/leader_election.h"
@@ -52,6 +55,17 @@ struct StoreClient::Impl {
 
   mutable std::mutex stats_mu;
   ClientStats stats;
+
+  // Unpins run on a thread of their own (a get returns once its bytes are in place); the
+  // destructor drains the queue, trying each unpin once.
+  std::mutex unpin_mu;
+  std::condition_variable unpin_cv;
+  std::deque<uint64_t> unpin_queue;
+  bool unpin_stop = false;
+  std::thread unpinner;
+  void QueueUnpin(uint64_t pin);
+  void UnpinLoop();
+  void StopUnpinner();
 
   // --- client.cc ---
   // The leader's stub: the cached one, or (refresh, or none cached) the one etcd names now.

@@ -105,6 +105,7 @@ struct ClientStats {
   uint64_t retries = 0;         // master calls tried again (leader change, unreachable)
   uint64_t leader_lookups = 0;  // reads of the leader key
   uint64_t pin_renewals = 0;    // RenewPin calls (reads that outlasted half their pin)
+  uint64_t unpins = 0;          // Unpin calls made (after GetInto returned, on the client's thread)
 };
 
 class StoreClient {
@@ -120,7 +121,8 @@ class StoreClient {
   // fails only for bad input (an empty batch, an item of 0 bytes).
   Result<std::vector<Status>> Put(std::span<const PutItem> items);
   // Reads each found object into its dest (see the class comment); per item a ReadResult. The
-  // whole call fails only for bad input or when the master could not be reached in time.
+  // whole call fails only for bad input or when the master could not be reached in time. The
+  // objects are unpinned on the client's own thread after the call returned.
   Result<std::vector<ReadResult>> GetInto(std::span<const GetItem> items);
   // Which keys of one model are committed, and the leading hits.
   Result<ExistsReply> Exists(uint64_t model_fingerprint, std::span<const kv::BlockHash> hashes);
