@@ -212,7 +212,9 @@ struct StoreNode::Impl {
         ++stats.join_failures;
         log::Warn("store node {}: join failed (retrying in {} ms): {}", options.id.value(),
                   backoff / kNanosPerMilli, s.ToString());
-        cv.wait_for(lock, std::chrono::nanoseconds(backoff), [&] { return stop; });
+        // A new leader ends the wait at once: the failure may have been the old one's.
+        cv.wait_for(lock, std::chrono::nanoseconds(backoff),
+                    [&] { return stop || leader_addr != addr; });
         backoff = std::min(backoff * 2, options.join_backoff_max);
         continue;
       }
