@@ -153,6 +153,27 @@ struct StoreNode::Impl {
                     fmt::format("store master JoinNode at {}", addr));
   }
 
+  // Whether the leader at `addr` answers Stats as the incarnation we joined (`joined_id`) or a
+  // new one, without this node among the nodes it holds. False when it cannot be asked.
+  bool LeaderForgotUs(const std::string& addr, const std::string& joined_id,
+                      std::string* channel_addr, std::unique_ptr<v1::StoreMaster::Stub>* stub) {
+    if (*channel_addr != addr || *stub == nullptr) {
+      *stub = v1::StoreMaster::NewStub(MakeChannel(addr, options.master_tls));
+      *channel_addr = addr;
+    }
+    grpc::ClientContext ctx;
+    ctx.set_deadline(std::chrono::system_clock::now() +
+                     std::chrono::nanoseconds(options.rpc_timeout));
+    v1::StatsRequest req;
+    v1::StatsResponse resp;
+    if (!(*stub)->Stats(&ctx, req, &resp).ok() || !resp.leader()) return false;
+    if (resp.leader_id() != joined_id) return true;  // another incarnation: it never saw our join
+    for (const v1::NodeUsage& u : resp.usage()) {
+      if (u.node() == options.id.value()) return false;
+    }
+    return true;
+  }
+
   // The joiner thread: follows the triggers and joins the leader until it succeeds.
   void JoinLoop() {
     const Clock& clock = SteadyClock::Default();
@@ -181,6 +202,24 @@ struct StoreNode::Impl {
             leader_addr = now_addr;
             stats.leader_addr = now_addr;
             if (!now_addr.empty()) ++join_wanted;
+          }
+        }
+        // Joined: does the leader still know us? It drops a node whose old etcd key it sees go
+        // after the node joined again (a lease lost and renewed), or when it restarted; its
+        // Stats lists the nodes it holds. Anything but "the same leader, without us" waits for
+        // the leader key to tell.
+        if (join_wanted == join_done && !stats.joined_addr.empty() &&
+            stats.joined_addr == leader_addr) {
+          const std::string addr = stats.joined_addr;
+          const std::string joined_id = stats.leader_id;
+          lock.unlock();
+          const bool forgotten = LeaderForgotUs(addr, joined_id, &channel_addr, &stub);
+          lock.lock();
+          if (forgotten && join_wanted == join_done) {
+            log::Warn("store node {}: leader {} at {} no longer lists this node: joining again",
+                      options.id.value(), joined_id, addr);
+            ++stats.forgotten;
+            ++join_wanted;
           }
         }
         continue;

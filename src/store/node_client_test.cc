@@ -307,8 +307,21 @@ class FakeMaster final : public v1::StoreMaster::Service {
     return grpc::Status::OK;
   }
 
-  grpc::Status Stats(grpc::ServerContext*, const v1::StatsRequest*, v1::StatsResponse*) override {
-    return grpc::Status(grpc::StatusCode::UNIMPLEMENTED, "fake");
+  grpc::Status Stats(grpc::ServerContext*, const v1::StatsRequest*,
+                     v1::StatsResponse* resp) override {
+    resp->set_leader(election_->IsLeader());
+    if (!resp->leader()) return grpc::Status::OK;
+    resp->set_leader_id(leader_id());
+    std::lock_guard lock(mu_);
+    for (NodeId id : state_->LiveNodes()) resp->add_usage()->set_node(id.value());
+    return grpc::Status::OK;
+  }
+
+  // The master loses the node (as the real one does when it sees the node's old etcd key go
+  // after the node joined again).
+  void DropNode(uint32_t node) {
+    std::lock_guard lock(mu_);
+    ASSERT_TRUE(state_->RemoveNode(NodeId(node)).ok());
   }
 
   uint64_t gets() const { return gets_.load(); }
@@ -569,6 +582,20 @@ TEST_F(StoreNodeTest, LeaderChangeRejoinsWithTheFullReportAndClientsRetry) {
   EXPECT_GT(c->Stats().retries, retries_before);
   EXPECT_EQ(c->leader(), b->address());
   EXPECT_GE(b->gets(), 1u);
+
+  // The leader forgets node 1: the node sees it in the leader's Stats and joins again with its
+  // report, so its objects are served again.
+  const size_t joins_1 = b->JoinsOf(1);
+  const size_t n1_objects = n1->Replicas().size();
+  b->DropNode(1);
+  ASSERT_TRUE(WaitUntil([&] { return b->JoinsOf(1) > joins_1; }));
+  EXPECT_GE(n1->Stats().forgotten, 1u);
+  EXPECT_EQ(static_cast<size_t>(b->Joins().back().replicas_size()), n1_objects);
+  Read again = GetAll(*c, 0, 6);
+  for (uint32_t i = 0; i < 6; ++i) {
+    ASSERT_TRUE(again.results[i].status.ok()) << again.results[i].status.ToString();
+    EXPECT_EQ(again.bufs[i], Bytes(i));
+  }
 
   // A node asked to re-join (a master said kStoreUnknownNode) joins again.
   const size_t b_joins = b->JoinsOf(2);

@@ -145,6 +145,7 @@ class StoreEtcdFixture : public ::testing::Test {
     o.master_tls = Insecure();
     o.membership_ttl = 2 * kNanosPerSecond;
     o.join_backoff_max = 200 * kNanosPerMilli;
+    o.leader_poll = 200 * kNanosPerMilli;
     return o;
   }
 

@@ -14,7 +14,8 @@
 //   - it follows the leader master (coord::LeaderElection::Observe on the cluster's leader key,
 //     whose value is the leader's StoreMaster address, plus a periodic re-read in case the watch
 //     ends) and sends JoinNode (endpoint, DRAM TierSpec, member name and every replica it holds)
-//     whenever the leader changes, the membership was re-registered under a new lease, or
+//     whenever the leader changes, the membership was re-registered under a new lease, the
+//     joined leader's Stats (asked every leader_poll) no longer lists the node, or
 //     RequestRejoin() was called; a failed join is retried with backoff until it succeeds;
 //   - it serves StoreNode gRPC (Record, Forget): the leader keeps the node's replica table in step
 //     with commits and removals, and the table is what the node reports at its next join.
@@ -72,7 +73,8 @@ struct NodeOptions {
   Nanos rpc_timeout = 5 * kNanosPerSecond;
   // A failed join is retried after 50 ms, doubling up to this.
   Nanos join_backoff_max = 2 * kNanosPerSecond;
-  // The leader key is re-read this often (a safety net under the etcd watch).
+  // The leader key is re-read, and the joined leader asked whether it still lists this node
+  // (StoreMaster.Stats), this often.
   Nanos leader_poll = 2 * kNanosPerSecond;
 };
 
@@ -107,6 +109,7 @@ struct NodeStats {
   uint64_t forgets = 0;        // Forget RPCs served
   uint64_t replicas = 0;       // replicas in the table now
   int64_t registrations = 0;   // etcd registrations (1, more after a lost lease)
+  uint64_t forgotten = 0;      // times the joined leader no longer listed this node (re-joined)
 };
 
 class StoreNode {
