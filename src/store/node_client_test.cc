@@ -449,7 +449,7 @@ TEST_F(StoreNodeTest, NodesJoinAndBytesRoundTripRemoteLocalAndNeverCorrupted) {
   }
   // The pin goes after GetInto returned, on the client's thread.
   EXPECT_TRUE(WaitUntil([&] { return master->unpins() == 1; }));
-  EXPECT_EQ(remote->Stats().unpins, 1u);
+  EXPECT_TRUE(WaitUntil([&] { return remote->Stats().unpins == 1; }));
   // Zero-copy: a registered destination gets the bytes straight from the node.
   std::vector<std::byte> reg(2 * kObject);
   ASSERT_TRUE(remote->RegisterBuffer(reg.data(), reg.size()).ok());
