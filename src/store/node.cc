@@ -75,6 +75,9 @@ class NodeService final : public v1::StoreNode::Service {
   StoreNode::Impl* impl_;
 };
 
+// The node's state. Threads: gRPC handlers (Record, Forget), the leader watch's thread (OnLeader),
+// the joiner (JoinLoop) and the caller's. Everything below `mu` is guarded by it; the members
+// above it are set in Start and torn down in TearDown after the threads that use them stopped.
 struct StoreNode::Impl {
   NodeOptions options;
   NodeAddress address;
