@@ -5,7 +5,9 @@
 // own and reads every committed object; a dead node's replicas are never handed out.
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <memory>
+#include <thread>
 #include <vector>
 
 #include "dualpath/store/client.h"
@@ -148,6 +150,66 @@ TEST_F(StoreNodeMasterTest, ADeadNodesReplicasAreNeverHandedOut) {
   auto r = c->Put(items);
   ASSERT_TRUE(r.ok()) << r.status().ToString();
   EXPECT_FALSE((*r)[0].ok());
+}
+
+TEST_F(StoreNodeMasterTest, OneClientManyThreads) {
+  MasterServer* m = AddMaster();
+  ASSERT_NE(m, nullptr);
+  ASSERT_TRUE(m->WaitUntilServing(kWaitLimit).ok());
+  StoreNode* n1 = AddNode(1);
+  StoreNode* n2 = AddNode(2);
+  ASSERT_TRUE(n1 && n2);
+  ASSERT_TRUE(WaitUntil([&] { return LiveNodes(m) == 2; }));
+  auto c = NewStoreClient("host-1", 2, 1);  // beside node 1: shm for node 1, network for node 2
+  ASSERT_NE(c, nullptr);
+
+  // Writers and readers of disjoint objects and an Exists prober share the client.
+  constexpr uint32_t kThreads = 3, kPerThread = 4;
+  std::vector<std::thread> threads;
+  std::atomic<int> bad{0};
+  for (uint32_t t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&, t] {
+      const uint32_t first = 100 * (t + 1);
+      for (uint32_t round = 0; round < 3; ++round) {
+        std::vector<std::vector<std::byte>> data;
+        std::vector<PutItem> items;
+        for (uint32_t i = 0; i < kPerThread; ++i) data.push_back(Bytes(first + i));
+        for (uint32_t i = 0; i < kPerThread; ++i) items.push_back({Key(first + i), data[i]});
+        auto put = c->Put(items);
+        if (!put.ok()) {
+          ++bad;
+          continue;
+        }
+        for (const Status& s : *put) bad += s.ok() ? 0 : 1;
+        std::vector<std::vector<std::byte>> bufs(kPerThread, std::vector<std::byte>(kObject));
+        std::vector<GetItem> gets;
+        for (uint32_t i = 0; i < kPerThread; ++i) gets.push_back({Key(first + i), bufs[i]});
+        auto got = c->GetInto(gets);
+        if (!got.ok()) {
+          ++bad;
+          continue;
+        }
+        for (uint32_t i = 0; i < kPerThread; ++i) {
+          bad += ((*got)[i].status.ok() && bufs[i] == data[i]) ? 0 : 1;
+        }
+      }
+    });
+  }
+  threads.emplace_back([&] {
+    std::vector<kv::BlockHash> hashes;
+    for (uint32_t i = 0; i < kPerThread; ++i) hashes.push_back(Key(100 + i).hash);
+    for (int i = 0; i < 20; ++i) {
+      auto e = c->Exists(Key(100).model_fingerprint, hashes);
+      bad += e.ok() && e->found.size() == kPerThread ? 0 : 1;
+    }
+  });
+  for (auto& t : threads) t.join();
+  EXPECT_EQ(bad.load(), 0);
+  const ClientStats st = c->Stats();
+  EXPECT_EQ(st.puts_ok, uint64_t{kThreads} * kPerThread * 3);
+  EXPECT_EQ(st.hits_local + st.hits_remote, uint64_t{kThreads} * kPerThread * 3);
+  EXPECT_EQ(st.misses, 0u);
+  EXPECT_EQ(Objects(m), size_t{kThreads} * kPerThread);
 }
 
 }  // namespace
