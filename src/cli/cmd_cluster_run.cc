@@ -76,6 +76,9 @@ void Register(CLI::App& root, int* exit_code) {
   run->add_option("--sample-interval", o.sample_interval_s,
                   "Seconds between link-counter samples (default 0.25)");
   run->add_option("--heartbeat-s", o.heartbeat_s, "Scheduler service heartbeat (default 1)");
+  run->add_option("--routing", o.routing,
+                  "Prefill engine per turn: dualpath (the system's choice, default), round-robin "
+                  "((agent + turn) mod P) or sticky (agent mod P); passed to the service");
   run->add_option("--engine-arg", o.engine_args, "Extra argument for every engine (repeatable)")
       ->allow_extra_args(false);
   run->add_option("--service-arg", o.service_args,
