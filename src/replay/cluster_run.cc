@@ -92,7 +92,8 @@ std::string ConfigJson(const ClusterRunOptions& o, const testbed::Cluster& c,
                    {"requests", w.requests},
                    {"prompt_tokens", w.prompt_tokens},
                    {"context_tokens", w.context_tokens},
-                   {"gen_tokens", w.gen_tokens}};
+                   {"gen_tokens", w.gen_tokens},
+                   {"shared_prefix_tokens", w.shared_prefix_tokens}};
   j["model_spec"] = model_spec;
   j["block_tokens"] = o.block_tokens;
   j["online"] = o.replay.online;
