@@ -1,8 +1,9 @@
 // `dualpath cluster run`: Basic vs DualPath vs Oracle on the emulated cluster (docs/replay.md).
 //
 //   dualpath cluster run [--name N] [--pd 1P1D] [--stor-rate 400mbit] [--comp-rate 2gbit]
-//       --system basic|dualpath|oracle|all --workload synthetic|compute|weka|mooncake|FILE
+//       --system basic|dualpath|oracle|all --workload synthetic|compute|codex|weka|mooncake|FILE
 //       [--agents N] [--turns N] [--append N] [--gen N] [--max-context N] [--seed S]
+//       [--shared-prefix N] [--routing dualpath|round-robin|sticky]
 //       [--online --aps X] [--json OUT] [--plot DIR] [--keep]
 //
 // Registers under the `cluster` group of cmd_cluster.cc (found, or added, by name).
@@ -54,13 +55,19 @@ void Register(CLI::App& root, int* exit_code) {
   run->add_option("--system", a->systems,
                   "basic, dualpath, oracle, all, or a comma-separated list (default all)");
   run->add_option("--workload", o.workload.source,
-                  "synthetic (Table-2 shaped), compute (long appends), weka, mooncake, or a trace "
+                  "synthetic (Table-2 shaped), compute (long appends), codex (shared system "
+                  "prefix, long first prompt, ~2K appends, 30 turns), weka, mooncake, or a trace "
                   "file/directory (default synthetic)");
   run->add_option("--agents", o.workload.agents, "Agents (default 16)");
-  run->add_option("--turns", o.workload.turns, "At most this many turns per agent (default 8)");
+  CLI::Option* turns = run->add_option("--turns", o.workload.turns,
+                                       "At most this many turns per agent (default 8; codex: 30)");
   CLI::Option* append =
       run->add_option("--append", o.workload.append,
-                      "Mean append tokens after the first turn (default 24; compute: 512)");
+                      "Mean append tokens after the first turn (default 24; compute: 512; codex: "
+                      "2048)");
+  run->add_option("--shared-prefix", o.workload.shared_prefix,
+                  "codex: system-prompt tokens every agent's prompts share (default max-context "
+                  "/ 4)");
   run->add_option("--gen", o.workload.gen, "Mean generated tokens per turn (default 16)");
   run->add_option("--max-context", o.workload.max_context,
                   "Longest prompt + generation in tokens (default 3072)");
@@ -76,6 +83,9 @@ void Register(CLI::App& root, int* exit_code) {
   run->add_option("--sample-interval", o.sample_interval_s,
                   "Seconds between link-counter samples (default 0.25)");
   run->add_option("--heartbeat-s", o.heartbeat_s, "Scheduler service heartbeat (default 1)");
+  run->add_option("--routing", o.routing,
+                  "Prefill engine per turn: dualpath (the system's choice, default), round-robin "
+                  "((agent + turn) mod P) or sticky (agent mod P); passed to the service");
   run->add_option("--engine-arg", o.engine_args, "Extra argument for every engine (repeatable)")
       ->allow_extra_args(false);
   run->add_option("--service-arg", o.service_args,
@@ -110,7 +120,7 @@ void Register(CLI::App& root, int* exit_code) {
                 "Engines keep their buffers in process memory instead of their node's "
                 "shared-memory pool (/dev/shm/dualpath-CLUSTER-NODE.pool)");
   run->add_flag("--no-check", a->no_check, "Skip the recompute-and-compare correctness check");
-  run->callback([a, pd, append, exit_code] {
+  run->callback([a, pd, append, turns, exit_code] {
     // SIGINT / SIGTERM end the run at its next check (within a poll interval): the service and
     // engines are stopped, the cluster and pools this run made are removed, exit 130 / 143.
     InstallStopHandlers();
@@ -120,7 +130,8 @@ void Register(CLI::App& root, int* exit_code) {
       o.check = !a->no_check;
       o.pool = !a->no_pool;
       o.metrics = o.metrics || !o.metrics_config.empty() || !o.metrics_targets.empty();
-      o.workload = replay::WithSourceDefaults(o.workload, append->count() > 0);
+      o.workload = replay::WithSourceDefaults(
+          o.workload, {.append = append->count() > 0, .turns = turns->count() > 0});
       ASSIGN_OR_RETURN(o.systems, replay::ParseSystems(a->systems));
       if (!a->kill.empty()) {
         const size_t colon = a->kill.find(':');

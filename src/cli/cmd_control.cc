@@ -37,6 +37,7 @@ struct ServeArgs {
   int64_t short_read_queue_tokens = 0;
   int64_t unfinished_token_limit = 0;
   bool split_reads = false;
+  std::string routing = "dualpath";
   std::string hash_seed = "0";
   MetricsFlags metrics;
   GrpcTlsFiles tls;
@@ -75,6 +76,9 @@ int Serve(const ServeArgs& a) {
   o.short_read_queue_tokens = a.short_read_queue_tokens;
   o.unfinished_token_limit = a.unfinished_token_limit;
   o.split_reads = a.split_reads;
+  auto routing = sched::ParseRouting(a.routing);
+  if (!routing.ok()) return ReportError("control serve", routing.status());
+  o.routing = *routing;
   o.hash_seed = a.hash_seed;
   // Bad input is refused before anything listens (docs/control.md "Input ranges").
   if (Status st = o.Validate(); !st.ok()) return ReportError("control serve", st);
@@ -121,9 +125,10 @@ int Serve(const ServeArgs& a) {
   const control::ServiceStats st = s.service().stats();
   log::Info(
       "control: {} submitted={} assigned={} completed={} failed={} resubmitted={} "
-      "engines_dead={} stale_results={}",
+      "engines_dead={} stale_results={} routing={} routed={} route_fallbacks={}",
       finished ? "run finished" : "stopped", st.submitted, st.assigned, st.completed, st.failed,
-      st.resubmitted, st.engines_dead, st.stale_results);
+      st.resubmitted, st.engines_dead, st.stale_results, sched::RoutingName(o.routing), st.routed,
+      st.route_fallbacks);
   server->reset();
   if (const int sig = StopSignal(); sig != 0) {
     // Stopped, not finished: say so and exit 128 + signal (the server is down by now).
@@ -188,6 +193,9 @@ void Register(CLI::App& root, int* exit_code) {
   serve->add_option("--unfinished-token-limit", a->unfinished_token_limit,
                     "sched beta in tokens (0: sched default)");
   serve->add_flag("--split-reads", a->split_reads, "dualpath: split reads when both queues long");
+  serve->add_option("--routing", a->routing,
+                    "prefill engine per turn: dualpath (the system's choice, default), "
+                    "round-robin ((agent + turn) mod P) or sticky (agent mod P)");
   serve->add_option("--hash-seed", a->hash_seed, "prompt block hash seed (default \"0\")");
   AddMetricsOptions(serve, &a->metrics);
   AddTlsFlags(serve, &a->tls, /*serves=*/true);

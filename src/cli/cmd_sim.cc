@@ -17,6 +17,7 @@
 #include "dualpath/common/file.h"
 #include "dualpath/common/numeric.h"
 #include "dualpath/kv/model.h"
+#include "dualpath/sched/routing.h"
 #include "dualpath/sched/system.h"
 #include "dualpath/sim/capacity.h"
 #include "dualpath/sim/config.h"
@@ -48,6 +49,7 @@ struct Options {
   std::string json_out;
   std::string plot_dir;
   uint64_t seed = 1;
+  std::string routing = "dualpath";
   std::string config;
   double start_skew_s = 0;  // --start-skew: overrides offline_start_skew_s when given
   bool start_skew_given = false;
@@ -127,6 +129,7 @@ struct Inputs {
   uint64_t agents = 0;
   uint32_t max_len_k = 0;
   std::vector<SystemKind> systems;
+  sched::Routing routing = sched::Routing::kDualPath;
 };
 
 Result<Inputs> ResolveInputs(const Options& o) {
@@ -151,6 +154,7 @@ Result<Inputs> ResolveInputs(const Options& o) {
   RETURN_IF_ERROR(CheckCountRange("--agents", in.agents, 1, kMaxAgents, "agents"));
   ASSIGN_OR_RETURN(in.max_len_k, ParseMaxLen(o.max_len));
   ASSIGN_OR_RETURN(in.systems, Systems(o));
+  ASSIGN_OR_RETURN(in.routing, sched::ParseRouting(o.routing));
   return in;
 }
 
@@ -195,6 +199,7 @@ sim::RunInfo MakeRunInfo(const Options& o, const Inputs& in, const sim::SimWorkl
   if (o.online) run.aps = o.aps;
   run.ablation = o.ablation;
   run.seed = o.seed;
+  run.routing = std::string(sched::RoutingName(in.routing));
   if (!o.trace.empty()) run.trace = o.trace;
   run.sim = in.config;
   return run;
@@ -217,11 +222,11 @@ struct Runner {
   }
 
   // One system as the flags ask: offline, online at --aps, or the highest rate meeting the SLO.
-  Result<sim::ReportEntry> RunSystem(const Options& o, const sim::ClusterShape& shape,
-                                     SystemKind system) {
+  Result<sim::ReportEntry> RunSystem(const Options& o, const Inputs& in, SystemKind system) {
     sim::RunSpec spec;
     spec.system = system;
-    spec.shape = shape;
+    spec.shape = in.shape;
+    spec.routing = in.routing;
     spec.seed = o.seed;
     sim::ReportEntry entry;
     if (o.find_max_aps) {
@@ -266,7 +271,7 @@ Status Sim(const Options& o) {
   report.run = MakeRunInfo(o, in, workload, std::move(workload_name));
   Runner runner{in.config, in.model, workload};
   for (SystemKind k : in.systems) {
-    ASSIGN_OR_RETURN(sim::ReportEntry entry, runner.RunSystem(o, in.shape, k));
+    ASSIGN_OR_RETURN(sim::ReportEntry entry, runner.RunSystem(o, in, k));
     report.entries.push_back(std::move(entry));
   }
   report.wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - wall0).count();
@@ -304,6 +309,9 @@ void Register(CLI::App& root, int* exit_code) {
   sub->add_option("--json", opts->json_out, "Write results as JSON to this file");
   sub->add_option("--plot", opts->plot_dir, "Write PNG plots (gnuplot) into this directory");
   sub->add_option("--seed", opts->seed, "Workload and arrival seed (default 1)");
+  sub->add_option("--routing", opts->routing,
+                  "Prefill engine per turn: dualpath (the system's choice, default), round-robin "
+                  "((agent + turn) mod PEs) or sticky (agent mod PEs)");
   sub->add_option("--config", opts->config, "Simulator config JSON overriding the defaults");
   CLI::Option* skew = sub->add_option(
       "--start-skew", opts->start_skew_s,

@@ -752,6 +752,131 @@ TEST_F(ServiceTest, RestartedServiceHasANewEpochAndForgetsEverything) {
   EXPECT_EQ(server_->service().stats().submitted, 1);
 }
 
+// --- routing (ServiceOptions::routing, sched/routing.h) ---
+
+constexpr const char* k2P1D = "p0.0:prefill:p0,p1.0:prefill:p1,d0.0:decode:d0";
+
+v1::RequestSpec Turn(uint64_t id, uint64_t agent, uint32_t turn, uint32_t prompt = 100) {
+  v1::RequestSpec s = Spec(id, Tokens(prompt, static_cast<uint32_t>(id)));
+  s.set_agent_id(agent);
+  s.set_turn(turn);
+  return s;
+}
+
+// Submits one request and lets engine 0, then engine 1 fetch (wait 0: each runs one scheduling
+// pass); returns the prefill engine that got it (-1: none). Engine 0 fetching first is what the
+// dualpath choice of a 1-engine-per-group service follows: the first free fetcher takes the queue.
+class RoutingTest : public ServiceTest {
+ protected:
+  void Start2P1D(sched::Routing routing) {
+    ServiceOptions o = Options(SystemKind::kDualPath, k2P1D);
+    o.routing = routing;
+    Start(o);
+    ASSERT_TRUE(Register("p0.0", v1::ROLE_PREFILL, "p0").ok());
+    ASSERT_TRUE(Register("p1.0", v1::ROLE_PREFILL, "p1").ok());
+    ASSERT_TRUE(Register("d0.0", v1::ROLE_DECODE, "d0").ok());
+  }
+  int SubmitAndFetch(const v1::RequestSpec& spec) {
+    EXPECT_TRUE(Submit(spec).ok());
+    for (uint32_t pe : {0u, 1u}) {
+      auto r = Fetch(pe, {}, 0);
+      EXPECT_TRUE(r.ok()) << r.status().ToString();
+      if (r.ok() && r->prefill_size() > 0) {
+        EXPECT_EQ(r->prefill_size(), 1);
+        EXPECT_EQ(r->prefill(0).prefill_engine(), pe);
+        EXPECT_EQ(r->prefill(0).decode_engine(), 2u);  // the DE is chosen as before
+        return static_cast<int>(pe);
+      }
+    }
+    return -1;
+  }
+};
+
+TEST_F(RoutingTest, AnAgentsTurnsAlternateUnderRoundRobinAndStayUnderSticky) {
+  const std::pair<sched::Routing, std::vector<int>> cases[] = {
+      {sched::Routing::kRoundRobin, {1, 0, 1, 0}},  // (5 + k) mod 2
+      {sched::Routing::kSticky, {1, 1, 1, 1}},      // 5 mod 2
+      {sched::Routing::kDualPath, {0, 0, 0, 0}},    // today: the first fetcher takes each turn
+  };
+  for (const auto& [routing, want] : cases) {
+    Start2P1D(routing);
+    std::vector<int> got;
+    for (uint32_t k = 0; k < 4; ++k) got.push_back(SubmitAndFetch(Turn(10 + k, 5, k)));
+    EXPECT_EQ(got, want) << sched::RoutingName(routing);
+    const ServiceStats st = server_->service().stats();
+    EXPECT_EQ(st.routed, routing == sched::Routing::kDualPath ? 0 : 4);
+    EXPECT_EQ(st.route_fallbacks, 0);
+    server_.reset();
+  }
+}
+
+TEST_F(RoutingTest, AFixedEngineThatDiesHandsItsQueuedTurnsToTheOther) {
+  Start2P1D(sched::Routing::kSticky);
+  // Agent 1 is fixed to p1.0; p0.0 fetches and gets nothing.
+  ASSERT_TRUE(Submit(Turn(1, 1, 0)).ok());
+  auto none = Fetch(0, {}, 0);
+  ASSERT_TRUE(none.ok());
+  EXPECT_EQ(none->prefill_size(), 0);
+  // p1.0 goes silent for more than 3 heartbeats; p0.0 and the DE keep fetching.
+  clock_.Advance(2 * kNanosPerSecond);
+  ASSERT_TRUE(Fetch(0, {}, 0).ok());
+  ASSERT_TRUE(Fetch(2, {}, 0).ok());
+  clock_.Advance(2 * kNanosPerSecond);
+  auto got = Fetch(0, {}, kLongWaitMs);
+  ASSERT_TRUE(got.ok()) << got.status().ToString();
+  ASSERT_EQ(got->prefill_size(), 1);
+  EXPECT_EQ(got->prefill(0).request().request_id(), 1u);
+  EXPECT_EQ(got->prefill(0).prefill_engine(), 0u);
+  EXPECT_EQ(got->prefill(0).attempt(), 0u);  // never assigned before: not a retry
+  // Later turns of the agent go to the live engine at once, as fallbacks.
+  EXPECT_EQ(SubmitAndFetch(Turn(2, 1, 1)), 0);
+  EXPECT_EQ(server_->service().stats().route_fallbacks, 2);
+  EXPECT_EQ(server_->service().stats().routed, 0);
+}
+
+TEST_F(RoutingTest, AFixedEngineTooSmallForThePromptIsNotUsed) {
+  Start2P1D(sched::Routing::kSticky);
+  auto with_capacity = [](uint32_t engine, int64_t capacity) {
+    v1::EngineReport r = Report(engine, 0);
+    r.set_capacity_tokens(capacity);
+    return r;
+  };
+  // Known before the submission: p1.0 holds 200 tokens, agent 1's 300-token prompt goes to p0.0.
+  ASSERT_TRUE(Fetch(1, {with_capacity(1, 200)}, 0).ok());
+  EXPECT_EQ(SubmitAndFetch(Turn(1, 1, 0, 300)), 0);
+  // Learnt after the submission: agent 3 (fixed to p1.0, which now reports 1000 tokens) waits
+  // for p1.0 ...
+  ASSERT_TRUE(Fetch(1, {with_capacity(1, 1000)}, 0).ok());
+  ASSERT_TRUE(Submit(Turn(2, 3, 0, 250)).ok());
+  auto waiting = Fetch(0, {}, 0);
+  ASSERT_TRUE(waiting.ok());
+  EXPECT_EQ(waiting->prefill_size(), 0);
+  // ... until a report shows p1.0 cannot hold its prompt: then it is anyone's, and p0.0 takes it.
+  auto p0 = Fetch(0, {with_capacity(0, 1000), with_capacity(1, 200)}, 0);
+  ASSERT_TRUE(p0.ok());
+  ASSERT_EQ(p0->prefill_size(), 1);
+  EXPECT_EQ(p0->prefill(0).request().request_id(), 2u);
+  EXPECT_EQ(server_->service().stats().route_fallbacks, 2);
+  EXPECT_EQ(server_->service().stats().routed, 0);
+  EXPECT_EQ(server_->service().stats().failed, 0);
+}
+
+TEST_F(RoutingTest, ARetryIsNotFixed) {
+  Start2P1D(sched::Routing::kSticky);
+  EXPECT_EQ(SubmitAndFetch(Turn(1, 1, 0)), 1);
+  ASSERT_TRUE(ReportResult(1, false, 0).ok());
+  // The retry waits for both engines of the failed attempt to fetch again, then is anyone's:
+  // p0.0 fetches first and takes it.
+  ASSERT_TRUE(Fetch(1, {}, 0).ok());
+  ASSERT_TRUE(Fetch(2, {}, 0).ok());
+  auto retry = Fetch(0, {}, 0);
+  ASSERT_TRUE(retry.ok());
+  ASSERT_EQ(retry->prefill_size(), 1);
+  EXPECT_EQ(retry->prefill(0).attempt(), 1u);
+  EXPECT_EQ(retry->prefill(0).prefill_engine(), 0u);
+  EXPECT_EQ(server_->service().stats().route_fallbacks, 1);
+}
+
 }  // namespace
 }  // namespace dualpath::control
 

@@ -5,6 +5,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <optional>
 #include <random>
 #include <utility>
 
@@ -258,6 +259,39 @@ bool ControlState::AnyQueuedUnplaceableLocked() const {
   return false;
 }
 
+uint32_t ControlState::RoutedEngineLocked(const RequestState& st) const {
+  if (options_.routing == sched::Routing::kDualPath || st.attempt > 0) return kNone;
+  // Every prefill engine in service id order, live or not: P must not change when one dies, or
+  // every agent's turns would move.
+  std::vector<uint32_t> prefill;
+  for (uint32_t i = 0; i < engines_.size(); ++i) {
+    const EngineState& e = engines_[i];
+    const bool is_prefill = options_.engines.empty() ? e.info.role() == v1::ROLE_PREFILL
+                                                     : e.expected.role == sched::Role::kPrefill;
+    if (is_prefill) prefill.push_back(i);
+  }
+  const std::optional<uint32_t> index = sched::RoutedPrefillIndex(
+      options_.routing, st.spec.agent_id(), st.spec.turn(), static_cast<uint32_t>(prefill.size()));
+  if (!index.has_value()) return kNone;
+  const uint32_t id = prefill[*index];
+  const EngineState& e = engines_[id];
+  if (!e.registered || !e.alive || engine_to_sched_.size() <= id || engine_to_sched_[id] == kNone) {
+    return kNone;
+  }
+  if (e.capacity_tokens > 0 && st.spec.prompt_size() > e.capacity_tokens) return kNone;
+  return id;
+}
+
+bool ControlState::AnyQueuedMisroutedLocked() const {
+  for (uint64_t rid : order_) {
+    const RequestState& st = requests_.at(rid);
+    if (st.phase == Phase::kQueued && st.routed != kNone && RoutedEngineLocked(st) != st.routed) {
+      return true;
+    }
+  }
+  return false;
+}
+
 void ControlState::SubmitToSchedLocked(uint64_t request_id) {
   RequestState& st = requests_.at(request_id);
   if (std::string why = UnplaceableLocked(st); !why.empty()) {
@@ -275,6 +309,8 @@ void ControlState::SubmitToSchedLocked(uint64_t request_id) {
   // get the real hit with the assignment (state_fetch.cc).
   r.hit_tokens = sched::SchedHitTokens(options_.system, st.hit_tokens);
   r.expected_gen_tokens = st.spec.gen_tokens();
+  st.routed = RoutedEngineLocked(st);
+  if (st.routed != kNone) r.prefill_engine = EngineId(engine_to_sched_[st.routed]);
   Status s = sched_->Submit(r);
   DUALPATH_CHECK(s.ok(), s.ToString());  // the spec was validated at Submit
 }

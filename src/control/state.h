@@ -99,6 +99,9 @@ class ControlState {
     Phase phase = Phase::kQueued;
     uint32_t prefill = kNone;  // service engine ids while kAssigned
     uint32_t decode = kNone;
+    // The fixed prefill engine (service id) the routing gave it when it was last handed to sched;
+    // kNone: the normal choice.
+    uint32_t routed = kNone;
     std::vector<uint32_t> waiting_for;  // kDeferred: engines that must fetch again first
   };
 
@@ -113,6 +116,13 @@ class ControlState {
   std::string UnplaceableLocked(const RequestState& st) const;
   // True when some kQueued request is unplaceable now (capacities or the engine set changed).
   bool AnyQueuedUnplaceableLocked() const;
+  // The routing's fixed prefill engine (service id) for `st`, or kNone: routing dualpath, a retry
+  // (attempt > 0), a fixed engine that is not live, or one whose reported capacity is below the
+  // prompt. See ServiceOptions::routing.
+  uint32_t RoutedEngineLocked(const RequestState& st) const;
+  // True when some kQueued request is fixed to an engine RoutedEngineLocked would no longer give
+  // it (its capacity arrived and is too small): a rebuild re-submits it without.
+  bool AnyQueuedMisroutedLocked() const;
   void RunDecodePhaseLocked();
   void RunPrefillFetchLocked(uint32_t engine, v1::FetchReply* reply);
   Status ApplyReportsLocked(const v1::FetchRequest& request);

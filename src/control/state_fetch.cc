@@ -63,7 +63,12 @@ Status ControlState::ApplyReportsLocked(const v1::FetchRequest& request) {
   }
   // A queued request that no live engine can ever hold would wait in sched forever (phase 2
   // waits for HBM): the rebuild's re-submission fails it with a result that says why.
-  if (capacity_changed && sched_ != nullptr && AnyQueuedUnplaceableLocked()) RebuildLocked();
+  // Likewise a request fixed by the routing to an engine whose buffer turns out too small for it
+  // would wait there forever: the rebuild re-submits it with the normal choice.
+  if (capacity_changed && sched_ != nullptr &&
+      (AnyQueuedUnplaceableLocked() || AnyQueuedMisroutedLocked())) {
+    RebuildLocked();
+  }
   return Status::Ok();
 }
 
@@ -175,6 +180,12 @@ void ControlState::RunPrefillFetchLocked(uint32_t engine, v1::FetchReply* reply)
     engines_[rs.prefill].in_flight.insert(rid);
     engines_[rs.decode].in_flight.insert(rid);
     ++stats_.assigned;
+    if (rs.routed != kNone) {
+      DUALPATH_CHECK(rs.routed == rs.prefill, "control: a routed request went to another engine");
+      ++stats_.routed;
+    } else if (options_.routing != sched::Routing::kDualPath) {
+      ++stats_.route_fallbacks;
+    }
 
     v1::Assignment* a = reply->add_prefill();
     *a->mutable_request() = rs.spec;
@@ -194,9 +205,10 @@ void ControlState::RunPrefillFetchLocked(uint32_t engine, v1::FetchReply* reply)
       a->set_prefill_read_tokens(s.prefill_read_tokens);
       a->set_decode_read_tokens(s.decode_read_tokens);
     }
-    log::Debug("control: request {} attempt {} -> PE {} DE {} side {} hit {}", rid, rs.attempt,
-               engines_[rs.prefill].info.name(), engines_[rs.decode].info.name(),
-               v1::ReadSide_Name(a->side()), rs.hit_tokens);
+    log::Debug("control: request {} (agent {} turn {}) attempt {} -> PE {}{} DE {} side {} hit {}",
+               rid, rs.spec.agent_id(), rs.spec.turn(), rs.attempt,
+               engines_[rs.prefill].info.name(), rs.routed != kNone ? " (routed)" : "",
+               engines_[rs.decode].info.name(), v1::ReadSide_Name(a->side()), rs.hit_tokens);
   }
 }
 

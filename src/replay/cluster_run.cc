@@ -20,6 +20,7 @@
 #include "dualpath/control/client.h"
 #include "dualpath/kv/hasher.h"
 #include "dualpath/pool/pool.h"
+#include "dualpath/sched/routing.h"
 #include "dualpath/sched/system.h"
 #include "dualpath/testbed/testbed.h"
 #include "fault_injector.h"
@@ -91,7 +92,8 @@ std::string ConfigJson(const ClusterRunOptions& o, const testbed::Cluster& c,
                    {"requests", w.requests},
                    {"prompt_tokens", w.prompt_tokens},
                    {"context_tokens", w.context_tokens},
-                   {"gen_tokens", w.gen_tokens}};
+                   {"gen_tokens", w.gen_tokens},
+                   {"shared_prefix_tokens", w.shared_prefix_tokens}};
   j["model_spec"] = model_spec;
   j["block_tokens"] = o.block_tokens;
   j["online"] = o.replay.online;
@@ -99,6 +101,7 @@ std::string ConfigJson(const ClusterRunOptions& o, const testbed::Cluster& c,
   j["goodput_mode"] = o.goodput;
   j["goodput_bps"] = goodput;
   j["systems"] = o.systems;
+  j["routing"] = o.routing;
   return j.dump();
 }
 
@@ -278,6 +281,10 @@ std::vector<std::string> ServeArgv(const SystemSetup& s) {
                                     s.subdir,
                                     "--heartbeat-s",
                                     std::to_string(o.heartbeat_s)};
+  if (o.routing != "dualpath") {  // the default: the service's argv stays as before
+    serve.push_back("--routing");
+    serve.push_back(o.routing);
+  }
   // The service learns the engine set up front (NAME:ROLE:NODE), so it can tell a missing
   // engine from one that has not registered yet.
   std::string engines;
@@ -626,6 +633,7 @@ static Status ValidateRunRanges(const ClusterRunOptions& o) {
   RETURN_IF_ERROR(
       CheckRange("--heartbeat-s", o.heartbeat_s, kMinRunHeartbeatS, kMaxRunHeartbeatS, "s"));
   RETURN_IF_ERROR(CheckRange("--metrics-wait-s", o.metrics_wait_s, 0, o.stop_timeout_s, "s"));
+  RETURN_IF_ERROR(sched::ParseRouting(o.routing).status());
   if (!o.kill_node.empty()) {
     RETURN_IF_ERROR(
         CheckRange("--kill-engine seconds", o.kill_after_s, 0.001, o.replay.timeout_s, "s"));

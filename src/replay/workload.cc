@@ -8,6 +8,7 @@
 #include <filesystem>
 
 #include "dualpath/common/numeric.h"
+#include "dualpath/common/splitmix.h"
 #include "dualpath/trace/tokens.h"
 
 #ifndef DUALPATH_SOURCE_DATA_DIR
@@ -31,6 +32,15 @@ Status Validate(const WorkloadOptions& o) {
   RETURN_IF_ERROR(CheckCountRange("--append", o.append, 1, o.max_context, "tokens"));
   RETURN_IF_ERROR(CheckCountRange("--gen", o.gen, 1, (o.max_context - 1) / 2, "tokens"));
   if (o.vocab < 2) return InvalidArgument("vocab must be at least 2");
+  if (o.source == "codex") {
+    if (o.shared_prefix != 0) {
+      RETURN_IF_ERROR(CheckCountRange("--shared-prefix", o.shared_prefix, 1, o.max_context / 2,
+                                      "tokens (at most the first prompt, --max-context / 2)"));
+    }
+  } else if (o.shared_prefix != 0) {
+    return InvalidArgument(fmt::format("--shared-prefix {} is for --workload codex only (got '{}')",
+                                       o.shared_prefix, o.source));
+  }
   const uint64_t tokens = static_cast<uint64_t>(o.agents) * o.turns * o.max_context;
   if (tokens > kMaxWorkloadTokens) {
     return InvalidArgument(
@@ -41,9 +51,53 @@ Status Validate(const WorkloadOptions& o) {
   return Status::Ok();
 }
 
+// The block hash id whose token stream is the codex source's shared system prefix (any fixed
+// value: trace::BlockTokenIds keeps block streams apart from session streams).
+constexpr uint64_t kSharedPrefixStream = 0x436f646578535953ULL;  // "CodexSYS"
+
+// A standard normal draw (Box-Muller) from two splitmix64 uniforms: the same on every platform,
+// unlike std::normal_distribution.
+double Normal(SplitMix64& rng) {
+  const double u1 = (static_cast<double>(rng.Next() >> 11) + 1.0) * 0x1.0p-53;  // (0, 1]
+  const double u2 = static_cast<double>(rng.Next() >> 11) * 0x1.0p-53;          // [0, 1)
+  return std::sqrt(-2.0 * std::log(u1)) * std::cos(2.0 * 3.14159265358979323846 * u2);
+}
+
+// The "codex" shape, before scaling: every agent runs o.turns turns; the first appends are equal
+// (one system prompt + one long task input, scaled to max_context / 2); later appends and all
+// generations vary lognormally around their means (relative sizes only: ShapeWorkload normalizes
+// them to --append and --gen).
+trace::Workload CodexShape(const WorkloadOptions& o) {
+  constexpr double kUnit = 1000;        // relative size of a mean append or generation
+  constexpr double kAppendSigma = 0.6;  // Codex appends: a few hundred to a few thousand tokens
+  constexpr double kGenSigma = 0.5;
+  SplitMix64 rng(SplitMix64::Mix(o.seed) ^ 0x636f646578ULL);  // "codex"
+  trace::Workload w;
+  w.name = "codex";
+  for (uint32_t k = 0; k < o.agents; ++k) {
+    trace::Session s;
+    s.id = k;
+    s.block_size = 64;
+    for (uint32_t i = 0; i < o.turns; ++i) {
+      trace::Turn t;
+      t.append_tokens =
+          i == 0
+              ? static_cast<uint64_t>(kUnit)
+              : static_cast<uint64_t>(std::llround(kUnit * std::exp(kAppendSigma * Normal(rng))));
+      t.gen_tokens = static_cast<uint64_t>(std::llround(kUnit * std::exp(kGenSigma * Normal(rng))));
+      t.append_tokens = std::max<uint64_t>(1, t.append_tokens);
+      t.gen_tokens = std::max<uint64_t>(1, t.gen_tokens);
+      s.turns.push_back(t);
+    }
+    w.sessions.push_back(std::move(s));
+  }
+  return w;
+}
+
 // The source's sessions, before scaling.
 Result<trace::Workload> LoadSource(const WorkloadOptions& o) {
   const std::string data = o.data_dir.empty() ? DataDir() : o.data_dir;
+  if (o.source == "codex") return CodexShape(o);
   if (o.source == "synthetic" || o.source == "compute") {
     // The 32K row of Table 2: the shortest fitted trajectories, so --turns cuts fewer of them.
     return trace::GenerateSynthetic(
@@ -61,18 +115,33 @@ Result<trace::Workload> LoadSource(const WorkloadOptions& o) {
   std::error_code ec;
   if (!std::filesystem::exists(o.source, ec)) {
     return InvalidArgument("--workload '" + o.source +
-                           "': expected synthetic, compute, weka, mooncake or a trace file");
+                           "': expected synthetic, compute, codex, weka, mooncake or a trace file");
   }
   return trace::ReadTrace(o.source);
 }
 
 }  // namespace
 
-WorkloadOptions WithSourceDefaults(WorkloadOptions o, bool append_given) {
-  if (o.source == "compute" && !append_given) {
+WorkloadOptions WithSourceDefaults(WorkloadOptions o, GivenOptions given) {
+  if (o.source == "compute" && !given.append) {
     o.append = 512;
   }
+  if (o.source == "codex") {
+    if (!given.append) o.append = 2048;
+    if (!given.turns) o.turns = 30;
+  }
   return o;
+}
+
+uint32_t SharedPrefixTokens(const WorkloadOptions& o) {
+  if (o.source != "codex") return 0;
+  return o.shared_prefix != 0 ? o.shared_prefix : o.max_context / 4;
+}
+
+std::vector<uint32_t> SharedPrefixTokenIds(uint64_t n, uint32_t vocab) {
+  std::vector<uint32_t> out(n);
+  trace::BlockTokenIds(kSharedPrefixStream, vocab, out);
+  return out;
 }
 
 std::string DataDir() {
@@ -174,7 +243,7 @@ Result<trace::Workload> ShapeWorkload(const WorkloadOptions& o) {
   return out;
 }
 
-TurnSpec MakeTurnSpec(const trace::Session& s, size_t i, uint32_t vocab) {
+TurnSpec MakeTurnSpec(const trace::Session& s, size_t i, uint32_t vocab, uint64_t shared_prefix) {
   // The recorded output positions follow the prompt; PromptTokenIds of a copy whose turn i
   // appends the generation too gives prompt and teacher in one stream (for sessions without hash
   // ids the token at a position depends only on the session and the position).
@@ -183,6 +252,11 @@ TurnSpec MakeTurnSpec(const trace::Session& s, size_t i, uint32_t vocab) {
   const uint64_t gen = s.turns[i].gen_tokens;
   ext.turns[i].append_tokens += gen > 0 ? gen - 1 : 0;
   std::vector<uint32_t> all = trace::PromptTokenIds(ext, i, vocab);
+  // The shared system prefix replaces the session's own tokens at the same positions: still a
+  // function of the position alone, so every prompt keeps extending the previous context.
+  const std::vector<uint32_t> shared =
+      SharedPrefixTokenIds(std::min<uint64_t>(shared_prefix, all.size()), vocab);
+  std::copy(shared.begin(), shared.end(), all.begin());
   const uint64_t prompt = trace::PromptTokens(s, i);
   TurnSpec t;
   t.turn = static_cast<uint32_t>(i);
@@ -197,11 +271,12 @@ Result<ReplayWorkload> BuildWorkload(const WorkloadOptions& o) {
   ASSIGN_OR_RETURN(trace::Workload shaped, ShapeWorkload(o));
   ReplayWorkload w;
   w.name = shaped.name;
+  w.shared_prefix_tokens = SharedPrefixTokens(o);
   for (const trace::Session& s : shaped.sessions) {
     Agent a;
     a.id = s.id;
     for (size_t i = 0; i < s.turns.size(); ++i) {
-      TurnSpec t = MakeTurnSpec(s, i, o.vocab);
+      TurnSpec t = MakeTurnSpec(s, i, o.vocab, w.shared_prefix_tokens);
       ++w.requests;
       w.prompt_tokens += t.prompt.size();
       w.context_tokens += t.context_tokens;

@@ -103,10 +103,13 @@ TEST(WorkloadTest, OptionsBoundTurnsAndContext) {
 }
 
 TEST(WorkloadTest, ComputeVariantHasLongAppends) {
-  WorkloadOptions o = WithSourceDefaults(WorkloadOptions{.source = "compute"}, false);
+  WorkloadOptions o = WithSourceDefaults(WorkloadOptions{.source = "compute"}, {});
   EXPECT_EQ(o.append, 512u);
-  EXPECT_EQ(WithSourceDefaults(WorkloadOptions{.source = "compute", .append = 100}, true).append,
-            100u);
+  EXPECT_EQ(o.turns, 6u);
+  EXPECT_EQ(
+      WithSourceDefaults(WorkloadOptions{.source = "compute", .append = 100}, {.append = true})
+          .append,
+      100u);
   o.max_context = 4096;
   Result<ReplayWorkload> w = BuildWorkload(o);
   ASSERT_TRUE(w.ok()) << w.status().ToString();
@@ -135,6 +138,117 @@ TEST(WorkloadTest, RecordedTracesLoadAndFit) {
       for (const TurnSpec& t : a.turns) EXPECT_LE(t.prompt.size() + t.gen_tokens, 3072u);
     }
   }
+}
+
+// The codex source (seed 003's Codex shape, scaled): every agent's prompts start with the same
+// system prefix, the first prompt is max_context / 2, then `turns` appends of mean --append.
+TEST(WorkloadTest, CodexDefaultsAreThirtyTurnsOfTwoKAppends) {
+  WorkloadOptions o = WithSourceDefaults(WorkloadOptions{.source = "codex"}, {});
+  EXPECT_EQ(o.append, 2048u);
+  EXPECT_EQ(o.turns, 30u);
+  o = WithSourceDefaults(WorkloadOptions{.source = "codex", .turns = 5, .append = 300},
+                         {.append = true, .turns = true});
+  EXPECT_EQ(o.append, 300u);
+  EXPECT_EQ(o.turns, 5u);
+  EXPECT_EQ(SharedPrefixTokens({.source = "codex", .max_context = 8192}), 2048u);
+  EXPECT_EQ(SharedPrefixTokens({.source = "codex", .max_context = 8192, .shared_prefix = 100}),
+            100u);
+  EXPECT_EQ(SharedPrefixTokens({.source = "synthetic"}), 0u);
+}
+
+TEST(WorkloadTest, CodexAgentsShareTheSystemPrefixAndRunEveryTurn) {
+  WorkloadOptions o{
+      .source = "codex", .agents = 4, .turns = 30, .append = 256, .gen = 16, .max_context = 20000};
+  Result<ReplayWorkload> w = BuildWorkload(o);
+  ASSERT_TRUE(w.ok()) << w.status().ToString();
+  ASSERT_EQ(w->agents.size(), 4u);
+  EXPECT_EQ(w->shared_prefix_tokens, 5000u);  // max_context / 4
+  const std::vector<uint32_t> shared = SharedPrefixTokenIds(5000, o.vocab);
+  uint64_t appended = 0, appends = 0, generated = 0, turns = 0;
+  uint64_t min_append = UINT64_MAX, max_append = 0;
+  for (const Agent& a : w->agents) {
+    ASSERT_EQ(a.turns.size(), 30u) << "agent " << a.id;
+    ExpectPrefixChain(a);
+    EXPECT_EQ(a.turns[0].prompt.size(), 10000u);  // max_context / 2
+    for (size_t i = 0; i < a.turns.size(); ++i) {
+      const TurnSpec& t = a.turns[i];
+      ASSERT_GE(t.prompt.size(), shared.size());
+      EXPECT_TRUE(std::equal(shared.begin(), shared.end(), t.prompt.begin()))
+          << "agent " << a.id << " turn " << i;
+      EXPECT_LE(t.prompt.size() + t.gen_tokens, 20000u);
+      EXPECT_EQ(t.teacher.size(), t.gen_tokens - 1u);
+      for (uint32_t id : t.prompt) ASSERT_LT(id, o.vocab);
+      if (i > 0) {
+        const uint64_t n = t.prompt.size() - t.context_tokens;
+        appended += n;
+        ++appends;
+        min_append = std::min(min_append, n);
+        max_append = std::max(max_append, n);
+      }
+      generated += t.gen_tokens;
+      ++turns;
+    }
+  }
+  // Past the shared prefix each agent has its own tokens.
+  const auto after = [&](size_t k) {
+    const std::vector<uint32_t>& p = w->agents[k].turns[0].prompt;
+    return std::vector<uint32_t>(p.begin() + 5000, p.begin() + 5032);
+  };
+  EXPECT_NE(after(0), after(1));
+  EXPECT_NE(after(2), after(3));
+  const double append_mean = static_cast<double>(appended) / static_cast<double>(appends);
+  EXPECT_NEAR(append_mean, 256, 256 * 0.05);
+  EXPECT_LT(min_append, max_append);  // appends vary, as Codex's do
+  EXPECT_NEAR(static_cast<double>(generated) / static_cast<double>(turns), 16, 16 * 0.15);
+}
+
+TEST(WorkloadTest, CodexFullScaleFitsThirtyTurnsIn128K) {
+  // The acceptance's shape at full size (2K appends, 30 turns) needs a 128K context; the scaled
+  // runs docs/replay.md recommends fit their 30 turns too.
+  struct Scale {
+    uint32_t agents, append, max_context;
+  };
+  for (const Scale& sc : {Scale{2, 2048, 131072}, Scale{4, 128, 10240}, Scale{4, 256, 18432}}) {
+    WorkloadOptions o = WithSourceDefaults({.source = "codex",
+                                            .agents = sc.agents,
+                                            .append = sc.append,
+                                            .max_context = sc.max_context},
+                                           {.append = true});
+    Result<ReplayWorkload> w = BuildWorkload(o);
+    ASSERT_TRUE(w.ok()) << w.status().ToString();
+    for (const Agent& a : w->agents) {
+      EXPECT_EQ(a.turns.size(), 30u) << "append " << sc.append << " agent " << a.id;
+      EXPECT_EQ(a.turns[0].prompt.size(), sc.max_context / 2);
+      EXPECT_EQ(std::vector<uint32_t>(a.turns[29].prompt.begin(), a.turns[29].prompt.begin() + 64),
+                SharedPrefixTokenIds(64, o.vocab));
+    }
+  }
+}
+
+TEST(WorkloadTest, CodexSharedPrefixIsConfigurableAndChecked) {
+  WorkloadOptions o{.source = "codex",
+                    .agents = 2,
+                    .turns = 3,
+                    .append = 64,
+                    .gen = 8,
+                    .max_context = 4096,
+                    .shared_prefix = 64};
+  Result<ReplayWorkload> w = BuildWorkload(o);
+  ASSERT_TRUE(w.ok()) << w.status().ToString();
+  const std::vector<uint32_t>& p0 = w->agents[0].turns[0].prompt;
+  const std::vector<uint32_t>& p1 = w->agents[1].turns[0].prompt;
+  EXPECT_TRUE(std::equal(p0.begin(), p0.begin() + 64, p1.begin()));
+  EXPECT_NE(std::vector<uint32_t>(p0.begin() + 64, p0.begin() + 96),
+            std::vector<uint32_t>(p1.begin() + 64, p1.begin() + 96));
+  // At most the first prompt (max_context / 2); other sources have none.
+  o.shared_prefix = 2049;
+  Status big = BuildWorkload(o).status();
+  EXPECT_EQ(big.code(), Code::kInvalidArgument);
+  EXPECT_NE(big.message().find("--shared-prefix = 2049 is outside"), std::string::npos)
+      << big.ToString();
+  Status other = BuildWorkload({.source = "synthetic", .shared_prefix = 10}).status();
+  EXPECT_EQ(other.code(), Code::kInvalidArgument);
+  EXPECT_NE(other.message().find("codex only"), std::string::npos) << other.ToString();
 }
 
 TEST(WorkloadTest, BadOptionsNameTheOption) {

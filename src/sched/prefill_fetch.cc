@@ -15,53 +15,102 @@ int Category(const EngineState& e, int64_t node_queue, const SchedConfig& c) {
 
 }  // namespace
 
-// FIFO over the prefill waiting queue. Each request goes to the category-2 PE with the fewest
-// unfinished tokens, else the category-3 PE with the fewest (ties: fewer unfinished requests,
-// then the lower engine id); overloaded PEs get nothing. The chosen PE's tokens (and the chosen
-// read side's node queue) are updated before the next request, so one fetch spreads its requests.
-// The fetch ends when every PE of the group is overloaded or the queue is empty.
+// The §6.1 choice among `g`'s engines: the category-2 PE with the fewest unfinished tokens, else
+// the category-3 PE with the fewest (ties: fewer unfinished requests, then the lower engine id);
+// or cyclic under the round-robin engine policy. -1 when every engine of the group is overloaded.
+int SchedulerImpl::ChoosePrefillEngine(GroupState& g, int* category) {
+  int best = -1;
+  int best_cat = 0;
+  if (config_.engine_policy == EnginePolicy::kRoundRobin) {
+    const size_t n = g.engines.size();
+    for (size_t k = 0; k < n; ++k) {
+      const size_t i = (g.rr_cursor + k) % n;
+      const EngineState& e = engines_[g.engines[i]];
+      const int cat = Category(e, node_read_queue_[e.node], config_);
+      if (cat == 1) continue;
+      best = static_cast<int>(g.engines[i]);
+      best_cat = cat;
+      g.rr_cursor = static_cast<uint32_t>((i + 1) % n);
+      break;
+    }
+  } else {
+    for (uint32_t id : g.engines) {
+      const EngineState& e = engines_[id];
+      const int cat = Category(e, node_read_queue_[e.node], config_);
+      if (cat == 1) continue;
+      if (best >= 0) {
+        const EngineState& b = engines_[best];
+        const bool better =
+            cat < best_cat ||
+            (cat == best_cat &&
+             (e.tokens < b.tokens || (e.tokens == b.tokens && e.requests < b.requests)));
+        if (!better) continue;
+      }
+      best = static_cast<int>(id);
+      best_cat = cat;
+    }
+  }
+  *category = best_cat;
+  return best;
+}
+
+bool SchedulerImpl::AllOverloaded(const GroupState& g) const {
+  for (uint32_t id : g.engines) {
+    const EngineState& e = engines_[id];
+    if (Category(e, node_read_queue_[e.node], config_) != 1) return false;
+  }
+  return true;
+}
+
+// FIFO over the prefill waiting queue. Each request goes to ChoosePrefillEngine's PE; overloaded
+// PEs get nothing. The chosen PE's tokens (and the chosen read side's node queue) are updated
+// before the next request, so one fetch spreads its requests. The fetch ends when every PE of the
+// group is overloaded or the queue is empty.
+//
+// A request with a fixed prefill engine (routing, SchedRequest::prefill_engine) is taken only by
+// that engine's group, and only while the engine is not overloaded; otherwise it stays in the
+// queue and the requests behind it are considered (FIFO among those this group may take). Without
+// fixed engines the loop only ever looks at the queue's head, exactly the paper's FIFO.
 void SchedulerImpl::AssignPrefillEngines(uint32_t group, FetchResult* out) {
   GroupState& g = groups_[group];
-  while (!prefill_queue_.empty()) {
+  size_t pos = 0;  // the first queue entry this fetch has not skipped
+  while (pos < prefill_queue_.size()) {
+    const uint32_t slot = prefill_queue_[pos];
+    const SchedRequest& queued = slots_[slot].request;
     int best = -1;
     int best_cat = 0;
-    if (config_.engine_policy == EnginePolicy::kRoundRobin) {
-      const size_t n = g.engines.size();
-      for (size_t k = 0; k < n; ++k) {
-        const size_t i = (g.rr_cursor + k) % n;
-        const EngineState& e = engines_[g.engines[i]];
-        const int cat = Category(e, node_read_queue_[e.node], config_);
-        if (cat == 1) continue;
-        best = static_cast<int>(g.engines[i]);
-        best_cat = cat;
-        g.rr_cursor = static_cast<uint32_t>((i + 1) % n);
-        break;
+    if (queued.prefill_engine.has_value()) {
+      const uint32_t pin = queued.prefill_engine->value();
+      const EngineState& e = engines_[pin];
+      if (e.group != group) {
+        ++pos;  // another group's engine takes it
+        continue;
       }
-    } else {
-      for (uint32_t id : g.engines) {
-        const EngineState& e = engines_[id];
-        const int cat = Category(e, node_read_queue_[e.node], config_);
-        if (cat == 1) continue;
-        if (best >= 0) {
-          const EngineState& b = engines_[best];
-          const bool better =
-              cat < best_cat ||
-              (cat == best_cat &&
-               (e.tokens < b.tokens || (e.tokens == b.tokens && e.requests < b.requests)));
-          if (!better) continue;
+      const int cat = Category(e, node_read_queue_[e.node], config_);
+      if (cat == 1) {
+        if (AllOverloaded(g)) {
+          ++stats_.pe_fetch_all_overloaded;
+          return;
         }
-        best = static_cast<int>(id);
-        best_cat = cat;
+        ++pos;  // waits for its engine; others of the group may take later requests
+        continue;
       }
-    }
-    if (best < 0) {
-      ++stats_.pe_fetch_all_overloaded;
-      return;
+      best = static_cast<int>(pin);
+      best_cat = cat;
+    } else {
+      best = ChoosePrefillEngine(g, &best_cat);
+      if (best < 0) {
+        ++stats_.pe_fetch_all_overloaded;
+        return;
+      }
     }
     (best_cat == 2 ? stats_.pe_short_queue : stats_.pe_long_queue) += 1;
 
-    const uint32_t slot = prefill_queue_.front();
-    prefill_queue_.pop_front();
+    if (pos == 0) {
+      prefill_queue_.pop_front();
+    } else {
+      prefill_queue_.erase(prefill_queue_.begin() + static_cast<std::ptrdiff_t>(pos));
+    }
     const RequestSlot& rs = slots_[slot];
     const SchedRequest& req = rs.request;
     EngineState& pe = engines_[static_cast<uint32_t>(best)];

@@ -45,6 +45,13 @@ void SchedulerImpl::FreeSlot(uint32_t slot) { free_slots_.push_back(slot); }
 
 Status SchedulerImpl::Submit(const SchedRequest& request) {
   RETURN_IF_ERROR(request.Validate());
+  if (request.prefill_engine.has_value()) {
+    const uint32_t pin = request.prefill_engine->value();
+    if (pin >= engines_.size() || engines_[pin].role != Role::kPrefill) {
+      return InvalidArgument(fmt::format("request {}: prefill_engine {} is not a prefill engine",
+                                         request.id.value(), pin));
+    }
+  }
   global_queue_.push_back(AllocSlot(request));
   ++stats_.submitted;
   return Status::Ok();

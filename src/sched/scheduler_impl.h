@@ -57,6 +57,10 @@ class SchedulerImpl {
   void AssignDecodeEngines(uint32_t group, FetchResult* out);  // phase 2
   // prefill_fetch.cc
   void AssignPrefillEngines(uint32_t group, FetchResult* out);
+  // The §6.1 PE of group `g` for the next request (advances g's round-robin cursor under that
+  // policy); -1 when every engine of the group is overloaded. *category: the PE's category.
+  int ChoosePrefillEngine(GroupState& g, int* category);
+  bool AllOverloaded(const GroupState& g) const;
 
   uint32_t AllocSlot(const SchedRequest& request);
   void FreeSlot(uint32_t slot);

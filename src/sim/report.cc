@@ -46,6 +46,7 @@ json RunInfoJson(const RunInfo& run) {
   j["aps"] = OrNull(run.aps);
   j["ablation"] = run.ablation;
   j["seed"] = run.seed;
+  j["routing"] = run.routing;
   j["trace"] = OrNull(run.trace);
   j["sim"] = SimConfigJson(run.sim);
   return j;

@@ -21,10 +21,11 @@ TEST(ReportTest, ConfigObjectHasOneKeyPerRunInfoField) {
   report.run.mode = RunMode::kOnline;
   report.run.aps = 0.5;
   report.run.seed = 9;
+  report.run.routing = "round-robin";
   report.run.sim.snic_window_s = 2;
   const json j = json::parse(ReportJson(report));
   const json& c = j.at("config");
-  EXPECT_EQ(c.size(), 13u) << c.dump();
+  EXPECT_EQ(c.size(), 14u) << c.dump();
   EXPECT_EQ(c.at("model"), "ds660b");
   EXPECT_EQ(c.at("pd"), "2P4D");
   EXPECT_EQ(c.at("agents"), 12);
@@ -36,6 +37,7 @@ TEST(ReportTest, ConfigObjectHasOneKeyPerRunInfoField) {
   EXPECT_EQ(c.at("aps"), 0.5);
   EXPECT_EQ(c.at("ablation"), false);
   EXPECT_EQ(c.at("seed"), 9);
+  EXPECT_EQ(c.at("routing"), "round-robin");
   EXPECT_TRUE(c.at("trace").is_null());
   // The effective sim config, itself a valid --config file.
   EXPECT_EQ(c.at("sim").at("snic_window_s"), 2.0);

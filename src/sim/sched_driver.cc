@@ -123,7 +123,8 @@ Result<std::unique_ptr<SchedDriver>> SchedDriver::Create(const ClusterState& c, 
   return d;
 }
 
-Status SchedDriver::Submit(uint32_t slot, uint64_t prompt, uint64_t hit, uint64_t gen) {
+Status SchedDriver::Submit(uint32_t slot, uint64_t prompt, uint64_t hit, uint64_t gen,
+                           std::optional<uint32_t> prefill_engine) {
   sched::SchedRequest r;
   r.id = RequestId(slot);
   r.session = SessionId(slot);
@@ -131,6 +132,7 @@ Status SchedDriver::Submit(uint32_t slot, uint64_t prompt, uint64_t hit, uint64_
   // The Oracle rule (sched/system.h): the scheduler sees no hit tokens to place.
   r.hit_tokens = sched::SchedHitTokens(system_, static_cast<int64_t>(hit));
   r.expected_gen_tokens = static_cast<int64_t>(gen);
+  if (prefill_engine.has_value()) r.prefill_engine = EngineId(*prefill_engine);
   return sched_->Submit(r);
 }
 

@@ -13,6 +13,7 @@
 #pragma once
 
 #include <memory>
+#include <optional>
 #include <vector>
 
 #include "dualpath/sched/batch.h"
@@ -51,8 +52,10 @@ class SchedDriver {
                                                      const sched::SchedConfig& config);
 
   // Submits the request in `slot` with its real hit; the Oracle rule (sched::SchedHitTokens)
-  // decides what the scheduler sees.
-  Status Submit(uint32_t slot, uint64_t prompt, uint64_t hit, uint64_t gen);
+  // decides what the scheduler sees. `prefill_engine`: the routing's fixed PE (index into
+  // ClusterState::pes = its engine id), or none.
+  Status Submit(uint32_t slot, uint64_t prompt, uint64_t hit, uint64_t gen,
+                std::optional<uint32_t> prefill_engine = std::nullopt);
   // Group `group` (0..num_groups()-1) fetches with fresh reports of its engines from `cluster` at
   // `now`; appends the decisions.
   Status FetchGroup(uint32_t group, const ClusterState& cluster, double now,

@@ -225,8 +225,12 @@ Status Simulation::Arrive(uint32_t agent, uint32_t turn, double now) {
   }
   r.arrival = now;
   r.de_hbm = static_cast<double>(r.prompt + r.gen) * cost_.kv_bytes_per_token();
+  // Routing: the turn's index within its agent picks a fixed PE (none for the dualpath choice).
+  const SimAgent& sa = w_.agents[agent % w_.agents.size()];
+  const std::optional<uint32_t> pe = sched::RoutedPrefillIndex(
+      spec_.routing, agent, turn - sa.first_turn, static_cast<uint32_t>(c_.pes.size()));
   // The real hit: the driver applies the Oracle rule to what the scheduler sees.
-  RETURN_IF_ERROR(driver_->Submit(slot, r.prompt, r.hit, r.gen));
+  RETURN_IF_ERROR(driver_->Submit(slot, r.prompt, r.hit, r.gen, pe));
   last_placement_ = now;  // a new request restarts the stall clock
   // Idle groups restart their fetch timers. Leaders' timers are free-running and unsynchronized
   // in a real cluster, so the next tick of each after `now` is uniform over one interval (seeded).

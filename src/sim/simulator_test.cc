@@ -76,6 +76,36 @@ TEST(SimulatorTest, PrefillNodesShareReadsEvenly) {
   EXPECT_LT(std::max(a, b) / std::min(a, b), 1.1) << a << " vs " << b;
 }
 
+// Routing (RunSpec::routing): 2 prefill nodes of 8 PEs each, PEs 0-7 on node 0. Under Basic
+// (every read on the PE's node), sticky routing of agents 0-7 keeps all their turns, and so all
+// reads, on node 0; round-robin moves each agent's later turns on to node 1 (turn k of agent a on
+// PE (a + k) mod 16); the dualpath choice spreads them too. Every request completes either way.
+TEST(SimulatorTest, RoutingFixesEachTurnsPrefillEngine) {
+  const SimWorkload w = Synthetic(8);
+  const auto node_reads = [&](sched::Routing routing) {
+    RunSpec spec;
+    spec.system = SystemKind::kBasic;
+    spec.shape = {2, 1};
+    spec.routing = routing;
+    auto r = Simulate(Pinned(), Model(), w, spec);
+    EXPECT_TRUE(r.ok()) << r.status().ToString();
+    if (!r.ok()) return std::pair<double, double>{0, 0};
+    EXPECT_EQ(r->requests, w.turns.size()) << sched::RoutingName(routing);
+    return std::pair<double, double>{
+        std::accumulate(r->snic_util[0].begin(), r->snic_util[0].end(), 0.0),
+        std::accumulate(r->snic_util[1].begin(), r->snic_util[1].end(), 0.0)};
+  };
+  const auto sticky = node_reads(sched::Routing::kSticky);
+  EXPECT_GT(sticky.first, 0);
+  EXPECT_EQ(sticky.second, 0);
+  const auto rr = node_reads(sched::Routing::kRoundRobin);
+  EXPECT_GT(rr.first, 0);
+  EXPECT_GT(rr.second, 0);
+  const auto dual = node_reads(sched::Routing::kDualPath);
+  EXPECT_GT(dual.first, 0);
+  EXPECT_GT(dual.second, 0);
+}
+
 TEST(SimulatorTest, ReadPathsFollowTheSystem) {
   const SimWorkload w = Synthetic(24);
   const SimResult basic = RunSystem(SystemKind::kBasic, w);

@@ -35,6 +35,7 @@ bad "at least 1 prefill and 1 decode" --listen "$sock"
 bad "layers='x'" --listen "$sock" --model-spec layers=x "${ok_engines[@]}"
 bad "--block-tokens = 0 is outside" --listen "$sock" --block-tokens 0 "${ok_engines[@]}"
 bad "--heartbeat-s = 0 is outside" --listen "$sock" --heartbeat-s 0 "${ok_engines[@]}"
+bad "--routing: unknown routing 'rr'" --listen "$sock" --routing rr "${ok_engines[@]}"
 # Issue 19: upper bounds too (docs/control.md "Input ranges").
 bad "--block-tokens = 4000000000 is outside" --listen "$sock" --block-tokens 4000000000 \
   "${ok_engines[@]}"

@@ -29,6 +29,9 @@ expect_bad "--max-context" --max-context 10
 expect_bad "--goodput 'maybe'" --goodput maybe
 expect_bad "vocab" --model-spec vocab=0
 expect_bad "--kill-engine 'd0'" --kill-engine d0
+expect_bad "--routing: unknown routing 'rr'" --routing rr
+expect_bad "--shared-prefix 10 is for --workload codex only" --shared-prefix 10
+expect_bad "--shared-prefix = 5000 is outside" --workload codex --max-context 8192 --shared-prefix 5000
 # Issue 19: every numeric flag has an upper bound too, so no one number makes the run's memory or
 # time unbounded (docs/replay.md "Input ranges").
 expect_bad "--agents = 4000000000 is outside" --agents 4000000000

@@ -98,6 +98,7 @@ check_bad "agents" --agents 0
 check_bad "max-len" --max-len lots
 check_bad "unknown system" --system fastest
 check_bad "unknown system ''" --system basic,,oracle
+check_bad "unknown routing 'rr'" --routing rr
 check_bad "aps" --online
 check_bad "exclusive" --online --aps 1 --find-max-aps
 check_bad "bad.jsonl:2" --trace "$tmp/bad.jsonl"

@@ -19,6 +19,7 @@
 #include "dualpath/common/clock.h"
 #include "dualpath/common/status.h"
 #include "dualpath/sched/cluster.h"
+#include "dualpath/sched/routing.h"
 #include "dualpath/sched/system.h"
 
 namespace dualpath::metrics {
@@ -78,6 +79,12 @@ struct ServiceOptions {
   int64_t short_read_queue_tokens = 0;
   int64_t unfinished_token_limit = 0;
   bool split_reads = false;
+  // Which prefill engine takes an agent's turn (sched/routing.h; `--routing`): the system's own
+  // choice (dualpath, the default), or a fixed engine per turn, round-robin ((agent + turn) mod P)
+  // or sticky (agent mod P), over the prefill engines in engine id order (the --engines list's
+  // order; registration order with --expect-prefill). A first attempt only: a retry, a dead
+  // fixed engine or one whose reported buffer cannot hold the prompt gets the normal choice.
+  sched::Routing routing = sched::Routing::kDualPath;
 
   // The liveness clock (not owned; default SteadyClock). Long-poll timeouts are real time.
   const Clock* clock = nullptr;

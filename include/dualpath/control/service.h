@@ -33,6 +33,11 @@ struct ServiceStats {
   int64_t engines_dead = 0;   // engines declared dead
   int64_t stale_results = 0;  // results of a superseded attempt, dropped
   int64_t rebuilds = 0;       // sched::Scheduler (re)creations
+  // Routing (ServiceOptions::routing other than dualpath): assignments whose prefill engine was
+  // fixed by the routing, and those that fell back to the normal choice (a retry, a dead fixed
+  // engine, or one too small for the prompt).
+  int64_t routed = 0;
+  int64_t route_fallbacks = 0;
 };
 
 class SchedulerService final : public v1::Scheduler::Service {

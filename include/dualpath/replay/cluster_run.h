@@ -62,9 +62,12 @@ struct ClusterRunOptions {
   uint64_t goodput_file_bytes = 32ull << 20;
   double sample_interval_s = 0.25;
   double heartbeat_s = 1.0;
-  double start_timeout_s = 60;            // service + engines registered
-  double stop_timeout_s = 20;             // engines exit after Shutdown
-  std::string dualpath_bin;               // empty: this executable (/proc/self/exe)
+  double start_timeout_s = 60;  // service + engines registered
+  double stop_timeout_s = 20;   // engines exit after Shutdown
+  std::string dualpath_bin;     // empty: this executable (/proc/self/exe)
+  // `control serve --routing`: which prefill engine takes an agent's turn (dualpath/sched/
+  // routing.h: dualpath, round-robin or sticky); checked before the cluster is touched.
+  std::string routing = "dualpath";
   std::vector<std::string> service_args;  // extra arguments for `control serve`
   std::vector<std::string> engine_args;   // extra arguments for every `engine`
   // Fault injection (acceptance 4): SIGKILL this node's engine kill_after_s seconds into each

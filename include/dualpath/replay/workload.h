@@ -14,6 +14,16 @@
 // The "compute" source is the synthetic shape with long appends (default 512): prefill compute,
 // not KV loading, dominates (acceptance 3).
 //
+// The "codex" source is shaped like Codex agentic coding sessions (seed 003, vLLM x Mooncake: a
+// shared system prompt, a long first input, appends of ~2K tokens, ~30 turns): every agent runs
+// --turns turns (default 30), its first prompt is --max-context / 2 tokens of which the first
+// --shared-prefix (default --max-context / 4) are the SAME token ids for every agent (a system
+// prompt: position p < shared prefix holds the shared stream's token p, every later position the
+// agent's own stream), then appends of mean --append (default 2048) and generations of mean --gen.
+// Token ids stay a function of (agent, position), so the invariants above hold; in addition the
+// first shared-prefix tokens of every agent's every prompt are equal across agents (their KV
+// blocks have the same names: a cross-agent hit).
+//
 // Thread safety: pure functions; results are plain values owned by the caller.
 #pragma once
 
@@ -33,7 +43,7 @@ inline constexpr uint32_t kMaxContext = 1u << 20;  // 1M tokens: the longest con
 inline constexpr uint64_t kMaxWorkloadTokens = 1ull << 28;  // agents x turns x max_context: 1 GiB
 
 struct WorkloadOptions {
-  // "synthetic", "compute", "weka", "mooncake", or a path (file or directory) for
+  // "synthetic", "compute", "codex", "weka", "mooncake", or a path (file or directory) for
   // trace::ReadTrace.
   std::string source = "synthetic";
   uint32_t agents = 4;
@@ -45,12 +55,24 @@ struct WorkloadOptions {
   uint32_t vocab = 4096;  // token ids are < vocab (the model's)
   // Directory holding traces/weka-claude-code and traces/mooncake (empty: DataDir()).
   std::string data_dir;
+  // "codex" only: tokens of the system prefix every agent's prompts share, in [1, max_context / 2]
+  // (the first prompt's length); 0: max_context / 4. Any other source refuses a non-zero value.
+  uint32_t shared_prefix = 0;
 };
 
-// Defaults for a source: "compute" gets append = 512 unless the caller set another value, the
-// others keep WorkloadOptions' defaults. `append_given` says whether --append was on the command
-// line.
-WorkloadOptions WithSourceDefaults(WorkloadOptions o, bool append_given);
+// Which options the command line set (WithSourceDefaults leaves those alone).
+struct GivenOptions {
+  bool append = false;
+  bool turns = false;
+};
+
+// Defaults for a source: "compute" gets append = 512 and "codex" append = 2048 and turns = 30,
+// each unless the command line set it (`given`); the others keep WorkloadOptions' defaults.
+WorkloadOptions WithSourceDefaults(WorkloadOptions o, GivenOptions given);
+
+// The tokens of the prefix every agent's prompts share: "codex": shared_prefix, or
+// max_context / 4 when 0; every other source: 0.
+uint32_t SharedPrefixTokens(const WorkloadOptions& o);
 
 // The repository's data/ directory: $DUALPATH_DATA_DIR if set, else the source tree's (compiled
 // in).
@@ -77,6 +99,9 @@ struct ReplayWorkload {
   uint64_t prompt_tokens = 0;   // summed over requests
   uint64_t context_tokens = 0;  // summed over requests (the ideal hits, before block rounding)
   uint64_t gen_tokens = 0;      // summed over requests
+  // Leading tokens of every prompt that are equal across agents (SharedPrefixTokens; "codex"),
+  // 0 for the other sources. Hits on them across agents are not in context_tokens.
+  uint64_t shared_prefix_tokens = 0;
 };
 
 // The scaled, token-less sessions (trace::Workload) for `o`: see the file comment. Errors:
@@ -88,7 +113,12 @@ Result<trace::Workload> ShapeWorkload(const WorkloadOptions& o);
 // the prompt that the next prompt holds (computed past the last turn too).
 Result<ReplayWorkload> BuildWorkload(const WorkloadOptions& o);
 
-// Token ids of one shaped session's turn i (prompt and teacher), exposed for tests.
-TurnSpec MakeTurnSpec(const trace::Session& s, size_t i, uint32_t vocab);
+// Token ids of one shaped session's turn i (prompt and teacher), exposed for tests. Positions
+// below `shared_prefix` hold the shared stream (SharedPrefixTokenIds), the rest the session's.
+TurnSpec MakeTurnSpec(const trace::Session& s, size_t i, uint32_t vocab,
+                      uint64_t shared_prefix = 0);
+
+// The first n tokens of the stream every agent's shared prefix is made of (ids < vocab).
+std::vector<uint32_t> SharedPrefixTokenIds(uint64_t n, uint32_t vocab);
 
 }  // namespace dualpath::replay

@@ -15,6 +15,9 @@
 //                                   category (short read queue first, then long; overloaded
 //                                   never) and minimum unfinished tokens, then the read side.
 //                                   Returns complete Assignments (PE, DE, side, tokens per side).
+//                                   A request with a fixed prefill engine (routing.h,
+//                                   SchedRequest::prefill_engine) goes only to that engine, when
+//                                   it is not overloaded; requests behind it may go first.
 // The DE is chosen before the PE because the DE read path needs the DE known before the read
 // starts, and the read side compares the PE's and the DE's node queues (§6.1: "after selecting PE
 // and DE for a request, we choose to read on the side with the shorter reading queue").
@@ -55,8 +58,9 @@ class Scheduler {
   Scheduler& operator=(const Scheduler&) = delete;
 
   // Enqueues a request in the global waiting queue. kInvalidArgument for a malformed request
-  // (see SchedRequest::Validate). Request ids are the caller's; they need not be unique to the
-  // scheduler but the caller uses them to match assignments.
+  // (see SchedRequest::Validate) or a prefill_engine that is not a prefill engine. Request ids are
+  // the caller's; they need not be unique to the scheduler but the caller uses them to match
+  // assignments.
   Status Submit(const SchedRequest& request);
 
   // Overwrites the scheduler's view of the reporting engines. kInvalidArgument for an unknown

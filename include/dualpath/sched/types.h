@@ -9,6 +9,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string_view>
 #include <vector>
 
@@ -27,6 +28,11 @@ struct SchedRequest {
   int64_t hit_tokens = 0;
   // Tokens the request is expected to generate (>= 0); reserves decode HBM.
   int64_t expected_gen_tokens = 0;
+  // Routing (dualpath/sched/routing.h), beyond the paper: when set, only this prefill engine
+  // takes the request (when it is not overloaded; the request waits for it, and requests behind
+  // it in the prefill queue may go first); unset, the §6.1 choice. It must name a prefill engine
+  // (Scheduler::Submit checks). The decode engine is chosen as for any request.
+  std::optional<EngineId> prefill_engine;
 
   // Tokens the request occupies on a DE (prompt + generation): its HBM need and its contribution
   // to the DE's unfinished tokens.

@@ -42,6 +42,7 @@ struct RunInfo {
   std::optional<double> aps;  // --online
   bool ablation = false;
   uint64_t seed = 0;
+  std::string routing = "dualpath";  // --routing (RunSpec::routing)
   std::optional<std::string> trace;  // --trace
   SimConfig sim;                     // the effective (resolved) config
 };

@@ -21,6 +21,7 @@
 
 #include "dualpath/common/status.h"
 #include "dualpath/kv/model.h"
+#include "dualpath/sched/routing.h"
 #include "dualpath/sched/system.h"
 #include "dualpath/sim/config.h"
 #include "dualpath/trace/workload.h"
@@ -52,6 +53,11 @@ struct RunSpec {
   uint64_t seed = 1;  // online arrival times
   // Workload scaling (for future what-if studies; 1 = the trace as given).
   double append_scale = 1;
+  // Which prefill engine (GPU) takes an agent's turn (dualpath/sched/routing.h): the system's own
+  // choice, or fixed by (agent, turn) over every PE (prefill node order, then GPU). The simulated
+  // storage holds every block for every engine, so routing changes where reads and prefill
+  // happen (load balance), not the hits.
+  sched::Routing routing = sched::Routing::kDualPath;
 };
 
 // Where one agent's time went, summed over its turns. For a closed-loop agent, finish_s - start_s
