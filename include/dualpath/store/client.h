@@ -1,0 +1,147 @@
+// StoreClient: the client library of the distributed KV store (issue 16, docs/store.md "Store
+// node and client"): batch put, batch get-into, exists and remove.
+//
+// The client finds the leader master through etcd (the cluster's leader key holds its StoreMaster
+// address), asks it where to write or read, and moves the bytes itself:
+//   - to or from a node on the same host (NodeEndpoint.host == ClientOptions::host) with memcpy
+//     through the node's DRAM tier file (mapped MAP_SHARED);
+//   - to or from another node with the transfer engine: one-sided puts and gets at the node's
+//     advertised region base + offset. A get lands straight in the caller's buffer when that lies
+//     inside a region registered with RegisterBuffer, else in a staging buffer and then a memcpy.
+// Every read is checked against the committed size and checksum (kv::BlockChecksum); a failed
+// read or a mismatch tries the next replica, and an object none of whose replicas reads back
+// right is a miss: a hit never leaves wrong bytes in the caller's buffer (a miss may leave any).
+//
+// Retries: a call that meets UNAVAILABLE, a timeout, "not the leader" (kCoordNotLeader) or no
+// leader in etcd re-reads the leader from etcd and tries again, with backoff, until
+// retry_deadline has passed since the call began. A put whose commit the new leader does not know
+// (kStoreUnknownPut after a failover) is put again within the same deadline.
+//
+// Ownership: the client owns its etcd client, channels, transfer engine, staging buffer and
+// mappings; buffers passed in are the caller's and must stay valid for the call (registered ones
+// until UnregisterBuffer).
+// Thread safety: every method may be called from any thread; batch calls run one at a time (they
+// share the staging buffer).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "dualpath/common/clock.h"
+#include "dualpath/common/grpc_tls.h"
+#include "dualpath/common/ids.h"
+#include "dualpath/common/status.h"
+#include "dualpath/coord/etcd_client.h"
+#include "dualpath/kv/block_hash.h"
+#include "dualpath/store/types.h"
+#include "dualpath/transfer/engine.h"
+
+namespace dualpath::store {
+
+struct ClientOptions {
+  std::string cluster;
+  coord::EtcdOptions etcd;
+  // Transport security towards the master.
+  GrpcTls master_tls;
+  // The node this client runs beside (the master's preferred node for puts); 0: none.
+  NodeId local_node;
+  // This client's host name: replicas on a node with the same host are read and written through
+  // the node's shm file. Empty: gethostname(). local_shm false: never (always the network).
+  std::string host;
+  bool local_shm = true;
+  transfer::EngineConfig transfer;
+  // Deadline of each master call.
+  Nanos rpc_timeout = 5 * kNanosPerSecond;
+  // How long a call keeps retrying after leader changes and unreachable masters.
+  Nanos retry_deadline = 15 * kNanosPerSecond;
+  // Replicas per put (1..3).
+  uint32_t replicas = 1;
+  // Initial size of the staging buffer for network transfers of unregistered memory (it grows to
+  // the largest batch's need).
+  uint64_t staging_bytes = 4ull << 20;
+};
+
+struct PutItem {
+  ObjectKey key;
+  std::span<const std::byte> bytes;  // any memory; > 0 bytes
+};
+
+struct GetItem {
+  ObjectKey key;
+  std::span<std::byte> dest;  // must hold the object (its size is the master's)
+};
+
+enum class ReadSource { kNone, kLocal, kRemote };
+
+struct ReadResult {
+  // OK: a hit, the object's bytes are in dest[0, size). Otherwise a miss and why: kNotFound (not
+  // in the store), kCorruption (every replica failed its checksum), kOutOfRange (dest too small),
+  // kTransferPeerDead / kUnavailable (no replica could be read), ...
+  Status status;
+  ReadSource source = ReadSource::kNone;
+  NodeId node;        // the node the bytes came from
+  uint64_t size = 0;  // the object's size when found
+};
+
+struct ExistsReply {
+  std::vector<bool> found;   // per key: committed and visible
+  uint64_t prefix_hits = 0;  // leading found keys
+};
+
+struct ClientStats {
+  uint64_t puts_ok = 0;         // items stored (or already present)
+  uint64_t puts_failed = 0;     // items not stored
+  uint64_t put_aborts = 0;      // puts aborted after a failed write
+  uint64_t hits_local = 0;      // gets served through a same-host shm file
+  uint64_t hits_remote = 0;     // gets served over the transfer engine
+  uint64_t misses = 0;          // gets that were misses, for any reason
+  uint64_t bad_replicas = 0;    // replica reads that failed or mismatched (a next one was tried)
+  uint64_t bytes_written = 0;   // bytes written to replicas (each copy counted)
+  uint64_t bytes_read = 0;      // bytes of hits
+  uint64_t retries = 0;         // master calls tried again (leader change, unreachable)
+  uint64_t leader_lookups = 0;  // reads of the leader key
+  uint64_t pin_renewals = 0;    // RenewPin calls (reads that outlasted half their pin)
+  uint64_t unpins = 0;          // Unpin calls made (after GetInto returned, on the client's thread)
+};
+
+class StoreClient {
+ public:
+  // Checks the options (kInvalidArgument naming the bad one) and connects to etcd lazily.
+  static Result<std::unique_ptr<StoreClient>> Create(ClientOptions options);
+  ~StoreClient();
+  StoreClient(const StoreClient&) = delete;
+  StoreClient& operator=(const StoreClient&) = delete;
+
+  // Stores each item (reserve, write every replica, commit; abort on a failed write). Per item:
+  // OK when stored or already present (equal keys mean equal bytes), else why not. The whole call
+  // fails only for bad input (an empty batch, an item of 0 bytes).
+  Result<std::vector<Status>> Put(std::span<const PutItem> items);
+  // Reads each found object into its dest (see the class comment); per item a ReadResult. The
+  // whole call fails only for bad input or when the master could not be reached in time. The
+  // objects are unpinned on the client's own thread after the call returned.
+  Result<std::vector<ReadResult>> GetInto(std::span<const GetItem> items);
+  // Which keys of one model are committed, and the leading hits.
+  Result<ExistsReply> Exists(uint64_t model_fingerprint, std::span<const kv::BlockHash> hashes);
+  // Removes the keys; returns how many were removed.
+  Result<uint64_t> Remove(std::span<const ObjectKey> keys);
+
+  // Registers caller memory for zero-copy remote gets (and puts) from or into it.
+  Status RegisterBuffer(void* addr, uint64_t length);
+  Status UnregisterBuffer(void* addr);
+
+  ClientStats Stats() const;
+  // The leader address the client uses now ("" before the first call).
+  std::string leader() const;
+
+  struct Impl;
+
+ private:
+  explicit StoreClient(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace dualpath::store

@@ -1,0 +1,98 @@
+// StoreClient's internals, shared by client.cc (the leader, master calls, exists, remove) and
+// client_data.cc (the data path of puts and gets: shm mappings, transfer peers, staging).
+//
+// Locks: batch_mu serialises the batch calls (Put, GetInto), which alone touch the staging
+// buffer, the peer cache and the mappings; leader_mu guards the leader's address and stub;
+// buffers_mu the registered buffers; stats_mu the counters; unpin_mu the unpin queue. No lock is
+// held across another except batch_mu, which is taken first.
+#pragma once
+
+#include <grpcpp/grpcpp.h>
+
+#include <condition_variable>
+#include <deque>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <unordered_map>
+
+#include "dualpath/coord/leader_election.h"
+#include "dualpath/store/client.h"
+#include "dualpath/store/v1/store.grpc.pb.h"
+#include "store/node_shm.h"
+
+namespace dualpath::store {
+
+// A connected node: its transfer peer and its DRAM tier region as it advertised it.
+struct ClientPeer {
+  transfer::PeerId id;
+  uint64_t base = 0;
+  uint64_t length = 0;
+};
+
+struct StoreClient::Impl {
+  ClientOptions options;
+  std::unique_ptr<coord::EtcdClient> etcd;
+  std::unique_ptr<coord::LeaderElection> observer;  // never campaigns: Leader() only
+  std::unique_ptr<transfer::TransferEngine> engine;
+
+  mutable std::mutex leader_mu;
+  std::string leader_addr;
+  std::shared_ptr<v1::StoreMaster::Stub> stub;
+
+  std::mutex batch_mu;
+  std::unique_ptr<std::byte[]> staging;
+  uint64_t staging_size = 0;
+  transfer::RegionId staging_region;
+  std::unordered_map<std::string, ClientPeer> peers;                // by transfer address
+  std::unordered_map<uint32_t, std::unique_ptr<ShmTier>> mappings;  // by node id
+
+  mutable std::mutex buffers_mu;
+  std::map<uint64_t, std::pair<uint64_t, transfer::RegionId>> buffers;  // addr -> (length, id)
+
+  mutable std::mutex stats_mu;
+  ClientStats stats;
+
+  // Unpins run on a thread of their own (a get returns once its bytes are in place); the
+  // destructor drains the queue, trying each unpin once.
+  std::mutex unpin_mu;
+  std::condition_variable unpin_cv;
+  std::deque<uint64_t> unpin_queue;
+  bool unpin_stop = false;
+  std::thread unpinner;
+  void QueueUnpin(uint64_t pin);
+  void UnpinLoop();
+  void StopUnpinner();
+
+  // --- client.cc ---
+  // The leader's stub: the cached one, or (refresh, or none cached) the one etcd names now.
+  Result<std::pair<std::shared_ptr<v1::StoreMaster::Stub>, std::string>> Leader(bool refresh);
+  // Runs one master RPC, retrying (see client.h) until `until` (steady clock).
+  using RpcFn = std::function<grpc::Status(v1::StoreMaster::Stub*, grpc::ClientContext*)>;
+  Status CallMaster(std::string_view rpc, Nanos until, const RpcFn& fn);
+  void Count(const std::function<void(ClientStats&)>& f) {
+    std::lock_guard lock(stats_mu);
+    f(stats);
+  }
+
+  // --- client_data.cc (REQUIRES batch_mu) ---
+  // Whether [addr, addr + len) lies inside a registered buffer.
+  bool Registered(const void* addr, uint64_t len) const;
+  // Staging of at least `bytes`.
+  Status EnsureStaging(uint64_t bytes);
+  Result<ClientPeer> Peer(const v1::NodeEndpoint& ep);
+  void DropPeer(const std::string& transfer_addr);
+  // The node's shm file mapped, when it is on this host and can be mapped; nullptr otherwise.
+  ShmTier* LocalTier(const v1::NodeEndpoint& ep);
+  bool IsLocal(const v1::NodeEndpoint& ep) const;
+  Result<std::vector<Status>> PutLocked(std::span<const PutItem> items);
+  Result<std::vector<ReadResult>> GetLocked(std::span<const GetItem> items);
+};
+
+// Whether a failed master call is worth another try against a re-resolved leader.
+bool RetryableMasterError(const Status& s);
+
+}  // namespace dualpath::store

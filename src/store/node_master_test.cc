@@ -1,0 +1,216 @@
+// StoreNode and StoreClient with the REAL master server (MasterServer, store_master), a real etcd,
+// real UCX (tcp on loopback) and real gRPC: a put and get round trip through the elected leader,
+// the same-host path, remove; kill -9 of the leader (Abandon) -> the standby takes over, the nodes
+// join it with their reports, and a client that still has the dead leader cached retries on its
+// own and reads every committed object; a dead node's replicas are never handed out.
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <memory>
+#include <thread>
+#include <vector>
+
+#include "dualpath/store/client.h"
+#include "dualpath/store/master_server.h"
+#include "dualpath/store/node.h"
+#include "store/node_test_util.h"
+
+namespace dualpath::store {
+namespace {
+
+using namespace ::dualpath::store::testing;  // NOLINT(google-build-using-namespace)
+
+class StoreNodeMasterTest : public StoreEtcdFixture {
+ protected:
+  void StopAll() override {
+    nodes_.clear();
+    masters_.clear();
+  }
+
+  MasterServer* AddMaster() {
+    MasterServerOptions o;
+    o.cluster = kCluster;
+    o.etcd = Etcd();
+    o.listen = "127.0.0.1:0";
+    o.tls = Insecure();
+    o.node_tls = Insecure();
+    o.election_ttl = 2 * kNanosPerSecond;
+    auto m = MasterServer::Start(o);
+    EXPECT_TRUE(m.ok()) << m.status().ToString();
+    if (!m.ok()) return nullptr;
+    masters_.push_back(std::move(m).value());
+    return masters_.back().get();
+  }
+
+  size_t LiveNodes(MasterServer* m) {
+    auto s = m->Stats();
+    return s ? s->nodes : 0;
+  }
+  size_t Objects(MasterServer* m) {
+    auto s = m->Stats();
+    return s ? s->objects : 0;
+  }
+
+  std::vector<std::unique_ptr<MasterServer>> masters_;
+};
+
+TEST_F(StoreNodeMasterTest, RoundTripAndTheStandbyServesEverythingAfterTheLeaderDies) {
+  MasterServer* a = AddMaster();
+  ASSERT_NE(a, nullptr);
+  ASSERT_TRUE(a->WaitUntilServing(kWaitLimit).ok());
+  MasterServer* b = AddMaster();  // a standby
+  ASSERT_NE(b, nullptr);
+  StoreNode* n1 = AddNode(1);
+  StoreNode* n2 = AddNode(2);
+  ASSERT_TRUE(n1 && n2);
+  ASSERT_TRUE(WaitUntil([&] { return LiveNodes(a) == 2; }));
+
+  auto remote = NewStoreClient("", 2);
+  ASSERT_NE(remote, nullptr);
+  PutAll(*remote, 0, 5);
+  EXPECT_EQ(Objects(a), 5u);
+  // The leader recorded every commit on both nodes before it answered.
+  EXPECT_EQ(n1->Replicas().size(), 5u);
+  EXPECT_EQ(n2->Replicas().size(), 5u);
+  Read got = GetAll(*remote, 0, 5);
+  for (uint32_t i = 0; i < 5; ++i) {
+    ASSERT_TRUE(got.results[i].status.ok()) << got.results[i].status.ToString();
+    EXPECT_EQ(got.results[i].source, ReadSource::kRemote);
+    EXPECT_EQ(got.bufs[i], Bytes(i));
+  }
+  auto local = NewStoreClient("host-2", 1, 2);
+  ASSERT_NE(local, nullptr);
+  Read near = GetAll(*local, 0, 5);
+  for (uint32_t i = 0; i < 5; ++i) {
+    ASSERT_TRUE(near.results[i].status.ok()) << near.results[i].status.ToString();
+    EXPECT_EQ(near.results[i].source, ReadSource::kLocal);
+    EXPECT_EQ(near.bufs[i], Bytes(i));
+  }
+  // Removed: forgotten on the nodes before Remove answered.
+  std::vector<ObjectKey> gone = {Key(4)};
+  auto removed = remote->Remove(gone);
+  ASSERT_TRUE(removed.ok()) << removed.status().ToString();
+  EXPECT_EQ(*removed, 1u);
+  EXPECT_EQ(n1->Replicas().size(), 4u);
+  const std::string first_leader_id = n1->Stats().leader_id;
+  EXPECT_FALSE(first_leader_id.empty());
+
+  // kill -9 of the leader: the standby wins when A's lease expires, the nodes join it with their
+  // reports, and it serves the 4 committed objects.
+  a->Abandon();
+  ASSERT_TRUE(b->WaitUntilServing(kWaitLimit).ok());
+  ASSERT_TRUE(WaitUntil([&] { return LiveNodes(b) == 2 && Objects(b) == 4; }));
+  ASSERT_TRUE(WaitUntil([&] { return n1->Stats().leader_id != first_leader_id; }));
+  EXPECT_EQ(n1->Stats().joined_addr, b->address());
+
+  // The client still has A cached: it retries through etcd on its own.
+  const uint64_t retries = remote->Stats().retries;
+  Read after = GetAll(*remote, 0, 5);
+  for (uint32_t i = 0; i < 4; ++i) {
+    ASSERT_TRUE(after.results[i].status.ok()) << i << ": " << after.results[i].status.ToString();
+    EXPECT_EQ(after.bufs[i], Bytes(i));
+  }
+  EXPECT_EQ(after.results[4].status.code(), Code::kNotFound);  // removed stays removed
+  EXPECT_GT(remote->Stats().retries, retries);
+  EXPECT_EQ(remote->leader(), b->address());
+  // And writes go on.
+  PutAll(*remote, 10, 2);
+  Read more = GetAll(*local, 10, 2);
+  for (uint32_t i = 0; i < 2; ++i) {
+    ASSERT_TRUE(more.results[i].status.ok()) << more.results[i].status.ToString();
+    EXPECT_EQ(more.bufs[i], Bytes(10 + i));
+  }
+}
+
+TEST_F(StoreNodeMasterTest, ADeadNodesReplicasAreNeverHandedOut) {
+  MasterServer* m = AddMaster();
+  ASSERT_NE(m, nullptr);
+  ASSERT_TRUE(m->WaitUntilServing(kWaitLimit).ok());
+  StoreNode* n1 = AddNode(1);
+  StoreNode* n2 = AddNode(2);
+  ASSERT_TRUE(n1 && n2);
+  ASSERT_TRUE(WaitUntil([&] { return LiveNodes(m) == 2; }));
+  auto c = NewStoreClient("", 2);
+  ASSERT_NE(c, nullptr);
+  PutAll(*c, 0, 3);
+
+  // Node 1 dies (kill -9): once its lease expired, every read is served by node 2.
+  n1->Abandon();
+  ASSERT_TRUE(WaitUntil([&] { return LiveNodes(m) == 1; }));
+  Read got = GetAll(*c, 0, 3);
+  for (uint32_t i = 0; i < 3; ++i) {
+    ASSERT_TRUE(got.results[i].status.ok()) << got.results[i].status.ToString();
+    EXPECT_EQ(got.results[i].node, NodeId(2));
+    EXPECT_EQ(got.bufs[i], Bytes(i));
+  }
+  EXPECT_EQ(c->Stats().bad_replicas, 0u);  // never even tried node 1
+  // With one node left, a 2-replica put cannot be placed: a per-item refusal, not a crash.
+  std::vector<std::byte> bytes = Bytes(50);
+  std::vector<PutItem> items = {PutItem{Key(50), bytes}};
+  auto r = c->Put(items);
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_FALSE((*r)[0].ok());
+}
+
+TEST_F(StoreNodeMasterTest, OneClientManyThreads) {
+  MasterServer* m = AddMaster();
+  ASSERT_NE(m, nullptr);
+  ASSERT_TRUE(m->WaitUntilServing(kWaitLimit).ok());
+  StoreNode* n1 = AddNode(1);
+  StoreNode* n2 = AddNode(2);
+  ASSERT_TRUE(n1 && n2);
+  ASSERT_TRUE(WaitUntil([&] { return LiveNodes(m) == 2; }));
+  auto c = NewStoreClient("host-1", 2, 1);  // beside node 1: shm for node 1, network for node 2
+  ASSERT_NE(c, nullptr);
+
+  // Writers and readers of disjoint objects and an Exists prober share the client.
+  constexpr uint32_t kThreads = 3, kPerThread = 4;
+  std::vector<std::thread> threads;
+  std::atomic<int> bad{0};
+  for (uint32_t t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&, t] {
+      const uint32_t first = 100 * (t + 1);
+      for (uint32_t round = 0; round < 3; ++round) {
+        std::vector<std::vector<std::byte>> data;
+        std::vector<PutItem> items;
+        for (uint32_t i = 0; i < kPerThread; ++i) data.push_back(Bytes(first + i));
+        for (uint32_t i = 0; i < kPerThread; ++i) items.push_back({Key(first + i), data[i]});
+        auto put = c->Put(items);
+        if (!put.ok()) {
+          ++bad;
+          continue;
+        }
+        for (const Status& s : *put) bad += s.ok() ? 0 : 1;
+        std::vector<std::vector<std::byte>> bufs(kPerThread, std::vector<std::byte>(kObject));
+        std::vector<GetItem> gets;
+        for (uint32_t i = 0; i < kPerThread; ++i) gets.push_back({Key(first + i), bufs[i]});
+        auto got = c->GetInto(gets);
+        if (!got.ok()) {
+          ++bad;
+          continue;
+        }
+        for (uint32_t i = 0; i < kPerThread; ++i) {
+          bad += ((*got)[i].status.ok() && bufs[i] == data[i]) ? 0 : 1;
+        }
+      }
+    });
+  }
+  threads.emplace_back([&] {
+    std::vector<kv::BlockHash> hashes;
+    for (uint32_t i = 0; i < kPerThread; ++i) hashes.push_back(Key(100 + i).hash);
+    for (int i = 0; i < 20; ++i) {
+      auto e = c->Exists(Key(100).model_fingerprint, hashes);
+      bad += e.ok() && e->found.size() == kPerThread ? 0 : 1;
+    }
+  });
+  for (auto& t : threads) t.join();
+  EXPECT_EQ(bad.load(), 0);
+  const ClientStats st = c->Stats();
+  EXPECT_EQ(st.puts_ok, uint64_t{kThreads} * kPerThread * 3);
+  EXPECT_EQ(st.hits_local + st.hits_remote, uint64_t{kThreads} * kPerThread * 3);
+  EXPECT_EQ(st.misses, 0u);
+  EXPECT_EQ(Objects(m), size_t{kThreads} * kPerThread);
+}
+
+}  // namespace
+}  // namespace dualpath::store
