@@ -209,6 +209,9 @@ json SystemRunJson(const SystemRun& run, bool online) {
   o["fault"] = FaultJson(run);
   o["steady_s"] = ToSeconds(run.replay.steady_end_ns - run.replay.steady_start_ns);
   o["storage_links"] = LinksJson(run.links);
+  if (!run.kv_store_json.empty()) {
+    o["kv_store"] = json::parse(run.kv_store_json, nullptr, /*allow_exceptions=*/false);
+  }
   o["records"] = RecordsJson(run);
   return o;
 }
