@@ -346,8 +346,11 @@ std::vector<std::string> EngineArgv(const SystemSetup& s, const testbed::Node& n
   if (s.kv_store != nullptr) {
     argv.insert(argv.end(),
                 {"--kv-store-etcd", s.kv_store->etcd(), "--kv-store-cluster", s.kv_store->name(),
-                 "--kv-store-node", std::to_string(i + 1), "--kv-store-stats",
-                 KvStoreStatsPath(s, n.name)});
+                 "--kv-store-stats", KvStoreStatsPath(s, n.name)});
+    // No --kv-store-node: puts go to the node with the most free DRAM, so the cluster's DRAM
+    // fills evenly (a preferred writer's node would evict at its high watermark before a put
+    // spills elsewhere, and only decode engines write). Same-node reads still go through shm.
+    (void)i;
   }
   if (o.pool) {
     argv.push_back("--pool");
