@@ -383,10 +383,10 @@ int Stats(const StatsArgs& a) {
   if (!st.ok()) return ReportError("store stats", st.status());
   std::string usage;
   for (const store::LeaderNodeUsage& u : st->usage) {
-    usage += fmt::format("{}{{\"node\":{},\"dram_capacity\":{},\"dram_used\":{},"
-                         "\"dram_replicas\":{}}}",
-                         usage.empty() ? "" : ",", u.node.value(), u.dram_capacity, u.dram_used,
-                         u.dram_replicas);
+    usage += fmt::format(
+        "{}{{\"node\":{},\"dram_capacity\":{},\"dram_used\":{},"
+        "\"dram_replicas\":{}}}",
+        usage.empty() ? "" : ",", u.node.value(), u.dram_capacity, u.dram_used, u.dram_replicas);
   }
   std::cout << fmt::format(
                    "{{\"leader\":\"{}\",\"nodes\":{},\"objects\":{},\"pending_puts\":{},"

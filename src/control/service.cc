@@ -25,11 +25,10 @@ Result<std::unique_ptr<SchedulerService>> SchedulerService::Create(const Service
     if (roots.empty()) roots.push_back(options.store_root);
   }
   ASSIGN_OR_RETURN(kv::HashAlgo algo, kv::ParseHashAlgo(options.hash_algo));
-  ASSIGN_OR_RETURN(std::unique_ptr<HitProbe> probe,
-                   HitProbe::Open(roots, model.Geometry(), algo, options.hash_seed,
-                                  options.block_tokens,
-                                  KvStoreProbeOptions{options.kv_store_etcd,
-                                                      options.kv_store_cluster}));
+  ASSIGN_OR_RETURN(
+      std::unique_ptr<HitProbe> probe,
+      HitProbe::Open(roots, model.Geometry(), algo, options.hash_seed, options.block_tokens,
+                     KvStoreProbeOptions{options.kv_store_etcd, options.kv_store_cluster}));
   std::unique_ptr<SchedulerService> service(
       new SchedulerService(std::make_unique<ControlState>(options, model, std::move(probe))));
   if (options.metrics != nullptr) {

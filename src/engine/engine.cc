@@ -199,8 +199,8 @@ Status Engine::Impl::RegisterAndBuild() {
     if (!link.ok()) return link.status().WithContext("engine: kv store client");
     own_kv_store = std::move(link).value();
     ctx.kv_store = own_kv_store.get();
-    log::Info("engine {}: kv store cluster {} via etcd {} (node {}, host {})", o.name,
-              lo.cluster, lo.etcd, lo.node_id, lo.host);
+    log::Info("engine {}: kv store cluster {} via etcd {} (node {}, host {})", o.name, lo.cluster,
+              lo.etcd, lo.node_id, lo.host);
   }
 
   metrics = std::make_unique<EngineMetrics>(

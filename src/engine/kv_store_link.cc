@@ -109,8 +109,7 @@ Result<std::unique_ptr<KvStoreLink>> MakeStoreLink(const StoreLinkOptions& optio
   o.retry_deadline = 2 * kNanosPerSecond;
   ASSIGN_OR_RETURN(std::unique_ptr<store::StoreClient> client,
                    store::StoreClient::Create(std::move(o)));
-  return std::unique_ptr<KvStoreLink>(
-      new StoreLink(std::move(client), options.model_fingerprint));
+  return std::unique_ptr<KvStoreLink>(new StoreLink(std::move(client), options.model_fingerprint));
 }
 
 }  // namespace dualpath::engine

@@ -308,8 +308,8 @@ std::vector<std::string> ServeArgv(const SystemSetup& s) {
     serve[std::find(serve.begin(), serve.end(), "--store-subdir") - serve.begin() + 1] = all;
   }
   if (s.kv_store != nullptr) {
-    serve.insert(serve.end(), {"--kv-store-etcd", s.kv_store->etcd(), "--kv-store-cluster",
-                               s.kv_store->name()});
+    serve.insert(serve.end(),
+                 {"--kv-store-etcd", s.kv_store->etcd(), "--kv-store-cluster", s.kv_store->name()});
     // Inside the first node's namespace: etcd and the masters are on the compute network.
     serve.insert(serve.begin(), {"ip", "netns", "exec", s.run.cluster.nodes[0].netns});
   }
@@ -344,13 +344,11 @@ std::vector<std::string> EngineArgv(const SystemSetup& s, const testbed::Node& n
       "--scheduler",  s.address,     "--listen",       n.compute_addr,
       "--store-root", n.mount,       "--store-subdir", NodeSubdir(s, n)};
   if (s.kv_store != nullptr) {
-    argv.insert(argv.end(),
-                {"--kv-store-etcd", s.kv_store->etcd(), "--kv-store-cluster", s.kv_store->name(),
-                 "--kv-store-stats", KvStoreStatsPath(s, n.name)});
+    argv.insert(argv.end(), {"--kv-store-etcd", s.kv_store->etcd(), "--kv-store-cluster",
+                             s.kv_store->name(), "--kv-store-stats", KvStoreStatsPath(s, n.name)});
     // No --kv-store-node: puts go to the node with the most free DRAM, so the cluster's DRAM
     // fills evenly (a preferred writer's node would evict at its high watermark before a put
     // spills elsewhere, and only decode engines write). Same-node reads still go through shm.
-    (void)i;
   }
   if (o.pool) {
     argv.push_back("--pool");

@@ -51,16 +51,16 @@ Result<std::unique_ptr<RunStore>> RunStore::Start(const testbed::Cluster& cluste
   const std::string client_url = "http://" + s->etcd_;
   const std::string peer_url = "http://127.0.0.1:" + std::to_string(kEtcdPeerPort);
   const std::string member = "dp-store";
-  ASSIGN_OR_RETURN(Child etcd,
-                   Child::Spawn(InNetns(first, {"/usr/bin/etcd", "--name=" + member,
-                                                "--data-dir=" + config.data_dir + "/data",
-                                                "--listen-client-urls=" + client_url,
-                                                "--advertise-client-urls=" + client_url,
-                                                "--listen-peer-urls=" + peer_url,
-                                                "--initial-advertise-peer-urls=" + peer_url,
-                                                "--initial-cluster=" + member + "=" + peer_url,
-                                                "--logger=zap", "--log-level=warn"}),
-                                config.work + "/" + config.name + "_etcd.log"));
+  ASSIGN_OR_RETURN(
+      Child etcd,
+      Child::Spawn(
+          InNetns(
+              first,
+              {"/usr/bin/etcd", "--name=" + member, "--data-dir=" + config.data_dir + "/data",
+               "--listen-client-urls=" + client_url, "--advertise-client-urls=" + client_url,
+               "--listen-peer-urls=" + peer_url, "--initial-advertise-peer-urls=" + peer_url,
+               "--initial-cluster=" + member + "=" + peer_url, "--logger=zap", "--log-level=warn"}),
+          config.work + "/" + config.name + "_etcd.log"));
   s->etcd_child_.emplace(std::move(etcd));
 
   const std::vector<std::string> etcd_flags = {"--cluster", config.name, "--etcd", s->etcd_,
@@ -70,8 +70,8 @@ Result<std::unique_ptr<RunStore>> RunStore::Start(const testbed::Cluster& cluste
     const testbed::Node& n = cluster.nodes[i];
     std::vector<std::string> argv = {config.bin, "store", "master"};
     argv.insert(argv.end(), etcd_flags.begin(), etcd_flags.end());
-    argv.insert(argv.end(), {"--listen", n.compute_addr + ":" + std::to_string(kMasterPort),
-                             "--insecure"});
+    argv.insert(argv.end(),
+                {"--listen", n.compute_addr + ":" + std::to_string(kMasterPort), "--insecure"});
     ASSIGN_OR_RETURN(Child m, Child::Spawn(InNetns(n, argv), config.work + "/" + config.name +
                                                                  "_master_" + n.name + ".log"));
     s->masters_.push_back(std::move(m));
@@ -94,8 +94,8 @@ Result<std::unique_ptr<RunStore>> RunStore::Start(const testbed::Cluster& cluste
   const Nanos deadline = WallClock().Now() + FromSeconds(config.start_timeout_s);
   while (true) {
     RETURN_IF_ERROR(s->Health());
-    Result<int> rc = s->RunStats(cluster.nodes.size(),
-                                 config.work + "/" + config.name + "_stats_wait.log", 2);
+    Result<int> rc =
+        s->RunStats(cluster.nodes.size(), config.work + "/" + config.name + "_stats_wait.log", 2);
     if (rc.ok() && *rc == 0) break;
     if (WallClock().Now() > deadline) {
       return Timeout("store " + config.name + ": the leader does not list all " +
@@ -106,8 +106,7 @@ Result<std::unique_ptr<RunStore>> RunStore::Start(const testbed::Cluster& cluste
     (void)s->etcd_child_->Wait(200 * kNanosPerMilli);
   }
   progress << "store " << config.name << ": etcd " << s->etcd_ << ", " << s->masters_.size()
-           << " masters, " << s->nodes_.size() << " nodes x " << config.dram_mib
-           << " MiB DRAM up\n"
+           << " masters, " << s->nodes_.size() << " nodes x " << config.dram_mib << " MiB DRAM up\n"
            << std::flush;
   return s;
 }
@@ -115,10 +114,17 @@ Result<std::unique_ptr<RunStore>> RunStore::Start(const testbed::Cluster& cluste
 Result<int> RunStore::RunStats(uint64_t min_nodes, const std::string& log, double retry_s) {
   std::error_code ec;
   std::filesystem::remove(log, ec);
-  std::vector<std::string> argv = {config_.bin,  "store",        "stats",
-                                   "--cluster",  config_.name,   "--etcd",
-                                   etcd_,        "--etcd-insecure", "--master-insecure",
-                                   "--retry",    std::to_string(retry_s)};
+  std::vector<std::string> argv = {config_.bin,
+                                   "store",
+                                   "stats",
+                                   "--cluster",
+                                   config_.name,
+                                   "--etcd",
+                                   etcd_,
+                                   "--etcd-insecure",
+                                   "--master-insecure",
+                                   "--retry",
+                                   std::to_string(retry_s)};
   if (min_nodes > 0) {
     argv.push_back("--min-nodes");
     argv.push_back(std::to_string(min_nodes));

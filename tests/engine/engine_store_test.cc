@@ -17,9 +17,9 @@
 
 #include <chrono>
 #include <cstring>
-#include <functional>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <memory>
 #include <random>
 #include <sstream>
@@ -281,14 +281,16 @@ TEST_F(EngineStoreTest, BlocksMissingInTheOwnTierComeFromTheStoreAndBadObjectsAr
   EXPECT_EQ(r2.loaded_tokens(), hit2);
   EXPECT_EQ(r2.read_bytes_prefill(), 0) << "nothing may come from the PE's own (empty) tier";
 
-  // Turn 3: damage block 1's bytes in the node's DRAM (the store's checksum catches it) and put
-  // a well-formed object holding another block under block 2's key (only the engine's block-file
-  // verification catches that one). The PE loads block 0 and recomputes from block 1.
+  // Turn 3: put a well-formed object holding another block (block 0's file) under block 1's key
+  // (the store's checksum is right: only the engine's block-file verification catches it), and
+  // damage block 2's bytes in the node's DRAM (the store's checksum catches that one). The PE
+  // loads block 0 and recomputes from block 1; had it taken the foreign object, it would have
+  // loaded 2 blocks and the outputs would differ from the reference.
   v1c::RequestSpec t3 = NextTurn(3, 20, 6);
   const std::vector<kv::BlockHash> h3 = Hashes(t3);
   const int64_t hit3 = StoreHitTokens(t3);
   ASSERT_GE(hit3, 3 * kBt);
-  auto [node, offset] = ReplicaOf(h3[1]);
+  auto [node, offset] = ReplicaOf(h3[2]);
   ASSERT_NE(node, nullptr);
   node->dram_base()[offset + kv::kBlockFileHeaderBytes + 100] ^= 0x5A;
 
@@ -299,11 +301,11 @@ TEST_F(EngineStoreTest, BlocksMissingInTheOwnTierComeFromTheStoreAndBadObjectsAr
     ASSERT_NE(other_node, nullptr);
     std::memcpy(foreign.data(), other_node->dram_base() + other_offset, file_bytes);
   }
-  const store::ObjectKey key2{fingerprint_, h3[2]};
-  auto removed = client_->Remove(std::span<const store::ObjectKey>(&key2, 1));
+  const store::ObjectKey key1{fingerprint_, h3[1]};
+  auto removed = client_->Remove(std::span<const store::ObjectKey>(&key1, 1));
   ASSERT_TRUE(removed.ok());
   ASSERT_EQ(*removed, 1u);
-  const store::PutItem item{key2, foreign};
+  const store::PutItem item{key1, foreign};
   auto put = client_->Put(std::span<const store::PutItem>(&item, 1));
   ASSERT_TRUE(put.ok() && (*put)[0].ok());
 
@@ -311,8 +313,8 @@ TEST_F(EngineStoreTest, BlocksMissingInTheOwnTierComeFromTheStoreAndBadObjectsAr
   ExpectReference(t3, r3);  // wrong KV never reached the model
   EXPECT_EQ(r3.loaded_tokens(), kBt) << "only block 0 verifies";
 
-  // The PE's store link counted both: block 1 a miss (every replica failed the store's checksum),
-  // block 2 rejected by the engine's verification. Stop writes the counters.
+  // The PE's store link counted both: block 1 rejected by the engine's verification, block 2 a
+  // miss (its only replica failed the store's checksum). Stop writes the counters.
   pe_->Stop();
   std::ifstream in(root_ + "/p0.0.stats.json");
   std::stringstream ss;
