@@ -7,14 +7,12 @@
 #include <sstream>
 
 #include "dualpath/common/log.h"
+#include "dualpath/common/stop_signal.h"
+#include "dualpath/replay/cluster_store.h"
 #include "dualpath/replay/replayer.h"
 
 namespace dualpath::replay {
 namespace {
-
-constexpr int kEtcdClientPort = 2379;
-constexpr int kEtcdPeerPort = 2380;
-constexpr int kMasterPort = 7400;
 
 std::vector<std::string> InNetns(const testbed::Node& n, std::vector<std::string> argv) {
   argv.insert(argv.begin(), {"ip", "netns", "exec", n.netns});
@@ -42,14 +40,14 @@ Result<std::unique_ptr<RunStore>> RunStore::Start(const testbed::Cluster& cluste
   if (cluster.nodes.empty()) return InvalidArgument("store: the cluster has no nodes");
   std::unique_ptr<RunStore> s(new RunStore(cluster, config));
   const testbed::Node& first = cluster.nodes[0];
-  s->etcd_ = first.compute_addr + ":" + std::to_string(kEtcdClientPort);
+  s->etcd_ = first.compute_addr + ":" + std::to_string(config.etcd_port);
   std::error_code ec;
   std::filesystem::remove_all(config.data_dir, ec);
   std::filesystem::create_directories(config.data_dir, ec);
   if (ec) return IoError("create " + config.data_dir + ": " + ec.message());
 
   const std::string client_url = "http://" + s->etcd_;
-  const std::string peer_url = "http://127.0.0.1:" + std::to_string(kEtcdPeerPort);
+  const std::string peer_url = "http://127.0.0.1:" + std::to_string(config.etcd_peer_port);
   const std::string member = "dp-store";
   ASSIGN_OR_RETURN(
       Child etcd,
@@ -60,7 +58,7 @@ Result<std::unique_ptr<RunStore>> RunStore::Start(const testbed::Cluster& cluste
                "--listen-client-urls=" + client_url, "--advertise-client-urls=" + client_url,
                "--listen-peer-urls=" + peer_url, "--initial-advertise-peer-urls=" + peer_url,
                "--initial-cluster=" + member + "=" + peer_url, "--logger=zap", "--log-level=warn"}),
-          config.work + "/" + config.name + "_etcd.log"));
+          config.work + "/" + config.name + "_etcd.log", {}, config.daemons));
   s->etcd_child_.emplace(std::move(etcd));
 
   const std::vector<std::string> etcd_flags = {"--cluster", config.name, "--etcd", s->etcd_,
@@ -70,29 +68,36 @@ Result<std::unique_ptr<RunStore>> RunStore::Start(const testbed::Cluster& cluste
     const testbed::Node& n = cluster.nodes[i];
     std::vector<std::string> argv = {config.bin, "store", "master"};
     argv.insert(argv.end(), etcd_flags.begin(), etcd_flags.end());
-    argv.insert(argv.end(),
-                {"--listen", n.compute_addr + ":" + std::to_string(kMasterPort), "--insecure"});
-    ASSIGN_OR_RETURN(Child m, Child::Spawn(InNetns(n, argv), config.work + "/" + config.name +
-                                                                 "_master_" + n.name + ".log"));
+    argv.insert(argv.end(), {"--listen", n.compute_addr + ":" + std::to_string(config.master_port),
+                             "--insecure"});
+    ASSIGN_OR_RETURN(
+        Child m, Child::Spawn(InNetns(n, argv),
+                              config.work + "/" + config.name + "_master_" + n.name + ".log", {},
+                              config.daemons));
     s->masters_.push_back(std::move(m));
   }
   for (size_t i = 0; i < cluster.nodes.size(); ++i) {
     const testbed::Node& n = cluster.nodes[i];
     std::vector<std::string> argv = {config.bin, "store", "node"};
     argv.insert(argv.end(), etcd_flags.begin(), etcd_flags.end());
-    argv.insert(argv.end(),
-                {"--id", std::to_string(i + 1), "--host", n.name, "--dram-mib",
-                 std::to_string(config.dram_mib), "--transfer-listen", n.compute_addr + ":0",
-                 "--rpc-listen", n.compute_addr + ":0", "--ucx-tls", "tcp", "--ucx-net-devices",
-                 n.compute_if, "--transfer-token-file", config.token_path, "--insecure"});
-    ASSIGN_OR_RETURN(Child c, Child::Spawn(InNetns(n, argv), config.work + "/" + config.name +
-                                                                 "_node_" + n.name + ".log"));
+    argv.insert(argv.end(), {"--id", std::to_string(i + 1), "--host", n.name, "--dram-mib",
+                             std::to_string(config.dram_mib), "--transfer-listen",
+                             n.compute_addr + ":0", "--rpc-listen", n.compute_addr + ":0",
+                             "--ucx-tls", "tcp", "--ucx-net-devices", n.compute_if, "--insecure"});
+    if (!config.token_path.empty()) {
+      argv.insert(argv.end(), {"--transfer-token-file", config.token_path});
+    }
+    ASSIGN_OR_RETURN(
+        Child c,
+        Child::Spawn(InNetns(n, argv), config.work + "/" + config.name + "_node_" + n.name + ".log",
+                     {}, config.daemons));
     s->nodes_.push_back(std::move(c));
   }
 
   // Until the leader lists every node (each try is a short-lived `store stats`).
   const Nanos deadline = WallClock().Now() + FromSeconds(config.start_timeout_s);
   while (true) {
+    RETURN_IF_ERROR(CheckStop());
     RETURN_IF_ERROR(s->Health());
     Result<int> rc =
         s->RunStats(cluster.nodes.size(), config.work + "/" + config.name + "_stats_wait.log", 2);
@@ -165,7 +170,18 @@ Status RunStore::Health() {
   return Status::Ok();
 }
 
+void RunStore::Detach() {
+  for (Child& c : nodes_) c.Detach();
+  for (Child& c : masters_) c.Detach();
+  if (etcd_child_) etcd_child_->Detach();
+  nodes_.clear();
+  masters_.clear();
+  etcd_child_.reset();
+  detached_ = true;
+}
+
 void RunStore::Stop() {
+  if (detached_) return;
   // Nodes first (they deregister and remove their tier files), then the masters, then etcd.
   for (Child& c : nodes_) c.Signal(SIGTERM);
   for (Child& c : nodes_) (void)c.Stop(5 * kNanosPerSecond);
@@ -184,5 +200,31 @@ void RunStore::Stop() {
 }
 
 RunStore::~RunStore() { Stop(); }
+
+Result<ClusterStoreInfo> StartClusterStore(const testbed::Cluster& cluster,
+                                           const ClusterStoreOptions& options,
+                                           std::ostream& progress) {
+  RunStoreConfig sc;
+  sc.bin = options.dualpath_bin;
+  if (sc.bin.empty()) {
+    std::error_code ec;
+    sc.bin = std::filesystem::read_symlink("/proc/self/exe", ec).string();
+    if (ec) return Internal("cluster up --store: cannot find this executable: " + ec.message());
+  }
+  sc.name = cluster.name;
+  sc.work = cluster.state_dir + "/log";
+  sc.data_dir = cluster.state_dir + "/store-etcd";
+  sc.dram_mib = options.dram_mib;
+  sc.etcd_port = kClusterStoreEtcdPort;
+  sc.etcd_peer_port = kClusterStoreEtcdPort + 1;
+  sc.master_port = kClusterStoreMasterPort;
+  sc.daemons = true;
+  std::error_code ec;
+  std::filesystem::create_directories(sc.work, ec);
+  ASSIGN_OR_RETURN(std::unique_ptr<RunStore> store, RunStore::Start(cluster, sc, progress));
+  ClusterStoreInfo info{cluster.name, store->etcd()};
+  store->Detach();
+  return info;
+}
 
 }  // namespace dualpath::replay

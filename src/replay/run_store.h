@@ -38,6 +38,14 @@ struct RunStoreConfig {
   std::string token_path;  // the run's transfer token file
   uint64_t dram_mib = 256;
   double start_timeout_s = 60;
+  // etcd's client and peer ports and the masters' port (`cluster up --store` uses others than
+  // `cluster run --store`, so a run's store can start beside the cluster's).
+  int etcd_port = 2379;
+  int etcd_peer_port = 2380;
+  int master_port = 7400;
+  // The processes outlive this one (`cluster up --store`: Detach() leaves them running); else
+  // they are killed if this process dies.
+  bool daemons = false;
 };
 
 class RunStore {
@@ -58,6 +66,9 @@ class RunStore {
   Result<std::string> StatsJson();
   // Stops every child (nodes first). Idempotent.
   void Stop();
+  // Leaves every child running (`cluster up --store`): `cluster down` kills them with everything
+  // else in the cluster's namespaces. Nothing is stopped or removed afterwards.
+  void Detach();
 
  private:
   RunStore(const testbed::Cluster& cluster, RunStoreConfig config)
@@ -71,6 +82,7 @@ class RunStore {
   std::vector<Child> masters_;
   std::vector<Child> nodes_;
   int stats_calls_ = 0;
+  bool detached_ = false;
 };
 
 }  // namespace dualpath::replay
