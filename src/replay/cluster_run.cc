@@ -539,7 +539,8 @@ std::string KvStoreReport(const SystemSetup& s, RunStore& kv_store, std::ostream
   j["dram_mib_per_node"] = s.run.o.store_dram_mib;
   Result<std::string> master = kv_store.StatsJson();
   if (master.ok()) {
-    j["master"] = json::parse(*master, nullptr, /*allow_exceptions=*/false);
+    json m = json::parse(*master, nullptr, /*allow_exceptions=*/false);
+    j["master"] = m.is_discarded() ? json(nullptr) : std::move(m);
   } else {
     j["master"] = nullptr;
     log::Warn("cluster run: store stats: {}", master.status().ToString());
