@@ -18,6 +18,7 @@
 #include "dualpath/common/grpc_channel.h"
 #include "dualpath/common/grpc_server.h"
 #include "dualpath/common/grpc_status.h"
+#include "dualpath/common/grpc_tls.h"
 #include "dualpath/common/log.h"
 #include "dualpath/coord/leader_election.h"
 #include "dualpath/coord/membership.h"
@@ -718,8 +719,9 @@ Result<std::unique_ptr<MasterServer>> MasterServer::Start(MasterServerOptions op
   auto impl = std::make_unique<Impl>();
   Impl& m = *impl;
   m.options = std::move(options);
-  // Checks the state config before anything binds.
+  // Checks the state config and the listener's TLS before anything connects or binds.
   RETURN_IF_ERROR(MasterState::Create(m.options.state, m.clock).status());
+  RETURN_IF_ERROR(GrpcServerCredentials(m.options.tls, "store master", m.options.listen).status());
   ASSIGN_OR_RETURN(m.etcd, coord::EtcdClient::Connect(m.options.etcd));
 
   grpc::ServerBuilder builder;
