@@ -14,7 +14,7 @@ The verbs have ``dualpath.KVStore``'s shape, so a connector written for one work
   batch_put(keys, values) / batch_get(keys, buffers) the same with buffer objects
   batch_exists(keys) -> int                          count of leading keys present
   batch_is_exist(keys) -> list[bool]
-  remove(keys) -> int                                how many were removed (absent keys: not an error)
+  remove(keys) -> int                                how many were removed (absent: no error)
   *_async variants -> Handle (done(), wait(timeout))
   stats() -> dict; close(); context manager
 
@@ -79,8 +79,10 @@ class ClusterStore:
         master_insecure / master_tls_cert, master_tls_key, master_tls_ca
                            the same towards the masters (--master-*)
         host               this client's host name; a node with the same host is read and written
-                           through its shm tier file (default: gethostname(); local_shm=False: never)
-        local_node         the store node beside this client (the master prefers it for puts); 0: none
+                           through its shm tier file (default: gethostname(); local_shm=False:
+                           never)
+        local_node         the store node beside this client (the master prefers it for puts);
+                           0: none
         ucx_tls            UCX_TLS of the transfer engine ("tcp"; "" keeps UCX's default)
         transfer_token_file  the cluster's transfer token, when the nodes require one
         replicas           copies per put, on distinct nodes (1 .. 3)
@@ -150,10 +152,14 @@ class ClusterStore:
         self._s.unregister_buffer(ptr)
 
     # -- synchronous verbs -----------------------------------------------------------------------
-    def batch_put_from(self, keys: Sequence, ptrs: Sequence[int], sizes: Sequence[int]) -> list[int]:
+    def batch_put_from(
+        self, keys: Sequence, ptrs: Sequence[int], sizes: Sequence[int]
+    ) -> list[int]:
         return self._s.batch_put_from(keys, ptrs, sizes)
 
-    def batch_get_into(self, keys: Sequence, ptrs: Sequence[int], sizes: Sequence[int]) -> list[int]:
+    def batch_get_into(
+        self, keys: Sequence, ptrs: Sequence[int], sizes: Sequence[int]
+    ) -> list[int]:
         return self._s.batch_get_into(keys, ptrs, sizes)
 
     def batch_put(self, keys: Sequence, values: Sequence) -> list[int]:

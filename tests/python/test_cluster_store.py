@@ -11,6 +11,7 @@ Waits poll a condition with a generous deadline (a hang guard only); nothing ass
 from __future__ import annotations
 
 import ctypes
+import hashlib
 import os
 import shutil
 import signal
@@ -55,8 +56,8 @@ def dualpath_binary() -> str | None:
     bin_dir = os.environ.get("DUALPATH_BINARY_DIR")
     if bin_dir and os.access(os.path.join(bin_dir, "dualpath"), os.X_OK):
         return os.path.join(bin_dir, "dualpath")
-    found = [p for p in (REPO / "build" / b / "bin" / "dualpath" for b in ("dev", "release", "debug"))
-             if os.access(p, os.X_OK)]
+    candidates = (REPO / "build" / b / "bin" / "dualpath" for b in ("dev", "release", "debug"))
+    found = [p for p in candidates if os.access(p, os.X_OK)]
     return str(max(found, key=lambda p: p.stat().st_mtime)) if found else None
 
 
@@ -157,8 +158,11 @@ def cluster(tmp_path_factory):
                     "$DUALPATH_ETCD_BIN): skipping the cluster tests")
     binary = dualpath_binary()
     if binary is None:
-        pytest.skip("no dualpath binary: set $DUALPATH_BIN or build it "
-                    "(cmake --build --preset dev --target dualpath): skipping the cluster tests")
+        env = os.environ.get("DUALPATH_BIN")
+        why = (f"$DUALPATH_BIN={env} is not an executable" if env else
+               "no dualpath binary: set $DUALPATH_BIN or build it "
+               "(cmake --build --preset dev --target dualpath)")
+        pytest.skip(f"{why}: skipping the cluster tests")
     tmp = tmp_path_factory.mktemp("cluster")
     c = Cluster(tmp, binary, etcd_bin)
     try:
@@ -171,7 +175,8 @@ def cluster(tmp_path_factory):
 @pytest.fixture
 def client(cluster, request):
     # A fingerprint per test: the tests' objects never meet.
-    with cluster.client(model_fingerprint=abs(hash(request.node.name)) % (1 << 63)) as c:
+    fp = int.from_bytes(hashlib.sha256(request.node.name.encode()).digest()[:8], "little")
+    with cluster.client(model_fingerprint=fp) as c:
         yield c
 
 
@@ -215,7 +220,8 @@ def test_raw_pointers_in_a_registered_buffer(client):
     client.register_buffer(dst.ctypes.data, dst.nbytes)
     base, dbase = src.ctypes.data, dst.ctypes.data
     assert client.batch_put_from(keys, [base + i * size for i in range(n)], [size] * n) == [0] * n
-    assert client.batch_get_into(keys, [dbase + i * size for i in range(n)], [size] * n) == [size] * n
+    dptrs = [dbase + i * size for i in range(n)]
+    assert client.batch_get_into(keys, dptrs, [size] * n) == [size] * n
     assert np.array_equal(src, dst)
     # A range running past the end of the registered buffer.
     with pytest.raises(ValueError, match=r"block #0 .*not inside a registered buffer"):
@@ -336,3 +342,11 @@ def test_wrong_etcd_endpoint_fails_within_the_retry_deadline():
         # Hang guard, not a speed check: the calls end on their own (a 1 s retry deadline).
         assert time.monotonic() - t0 < DEADLINE_S
         assert c.stats()["retries"] > 0
+
+
+def test_model_presets_carry_their_fingerprint():
+    # The model half of every object key, as the docs' examples take it.
+    a = dualpath.kv.model("qwen3-32b")["fingerprint"]
+    b = dualpath.kv.model("r1-llama-8b")["fingerprint"]
+    assert isinstance(a, int) and 0 <= a < 1 << 64 and a != b
+    assert dualpath.kv.model("qwen3-32b")["fingerprint"] == a
