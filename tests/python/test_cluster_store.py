@@ -17,6 +17,7 @@ import shutil
 import signal
 import socket
 import subprocess
+import threading
 import time
 import urllib.request
 from pathlib import Path
@@ -277,6 +278,65 @@ def test_async_verbs(client):
     h = client.batch_get_async(keys, out)
     assert h.wait(DEADLINE_S) == [v.nbytes for v in values] and h.done()
     assert all(np.array_equal(v, o) for v, o in zip(values, out))
+
+
+def run_threads(target, n: int) -> list[BaseException]:
+    errors: list[BaseException] = []
+
+    def wrap(t):
+        try:
+            target(t)
+        except BaseException as e:  # reported by the test, not lost in the thread
+            errors.append(e)
+
+    threads = [threading.Thread(target=wrap, args=(t,)) for t in range(n)]
+    for th in threads:
+        th.start()
+    for th in threads:
+        th.join(DEADLINE_S)  # hang guard
+    assert not any(th.is_alive() for th in threads), "a thread is still running"
+    return errors
+
+
+def test_threads_share_one_client(client):
+    def worker(t):
+        for r in range(3):
+            keys = [f"thread-{t}-{r}-{i}" for i in range(4)]
+            values = arrays(4, seed=100 * t + r)
+            assert client.batch_put(keys, values) == [0] * 4
+            out = [np.zeros_like(v) for v in values]
+            assert client.batch_get(keys, out) == [v.nbytes for v in values]
+            assert all(np.array_equal(v, o) for v, o in zip(values, out)), "wrong bytes"
+            assert client.batch_exists(keys) == 4
+
+    assert run_threads(worker, 4) == []
+
+
+def test_close_while_other_threads_call(cluster):
+    c = cluster.client()
+    keys = [f"closing-{i}" for i in range(2)]
+    values = arrays(2, seed=6)
+    assert c.batch_put(keys, values) == [0, 0]
+    started = threading.Barrier(3)
+
+    def reader(t):
+        started.wait(DEADLINE_S)
+        while True:
+            out = [np.zeros_like(v) for v in values]
+            try:
+                rcs = c.batch_get(keys, out)
+            except ValueError as e:  # the only way out: the client was closed
+                assert "ClusterStore is closed" in str(e)
+                return
+            assert rcs == [v.nbytes for v in values]
+            assert all(np.array_equal(v, o) for v, o in zip(values, out)), "wrong bytes"
+
+    def closer(t):
+        started.wait(DEADLINE_S)
+        c.close()  # waits for the calls in flight, then later calls raise
+
+    assert run_threads(lambda t: closer(t) if t == 2 else reader(t), 3) == []
+    assert c.closed
 
 
 def test_bad_input_raises_naming_it(cluster, client):
