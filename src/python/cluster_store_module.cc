@@ -32,6 +32,7 @@
 #include "dualpath/coord/etcd_client.h"
 #include "dualpath/store/client.h"
 #include "dualpath/store/types.h"
+#include "dualpath/transfer/class_config.h"
 #include "dualpath/transfer/token.h"
 #include "python/convert.h"
 #include "python/kv_store.h"
@@ -113,6 +114,12 @@ class PyClusterStore {
     o.host = p.host.value_or("");
     o.local_shm = p.local_shm;
     o.transfer.ucx_tls = p.ucx_tls;
+    // Unmarked sockets: the engine marks its traffic classes (DSCP) by interposing socket(), which
+    // cannot work from an extension module (libuct's calls bind to libc's socket() in the
+    // interpreter's global scope), so it would only warn. docs/python.md "Known limits".
+    for (transfer::ClassConfig& c : o.transfer.classes) {
+      c.dscp = -1;
+    }
     if (p.transfer_token_file.has_value()) {
       Result<std::string> token = transfer::ReadTransferToken(*p.transfer_token_file);
       if (!token.ok()) {
