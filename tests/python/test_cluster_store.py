@@ -102,16 +102,26 @@ class Cluster:
         self.tmp = tmp
         self.name = f"py{os.getpid()}"
         self.children: list[Child] = []
+        try:
+            self._boot(binary, etcd_bin)
+        except BaseException:
+            self.stop()  # a failed start leaves no process behind
+            raise
+
+    def _boot(self, binary: str, etcd_bin: str) -> None:
+        tmp = self.tmp
         client_port, peer_port = free_port(), free_port()
         self.etcd = f"127.0.0.1:{client_port}"
         client_url, peer_url = f"http://{self.etcd}", f"http://127.0.0.1:{peer_port}"
-        self._start(
+        etcd = self._start(
             [etcd_bin, "--name=dp-pytest", f"--data-dir={tmp}/etcd",
              f"--listen-client-urls={client_url}", f"--advertise-client-urls={client_url}",
              f"--listen-peer-urls={peer_url}", f"--initial-advertise-peer-urls={peer_url}",
              f"--initial-cluster=dp-pytest={peer_url}", "--heartbeat-interval=50",
              "--election-timeout=500", "--log-level=warn"], "etcd")
-        wait_until(lambda: self._etcd_healthy(client_url), f"etcd on {self.etcd}")
+        wait_until(lambda: etcd.proc.poll() is not None or self._etcd_healthy(client_url),
+                   f"etcd on {self.etcd}")
+        assert etcd.proc.poll() is None, f"etcd exited:\n{etcd.text()}"
         flags = ["--cluster", self.name, "--etcd", self.etcd, "--etcd-insecure"]
         master = self._start([binary, "store", "master", *flags, "--listen", "127.0.0.1:0",
                               "--insecure"], "master")
@@ -124,9 +134,16 @@ class Cluster:
             node.wait_for(f"store node {node_id}:")
         # Ready when the leader has both nodes: a put of 2 replicas needs two live, joined nodes.
         with self.client(replicas=2, model_fingerprint=0xFFFF) as probe:
-            wait_until(lambda: probe.batch_put([b"probe"], [b"x" * 64]) == [0],
-                       "a leader master with both store nodes joined")
+            try:
+                wait_until(lambda: probe.batch_put([b"probe"], [b"x" * 64]) == [0],
+                           "a leader master with both store nodes joined")
+            except AssertionError as e:
+                raise AssertionError(f"{e}\n{self.logs()}") from None
             assert probe.remove(b"probe") == 1
+
+    def logs(self) -> str:
+        return "\n".join(f"--- {c.log.name} (last 2000 chars):\n{c.text()[-2000:]}"
+                         for c in self.children)
 
     def _start(self, argv: list[str], name: str) -> Child:
         c = Child(argv, self.tmp / f"{name}.log")
