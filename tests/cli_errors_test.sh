@@ -103,6 +103,19 @@ timeout 60 "$bin" "${small[@]}" --json "$tmp/ok.json" >/dev/null || fail "--json
 [[ -s $tmp/ok.json ]] || fail "--json ok.json is empty"
 [[ -z $(ls "$tmp" | grep 'ok.json.tmp') ]] || fail "--json left a temporary file"
 
+# The store's processes (issue 16): bad flags are refused before anything connects or binds.
+etcd=(--etcd 127.0.0.1:1 --etcd-insecure)
+expect 2 "cluster 'bad/name'" store master --cluster bad/name "${etcd[@]}" --listen 127.0.0.1:0 --insecure
+expect 2 "needs --tls-cert" store master --cluster c "${etcd[@]}" --listen 127.0.0.1:0
+expect 2 "--election-ttl" store master --cluster c "${etcd[@]}" --listen 127.0.0.1:0 --insecure --election-ttl -1
+expect 2 "--id must be >= 1" store node --cluster c "${etcd[@]}" --id 0 --insecure
+expect 2 "--dram-mib" store node --cluster c "${etcd[@]}" --id 1 --dram-mib 0 --insecure
+expect 2 "--ttl" store node --cluster c "${etcd[@]}" --id 1 --insecure --ttl 0.5
+expect 2 "needs --tls-cert" store node --cluster c "${etcd[@]}" --id 1
+expect 2 "--size" store bench --cluster c "${etcd[@]}" --master-insecure --size 0
+expect 2 "--phase" store bench --cluster c "${etcd[@]}" --master-insecure --phase x
+expect 2 "--batch" store bench --cluster c "${etcd[@]}" --master-insecure --count 2 --batch 3
+
 # Standard output on a full device: a failure, not a silent success.
 timeout 20 "$bin" kv models >/dev/full 2>"$tmp/err.txt"
 rc=$?

@@ -18,6 +18,7 @@
 
 #include <cstdio>
 #include <cstdlib>
+#include <filesystem>
 #include <future>
 #include <memory>
 #include <random>
@@ -86,6 +87,9 @@ World& TheWorld() {
     char tmpl[] = "/tmp/dualpath-store-get-bench-XXXXXX";
     if (::mkdtemp(tmpl) == nullptr) Die("mkdtemp", IoError("mkdtemp", errno));
     world->shm_dir = tmpl;
+    // The world lives until exit (the benchmarks share it); its tier file's directory goes then.
+    static std::string dir_to_remove = world->shm_dir;
+    std::atexit([] { std::filesystem::remove_all(dir_to_remove); });
 
     MasterServerOptions mo;
     mo.cluster = "getbench";

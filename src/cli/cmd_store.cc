@@ -305,11 +305,15 @@ int Bench(const BenchArgs& a) {
       }
       Result<std::vector<Status>> r = c.Put(items);
       if (!r.ok()) return ReportError("store bench: put", r.status());
+      size_t batch_failed = 0;
       for (const Status& s : *r) {
         if (!s.ok()) {
+          ++batch_failed;
           if (failed++ == 0) log::Warn("store bench: put failed: {}", s.ToString());
         }
       }
+      // A batch none of whose puts went through (no master, no node): stop, saying why.
+      if (batch_failed == n) return ReportError("store bench: put", (*r)[0]);
     }
     const double t = seconds(t0);
     std::cout << fmt::format("put: {} objects x {} B in {:.3f} s = {:.3f} Gbit/s, {} failed",

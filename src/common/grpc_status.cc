@@ -39,6 +39,7 @@ grpc::StatusCode GrpcCodeFor(Code code) {
     case Code::kEngineNoRoom:
       return G::RESOURCE_EXHAUSTED;
     case Code::kFailedPrecondition:
+    case Code::kCoordNotLeader:  // a standby store master: ask the leader (docs/store.md)
       return G::FAILED_PRECONDITION;
     case Code::kOutOfRange:
       return G::OUT_OF_RANGE;

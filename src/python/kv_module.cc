@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "dualpath/kv/block_file.h"
 #include "dualpath/kv/cbor.h"
 #include "dualpath/kv/hasher.h"
 #include "dualpath/kv/model.h"
@@ -285,6 +286,8 @@ nb::dict ModelDict(const kv::ModelGeometry& m) {
   d["kv_bytes_per_token"] = m.KvBytesPerToken();
   d["params_total"] = m.params_total;
   d["params_active"] = m.params_active;
+  // Block files' and ClusterStore object keys' model half (kv::ModelFingerprint).
+  d["fingerprint"] = kv::ModelFingerprint(m);
   return d;
 }
 

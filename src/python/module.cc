@@ -1,4 +1,5 @@
-// The extension module dualpath._core: the kv bindings (hasher, presets) and KVStore. The Python
+// The extension module dualpath._core: the kv bindings (hasher, presets), KVStore and
+// ClusterStore (the distributed store's client). The Python
 // package (python/dualpath/) wraps it; see docs/python.md.
 #include <nanobind/nanobind.h>
 
@@ -7,6 +8,7 @@
 namespace dualpath::python {
 void BindKv(nb::module_& m);
 void BindStore(nb::module_& m);
+void BindClusterStore(nb::module_& m);
 }  // namespace dualpath::python
 
 NB_MODULE(_core, m) {
@@ -14,4 +16,5 @@ NB_MODULE(_core, m) {
   dualpath::python::InitErrors(m);
   dualpath::python::BindKv(m);
   dualpath::python::BindStore(m);
+  dualpath::python::BindClusterStore(m);
 }

@@ -18,6 +18,7 @@
 #include "dualpath/common/grpc_channel.h"
 #include "dualpath/common/grpc_server.h"
 #include "dualpath/common/grpc_status.h"
+#include "dualpath/common/grpc_tls.h"
 #include "dualpath/common/log.h"
 #include "dualpath/coord/leader_election.h"
 #include "dualpath/coord/membership.h"
@@ -95,6 +96,10 @@ struct Term {
   std::mutex mu;            // guards everything below
   std::set<NodeId> listed;  // store nodes etcd lists as live
   std::map<NodeId, pb::NodeEndpoint> joined;
+  // The etcd revision of the node's registration its join was checked against: a delete event
+  // older than that is the end of an earlier registration (the node re-registered and joined
+  // before the watch delivered it) and must not drop the node.
+  std::map<NodeId, int64_t> joined_revision;
   std::map<NodeId, std::unique_ptr<pb::StoreNode::Stub>> stubs;
   std::unordered_map<uint64_t, PendingPut> puts;
   std::unique_ptr<coord::Watch> node_watch;
@@ -242,15 +247,24 @@ class MasterServer::Impl final : public pb::StoreMaster::Service {
     std::lock_guard lock(t.mu);
     if (ev.kind == coord::NodeEvent::Kind::kJoined) {
       t.listed.insert(*id);
-    } else {
-      t.listed.erase(*id);
-      DropNodeLocked(t, *id, "its etcd lease expired or it left");
+      return;
     }
+    auto j = t.joined_revision.find(*id);
+    if (j != t.joined_revision.end() && ev.revision < j->second) {
+      log::Info(
+          "store master {}: node {}: ignoring the end of an earlier registration (revision "
+          "{} < {})",
+          advertise, id->value(), ev.revision, j->second);
+      return;
+    }
+    t.listed.erase(*id);
+    DropNodeLocked(t, *id, "its etcd lease expired or it left");
   }
 
   // t.mu held.
   void DropNodeLocked(Term& t, NodeId id, std::string_view why) {
     const bool was_joined = t.joined.erase(id) > 0;
+    t.joined_revision.erase(id);
     t.stubs.erase(id);
     Status s = t.state->RemoveNode(id);
     if (was_joined || s.ok()) {
@@ -586,23 +600,18 @@ class MasterServer::Impl final : public pb::StoreMaster::Service {
                                       "not '{}'",
                                       raw, StoreNodeMemberName(id), req->member_name())));
     }
-    bool listed;
-    {
-      std::lock_guard lock(t->mu);
-      listed = t->listed.count(id) > 0;
+    // The node's registration as etcd has it now: it must exist, and its revision fences off
+    // delete events of earlier registrations that the watch may still deliver.
+    Result<std::optional<coord::KeyValue>> reg =
+        etcd->Get(coord::Membership::NodeKey(options.cluster, req->member_name()));
+    if (!reg.ok()) return ToGrpc(reg.status());
+    if (!reg->has_value()) {
+      return ToGrpc(Status(Code::kStoreUnknownNode,
+                           fmt::format("JoinNode: node {} is not registered in etcd under '{}' "
+                                       "(register first)",
+                                       raw, req->member_name())));
     }
-    if (!listed) {
-      // The watch may not have delivered the node's registration yet: ask etcd.
-      Result<std::vector<coord::NodeInfo>> nodes = membership->ListNodes();
-      if (!nodes.ok()) return ToGrpc(nodes.status());
-      for (const coord::NodeInfo& n : *nodes) listed = listed || n.name == req->member_name();
-      if (!listed) {
-        return ToGrpc(Status(Code::kStoreUnknownNode,
-                             fmt::format("JoinNode: node {} is not registered in etcd under "
-                                         "'{}' (register first)",
-                                         raw, req->member_name())));
-      }
-    }
+    const int64_t registration_revision = (*reg)->mod_revision;
     NodeSpec spec;
     spec.id = id;
     spec.dram = TierFromProto(req->dram());
@@ -623,12 +632,14 @@ class MasterServer::Impl final : public pb::StoreMaster::Service {
     // A re-join replaces the node: what it reports now is what it holds.
     (void)t->state->RemoveNode(id);
     t->joined.erase(id);
+    t->joined_revision.erase(id);
     t->stubs.erase(id);
     if (Status s = t->state->AddNode(spec); !s.ok()) return ToGrpc(s);
     Result<RebuildOutcome> out = t->state->RebuildFromReports(id, reports);
     if (!out.ok()) return ToGrpc(out.status());
     t->listed.insert(id);
     t->joined[id] = req->endpoint();
+    t->joined_revision[id] = registration_revision;
     resp->set_accepted(out->accepted);
     for (const auto& [key, why] : out->rejected) {
       StatusToProto(Status(why.code(), fmt::format("{}: {}", key.ShortString(), why.message())),
@@ -708,8 +719,9 @@ Result<std::unique_ptr<MasterServer>> MasterServer::Start(MasterServerOptions op
   auto impl = std::make_unique<Impl>();
   Impl& m = *impl;
   m.options = std::move(options);
-  // Checks the state config before anything binds.
+  // Checks the state config and the listener's TLS before anything connects or binds.
   RETURN_IF_ERROR(MasterState::Create(m.options.state, m.clock).status());
+  RETURN_IF_ERROR(GrpcServerCredentials(m.options.tls, "store master", m.options.listen).status());
   ASSIGN_OR_RETURN(m.etcd, coord::EtcdClient::Connect(m.options.etcd));
 
   grpc::ServerBuilder builder;

@@ -1,0 +1,233 @@
+"""``dualpath.ClusterStore``: the distributed KV store's client (issue 16, docs/store.md).
+
+A thin wrapper over the C++ client library ``dualpath::store::StoreClient``
+(include/dualpath/store/client.h): it finds the leader ``dualpath store master`` through etcd,
+asks it where to write or read, and moves the bytes itself, to and from the ``dualpath store
+node`` processes (through a same-host node's shared-memory tier file, else over the transfer
+engine). Every object read back is checked against its committed size and checksum: a hit never
+leaves wrong bytes in the caller's buffer.
+
+The verbs have ``dualpath.KVStore``'s shape, so a connector written for one works with the other:
+  register_buffer(ptr, size) / unregister_buffer(ptr)
+  batch_put_from(keys, ptrs, sizes) -> list[int]     0, or -code per key
+  batch_get_into(keys, ptrs, sizes) -> list[int]     bytes read, or -code (-200: miss)
+  batch_put(keys, values) / batch_get(keys, buffers) the same with buffer objects
+  batch_exists(keys) -> int                          count of leading keys present
+  batch_is_exist(keys) -> list[bool]
+  remove(keys) -> int                                how many were removed (absent: no error)
+  *_async variants -> Handle (done(), wait(timeout))
+  stats() -> dict; close(); context manager
+
+Keys: ``bytes`` of 32 bytes (vLLM block hashes) are used as they are; other ``bytes`` or ``str``
+keys are hashed with SHA-256 (KVStore's rule). The store's object key is (model fingerprint, that
+hash); the fingerprint is chosen once, at construction (``model_fingerprint``; e.g.
+``dualpath.kv.model("qwen3-32b")["fingerprint"]``), so two models never share an object.
+
+Raw pointers must lie inside a registered buffer (a registration also lets remote gets land in it
+without a staging copy); buffer objects (numpy arrays, torch CPU tensors, bytearray, ...) need no
+registration. Bad input raises (ValueError, TypeError, KeyError) naming what was wrong, before
+anything is sent. The calls run with the GIL released; they retry leader changes and unreachable
+masters until ``retry_deadline`` seconds have passed, then raise ``dualpath.Error`` (gets, exists,
+remove) or return the code per key (puts: ``-9`` kUnavailable, ``-8`` kTimeout, ...).
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import threading
+from typing import Any, Sequence
+
+from dualpath import _core
+from dualpath.store import Handle, _int_address
+
+
+class ClusterStore:
+    def __init__(
+        self,
+        cluster: str,
+        etcd: str,
+        *,
+        model_fingerprint: int = 0,
+        etcd_insecure: bool = False,
+        etcd_tls_cert: str | None = None,
+        etcd_tls_key: str | None = None,
+        etcd_tls_ca: str | None = None,
+        master_insecure: bool = False,
+        master_tls_cert: str | None = None,
+        master_tls_key: str | None = None,
+        master_tls_ca: str | None = None,
+        host: str | None = None,
+        local_node: int = 0,
+        local_shm: bool = True,
+        ucx_tls: str = "tcp",
+        transfer_token_file: str | None = None,
+        replicas: int = 1,
+        retry_deadline: float = 15.0,
+        rpc_timeout: float = 5.0,
+        etcd_timeout: float = 5.0,
+        staging_bytes: int = 4 << 20,
+        async_threads: int = 2,
+    ) -> None:
+        """Checks the options and starts the client; etcd and the master are reached on the first
+        call (a wrong endpoint shows there, within ``retry_deadline``).
+
+        cluster            the store's cluster name (etcd keys /dualpath/<cluster>/)
+        etcd               etcd endpoints, "HOST:PORT[,HOST:PORT...]" or "unix:PATH"
+        model_fingerprint  the first half of every object key, 0 .. 2^64-1
+        etcd_insecure / etcd_tls_cert, etcd_tls_key, etcd_tls_ca
+                           plaintext towards etcd, or the TLS files (the CLI's --etcd-* flags)
+        master_insecure / master_tls_cert, master_tls_key, master_tls_ca
+                           the same towards the masters (--master-*)
+        host               this client's host name; a node with the same host is read and written
+                           through its shm tier file (default: gethostname(); local_shm=False:
+                           never)
+        local_node         the store node beside this client (the master prefers it for puts);
+                           0: none
+        ucx_tls            UCX_TLS of the transfer engine ("tcp"; "" keeps UCX's default)
+        transfer_token_file  the cluster's transfer token, when the nodes require one
+        replicas           copies per put, on distinct nodes (1 .. 3)
+        retry_deadline     seconds a call keeps retrying leader changes and unreachable masters
+        rpc_timeout        deadline of each master call, seconds
+        etcd_timeout       deadline of each etcd call, seconds
+        staging_bytes      initial staging buffer for unregistered memory (it grows as needed)
+        async_threads      batches the *_async verbs run at once
+        """
+        if not isinstance(cluster, str) or not isinstance(etcd, str):
+            raise TypeError("ClusterStore: cluster and etcd must be str")
+        if not isinstance(model_fingerprint, int) or not 0 <= model_fingerprint < 1 << 64:
+            raise ValueError(
+                f"ClusterStore: model_fingerprint = {model_fingerprint!r}: must be an int in "
+                "[0, 2^64)"
+            )
+        if not isinstance(local_node, int) or not 0 <= local_node < 1 << 32:
+            raise ValueError(f"ClusterStore: local_node = {local_node!r}: must be 0 .. 2^32-1")
+        if not isinstance(replicas, int) or not 1 <= replicas <= 3:
+            raise ValueError(f"ClusterStore: replicas = {replicas!r}: must be 1 .. 3")
+        if async_threads < 1:
+            raise ValueError(f"ClusterStore: async_threads = {async_threads}: must be at least 1")
+        o = _core._ClusterOptions()
+        o.cluster = cluster
+        o.etcd = etcd
+        o.model_fingerprint = model_fingerprint
+        o.etcd_insecure = bool(etcd_insecure)
+        o.etcd_tls_cert, o.etcd_tls_key, o.etcd_tls_ca = etcd_tls_cert, etcd_tls_key, etcd_tls_ca
+        o.master_insecure = bool(master_insecure)
+        o.master_tls_cert, o.master_tls_key = master_tls_cert, master_tls_key
+        o.master_tls_ca = master_tls_ca
+        o.host = host
+        o.local_node = local_node
+        o.local_shm = bool(local_shm)
+        o.ucx_tls = ucx_tls
+        o.transfer_token_file = transfer_token_file
+        o.replicas = replicas
+        o.retry_deadline = float(retry_deadline)
+        o.rpc_timeout = float(rpc_timeout)
+        o.etcd_timeout = float(etcd_timeout)
+        o.staging_bytes = staging_bytes
+        self._s = _core.ClusterStore(o)
+        self._async_threads = async_threads
+        self._executor: concurrent.futures.ThreadPoolExecutor | None = None
+        self._lock = threading.Lock()
+        self.cluster = cluster
+        self.etcd = etcd
+
+    @property
+    def model_fingerprint(self) -> int:
+        return self._s.model_fingerprint
+
+    # -- registration ----------------------------------------------------------------------------
+    def register_buffer(self, ptr_or_obj: Any, size: int | None = None) -> tuple[int, int]:
+        """Registers [ptr, ptr + size) for the raw-pointer verbs (and zero-copy remote gets); also
+        accepts an array/tensor. Returns (ptr, size)."""
+        if size is None:
+            ptr, size = _int_address(ptr_or_obj)
+        else:
+            ptr = int(ptr_or_obj)
+        self._s.register_buffer(ptr, size)
+        return ptr, size
+
+    def unregister_buffer(self, ptr_or_obj: Any) -> None:
+        """KeyError if the buffer is not registered."""
+        ptr = ptr_or_obj if isinstance(ptr_or_obj, int) else _int_address(ptr_or_obj)[0]
+        self._s.unregister_buffer(ptr)
+
+    # -- synchronous verbs -----------------------------------------------------------------------
+    def batch_put_from(
+        self, keys: Sequence, ptrs: Sequence[int], sizes: Sequence[int]
+    ) -> list[int]:
+        return self._s.batch_put_from(keys, ptrs, sizes)
+
+    def batch_get_into(
+        self, keys: Sequence, ptrs: Sequence[int], sizes: Sequence[int]
+    ) -> list[int]:
+        return self._s.batch_get_into(keys, ptrs, sizes)
+
+    def batch_put(self, keys: Sequence, values: Sequence) -> list[int]:
+        return self._s.batch_put(keys, values)
+
+    def batch_get(self, keys: Sequence, buffers: Sequence) -> list[int]:
+        return self._s.batch_get(keys, buffers)
+
+    def batch_exists(self, keys: Sequence) -> int:
+        return self._s.batch_exists(keys)
+
+    def batch_is_exist(self, keys: Sequence) -> list[bool]:
+        return self._s.batch_is_exist(keys)
+
+    def exists(self, key: Any) -> bool:
+        return self._s.batch_is_exist([key])[0]
+
+    def remove(self, keys: Any) -> int:
+        """Removes the keys (one key, bytes or str, or a sequence of them); returns how many were
+        removed. Absent keys are not an error (another client may have removed them)."""
+        if isinstance(keys, (bytes, str)):
+            keys = [keys]
+        return self._s.remove(keys)
+
+    def stats(self) -> dict:
+        """This client's counters (puts_ok, hits_local, hits_remote, misses, retries, ...) and
+        ``leader``, the master address it uses now ("" before the first call)."""
+        return self._s.stats()
+
+    # -- asynchronous verbs ----------------------------------------------------------------------
+    def _submit(self, fn, *args) -> Handle:
+        if self._s.closed:
+            raise ValueError("ClusterStore is closed")
+        with self._lock:
+            if self._executor is None:
+                self._executor = concurrent.futures.ThreadPoolExecutor(
+                    self._async_threads, thread_name_prefix="dualpath-cluster"
+                )
+            return Handle(self._executor.submit(fn, *args), args)
+
+    def batch_put_from_async(self, keys, ptrs, sizes) -> Handle:
+        return self._submit(self._s.batch_put_from, list(keys), list(ptrs), list(sizes))
+
+    def batch_get_into_async(self, keys, ptrs, sizes) -> Handle:
+        return self._submit(self._s.batch_get_into, list(keys), list(ptrs), list(sizes))
+
+    def batch_put_async(self, keys, values) -> Handle:
+        return self._submit(self._s.batch_put, list(keys), list(values))
+
+    def batch_get_async(self, keys, buffers) -> Handle:
+        return self._submit(self._s.batch_get, list(keys), list(buffers))
+
+    # -- lifetime --------------------------------------------------------------------------------
+    @property
+    def closed(self) -> bool:
+        return self._s.closed
+
+    def close(self) -> None:
+        """Waits for asynchronous batches and calls in flight, then stops the client (its
+        channels, transfer engine and unpin thread). Later calls raise ValueError."""
+        with self._lock:
+            ex, self._executor = self._executor, None
+        if ex is not None:
+            ex.shutdown(wait=True)
+        self._s.close()
+
+    def __enter__(self) -> "ClusterStore":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
