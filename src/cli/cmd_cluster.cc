@@ -137,12 +137,14 @@ void RegisterUpDown(CLI::App* cluster, int* exit_code) {
                "DSCP priority on compute links: DSCP 46 (EF) high, all else low");
   auto store = std::make_shared<bool>(false);
   auto store_dram_mib = std::make_shared<uint64_t>(256);
-  up->add_flag("--store", *store,
-               "Also start the distributed KV store: etcd, two masters and a store node per node, "
-               "left running until `cluster down` (docs/store.md \"In the system\")");
+  CLI::Option* store_flag = up->add_flag(
+      "--store", *store,
+      "Also start the distributed KV store: etcd, two masters and a store node per node, "
+      "left running until `cluster down` (docs/store.md \"In the system\")");
   up->add_option("--store-dram-mib", *store_dram_mib,
                  "DRAM tier of each store node, MiB (default 256; with --store)")
-      ->check(CLI::Range(uint64_t{1}, uint64_t{1} << 20));
+      ->check(CLI::Range(uint64_t{1}, uint64_t{1} << 20))
+      ->needs(store_flag);
   up->callback([=] {
     testbed::ClusterOptions o = *up_opts;
     Status s = [&]() -> Status {
