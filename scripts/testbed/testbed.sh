@@ -315,6 +315,9 @@ cmd_down() {
   # 4. The nodes' shared-memory pools that `cluster run` gives its engines
   # (/dev/shm/dualpath-NAME-NODE.pool, docs/replay.md): every engine of the cluster is gone now.
   rm -f "/dev/shm/dualpath-$NAME-"*.pool || failed=1
+  # The DRAM tier files of store nodes killed rather than stopped (`cluster up --store`: store
+  # cluster NAME; `cluster run --store`: NAME.SYSTEM; docs/store.md "In the system").
+  rm -f "/dev/shm/dualpath-store-$NAME-"* "/dev/shm/dualpath-store-$NAME."* || failed=1
 
   # 5. State, but never while anything is still mounted below it (rm would recurse into it).
   if [[ -e $STATE ]]; then

@@ -1,6 +1,7 @@
 // `dualpath cluster ...`: the emulated multi-node cluster (testbed). See docs/testbed.md.
 //
 //   dualpath cluster up --pd 2P2D --stor-rate 400mbit --comp-rate 2gbit [--name N] [--dscp]
+//       [--store [--store-dram-mib M]]
 //   dualpath cluster status [--name N]
 //   dualpath cluster exec [--name N] NODE -- CMD...
 //   dualpath cluster get [--name N] KEY            (one value, for scripts)
@@ -19,6 +20,7 @@
 #include "cli/command.h"
 #include "dualpath/common/numeric.h"
 #include "dualpath/common/stop_signal.h"
+#include "dualpath/replay/cluster_store.h"
 #include "dualpath/testbed/cluster.h"
 #include "dualpath/testbed/link_stats.h"
 #include "dualpath/testbed/netperf.h"
@@ -133,6 +135,16 @@ void RegisterUpDown(CLI::App* cluster, int* exit_code) {
   AddNameOption(up, &up_opts->name);
   up->add_flag("--dscp", up_opts->dscp_priority,
                "DSCP priority on compute links: DSCP 46 (EF) high, all else low");
+  auto store = std::make_shared<bool>(false);
+  auto store_dram_mib = std::make_shared<uint64_t>(256);
+  CLI::Option* store_flag = up->add_flag(
+      "--store", *store,
+      "Also start the distributed KV store: etcd, two masters and a store node per node, "
+      "left running until `cluster down` (docs/store.md \"In the system\")");
+  up->add_option("--store-dram-mib", *store_dram_mib,
+                 "DRAM tier of each store node, MiB (default 256; with --store)")
+      ->check(CLI::Range(uint64_t{1}, uint64_t{1} << 20))
+      ->needs(store_flag);
   up->callback([=] {
     testbed::ClusterOptions o = *up_opts;
     Status s = [&]() -> Status {
@@ -154,6 +166,21 @@ void RegisterUpDown(CLI::App* cluster, int* exit_code) {
       }
       PrintDescription(c, std::cout);
       std::cout << fmt::format("up in {:.2f} s\n", report.seconds);
+      if (*store) {
+        replay::ClusterStoreOptions so;
+        so.dram_mib = *store_dram_mib;
+        Result<replay::ClusterStoreInfo> info = replay::StartClusterStore(c, so, std::cout);
+        if (!info.ok()) {
+          Status down = testbed::ClusterDown(c.name);
+          return info.status().WithContext(
+              down.ok() ? "cluster " + c.name + " taken down again"
+                        : "taking cluster " + c.name + " down again failed: " + down.ToString());
+        }
+        std::cout << fmt::format(
+            "store {}: etcd {} (plaintext); e.g. dualpath cluster exec {} -- dualpath store stats "
+            "--cluster {} --etcd {} --etcd-insecure --master-insecure\n",
+            info->cluster, info->etcd, c.nodes[0].name, info->cluster, info->etcd);
+      }
       return Status::Ok();
     }();
     *exit_code = s.ok() ? kExitOk : ReportError("cluster up", s);

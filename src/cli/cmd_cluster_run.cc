@@ -5,6 +5,7 @@
 //       [--agents N] [--turns N] [--append N] [--gen N] [--max-context N] [--seed S]
 //       [--shared-prefix N] [--routing dualpath|round-robin|sticky]
 //       [--online --aps X] [--json OUT] [--plot DIR] [--keep]
+//       [--store [--store-dram-mib M]] [--local-tiers]
 //
 // Registers under the `cluster` group of cmd_cluster.cc (found, or added, by name).
 #include <cstdlib>
@@ -86,6 +87,17 @@ void Register(CLI::App& root, int* exit_code) {
   run->add_option("--routing", o.routing,
                   "Prefill engine per turn: dualpath (the system's choice, default), round-robin "
                   "((agent + turn) mod P) or sticky (agent mod P); passed to the service");
+  CLI::Option* store_flag =
+      run->add_flag("--store", o.store,
+                    "Distributed KV store per system: etcd, two masters, a store node per node; "
+                    "engines read and write through it, the hit probe asks it (docs/store.md)");
+  run->add_option("--store-dram-mib", o.store_dram_mib,
+                  "DRAM tier of each store node, MiB (default 256; with --store)")
+      ->check(CLI::Range(uint64_t{1}, uint64_t{1} << 20))
+      ->needs(store_flag);
+  run->add_flag("--local-tiers", o.local_tiers,
+                "Node-local persistent tiers: each node's engine keeps its blocks in its own "
+                "directory on its own mount; no node reads another's");
   run->add_option("--engine-arg", o.engine_args, "Extra argument for every engine (repeatable)")
       ->allow_extra_args(false);
   run->add_option("--service-arg", o.service_args,

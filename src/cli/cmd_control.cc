@@ -29,6 +29,8 @@ struct ServeArgs {
   uint32_t block_tokens = 64;
   std::string store_root;
   std::string store_subdir;
+  std::string kv_store_etcd;
+  std::string kv_store_cluster;
   std::string engines;
   int expect_prefill = 0;
   int expect_decode = 0;
@@ -64,6 +66,8 @@ int Serve(const ServeArgs& a) {
   o.block_tokens = a.block_tokens;
   o.store_root = a.store_root;
   o.store_subdir = a.store_subdir;
+  o.kv_store_etcd = a.kv_store_etcd;
+  o.kv_store_cluster = a.kv_store_cluster;
   if (!a.engines.empty()) {
     auto engines = control::ParseEngineList(a.engines);
     if (!engines.ok()) return ReportError("control serve: --engines", engines.status());
@@ -177,7 +181,13 @@ void Register(CLI::App& root, int* exit_code) {
   serve->add_option("--block-tokens", a->block_tokens, "tokens per KV block (default 64)");
   serve->add_option("--store-root", a->store_root,
                     "block store root probed for hits (metadata only; empty: no hits)");
-  serve->add_option("--store-subdir", a->store_subdir, "per-run directory under --store-root");
+  serve->add_option("--store-subdir", a->store_subdir,
+                    "per-run directory under --store-root; several comma-separated (node-local "
+                    "tiers): a block is stored when any of them holds it");
+  serve->add_option("--kv-store-etcd", a->kv_store_etcd,
+                    "distributed KV store the hit probe also asks: etcd HOST:PORT[,...] "
+                    "(plaintext; docs/store.md \"In the system\")");
+  serve->add_option("--kv-store-cluster", a->kv_store_cluster, "the store cluster's name");
   serve->add_option("--engines", a->engines,
                     "expected engines NAME:ROLE:NODE,... (e.g. p0.0:prefill:p0,d0.0:decode:d0)");
   serve->add_option("--expect-prefill", a->expect_prefill,

@@ -89,6 +89,9 @@ int RunEngine(EngineArgs& a) {
                                     kMaxHbmTokens, "tokens"));
     RETURN_IF_ERROR(
         CheckRange("--request-timeout-s", a.request_timeout_s, 0.001, kMaxTimeoutS, "s"));
+    if (!o.kv_store_etcd.empty() && o.kv_store_cluster.empty()) {
+      return InvalidArgument("--kv-store-etcd needs --kv-store-cluster");
+    }
     return CheckRange("--peer-timeout-s", a.peer_timeout_s, 0.001, kMaxTimeoutS, "s");
   }();
   if (!in_range.ok()) return ReportError("engine", in_range);
@@ -204,6 +207,18 @@ void Register(CLI::App& root, int* exit_code) {
   sub->add_option("--transfer-token-file", a->transfer_token_file,
                   "The cluster's transfer token (owner-only file): transfer peers must prove "
                   "they hold it (required unless --insecure)");
+  sub->add_option("--kv-store-etcd", a->o.kv_store_etcd,
+                  "Distributed KV store (docs/store.md \"In the system\"): etcd endpoints "
+                  "HOST:PORT[,...] (plaintext); hit blocks missing in the node's tier are read "
+                  "from the store, written blocks are put into it (default: no store)");
+  sub->add_option("--kv-store-cluster", a->o.kv_store_cluster,
+                  "The store cluster's name (with --kv-store-etcd)");
+  sub->add_option("--kv-store-node", a->o.kv_store_node,
+                  "The id of the store node on this node (preferred for puts; 0: none)");
+  sub->add_option("--kv-store-host", a->o.kv_store_host,
+                  "Host name the store nodes on this node advertise (default: --node)");
+  sub->add_option("--kv-store-stats", a->o.kv_store_stats_path,
+                  "Write the store link's counters (JSON) here at exit");
   sub->callback([a, exit_code] { *exit_code = RunEngine(*a); });
 }
 

@@ -360,6 +360,47 @@ int Bench(const BenchArgs& a) {
   return kExitOk;
 }
 
+struct StatsArgs {
+  std::string cluster;
+  EtcdArgs etcd;
+  GrpcTlsFiles master_tls;
+  double retry_s = 5;
+  uint64_t min_nodes = 0;
+};
+
+// One JSON line: the leader's Stats (`cluster run --store` reads it for each node's DRAM used and
+// to wait until every node joined). With --min-nodes, exit 1 while fewer nodes are joined.
+int Stats(const StatsArgs& a) {
+  store::ClientOptions o;
+  o.cluster = a.cluster;
+  Result<coord::EtcdOptions> etcd = LoadEtcd(a.etcd);
+  if (!etcd.ok()) return ReportError("store stats", etcd.status());
+  o.etcd = *etcd;
+  Result<GrpcTls> mt = LoadGrpcTls(a.master_tls);
+  if (!mt.ok()) return ReportError("store stats: master TLS", mt.status());
+  o.master_tls = *mt;
+  o.local_shm = false;
+  o.retry_deadline = static_cast<Nanos>(a.retry_s * 1e9);
+  auto client = store::StoreClient::Create(std::move(o));
+  if (!client.ok()) return ReportError("store stats", client.status());
+  Result<store::LeaderStatsReply> st = (*client)->LeaderStats();
+  if (!st.ok()) return ReportError("store stats", st.status());
+  std::string usage;
+  for (const store::LeaderNodeUsage& u : st->usage) {
+    usage += fmt::format(
+        "{}{{\"node\":{},\"dram_capacity\":{},\"dram_used\":{},"
+        "\"dram_replicas\":{}}}",
+        usage.empty() ? "" : ",", u.node.value(), u.dram_capacity, u.dram_used, u.dram_replicas);
+  }
+  std::cout << fmt::format(
+                   "{{\"leader\":\"{}\",\"nodes\":{},\"objects\":{},\"pending_puts\":{},"
+                   "\"evicted_replicas\":{},\"usage\":[{}]}}",
+                   (*client)->leader(), st->nodes, st->objects, st->pending_puts,
+                   st->evicted_replicas, usage)
+            << std::endl;
+  return st->nodes >= a.min_nodes ? kExitOk : kExitFailure;
+}
+
 void Register(CLI::App& root, int* exit_code) {
   CLI::App* store = root.add_subcommand(
       "store", "the distributed KV store: master and node processes (docs/store.md)");
@@ -426,6 +467,20 @@ void Register(CLI::App& root, int* exit_code) {
   node->callback([n, exit_code] { *exit_code = Node(*n); });
 
   auto b = std::make_shared<BenchArgs>();
+  auto st = std::make_shared<StatsArgs>();
+  CLI::App* stats = store->add_subcommand(
+      "stats", "print the leader master's Stats as one JSON line (nodes, objects, DRAM per node)");
+  stats->add_option("--cluster", st->cluster, "cluster name")->required();
+  AddEtcdFlags(stats, &st->etcd);
+  stats->add_option("--master-tls-cert", st->master_tls.cert, "client certificate (PEM)");
+  stats->add_option("--master-tls-key", st->master_tls.key, "its key");
+  stats->add_option("--master-tls-ca", st->master_tls.ca, "CA of the masters' certificates");
+  stats->add_flag("--master-insecure", st->master_tls.insecure, "plaintext towards the masters");
+  stats->add_option("--retry", st->retry_s, "how long to look for a leader, seconds")
+      ->capture_default_str();
+  stats->add_option("--min-nodes", st->min_nodes, "exit 1 unless at least this many nodes joined");
+  stats->callback([st, exit_code] { *exit_code = Stats(*st); });
+
   CLI::App* bench = store->add_subcommand(
       "bench", "put and get-into objects through the store client; check every byte read");
   bench->add_option("--cluster", b->cluster, "cluster name")->required();

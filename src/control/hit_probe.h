@@ -9,21 +9,42 @@
 // process's temporary files). Without a store (empty root) every hit is 0; the prompt is still
 // hashed, since the engines name the blocks they write behind by the carried chain.
 //
-// Thread safety: Probe may be called from any thread concurrently (BlockStore::Contains and
-// BlockHasher are thread-safe).
+// Node-local tiers (`cluster run --local-tiers`): several roots, one per node; a block counts as
+// stored when any of them holds it. That is an upper bound for the engine the request lands on:
+// the engine reads its own tier only and recomputes from the first block it does not find
+// (HitReader's verified prefix), so nothing fails and the loaded tokens tell the truth.
+//
+// With the distributed KV store (KvStoreProbeOptions), the probe also asks the leader master
+// (StoreClient::Exists, one call per prompt) and a block counts as stored when the store or a
+// root holds it: the engines read the store after their own tier. A store that does not answer
+// counts as empty (a warning), never as an error.
+//
+// Thread safety: Probe may be called from any thread concurrently (BlockStore::Contains,
+// BlockHasher and StoreClient are thread-safe).
 #pragma once
 
 #include <cstdint>
 #include <memory>
 #include <span>
 #include <string>
+#include <vector>
 
 #include "dualpath/common/status.h"
 #include "dualpath/kv/hasher.h"
 #include "dualpath/kv/model.h"
 #include "dualpath/storage/block_store.h"
 
+namespace dualpath::store {
+class StoreClient;
+}  // namespace dualpath::store
+
 namespace dualpath::control {
+
+// The distributed KV store the probe asks (plaintext gRPC, as `cluster run --store` runs it).
+struct KvStoreProbeOptions {
+  std::string etcd;     // etcd endpoints HOST:PORT[,...]; empty: no store
+  std::string cluster;  // the store cluster's name
+};
 
 // What the service learns about a prompt at Submit.
 struct PromptProbe {
@@ -39,6 +60,12 @@ class HitProbe {
   static Result<std::unique_ptr<HitProbe>> Open(const std::string& root,
                                                 const kv::ModelGeometry& model, kv::HashAlgo algo,
                                                 const std::string& seed, uint32_t block_tokens);
+  // Any number of roots (none: no file hits) and optionally the KV store.
+  static Result<std::unique_ptr<HitProbe>> Open(const std::vector<std::string>& roots,
+                                                const kv::ModelGeometry& model, kv::HashAlgo algo,
+                                                const std::string& seed, uint32_t block_tokens,
+                                                const KvStoreProbeOptions& kv_store);
+  ~HitProbe();
 
   // Hashes every full block of `prompt` and probes the longest stored prefix (hit_tokens is 0
   // for an empty prompt). Token ids must have been validated (<= kv::kMaxTokenId).
@@ -47,8 +74,10 @@ class HitProbe {
   const kv::BlockHasher& hasher() const { return hasher_; }
 
  private:
-  HitProbe(std::unique_ptr<storage::BlockStore> store, kv::BlockHasher hasher);
-  std::unique_ptr<storage::BlockStore> store_;  // null: no store, no hits
+  explicit HitProbe(kv::BlockHasher hasher);
+  std::vector<std::unique_ptr<storage::BlockStore>> stores_;  // empty: no file hits
+  std::unique_ptr<store::StoreClient> kv_store_;              // null: no KV store
+  uint64_t fingerprint_ = 0;
   kv::BlockHasher hasher_;
 };
 

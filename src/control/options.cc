@@ -10,6 +10,18 @@
 
 namespace dualpath::control {
 
+std::vector<std::string> SplitStoreSubdirs(std::string_view subdirs) {
+  std::vector<std::string> out;
+  size_t start = 0;
+  while (start <= subdirs.size()) {
+    size_t comma = subdirs.find(',', start);
+    if (comma == std::string_view::npos) comma = subdirs.size();
+    if (comma > start) out.emplace_back(subdirs.substr(start, comma - start));
+    start = comma + 1;
+  }
+  return out;
+}
+
 Result<std::vector<ExpectedEngine>> ParseEngineList(std::string_view text) {
   std::vector<ExpectedEngine> out;
   std::set<std::string> names;
@@ -73,7 +85,12 @@ Status ServiceOptions::Validate() const {
     return InvalidArgument("store_subdir '" + store_subdir + "' given without store_root");
   }
   if (!store_subdir.empty()) {
-    RETURN_IF_ERROR(storage::CheckPathComponent(store_subdir, "store_subdir"));
+    for (const std::string& d : SplitStoreSubdirs(store_subdir)) {
+      RETURN_IF_ERROR(storage::CheckPathComponent(d, "store_subdir"));
+    }
+  }
+  if (!kv_store_etcd.empty() && kv_store_cluster.empty()) {
+    return InvalidArgument("kv_store_etcd '" + kv_store_etcd + "' given without kv_store_cluster");
   }
   if (engines.empty()) {
     if (expect_prefill < 1 || expect_decode < 1) {

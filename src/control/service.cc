@@ -17,12 +17,18 @@ Result<std::unique_ptr<SchedulerService>> SchedulerService::Create(const Service
   RETURN_IF_ERROR(model.Validate());
   // Always opened: it hashes every prompt once (the chain goes out with the assignment), and
   // probes hits when there is a store.
-  std::string root = options.store_root;
-  if (!root.empty() && !options.store_subdir.empty()) root += "/" + options.store_subdir;
+  std::vector<std::string> roots;
+  if (!options.store_root.empty()) {
+    for (const std::string& d : SplitStoreSubdirs(options.store_subdir)) {
+      roots.push_back(options.store_root + "/" + d);
+    }
+    if (roots.empty()) roots.push_back(options.store_root);
+  }
   ASSIGN_OR_RETURN(kv::HashAlgo algo, kv::ParseHashAlgo(options.hash_algo));
   ASSIGN_OR_RETURN(
       std::unique_ptr<HitProbe> probe,
-      HitProbe::Open(root, model.Geometry(), algo, options.hash_seed, options.block_tokens));
+      HitProbe::Open(roots, model.Geometry(), algo, options.hash_seed, options.block_tokens,
+                     KvStoreProbeOptions{options.kv_store_etcd, options.kv_store_cluster}));
   std::unique_ptr<SchedulerService> service(
       new SchedulerService(std::make_unique<ControlState>(options, model, std::move(probe))));
   if (options.metrics != nullptr) {

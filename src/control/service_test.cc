@@ -89,11 +89,12 @@ class ServiceTest : public ::testing::Test {
 
   // Publishes the KV blocks of prompt[0, blocks * kBlock) into the store the service probes,
   // keyed exactly as engines key them (sha256_cbor, seed "0").
-  void WriteBlocks(const std::vector<uint32_t>& prompt, uint32_t first, uint32_t blocks) {
+  void WriteBlocks(const std::vector<uint32_t>& prompt, uint32_t first, uint32_t blocks,
+                   const std::string& subdir = "run") {
     auto model = model::RefModelConfig::Parse(kSpec);
     ASSERT_TRUE(model.ok());
     storage::StoreOptions so;
-    so.root = dir_ + "/store/run";
+    so.root = dir_ + "/store/" + subdir;
     so.model_fingerprint = kv::ModelFingerprint(model->Geometry());
     auto store = storage::BlockStore::Open(so);
     ASSERT_TRUE(store.ok()) << store.status().ToString();
@@ -304,6 +305,32 @@ TEST_F(ServiceTest, HitTokensAreTheLongestStoredPrefixCappedBelowThePrompt) {
 
   // Shorter than a block: nothing to look up.
   EXPECT_EQ(*Submit(Spec(5, Tokens(10, 5))), 0);
+}
+
+// Node-local tiers (`cluster run --local-tiers`, docs/store.md "In the system"): the probe looks in
+// every listed directory and a block counts when any of them holds it; the prefix still ends at
+// the first block none has. A list element that would leave the root is refused.
+TEST_F(ServiceTest, SeveralStoreSubdirsCountABlockAnyOfThemHolds) {
+  ServiceOptions o = Options(SystemKind::kDualPath, k1P1D);
+  o.store_subdir = "run-p0,run-d0";
+  Start(o);
+  const std::vector<uint32_t> prompt = Tokens(300, 6);
+  WriteBlocks(prompt, 0, 1, "run-p0");
+  WriteBlocks(prompt, 1, 1, "run-d0");
+  WriteBlocks(prompt, 3, 1, "run-p0");  // after the gap at block 2: not part of the prefix
+  auto hit = Submit(Spec(1, prompt));
+  ASSERT_TRUE(hit.ok()) << hit.status().ToString();
+  EXPECT_EQ(*hit, 128);
+
+  ServiceOptions bad = Options(SystemKind::kDualPath, k1P1D);
+  bad.store_subdir = "run-p0,..";
+  Status s = bad.Validate();
+  EXPECT_EQ(s.code(), Code::kInvalidArgument) << s.ToString();
+  bad.store_subdir = "run";
+  bad.kv_store_etcd = "127.0.0.1:2379";
+  s = bad.Validate();
+  EXPECT_EQ(s.code(), Code::kInvalidArgument) << s.ToString();
+  EXPECT_NE(s.message().find("kv_store_cluster"), std::string::npos) << s.ToString();
 }
 
 TEST_F(ServiceTest, ResultsFlowToWaitResultsInReportOrder) {

@@ -25,6 +25,7 @@
 #include "dualpath/transfer/engine.h"
 #include "engine/engine_metrics.h"
 #include "engine/kv_arena.h"
+#include "engine/kv_store_link.h"
 #include "engine/peers.h"
 
 namespace dualpath::engine {
@@ -40,6 +41,7 @@ struct Context {
   kv::BlockShape shape;
   std::unique_ptr<kv::BlockHasher> hasher;
   storage::BlockStore* store = nullptr;
+  KvStoreLink* kv_store = nullptr;  // the distributed KV store; null: not used
   transfer::TransferEngine* transfer = nullptr;
   KvArena* arena = nullptr;
   PeerDirectory* peers = nullptr;

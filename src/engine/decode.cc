@@ -44,8 +44,14 @@ struct DeReq {
 namespace {
 uint64_t Addr(const void* p) { return reinterpret_cast<uint64_t>(p); }
 
-storage::WriteBehindOptions WriteBehindFor() {
+storage::WriteBehindOptions WriteBehindFor(KvStoreLink* kv_store) {
   storage::WriteBehindOptions o;
+  if (kv_store != nullptr) {
+    // Every block persisted to the node's tier also goes to the distributed store (its file
+    // image: readers verify it as a file read). On the write-behind's thread, off the decode path.
+    o.after_write = [kv_store](std::span<const storage::EncodedBlock> blocks,
+                               std::span<const Status> results) { kv_store->Put(blocks, results); };
+  }
   o.max_queued_bytes = 64ull << 20;
   // Decode waits rather than drop a block: a dropped block is a miss (a full recompute of it) on
   // the agent's next turn, which costs far more than the wait.
@@ -56,8 +62,8 @@ storage::WriteBehindOptions WriteBehindFor() {
 
 Decoder::Decoder(Context& ctx)
     : ctx_(ctx),
-      reader_(*ctx.store, ctx.shape, ctx.options.read_depth),
-      write_behind_(*ctx.store, WriteBehindFor()) {
+      reader_(*ctx.store, ctx.shape, ctx.options.read_depth, ctx.kv_store),
+      write_behind_(*ctx.store, WriteBehindFor(ctx.kv_store)) {
   reader_thread_ = std::thread([this] { ReaderLoop(); });
   decode_thread_ = std::thread([this] { DecodeLoop(); });
   report_thread_ = std::thread([this] { ReportLoop(); });

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <condition_variable>
+#include <fstream>
 #include <mutex>
 
 #include "dualpath/common/grpc_server.h"
@@ -40,6 +41,8 @@ struct Engine::Impl {
   PeerService service;
   std::unique_ptr<grpc::Server> server;
   std::unique_ptr<storage::BlockStore> store;
+  // Before the stages: the decoder's write-behind puts into it until the decoder stops.
+  std::unique_ptr<KvStoreLink> own_kv_store;
   std::unique_ptr<Prefiller> prefiller;
   std::unique_ptr<Decoder> decoder;
   // After everything its callbacks read; reset first in ~Impl (unregistered before the stages go).
@@ -58,6 +61,7 @@ struct Engine::Impl {
   Status Reregister();
   v1c::EngineReport Report() const;
   void Stop();
+  void WriteKvStoreStats() const;
   ~Impl() {
     Stop();
     metrics.reset();  // no scrape reads the stages, store or arena from here on
@@ -180,6 +184,24 @@ Status Engine::Impl::RegisterAndBuild() {
   so.queue_depth = o.read_depth;
   so.faults = o.faults;
   ASSIGN_OR_RETURN(store, storage::BlockStore::Open(so));
+  if (o.kv_store_link != nullptr) {
+    ctx.kv_store = o.kv_store_link;
+  } else if (!o.kv_store_etcd.empty()) {
+    StoreLinkOptions lo;
+    lo.etcd = o.kv_store_etcd;
+    lo.cluster = o.kv_store_cluster;
+    lo.node_id = o.kv_store_node;
+    lo.host = o.kv_store_host.empty() ? o.node : o.kv_store_host;
+    lo.ucx_tls = o.ucx_tls;
+    lo.transfer_token = o.transfer_token;
+    lo.model_fingerprint = so.model_fingerprint;
+    Result<std::unique_ptr<KvStoreLink>> link = MakeStoreLink(lo);
+    if (!link.ok()) return link.status().WithContext("engine: kv store client");
+    own_kv_store = std::move(link).value();
+    ctx.kv_store = own_kv_store.get();
+    log::Info("engine {}: kv store cluster {} via etcd {} (node {}, host {})", o.name, lo.cluster,
+              lo.etcd, lo.node_id, lo.host);
+  }
 
   metrics = std::make_unique<EngineMetrics>(
       o.metrics != nullptr ? *o.metrics : own_registry,
@@ -327,6 +349,26 @@ void Engine::Impl::Stop() {
   if (decoder != nullptr) {
     decoder->Stop();
   }
+  WriteKvStoreStats();
+}
+
+// After the stages stopped (the write-behind has flushed its puts).
+void Engine::Impl::WriteKvStoreStats() const {
+  if (ctx.kv_store == nullptr) return;
+  const KvStoreStats s = ctx.kv_store->Stats();
+  log::Info(
+      "engine {}: kv store: hits_local={} hits_remote={} misses={} rejected={} puts_ok={} "
+      "puts_failed={}",
+      ctx.options.name, s.hits_local, s.hits_remote, s.misses, s.rejected, s.puts_ok,
+      s.puts_failed);
+  if (ctx.options.kv_store_stats_path.empty()) return;
+  std::ofstream out(ctx.options.kv_store_stats_path, std::ios::trunc);
+  out << fmt::format(
+      "{{\"engine\":\"{}\",\"node\":\"{}\",\"hits_local\":{},\"hits_remote\":{},"
+      "\"misses\":{},\"rejected\":{},\"puts_ok\":{},\"puts_failed\":{}}}\n",
+      ctx.options.name, ctx.options.node, s.hits_local, s.hits_remote, s.misses, s.rejected,
+      s.puts_ok, s.puts_failed);
+  if (!out) log::Warn("engine: cannot write {}", ctx.options.kv_store_stats_path);
 }
 
 Result<std::unique_ptr<Engine>> Engine::Create(const EngineOptions& options,

@@ -3,11 +3,13 @@
 #include <cstring>
 
 #include "dualpath/common/check.h"
+#include "dualpath/kv/block_file.h"
 
 namespace dualpath::engine {
 
-HitReader::HitReader(storage::BlockStore& store, const kv::BlockShape& shape, unsigned depth)
-    : store_(store), shape_(shape) {
+HitReader::HitReader(storage::BlockStore& store, const kv::BlockShape& shape, unsigned depth,
+                     KvStoreLink* kv_store)
+    : store_(store), kv_store_(kv_store), shape_(shape) {
   size_t n = 3 * static_cast<size_t>(depth == 0 ? 1 : depth);
   uint64_t file_bytes = storage::BlockStore::FileBytes(shape);
   buffers_.reserve(n);
@@ -23,9 +25,6 @@ HitReadResult HitReader::Read(std::span<const kv::BlockHash> hashes, uint64_t fi
   std::vector<Status> status(n);
   std::vector<size_t> slot(n, SIZE_MAX);
   std::vector<uint64_t> bytes(n, 0);
-  const uint64_t layer_bytes = shape_.LayerBytes();
-  const uint64_t bpt = shape_.bytes_per_token_per_layer;
-
   auto source = [&](size_t i) {
     size_t s;
     {
@@ -45,11 +44,7 @@ HitReadResult HitReader::Read(std::span<const kv::BlockHash> hashes, uint64_t fi
     status[i] = std::move(r.status);
     if (status[i].ok()) {
       if (r.block.payload.size() == shape_.FullBytes()) {
-        uint64_t token0 = (first_block + i) * shape_.tokens;
-        for (uint32_t l = 0; l < shape_.num_layers; ++l) {
-          std::memcpy(area + l * layer_stride + token0 * bpt,
-                      r.block.payload.data() + l * layer_bytes, layer_bytes);
-        }
+        Scatter(r.block.payload, first_block + i, area, layer_stride);
         bytes[i] = storage::BlockStore::FileBytes(shape_);
       } else {
         // A verified file of another shape (block size changed between runs): not ours.
@@ -64,6 +59,15 @@ HitReadResult HitReader::Read(std::span<const kv::BlockHash> hashes, uint64_t fi
   };
   store_.ReadStream(n, source, sink);
 
+  std::vector<StoreHit> from_store(n, StoreHit::kMiss);
+  if (kv_store_ != nullptr) {
+    size_t first_failed = 0;
+    while (first_failed < n && status[first_failed].ok()) ++first_failed;
+    if (first_failed < n) {
+      ReadFromStore(hashes, first_block, area, layer_stride, first_failed, status, from_store);
+    }
+  }
+
   HitReadResult out;
   for (size_t i = 0; i < n; ++i) {
     if (!status[i].ok()) {
@@ -72,8 +76,64 @@ HitReadResult HitReader::Read(std::span<const kv::BlockHash> hashes, uint64_t fi
     }
     ++out.loaded_blocks;
     out.bytes_read += bytes[i];
+    out.store_local += from_store[i] == StoreHit::kLocal ? 1 : 0;
+    out.store_remote += from_store[i] == StoreHit::kRemote ? 1 : 0;
   }
   return out;
+}
+
+void HitReader::Scatter(std::span<const std::byte> payload, uint64_t block, std::byte* area,
+                        uint64_t layer_stride) const {
+  const uint64_t layer_bytes = shape_.LayerBytes();
+  const uint64_t token0 = block * shape_.tokens;
+  for (uint32_t l = 0; l < shape_.num_layers; ++l) {
+    std::memcpy(area + l * layer_stride + token0 * shape_.bytes_per_token_per_layer,
+                payload.data() + l * layer_bytes, layer_bytes);
+  }
+}
+
+void HitReader::ReadFromStore(std::span<const kv::BlockHash> hashes, uint64_t first_block,
+                              std::byte* area, uint64_t layer_stride, size_t from,
+                              std::vector<Status>& status, std::vector<StoreHit>& source) {
+  const size_t n = hashes.size();
+  const uint64_t fingerprint = store_.options().model_fingerprint;
+  // The reader's staging buffers are all free again (ReadStream has returned): one batch fills
+  // them all. A batch with a miss ends the walk: everything after a miss is recomputed anyway.
+  size_t i = from;
+  while (i < n) {
+    std::vector<size_t> index;
+    std::vector<kv::BlockHash> want;
+    std::vector<std::span<std::byte>> files;
+    for (; i < n && index.size() < buffers_.size(); ++i) {
+      if (status[i].ok()) continue;  // the own tier had it
+      files.push_back(buffers_[index.size()].span());
+      index.push_back(i);
+      want.push_back(hashes[i]);
+    }
+    if (index.empty()) break;
+    const std::vector<StoreHit> got = kv_store_->Get(want, files);
+    bool miss = false;
+    for (size_t k = 0; k < index.size(); ++k) {
+      const size_t b = index[k];
+      if (k >= got.size() || got[k] == StoreHit::kMiss) {
+        miss = true;
+        continue;
+      }
+      // The same verification as a file read: a stale, foreign or corrupt object is a miss.
+      Result<kv::DecodedBlockFile> d = kv::DecodeBlockFile(files[k], fingerprint, hashes[b]);
+      if (!d.ok() || d->payload.size() != shape_.FullBytes()) {
+        kv_store_->OnRejected();
+        status[b] = d.ok() ? Status(Code::kStorageMiss, "store object has an unexpected size")
+                           : d.status().WithContext("kv store object");
+        miss = true;
+        continue;
+      }
+      Scatter(d->payload, first_block + b, area, layer_stride);
+      status[b] = Status::Ok();
+      source[b] = got[k];
+    }
+    if (miss) break;
+  }
 }
 
 }  // namespace dualpath::engine

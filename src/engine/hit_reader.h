@@ -11,6 +11,12 @@
 // never copied, and the result's `loaded_blocks` is the length of the verified prefix (the caller
 // recomputes that block and everything after it).
 //
+// With a KvStoreLink (the distributed KV store, `engine --kv-store-etcd`), the blocks the node's
+// own tier did not have are asked of the store, from the first failed block on, a staging pool's
+// worth at a time: each object is a block file and is verified exactly as a file read
+// (kv::DecodeBlockFile against the store's model fingerprint and the block's hash); one that does
+// not verify is a miss. The verified prefix then runs over both sources.
+//
 // Thread safety: one Read at a time per HitReader (the staging pool is per reader); the store may
 // be shared.
 #pragma once
@@ -26,25 +32,39 @@
 #include "dualpath/kv/layout.h"
 #include "dualpath/storage/aligned_buffer.h"
 #include "dualpath/storage/block_store.h"
+#include "engine/kv_store_link.h"
 
 namespace dualpath::engine {
 
 struct HitReadResult {
   uint64_t loaded_blocks = 0;  // verified prefix
-  uint64_t bytes_read = 0;     // file bytes of verified blocks
+  uint64_t bytes_read = 0;     // file bytes of verified blocks read from the node's own tier
+  uint64_t store_local = 0;    // blocks of the prefix read from the store, same node
+  uint64_t store_remote = 0;   // blocks of the prefix read from the store, another node
   Status first_error;          // why block `loaded_blocks` failed (OK if all loaded)
 };
 
 class HitReader {
  public:
-  HitReader(storage::BlockStore& store, const kv::BlockShape& shape, unsigned depth);
+  // kv_store: the distributed KV store (not owned; may be null: the own tier only).
+  HitReader(storage::BlockStore& store, const kv::BlockShape& shape, unsigned depth,
+            KvStoreLink* kv_store = nullptr);
 
   // Reads blocks named by `hashes` (block i of the run is the area's block first_block + i).
   HitReadResult Read(std::span<const kv::BlockHash> hashes, uint64_t first_block, std::byte* area,
                      uint64_t layer_stride);
 
  private:
+  // Blocks [from, n) that the tier left failed, from the store; updates status/source.
+  void ReadFromStore(std::span<const kv::BlockHash> hashes, uint64_t first_block, std::byte* area,
+                     uint64_t layer_stride, size_t from, std::vector<Status>& status,
+                     std::vector<StoreHit>& source);
+  // Copies a verified payload's layers into the area (block index first_block + i).
+  void Scatter(std::span<const std::byte> payload, uint64_t block, std::byte* area,
+               uint64_t layer_stride) const;
+
   storage::BlockStore& store_;
+  KvStoreLink* const kv_store_;
   const kv::BlockShape shape_;
   std::mutex mu_;
   std::condition_variable free_cv_;

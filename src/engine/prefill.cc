@@ -48,7 +48,7 @@ uint64_t Addr(const void* p) { return reinterpret_cast<uint64_t>(p); }
 }  // namespace
 
 Prefiller::Prefiller(Context& ctx)
-    : ctx_(ctx), reader_(*ctx.store, ctx.shape, ctx.options.read_depth) {
+    : ctx_(ctx), reader_(*ctx.store, ctx.shape, ctx.options.read_depth, ctx.kv_store) {
   loader_ = std::thread([this] { LoaderLoop(); });
   reader_thread_ = std::thread([this] { ReaderLoop(); });
   compute_ = std::thread([this] { ComputeLoop(); });

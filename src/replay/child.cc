@@ -17,7 +17,7 @@
 namespace dualpath::replay {
 
 Result<Child> Child::Spawn(const std::vector<std::string>& argv, const std::string& log_path,
-                           const std::vector<int>& inherit_fds) {
+                           const std::vector<int>& inherit_fds, bool outlive_parent) {
   if (argv.empty()) {
     return InvalidArgument("Child::Spawn: empty argv");
   }
@@ -27,7 +27,7 @@ Result<Child> Child::Spawn(const std::vector<std::string>& argv, const std::stri
   so.argv = argv;
   so.log_path = log_path;
   so.own_process_group = true;
-  so.death_signal = SIGKILL;
+  so.death_signal = outlive_parent ? 0 : SIGKILL;
   so.inherit_fds = inherit_fds;
   ASSIGN_OR_RETURN(pid_t pid, SpawnProcess(so));
   // glibc 2.36 declares pidfd_open but this toolchain links no wrapper for it: use the syscall.
@@ -64,6 +64,14 @@ Child& Child::operator=(Child&& other) noexcept {
 }
 
 Child::~Child() { Release(); }
+
+void Child::Detach() {
+  if (pidfd_ >= 0) {
+    close(pidfd_);
+    pidfd_ = -1;
+  }
+  pid_ = -1;
+}
 
 void Child::Release() {
   if (running()) {

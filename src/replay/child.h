@@ -23,8 +23,10 @@ class Child {
  public:
   // Starts argv[0] (looked up in PATH) with stdout and stderr appended to log_path; the child
   // inherits `inherit_fds` (SpawnOptions::inherit_fds).
+  // The child is killed (SIGKILL) when this thread dies, unless `outlive_parent` (a daemon that
+  // Detach() will leave running).
   static Result<Child> Spawn(const std::vector<std::string>& argv, const std::string& log_path,
-                             const std::vector<int>& inherit_fds = {});
+                             const std::vector<int>& inherit_fds = {}, bool outlive_parent = false);
 
   Child(Child&& other) noexcept;
   Child& operator=(Child&& other) noexcept;
@@ -44,6 +46,11 @@ class Child {
   void Signal(int sig);
   // TERM, wait up to `grace`, then KILL and reap. Returns the wait status.
   int Stop(Nanos grace);
+
+  // Lets the child run on without this object: it is neither killed nor reaped here (it is
+  // reparented when this process exits). `cluster up --store` leaves its daemons this way; `cluster
+  // down` kills everything in the cluster's namespaces.
+  void Detach();
 
   // The last `bytes` of the log, for error messages.
   std::string LogTail(size_t bytes = 2000) const;

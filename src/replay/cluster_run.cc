@@ -7,6 +7,7 @@
 #include <condition_variable>
 #include <cstdlib>
 #include <filesystem>
+#include <fstream>
 #include <mutex>
 #include <nlohmann/json.hpp>
 #include <sstream>
@@ -27,6 +28,7 @@
 #include "link_monitor.h"
 #include "run_credentials.h"
 #include "run_lock.h"
+#include "run_store.h"
 #include "system_check.h"
 
 namespace dualpath::replay {
@@ -259,7 +261,26 @@ struct SystemSetup {
   std::string system;
   std::string subdir;
   std::string address;
+  RunStore* kv_store = nullptr;  // --store: this system's store, else null
 };
+
+// The store subdirectory of node `n`: the system's own, or with --local-tiers one per node.
+std::string NodeSubdir(const SystemSetup& s, const testbed::Node& n) {
+  return s.run.o.local_tiers ? s.subdir + "-" + n.name : s.subdir;
+}
+
+// Every store subdirectory of the system (one, or one per node with --local-tiers).
+std::vector<std::string> SystemSubdirs(const SystemSetup& s) {
+  if (!s.run.o.local_tiers) return {s.subdir};
+  std::vector<std::string> out;
+  for (const testbed::Node& n : s.run.cluster.nodes) out.push_back(NodeSubdir(s, n));
+  return out;
+}
+
+// Where engine `node` writes its store link's counters (--store).
+std::string KvStoreStatsPath(const SystemSetup& s, const std::string& node) {
+  return s.run.work + "/" + s.system + "_kvstore_" + node + ".json";
+}
 
 // `dualpath control serve` for one system.
 std::vector<std::string> ServeArgv(const SystemSetup& s) {
@@ -281,6 +302,17 @@ std::vector<std::string> ServeArgv(const SystemSetup& s) {
                                     s.subdir,
                                     "--heartbeat-s",
                                     std::to_string(o.heartbeat_s)};
+  if (o.local_tiers) {
+    std::string all;
+    for (const std::string& d : SystemSubdirs(s)) all += (all.empty() ? "" : ",") + d;
+    serve[std::find(serve.begin(), serve.end(), "--store-subdir") - serve.begin() + 1] = all;
+  }
+  if (s.kv_store != nullptr) {
+    serve.insert(serve.end(),
+                 {"--kv-store-etcd", s.kv_store->etcd(), "--kv-store-cluster", s.kv_store->name()});
+    // Inside the first node's namespace: etcd and the masters are on the compute network.
+    serve.insert(serve.begin(), {"ip", "netns", "exec", s.run.cluster.nodes[0].netns});
+  }
   if (o.routing != "dualpath") {  // the default: the service's argv stays as before
     serve.push_back("--routing");
     serve.push_back(o.routing);
@@ -310,7 +342,14 @@ std::vector<std::string> EngineArgv(const SystemSetup& s, const testbed::Node& n
       s.run.bin,      "engine",      "--role",         std::string(testbed::RoleName(n.role)),
       "--name",       n.name + ".0", "--node",         n.name,
       "--scheduler",  s.address,     "--listen",       n.compute_addr,
-      "--store-root", n.mount,       "--store-subdir", s.subdir};
+      "--store-root", n.mount,       "--store-subdir", NodeSubdir(s, n)};
+  if (s.kv_store != nullptr) {
+    argv.insert(argv.end(), {"--kv-store-etcd", s.kv_store->etcd(), "--kv-store-cluster",
+                             s.kv_store->name(), "--kv-store-stats", KvStoreStatsPath(s, n.name)});
+    // No --kv-store-node: puts go to the node with the most free DRAM, so the cluster's DRAM
+    // fills evenly (a preferred writer's node would evict at its high watermark before a put
+    // spills elsewhere, and only decode engines write). Same-node reads still go through shm.
+  }
   if (o.pool) {
     argv.push_back("--pool");
     argv.push_back(NodePoolPath(s.run.cluster.name, n.name));
@@ -436,6 +475,7 @@ Result<ReplayResult> ReplaySystem(const SystemSetup& s, SystemProcesses& procs,
     RETURN_IF_ERROR(CheckStop());
     RETURN_IF_ERROR(sampler.Health());
     if (fault != nullptr) RETURN_IF_ERROR(fault->Tick(WallClock().Now()));
+    if (s.kv_store != nullptr) RETURN_IF_ERROR(s.kv_store->Health());
     const bool service_down = fault != nullptr && fault->ServiceDown();
     if (!service_down && procs.service->Poll().has_value()) {
       return ChildGone("control serve (" + s.system + ")", *procs.service);
@@ -491,11 +531,95 @@ std::unique_ptr<FaultInjector> MakeFaultInjector(const SystemSetup& s, SystemPro
                                          s.run.work + "/" + s.system + "_fault.log", hooks);
 }
 
+// --store: the leader's Stats (each node's DRAM used) and the engines' store counters, summed,
+// as one JSON object for the run's results; a line of it goes to progress.
+std::string KvStoreReport(const SystemSetup& s, RunStore& kv_store, std::ostream& progress) {
+  json j;
+  j["cluster"] = kv_store.name();
+  j["dram_mib_per_node"] = s.run.o.store_dram_mib;
+  Result<std::string> master = kv_store.StatsJson();
+  if (master.ok()) {
+    json m = json::parse(*master, nullptr, /*allow_exceptions=*/false);
+    j["master"] = m.is_discarded() ? json(nullptr) : std::move(m);
+  } else {
+    j["master"] = nullptr;
+    log::Warn("cluster run: store stats: {}", master.status().ToString());
+  }
+  uint64_t sums[6] = {};
+  static constexpr const char* kKeys[6] = {"hits_local", "hits_remote", "misses",
+                                           "rejected",   "puts_ok",     "puts_failed"};
+  j["engines"] = json::array();
+  for (const testbed::Node& n : s.run.cluster.nodes) {
+    std::ifstream in(KvStoreStatsPath(s, n.name));
+    json e = json::parse(in, nullptr, /*allow_exceptions=*/false);
+    if (e.is_discarded() || !e.is_object()) {
+      log::Warn("cluster run: no store counters from engine {} ({})", n.name,
+                KvStoreStatsPath(s, n.name));
+      continue;
+    }
+    for (int k = 0; k < 6; ++k) sums[k] += e.value(kKeys[k], uint64_t{0});
+    j["engines"].push_back(std::move(e));
+  }
+  for (int k = 0; k < 6; ++k) j[kKeys[k]] = sums[k];
+  progress << s.system << ": store: blocks read local " << sums[0] << ", remote " << sums[1]
+           << ", missed " << sums[2] << ", rejected " << sums[3] << "; puts " << sums[4] << " ok, "
+           << sums[5] << " failed; DRAM used per node:";
+  const json& m = j["master"];
+  if (m.is_object() && m.contains("usage")) {
+    for (const json& u : m["usage"]) {
+      const uint64_t id = u.value("node", uint64_t{0});
+      const std::string name = id >= 1 && id <= s.run.cluster.nodes.size()
+                                   ? s.run.cluster.nodes[id - 1].name
+                                   : std::to_string(id);
+      progress << " " << name << " " << (u.value("dram_used", uint64_t{0}) >> 20) << "/"
+               << (u.value("dram_capacity", uint64_t{0}) >> 20) << " MiB";
+    }
+  } else {
+    progress << " unknown";
+  }
+  progress << "\n" << std::flush;
+  return j.dump();
+}
+
+// --store / --local-tiers: hit tokens loaded against the ideal (every token carried over from the
+// agent's previous turns), and each node's storage-link bytes.
+void PrintPrefixHits(const SystemSetup& s, const SystemRun& run, std::ostream& progress) {
+  int64_t loaded = 0, assigned = 0;
+  for (const RequestRecord& rec : run.replay.records) {
+    if (!rec.result.ok()) continue;
+    loaded += rec.result.loaded_tokens();
+    assigned += rec.result.hit_tokens();
+  }
+  const uint64_t ideal = s.run.workload.context_tokens;
+  progress << s.system << ": prefix hits: " << loaded << " tokens loaded (" << assigned
+           << " assigned) of " << ideal << " ideal = "
+           << (ideal > 0 ? 100.0 * static_cast<double>(loaded) / static_cast<double>(ideal) : 0)
+           << "%; storage-link bytes:";
+  for (const LinkUsage& l : run.links) progress << " " << l.node << " " << l.rx_bytes;
+  progress << "\n" << std::flush;
+}
+
 // One system from start to stop: the service and engines up, the replay (with the fault, if
 // any), link counters around it, everything stopped again.
-Result<SystemRun> RunSystem(const SystemSetup& s, std::ostream& progress) {
-  const RunShared& r = s.run;
+Result<SystemRun> RunSystem(const SystemSetup& setup, std::ostream& progress) {
+  const RunShared& r = setup.run;
   const ClusterRunOptions& o = r.o;
+  // --store: the system's own store, up before the service and the engines and down after them
+  // (declared before procs: destroyed after them on every path).
+  std::unique_ptr<RunStore> kv_store;
+  if (o.store) {
+    RunStoreConfig sc;
+    sc.bin = r.bin;
+    sc.name = r.cluster.name + "." + setup.system;
+    sc.work = r.work;
+    sc.data_dir = r.cluster.state_dir + "/" + setup.subdir + "-etcd";
+    sc.token_path = r.auth->token_path();
+    sc.dram_mib = o.store_dram_mib;
+    sc.start_timeout_s = o.start_timeout_s;
+    ASSIGN_OR_RETURN(kv_store, RunStore::Start(r.cluster, sc, progress));
+  }
+  SystemSetup s = setup;
+  s.kv_store = kv_store.get();
   SystemProcesses procs;
   control::Client scheduler(s.address);
   RETURN_IF_ERROR(StartSystem(s, procs, scheduler, progress));
@@ -538,9 +662,18 @@ Result<SystemRun> RunSystem(const SystemSetup& s, std::ostream& progress) {
   ASSIGN_OR_RETURN(LinkSample after, ReadStorageCounters(r.cluster));
   Status stopped = StopSystem(o, r.cluster, s.system, procs, scheduler);
   RETURN_IF_ERROR(stopped.WithContext(s.system));
+  std::string kv_store_json;
+  if (kv_store != nullptr) {
+    // The engines are gone (their puts flushed, their counters written): the leader's view, then
+    // the store goes.
+    kv_store_json = KvStoreReport(s, *kv_store, progress);
+    kv_store->Stop();
+  }
   if (!o.keep) {
     std::error_code ec;
-    std::filesystem::remove_all(r.cluster.storage.admin_mount + "/" + s.subdir, ec);
+    for (const std::string& d : SystemSubdirs(s)) {
+      std::filesystem::remove_all(r.cluster.storage.admin_mount + "/" + d, ec);
+    }
   }
   // Write this system's dirty pages (the brick's KV files) back now, not while the next system
   // runs: the systems share the machine's CPUs and disk, and the kernel's writeback would
@@ -557,10 +690,12 @@ Result<SystemRun> RunSystem(const SystemSetup& s, std::ostream& progress) {
   if (run.fault) PrintFault(s.system, *run.fault, progress);
   if (killed) run.killed_engine = o.kill_node;
   if (killed) run.killed_buffers = buffers;
+  run.kv_store_json = std::move(kv_store_json);
   const Summary sum = Summarize(run.replay);
   progress << s.system << ": JCT " << sum.jct_s << " s, " << sum.requests << " requests, "
            << sum.failed << " failed\n"
            << std::flush;
+  if (o.store || o.local_tiers) PrintPrefixHits(s, run, progress);
   return run;
 }
 

@@ -209,6 +209,10 @@ json SystemRunJson(const SystemRun& run, bool online) {
   o["fault"] = FaultJson(run);
   o["steady_s"] = ToSeconds(run.replay.steady_end_ns - run.replay.steady_start_ns);
   o["storage_links"] = LinksJson(run.links);
+  if (!run.kv_store_json.empty()) {
+    json k = json::parse(run.kv_store_json, nullptr, /*allow_exceptions=*/false);
+    o["kv_store"] = k.is_discarded() ? json(nullptr) : std::move(k);
+  }
   o["records"] = RecordsJson(run);
   return o;
 }

@@ -134,5 +134,23 @@ TEST(ResultsTest, KilledEngineBuffersInJson) {
   EXPECT_FALSE(b.reclaimed());
 }
 
+// `--store` (docs/store.md "In the system"): the store's report is a result's `kv_store` object;
+// a run without a store has no such key (its JSON is as before), and a report that is not JSON
+// becomes null rather than invalid output.
+TEST(ResultsTest, KvStoreReportOnlyWithAStore) {
+  SystemRun with;
+  with.system = "dualpath";
+  with.kv_store_json = R"({"hits_local": 3, "master": {"usage": [{"node": 1, "dram_used": 7}]}})";
+  SystemRun without;
+  without.system = "basic";
+  SystemRun broken = with;
+  broken.kv_store_json = "{not json";
+  const nlohmann::json j = nlohmann::json::parse(RunJson("{}", {with, without, broken}));
+  EXPECT_EQ(j["results"][0]["kv_store"]["hits_local"], 3);
+  EXPECT_EQ(j["results"][0]["kv_store"]["master"]["usage"][0]["dram_used"], 7);
+  EXPECT_FALSE(j["results"][1].contains("kv_store"));
+  EXPECT_TRUE(j["results"][2]["kv_store"].is_null());
+}
+
 }  // namespace
 }  // namespace dualpath::replay

@@ -30,6 +30,8 @@ RunCredentials::~RunCredentials() {
   if (ec) log::Warn("cluster run: remove {}: {}", dir_, ec.message());
 }
 
+std::string RunCredentials::token_path() const { return TokenPath(dir_); }
+
 std::vector<std::string> RunCredentials::EngineArgs(const std::string& node) const {
   return {
       "--tls-cert",    PkiCertPath(dir_, node), "--tls-key",    PkiKeyPath(dir_, node), "--tls-ca",

@@ -30,6 +30,8 @@ class RunCredentials {
   // --tls-cert/--tls-key/--tls-ca of node `node`'s engine, and --transfer-token-file.
   std::vector<std::string> EngineArgs(const std::string& node) const;
   const std::string& dir() const { return dir_; }
+  // The run's transfer token file (what --transfer-token-file gets).
+  std::string token_path() const;
 
  private:
   explicit RunCredentials(std::string dir) : dir_(std::move(dir)) {}

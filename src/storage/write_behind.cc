@@ -88,6 +88,7 @@ void WriteBehind::Run() {
     }
     lock.unlock();
     std::vector<Status> results = store_.WriteBatch(batch);
+    if (options_.after_write) options_.after_write(batch, results);
     lock.lock();
     for (size_t i = 0; i < batch.size(); ++i) {
       reserved_bytes_ -= batch[i].file_bytes;

@@ -2,10 +2,13 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <condition_variable>
+#include <map>
 #include <mutex>
 #include <thread>
 
+#include "dualpath/kv/block_file.h"
 #include "storage/test_util.h"
 
 namespace dualpath::storage {
@@ -82,6 +85,42 @@ TEST_F(WriteBehindTest, CloseFlushesEverythingSubmitted) {
   }
   for (uint64_t i = 0; i < 50; ++i) {
     EXPECT_TRUE(Readable(*store, i)) << i;
+  }
+}
+
+// after_write (the engine's put into the KV store, docs/store.md "In the system") sees every
+// written block's file image with its status, and Flush returns only after it ran for every block
+// submitted before.
+TEST_F(WriteBehindTest, AfterWriteSeesEveryWrittenFileImageBeforeFlushReturns) {
+  auto store = Open(nullptr);
+  std::mutex mu;
+  std::map<kv::BlockHash, std::vector<std::byte>> seen;
+  WriteBehindOptions o;
+  o.max_batch = 4;
+  o.after_write = [&](std::span<const EncodedBlock> blocks, std::span<const Status> results) {
+    ASSERT_EQ(blocks.size(), results.size());
+    std::lock_guard lock(mu);
+    for (size_t i = 0; i < blocks.size(); ++i) {
+      EXPECT_TRUE(results[i].ok()) << results[i].ToString();
+      seen[blocks[i].hash].assign(blocks[i].file.data(),
+                                  blocks[i].file.data() + blocks[i].file_bytes);
+    }
+  };
+  WriteBehind wb(*store, o);
+  for (uint64_t i = 0; i < 10; ++i) {
+    auto p = PayloadOf(i, SmallShape().FullBytes());
+    ASSERT_TRUE(wb.Submit(HashOf(i), SmallShape(), p).ok());
+  }
+  wb.Flush();
+  std::lock_guard lock(mu);
+  ASSERT_EQ(seen.size(), 10u);
+  for (uint64_t i = 0; i < 10; ++i) {
+    // The image is the block file: it decodes as block i with block i's payload.
+    const std::vector<std::byte>& file = seen[HashOf(i)];
+    auto d = kv::DecodeBlockFile(file, 77, HashOf(i));
+    ASSERT_TRUE(d.ok()) << d.status().ToString();
+    auto p = PayloadOf(i, SmallShape().FullBytes());
+    EXPECT_TRUE(std::equal(d->payload.begin(), d->payload.end(), p.begin(), p.end()));
   }
 }
 

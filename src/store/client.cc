@@ -205,6 +205,26 @@ Result<ExistsReply> StoreClient::Exists(uint64_t model_fingerprint,
   return out;
 }
 
+Result<LeaderStatsReply> StoreClient::LeaderStats() {
+  v1::StatsRequest req;
+  v1::StatsResponse resp;
+  RETURN_IF_ERROR(impl_->CallMaster("Stats", Now() + impl_->options.retry_deadline,
+                                    [&](v1::StoreMaster::Stub* stub, grpc::ClientContext* ctx) {
+                                      return stub->Stats(ctx, req, &resp);
+                                    }));
+  LeaderStatsReply out;
+  out.leader_id = resp.leader_id();
+  out.nodes = resp.nodes();
+  out.objects = resp.objects();
+  out.pending_puts = resp.pending_puts();
+  out.evicted_replicas = resp.evicted_replicas();
+  for (const v1::NodeUsage& u : resp.usage()) {
+    out.usage.push_back(
+        LeaderNodeUsage{NodeId(u.node()), u.dram_capacity(), u.dram_used(), u.dram_replicas()});
+  }
+  return out;
+}
+
 Result<uint64_t> StoreClient::Remove(std::span<const ObjectKey> keys) {
   if (keys.empty()) return InvalidArgument("store remove: no keys");
   v1::RemoveRequest req;

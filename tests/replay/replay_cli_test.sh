@@ -54,6 +54,9 @@ expect_bad "--fault duration = 7200 is outside" --fault stor-link:p0@3req:7200
 expect_bad "neither Nreq nor Ns" --fault brick@3
 # Issue 17: a process must be able to wait for its last scrape within the run's stop timeout.
 expect_bad "--metrics-wait-s = 30 is outside" --metrics --metrics-wait-s 30
+# Issue 16: the store's DRAM size only with the store, and within range.
+expect_bad "--store-dram-mib requires --store" --store-dram-mib 64
+expect_bad "--store-dram-mib" --store --store-dram-mib 0
 if [[ -e /var/tmp/dualpath-testbed/rpclitest ]]; then
   echo "FAIL: a bad-input run created cluster state"
   failures=$((failures + 1))

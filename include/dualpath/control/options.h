@@ -43,6 +43,9 @@ struct ExpectedEngine {
 // the bad entry (empty field, unknown role, duplicate name).
 Result<std::vector<ExpectedEngine>> ParseEngineList(std::string_view text);
 
+// ServiceOptions::store_subdir split at commas (empty parts dropped).
+std::vector<std::string> SplitStoreSubdirs(std::string_view subdirs);
+
 // Input ranges (docs/control.md "Input ranges"), checked by ServiceOptions::Validate.
 inline constexpr double kMinHeartbeatS = 0.01;  // below, liveness checks spin
 inline constexpr double kMaxHeartbeatS = 3600;  // a dead engine is noticed within 3 hours
@@ -59,7 +62,13 @@ struct ServiceOptions {
   // Hits are probed in <store_root>/<store_subdir> (BlockStore layout). Empty store_root: no
   // probing, every request has hit_tokens 0.
   std::string store_root;
+  // One directory, or several comma-separated (node-local tiers, `cluster run --local-tiers`: a
+  // block counts as stored when any of them holds it; docs/store.md "In the system").
   std::string store_subdir;
+  // The distributed KV store the hit probe also asks (StoreClient::Exists on the leader master):
+  // etcd endpoints and the store cluster's name. Empty: no store.
+  std::string kv_store_etcd;
+  std::string kv_store_cluster;
   // Prompt block hashing (kv::BlockHasher), announced to engines at registration.
   std::string hash_algo = "sha256_cbor";
   std::string hash_seed = "0";

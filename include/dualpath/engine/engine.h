@@ -39,6 +39,8 @@ class Registry;
 
 namespace dualpath::engine {
 
+class KvStoreLink;
+
 enum class Role { kPrefill, kDecode };
 
 struct EngineOptions {
@@ -77,6 +79,20 @@ struct EngineOptions {
   // (plaintext EnginePeer, the empty transfer token).
   GrpcTls tls;
   std::string transfer_token;
+  // The distributed KV store (issue 16, docs/store.md "In the system"). With kv_store_etcd set, a
+  // hit block the node's own tier does not hold is read from the store (same node's DRAM tier,
+  // then another node's over the compute network) and verified like a file read, and every block
+  // the write-behind persists is also put into the store. Empty: the store is not used (the
+  // default; nothing changes).
+  std::string kv_store_etcd;     // etcd endpoints, HOST:PORT[,...] (plaintext)
+  std::string kv_store_cluster;  // the store cluster's name
+  uint32_t kv_store_node = 0;    // the store node beside this engine (preferred for puts)
+  std::string kv_store_host;     // host name that store nodes on this node advertise ("": node)
+  // Written at exit (JSON: the store link's counters), when set.
+  std::string kv_store_stats_path;
+  // Tests only: a link to use instead of connecting through kv_store_etcd; not owned, must
+  // outlive the engine.
+  KvStoreLink* kv_store_link = nullptr;
 };
 
 class Engine {

@@ -87,6 +87,19 @@ struct ClusterRunOptions {
   // up to metrics_wait_s for its last scrape. metrics_config: write a prometheus.yml scraping them;
   // metrics_targets: write a Prometheus file_sd target file.
   bool metrics = false;
+  // The distributed KV store (issue 16, docs/store.md "In the system"): for each system, one
+  // etcd, two store masters and one store node per node (children of the run, replay/run_store.h)
+  // with store_dram_mib of DRAM each; engines read hit blocks their node's tier lacks from the
+  // store and put every block they write; the service's hit probe asks the leader master. The
+  // service then runs in the first node's namespace (it must reach etcd and the masters on the
+  // compute network; its socket is a file and works from there).
+  bool store = false;
+  uint64_t store_dram_mib = 256;
+  // Node-local persistent tiers: each node's engine keeps its blocks in a directory of its own,
+  // <store subdir>-<node>, on its own mount (reads still cross its storage link; no node sees
+  // another's blocks); the service probes all of them (a block counts when any node has it; the
+  // engine that gets the request loads what its tier, or the store, has and recomputes the rest).
+  bool local_tiers = false;
   std::string metrics_host = "127.0.0.1";
   double metrics_wait_s = 5;
   std::string metrics_config;

@@ -72,6 +72,9 @@ struct SystemRun {
   std::string killed_engine;                    // node whose engine was killed mid-run ("" if none)
   std::optional<BufferReclaim> killed_buffers;  // engines ran with pools and one was killed
   std::optional<FaultOutcome> fault;            // `--fault`: what was injected, the recovery
+  // `--store`: the store's report (a JSON object: the leader's Stats, the engines' store counters
+  // and their sums); empty without a store (and then absent from the results).
+  std::string kv_store_json;
 };
 
 struct Summary {

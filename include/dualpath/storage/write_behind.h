@@ -15,6 +15,7 @@
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
+#include <functional>
 #include <mutex>
 #include <span>
 #include <thread>
@@ -31,6 +32,11 @@ struct WriteBehindOptions {
   uint64_t max_queued_bytes = 256ull << 20;  // file bytes queued or being written
   bool block_when_full = false;              // false: Submit returns kStorageQueueFull
   size_t max_batch = 32;                     // blocks per WriteBatch
+  // Called on the worker thread after each batch's WriteBatch, with the batch's file images and
+  // their statuses, before the batch counts as finished (so Flush also waits for it). The engine
+  // puts the written blocks into the distributed KV store here (docs/store.md "In the system").
+  // Empty: none.
+  std::function<void(std::span<const EncodedBlock>, std::span<const Status>)> after_write;
 };
 
 struct WriteBehindStats {

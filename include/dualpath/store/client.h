@@ -108,6 +108,22 @@ struct ClientStats {
   uint64_t unpins = 0;          // Unpin calls made (after GetInto returned, on the client's thread)
 };
 
+// The leader master's view (StoreMaster.Stats): the cluster's objects and each node's DRAM tier.
+struct LeaderNodeUsage {
+  NodeId node;
+  uint64_t dram_capacity = 0;
+  uint64_t dram_used = 0;
+  uint64_t dram_replicas = 0;
+};
+struct LeaderStatsReply {
+  std::string leader_id;
+  uint64_t nodes = 0;  // live nodes joined
+  uint64_t objects = 0;
+  uint64_t pending_puts = 0;
+  uint64_t evicted_replicas = 0;
+  std::vector<LeaderNodeUsage> usage;
+};
+
 class StoreClient {
  public:
   // Checks the options (kInvalidArgument naming the bad one) and connects to etcd lazily.
@@ -128,6 +144,9 @@ class StoreClient {
   Result<ExistsReply> Exists(uint64_t model_fingerprint, std::span<const kv::BlockHash> hashes);
   // Removes the keys; returns how many were removed.
   Result<uint64_t> Remove(std::span<const ObjectKey> keys);
+
+  // The leader's Stats (retried across leader changes like every master call).
+  Result<LeaderStatsReply> LeaderStats();
 
   // Registers caller memory for zero-copy remote gets (and puts) from or into it.
   Status RegisterBuffer(void* addr, uint64_t length);
