@@ -317,14 +317,16 @@ Result<std::string> RunStore::KillLeader() {
     return Timeout("store master " + leader + " pid " + std::to_string(pid) +
                    " still running 10 s after SIGKILL");
   }
-  // Reacted: a master other than the dead one answers Stats as the leader.
-  StartWatch([leader](const std::string& line) -> std::optional<std::string> {
-    const nlohmann::json st = ParseStats(line);
+  // Reacted: another leader term answers Stats (the standby, or the restarted master: the term id
+  // names the address, the term's number and its start, so a restarted master is a new term).
+  const std::string old_term = ParseStats(line).value("leader_id", std::string());
+  StartWatch([old_term](const std::string& now_line) -> std::optional<std::string> {
+    const nlohmann::json st = ParseStats(now_line);
     if (!st.is_object()) return std::nullopt;
-    const std::string now = st.value("leader", std::string());
-    if (now.empty() || now == leader) return std::nullopt;
-    return "a new leader " + now + " answered Stats (" +
-           std::to_string(st.value("nodes", uint64_t{0})) + " nodes joined)";
+    const std::string term = st.value("leader_id", std::string());
+    if (term.empty() || term == old_term) return std::nullopt;
+    return "a new leader (term " + term + ") answered Stats with " +
+           std::to_string(st.value("nodes", uint64_t{0})) + " nodes joined";
   });
   return "leader master " + leader + " on " + cluster_.nodes[static_cast<size_t>(idx)].name +
          " pid " + std::to_string(pid) + " killed (SIGKILL)";
