@@ -4,7 +4,7 @@
 # --local-tiers --routing round-robin` (engines read what their node's tier lacks from the store,
 # verify every block, recompute what they miss) with one fault, on an event (after 4 requests
 # completed), and the store's leases at 2 s (--store-ttl 2):
-#   store-node:   p1's `dualpath store node` killed with SIGKILL, started again 5 s later (same
+#   store-node:   p1's `dualpath store node` killed with SIGKILL, started again 3 s later (same
 #                 id, empty tier): its lease expires meanwhile, the leader drops its replicas;
 #   store-leader: the leading `dualpath store master` killed with SIGKILL and started again at
 #                 once (a standby): the other master takes over after the leader lease.
@@ -27,7 +27,7 @@ set -uo pipefail
 bin=$(realpath "$1")
 kind=$2
 case $kind in
-  store-node) fault=store-node:p1@4req:5 NAME=rpsfnode ;;
+  store-node) fault=store-node:p1@4req:3 NAME=rpsfnode ;;
   store-leader) fault=store-leader@4req NAME=rpsfleader ;;
   *)
     echo "usage: $0 DUALPATH_BINARY store-node|store-leader" >&2
@@ -65,7 +65,7 @@ trap cleanup EXIT
 
 start=$(date +%s)
 timeout -k 10 "$DEADLINE" "$bin" cluster run --name "$NAME" --pd 2P2D --system dualpath \
-  --routing round-robin --workload codex --agents 2 --turns 6 --append 128 --max-context 4096 \
+  --routing round-robin --workload codex --agents 2 --turns 10 --append 128 --max-context 4096 \
   --goodput nominal --timeout 90 --store --store-dram-mib 64 --store-ttl 2 --local-tiers \
   --fault "$fault" --json "$tmp/out.json" >"$tmp/table.txt" 2>"$tmp/progress.txt"
 rc=$?
