@@ -262,7 +262,7 @@ Result<std::string> RunStore::KillNode(const std::string& node) {
   }
   // Reacted: the leader lists the node no more (its lease expired), or with fewer replicas than
   // before (it re-joined, restarted with an empty tier, and the leader replaced it).
-  StartWatch([id, before](const std::string& line) -> std::optional<std::string> {
+  StartWatch([id, before](const std::string& line, double) -> std::optional<std::string> {
     const nlohmann::json st = ParseStats(line);
     if (!st.is_object()) return std::nullopt;
     const nlohmann::json u = UsageOf(st, id);
@@ -317,16 +317,23 @@ Result<std::string> RunStore::KillLeader() {
     return Timeout("store master " + leader + " pid " + std::to_string(pid) +
                    " still running 10 s after SIGKILL");
   }
-  // Reacted: another leader term answers Stats (the standby, or the restarted master: the term id
-  // names the address, the term's number and its start, so a restarted master is a new term).
-  const std::string old_term = ParseStats(line).value("leader_id", std::string());
-  StartWatch([old_term](const std::string& now_line) -> std::optional<std::string> {
+  // Reacted: another leader term (the standby, or the restarted master: the term id names the
+  // address, the term's number and its start, so a restarted master is a new term) answers Stats
+  // with as many nodes joined as before the kill (they join it with their reports: it serves).
+  const nlohmann::json before = ParseStats(line);
+  const std::string old_term = before.value("leader_id", std::string());
+  const uint64_t old_nodes = before.value("nodes", uint64_t{0});
+  StartWatch([old_term, old_nodes, first = std::optional<double>()](
+                 const std::string& now_line, double t) mutable -> std::optional<std::string> {
     const nlohmann::json st = ParseStats(now_line);
     if (!st.is_object()) return std::nullopt;
     const std::string term = st.value("leader_id", std::string());
     if (term.empty() || term == old_term) return std::nullopt;
-    return "a new leader (term " + term + ") answered Stats with " +
-           std::to_string(st.value("nodes", uint64_t{0})) + " nodes joined";
+    if (!first) first = t;
+    const uint64_t nodes = st.value("nodes", uint64_t{0});
+    if (nodes < old_nodes) return std::nullopt;
+    return "a new leader (term " + term + ") answered Stats " + FormatNumber(*first) +
+           " s after the kill, with all " + std::to_string(nodes) + " nodes joined";
   });
   return "leader master " + leader + " on " + cluster_.nodes[static_cast<size_t>(idx)].name +
          " pid " + std::to_string(pid) + " killed (SIGKILL)";
@@ -344,7 +351,8 @@ Result<std::string> RunStore::RestartMaster() {
   return "started again (a standby), pid " + std::to_string(pid);
 }
 
-void RunStore::StartWatch(std::function<std::optional<std::string>(const std::string&)> seen) {
+void RunStore::StartWatch(
+    std::function<std::optional<std::string>(const std::string&, double)> seen) {
   (void)EndWatch();
   {
     std::lock_guard lock(watch_mu_);
@@ -362,7 +370,7 @@ void RunStore::StartWatch(std::function<std::optional<std::string>(const std::st
       Result<std::string> line = StatsLine(log, 1);
       ++looks;
       const double t = ToSeconds(WallClock().Now() - start);
-      std::optional<std::string> what = line.ok() ? seen(*line) : std::nullopt;
+      std::optional<std::string> what = line.ok() ? seen(*line, t) : std::nullopt;
       if (what) {
         result = *what + " " + FormatNumber(t) + " s after the kill (look " +
                  std::to_string(looks) + " at the leader's Stats)";

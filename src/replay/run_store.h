@@ -102,9 +102,9 @@ class RunStore {
   Result<int> RunStats(uint64_t min_nodes, const std::string& log, double retry_s);
   // The leader's Stats as one JSON line, `log` holding the output (any thread).
   Result<std::string> StatsLine(const std::string& log, double retry_s);
-  // Starts the watch thread: `seen` gets each Stats line and returns what the store did once it
-  // has reacted (nullopt: not yet).
-  void StartWatch(std::function<std::optional<std::string>(const std::string&)> seen);
+  // Starts the watch thread: `seen` gets each Stats line and the seconds since the kill, and
+  // returns what the store did once it has reacted (nullopt: not yet).
+  void StartWatch(std::function<std::optional<std::string>(const std::string&, double)> seen);
   int NodeIndex(const std::string& node) const;
 
   const testbed::Cluster& cluster_;
