@@ -332,8 +332,8 @@ Result<std::string> RunStore::KillLeader() {
     if (!first) first = t;
     const uint64_t nodes = st.value("nodes", uint64_t{0});
     if (nodes < old_nodes) return std::nullopt;
-    return "a new leader (term " + term + ") answered Stats " + FormatNumber(*first) +
-           " s after the kill, with all " + std::to_string(nodes) + " nodes joined";
+    return "a new leader (term " + term + ") first answered Stats " + FormatNumber(*first) +
+           " s after the kill and listed all " + std::to_string(nodes) + " nodes joined";
   });
   return "leader master " + leader + " on " + cluster_.nodes[static_cast<size_t>(idx)].name +
          " pid " + std::to_string(pid) + " killed (SIGKILL)";

@@ -6,8 +6,8 @@
 # completed), and the store's leases at 2 s (--store-ttl 2):
 #   store-node:   p1's `dualpath store node` killed with SIGKILL, started again 3 s later (same
 #                 id, empty tier): its lease expires meanwhile, the leader drops its replicas;
-#   store-leader: the leading `dualpath store master` killed with SIGKILL and started again at
-#                 once (a standby): the other master takes over after the leader lease.
+#   store-leader: the leading `dualpath store master` killed with SIGKILL, started again 3 s
+#                 later (a standby): the other master takes over once the leader lease expired.
 # Checks
 #  - exit 0 within the deadline, every request ok, one record per request, 0 output mismatches
 #    (the run's checker: nothing wrong was served);
@@ -28,7 +28,7 @@ bin=$(realpath "$1")
 kind=$2
 case $kind in
   store-node) fault=store-node:p1@4req:3 NAME=rpsfnode ;;
-  store-leader) fault=store-leader@4req NAME=rpsfleader ;;
+  store-leader) fault=store-leader@4req:3 NAME=rpsfleader ;;
   *)
     echo "usage: $0 DUALPATH_BINARY store-node|store-leader" >&2
     exit 2
