@@ -65,8 +65,8 @@ FaultInjector::FaultInjector(FaultSpec spec, const testbed::Cluster& cluster, st
 }
 
 FaultInjector::~FaultInjector() {
-  // A service the run is stopping stays down (its Child goes with the run).
-  if (!active_ || spec_.kind == FaultKind::kService) return;
+  // A service or store process the run is stopping stays down (its Child goes with the run).
+  if (!active_ || spec_.kind == FaultKind::kService || FaultNeedsStore(spec_.kind)) return;
   // An error path left the fault in place: undo it, so no link stays down after the run.
   if (Status s = End(); !s.ok())
     log::Error("cluster run: undo fault {}: {}", spec_.ToString(), s.ToString());
