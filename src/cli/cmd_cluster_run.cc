@@ -5,7 +5,7 @@
 //       [--agents N] [--turns N] [--append N] [--gen N] [--max-context N] [--seed S]
 //       [--shared-prefix N] [--routing dualpath|round-robin|sticky]
 //       [--online --aps X] [--json OUT] [--plot DIR] [--keep]
-//       [--store [--store-dram-mib M]] [--local-tiers]
+//       [--store [--store-dram-mib M] [--store-ttl S]] [--local-tiers]
 //
 // Registers under the `cluster` group of cmd_cluster.cc (found, or added, by name).
 #include <cstdlib>
@@ -95,6 +95,10 @@ void Register(CLI::App& root, int* exit_code) {
                   "DRAM tier of each store node, MiB (default 256; with --store)")
       ->check(CLI::Range(uint64_t{1}, uint64_t{1} << 20))
       ->needs(store_flag);
+  run->add_option("--store-ttl", o.store_ttl_s,
+                  "Store nodes' membership and masters' leader lease, seconds (default 10; with "
+                  "--store): how long a killed node stays listed, a killed leader leads")
+      ->needs(store_flag);
   run->add_flag("--local-tiers", o.local_tiers,
                 "Node-local persistent tiers: each node's engine keeps its blocks in its own "
                 "directory on its own mount; no node reads another's");
@@ -108,8 +112,9 @@ void Register(CLI::App& root, int* exit_code) {
                   "(fault injection; its requests must be rescheduled)");
   run->add_option("--fault", a->fault,
                   "KIND[:NODE]@TRIGGER[:SECONDS]: inject a fault into each system's replay, e.g. "
-                  "stor-link:p0@4req:5, comp-link:d0@4req:5, brick@4req, service@4req "
-                  "(docs/faults.md)");
+                  "stor-link:p0@4req:5, comp-link:d0@4req:5, brick@4req, service@4req, "
+                  "store-node:p1@4req, store-leader@4req (the last two with --store; "
+                  "docs/faults.md)");
   run->add_option("--dualpath-bin", o.dualpath_bin,
                   "dualpath binary for the service and engines (default: this one)");
   run->add_option("--json", a->json_out, "Write results (sim's schema + records) here");

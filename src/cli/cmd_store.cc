@@ -393,9 +393,9 @@ int Stats(const StatsArgs& a) {
         usage.empty() ? "" : ",", u.node.value(), u.dram_capacity, u.dram_used, u.dram_replicas);
   }
   std::cout << fmt::format(
-                   "{{\"leader\":\"{}\",\"nodes\":{},\"objects\":{},\"pending_puts\":{},"
-                   "\"evicted_replicas\":{},\"usage\":[{}]}}",
-                   (*client)->leader(), st->nodes, st->objects, st->pending_puts,
+                   "{{\"leader\":\"{}\",\"leader_id\":\"{}\",\"nodes\":{},\"objects\":{},"
+                   "\"pending_puts\":{},\"evicted_replicas\":{},\"usage\":[{}]}}",
+                   (*client)->leader(), st->leader_id, st->nodes, st->objects, st->pending_puts,
                    st->evicted_replicas, usage)
             << std::endl;
   return st->nodes >= a.min_nodes ? kExitOk : kExitFailure;

@@ -527,8 +527,8 @@ std::unique_ptr<FaultInjector> MakeFaultInjector(const SystemSetup& s, SystemPro
     *procs.service = std::move(again);
     return Status::Ok();
   };
-  return std::make_unique<FaultInjector>(*s.run.o.fault, s.run.cluster,
-                                         s.run.work + "/" + s.system + "_fault.log", hooks);
+  return std::make_unique<FaultInjector>(
+      *s.run.o.fault, s.run.cluster, s.run.work + "/" + s.system + "_fault.log", hooks, s.kv_store);
 }
 
 // --store: the leader's Stats (each node's DRAM used) and the engines' store counters, summed,
@@ -615,6 +615,7 @@ Result<SystemRun> RunSystem(const SystemSetup& setup, std::ostream& progress) {
     sc.data_dir = r.cluster.state_dir + "/" + setup.subdir + "-etcd";
     sc.token_path = r.auth->token_path();
     sc.dram_mib = o.store_dram_mib;
+    sc.ttl_s = o.store_ttl_s;
     sc.start_timeout_s = o.start_timeout_s;
     ASSIGN_OR_RETURN(kv_store, RunStore::Start(r.cluster, sc, progress));
   }
@@ -769,6 +770,11 @@ static Status ValidateRunRanges(const ClusterRunOptions& o) {
       CheckRange("--heartbeat-s", o.heartbeat_s, kMinRunHeartbeatS, kMaxRunHeartbeatS, "s"));
   RETURN_IF_ERROR(CheckRange("--metrics-wait-s", o.metrics_wait_s, 0, o.stop_timeout_s, "s"));
   RETURN_IF_ERROR(sched::ParseRouting(o.routing).status());
+  RETURN_IF_ERROR(CheckRange("--store-ttl", o.store_ttl_s, kMinStoreTtlS, kMaxStoreTtlS, "s"));
+  if (o.fault && FaultNeedsStore(o.fault->kind) && !o.store) {
+    return InvalidArgument("--fault " + o.fault->ToString() +
+                           ": the store fault kinds need --store (there is no store to fault)");
+  }
   if (!o.kill_node.empty()) {
     RETURN_IF_ERROR(
         CheckRange("--kill-engine seconds", o.kill_after_s, 0.001, o.replay.timeout_s, "s"));

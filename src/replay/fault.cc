@@ -9,8 +9,8 @@ namespace dualpath::replay {
 namespace {
 
 constexpr std::string_view kForm =
-    "expected KIND[:NODE]@TRIGGER[:SECONDS] with KIND stor-link:NODE, comp-link:NODE, brick or "
-    "service and TRIGGER Nreq or Ns, e.g. stor-link:p0@4req:5";
+    "expected KIND[:NODE]@TRIGGER[:SECONDS] with KIND stor-link:NODE, comp-link:NODE, brick, "
+    "service, store-node:NODE or store-leader and TRIGGER Nreq or Ns, e.g. stor-link:p0@4req:5";
 
 Status Bad(std::string_view spec, std::string_view why) {
   return InvalidArgument("--fault '" + std::string(spec) + "': " + std::string(why) + " (" +
@@ -60,6 +60,10 @@ std::string_view FaultKindName(FaultKind kind) {
       return "brick";
     case FaultKind::kService:
       return "service";
+    case FaultKind::kStoreNode:
+      return "store-node";
+    case FaultKind::kStoreLeader:
+      return "store-leader";
   }
   return "unknown";
 }
@@ -84,8 +88,14 @@ Result<FaultSpec> ParseFault(std::string_view spec) {
     f.kind = kind == "stor-link" ? FaultKind::kStorageLink : FaultKind::kComputeLink;
     if (f.node.empty()) return Bad(spec, std::string(kind) + " needs a node");
     f.duration_s = 5;
-  } else if (kind == "brick" || kind == "service") {
-    f.kind = kind == "brick" ? FaultKind::kBrick : FaultKind::kService;
+  } else if (kind == "store-node") {
+    f.kind = FaultKind::kStoreNode;
+    if (f.node.empty()) return Bad(spec, "store-node needs a node");
+    f.duration_s = 0;
+  } else if (kind == "brick" || kind == "service" || kind == "store-leader") {
+    f.kind = kind == "brick"     ? FaultKind::kBrick
+             : kind == "service" ? FaultKind::kService
+                                 : FaultKind::kStoreLeader;
     if (colon != std::string_view::npos) return Bad(spec, std::string(kind) + " takes no node");
     f.duration_s = 0;
   } else {

@@ -55,17 +55,18 @@ Status WaitGone(pid_t pid, int timeout_ms) {
 }  // namespace
 
 FaultInjector::FaultInjector(FaultSpec spec, const testbed::Cluster& cluster, std::string log,
-                             ServiceHooks service)
+                             ServiceHooks service, RunStore* store)
     : spec_(std::move(spec)),
       cluster_(cluster),
       log_(std::move(log)),
-      service_(std::move(service)) {
+      service_(std::move(service)),
+      store_(store) {
   outcome_.spec = spec_;
 }
 
 FaultInjector::~FaultInjector() {
-  // A service the run is stopping stays down (its Child goes with the run).
-  if (!active_ || spec_.kind == FaultKind::kService) return;
+  // A service or store process the run is stopping stays down (its Child goes with the run).
+  if (!active_ || spec_.kind == FaultKind::kService || FaultNeedsStore(spec_.kind)) return;
   // An error path left the fault in place: undo it, so no link stays down after the run.
   if (Status s = End(); !s.ok())
     log::Error("cluster run: undo fault {}: {}", spec_.ToString(), s.ToString());
@@ -86,6 +87,10 @@ Status FaultInjector::Tick(Nanos now) {
 
 Status FaultInjector::Finish(const std::string& system, size_t results) {
   if (active_) RETURN_IF_ERROR(End());
+  if (store_ != nullptr && FaultNeedsStore(spec_.kind) && outcome_.injected) {
+    const std::string seen = store_->EndWatch();
+    if (!seen.empty()) outcome_.detail += "; " + seen;
+  }
   if (!outcome_.injected) {
     return FailedPrecondition("--fault " + spec_.ToString() + " was never injected: the " + system +
                               " replay ended after " + std::to_string(results) + " results");
@@ -122,6 +127,10 @@ Status FaultInjector::Begin() {
       s = service_.kill();
       outcome_.detail = "service killed (SIGKILL)";
       break;
+    case FaultKind::kStoreNode:
+    case FaultKind::kStoreLeader:
+      s = StoreBegin();
+      break;
   }
   log::Warn("cluster run: fault {} begins after {} results: {}", spec_.ToString(), results_,
             s.ok() ? outcome_.detail : s.ToString());
@@ -144,6 +153,10 @@ Status FaultInjector::End() {
     case FaultKind::kService:
       s = service_.start();
       outcome_.detail += "; started again";
+      break;
+    case FaultKind::kStoreNode:
+    case FaultKind::kStoreLeader:
+      s = StoreEnd();
       break;
   }
   outcome_.end_ns = WallClock().Now();
@@ -173,6 +186,24 @@ Status FaultInjector::SetLink(bool up) {
   const std::string& dev = spec_.kind == FaultKind::kStorageLink ? n->storage_if : n->compute_if;
   outcome_.detail += up ? "; up again" : n->netns + " " + dev + " down";
   return Run({"ip", "-n", n->netns, "link", "set", dev, up ? "up" : "down"});
+}
+
+Status FaultInjector::StoreBegin() {
+  if (store_ == nullptr)
+    return FailedPrecondition("--fault " + spec_.ToString() + " needs --store");
+  Result<std::string> d =
+      spec_.kind == FaultKind::kStoreNode ? store_->KillNode(spec_.node) : store_->KillLeader();
+  if (!d.ok()) return d.status();
+  outcome_.detail = *d;
+  return Status::Ok();
+}
+
+Status FaultInjector::StoreEnd() {
+  Result<std::string> d = spec_.kind == FaultKind::kStoreNode ? store_->RestartNode(spec_.node)
+                                                              : store_->RestartMaster();
+  if (!d.ok()) return d.status();
+  outcome_.detail += "; " + *d;
+  return Status::Ok();
 }
 
 Status FaultInjector::KillBrick() {

@@ -5,7 +5,8 @@
 // The mechanisms are the testbed's own tools: `ip -n NETNS link set DEV down|up` for a node link;
 // SIGKILL to the brick's glusterfsd (found by its brick path in /proc) and `gluster volume start
 // VOL force` inside glusterd's mount namespace (as testbed.sh runs gluster) to start it again; for
-// the service, hooks of the caller's (which owns the service's Child).
+// the service, hooks of the caller's (which owns the service's Child); for the store kinds, the
+// system's RunStore (which owns the store's children and watches the leader's Stats after a kill).
 //
 // Thread safety: one thread, the replay's: OnResult and Tick are called from the replayer's
 // on_result and health hooks, so the service hooks may spawn and reap the service's Child (a child
@@ -21,6 +22,7 @@
 #include "dualpath/common/status.h"
 #include "dualpath/replay/fault.h"
 #include "dualpath/testbed/cluster.h"
+#include "run_store.h"
 
 namespace dualpath::replay {
 
@@ -30,9 +32,10 @@ class FaultInjector {
     std::function<Status()> kill;   // SIGKILL the service and reap it
     std::function<Status()> start;  // start it again (same socket, same arguments)
   };
-  // `log` collects the output of every command run (ip, gluster).
+  // `log` collects the output of every command run (ip, gluster). `store`: the system's store
+  // (`cluster run --store`), null without one; the store kinds need it.
   FaultInjector(FaultSpec spec, const testbed::Cluster& cluster, std::string log,
-                ServiceHooks service);
+                ServiceHooks service, RunStore* store = nullptr);
   FaultInjector(const FaultInjector&) = delete;
   FaultInjector& operator=(const FaultInjector&) = delete;
   ~FaultInjector();
@@ -55,11 +58,14 @@ class FaultInjector {
   Status SetLink(bool up);
   Status KillBrick();
   Status StartBrick();
+  Status StoreBegin();
+  Status StoreEnd();
 
   FaultSpec spec_;
   const testbed::Cluster& cluster_;
   std::string log_;
   ServiceHooks service_;
+  RunStore* store_ = nullptr;
   uint64_t results_ = 0;
   Nanos first_tick_ = 0;
   bool active_ = false;

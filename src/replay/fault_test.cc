@@ -36,6 +36,22 @@ TEST(FaultTest, ParsesEveryKindWithItsDefaults) {
   Result<FaultSpec> again = ParseFault(f->ToString());
   ASSERT_TRUE(again.ok());
   EXPECT_EQ(again->ToString(), f->ToString());
+
+  f = ParseFault("store-node:p1@6req");
+  ASSERT_TRUE(f.ok()) << f.status().ToString();
+  EXPECT_EQ(f->kind, FaultKind::kStoreNode);
+  EXPECT_EQ(f->node, "p1");
+  EXPECT_EQ(f->duration_s, 0);  // restarted at once (empty tier)
+  EXPECT_TRUE(FaultNeedsStore(f->kind));
+  EXPECT_EQ(f->ToString(), "store-node:p1@6req:0");
+
+  f = ParseFault("store-leader@4req:3");
+  ASSERT_TRUE(f.ok()) << f.status().ToString();
+  EXPECT_EQ(f->kind, FaultKind::kStoreLeader);
+  EXPECT_TRUE(f->node.empty());
+  EXPECT_EQ(f->duration_s, 3);
+  EXPECT_TRUE(FaultNeedsStore(f->kind));
+  EXPECT_FALSE(FaultNeedsStore(FaultKind::kService));
 }
 
 TEST(FaultTest, BadSpecsNameTheFlagAndWhatIsWrong) {
@@ -43,6 +59,8 @@ TEST(FaultTest, BadSpecsNameTheFlagAndWhatIsWrong) {
       {"stor-link:p0", "no '@'"},
       {"stor-link@3req", "needs a node"},
       {"brick:p0@3req", "takes no node"},
+      {"store-node@3req", "store-node needs a node"},
+      {"store-leader:p0@3req", "store-leader takes no node"},
       {"disk@3req", "unknown kind 'disk'"},
       {"brick@3", "neither Nreq nor Ns"},
       {"brick@xreq", "bad request count"},

@@ -2,11 +2,14 @@
 
 #include <signal.h>
 
+#include <chrono>
 #include <filesystem>
 #include <fstream>
+#include <nlohmann/json.hpp>
 #include <sstream>
 
 #include "dualpath/common/log.h"
+#include "dualpath/common/numeric.h"
 #include "dualpath/common/stop_signal.h"
 #include "dualpath/replay/cluster_store.h"
 #include "dualpath/replay/replayer.h"
@@ -69,28 +72,33 @@ Result<std::unique_ptr<RunStore>> RunStore::Start(const testbed::Cluster& cluste
     std::vector<std::string> argv = {config.bin, "store", "master"};
     argv.insert(argv.end(), etcd_flags.begin(), etcd_flags.end());
     argv.insert(argv.end(), {"--listen", n.compute_addr + ":" + std::to_string(config.master_port),
-                             "--insecure"});
+                             "--insecure", "--election-ttl", FormatNumber(config.ttl_s)});
+    argv = InNetns(n, argv);
+    s->master_argv_.push_back(argv);
+    s->master_down_.push_back(false);
     ASSIGN_OR_RETURN(
-        Child m, Child::Spawn(InNetns(n, argv),
-                              config.work + "/" + config.name + "_master_" + n.name + ".log", {},
-                              config.daemons));
+        Child m, Child::Spawn(argv, config.work + "/" + config.name + "_master_" + n.name + ".log",
+                              {}, config.daemons));
     s->masters_.push_back(std::move(m));
   }
   for (size_t i = 0; i < cluster.nodes.size(); ++i) {
     const testbed::Node& n = cluster.nodes[i];
     std::vector<std::string> argv = {config.bin, "store", "node"};
     argv.insert(argv.end(), etcd_flags.begin(), etcd_flags.end());
-    argv.insert(argv.end(), {"--id", std::to_string(i + 1), "--host", n.name, "--dram-mib",
-                             std::to_string(config.dram_mib), "--transfer-listen",
-                             n.compute_addr + ":0", "--rpc-listen", n.compute_addr + ":0",
-                             "--ucx-tls", "tcp", "--ucx-net-devices", n.compute_if, "--insecure"});
+    argv.insert(argv.end(),
+                {"--id", std::to_string(i + 1), "--host", n.name, "--dram-mib",
+                 std::to_string(config.dram_mib), "--transfer-listen", n.compute_addr + ":0",
+                 "--rpc-listen", n.compute_addr + ":0", "--ucx-tls", "tcp", "--ucx-net-devices",
+                 n.compute_if, "--insecure", "--ttl", FormatNumber(config.ttl_s)});
     if (!config.token_path.empty()) {
       argv.insert(argv.end(), {"--transfer-token-file", config.token_path});
     }
+    argv = InNetns(n, argv);
+    s->node_argv_.push_back(argv);
+    s->node_down_.push_back(false);
     ASSIGN_OR_RETURN(
-        Child c,
-        Child::Spawn(InNetns(n, argv), config.work + "/" + config.name + "_node_" + n.name + ".log",
-                     {}, config.daemons));
+        Child c, Child::Spawn(argv, config.work + "/" + config.name + "_node_" + n.name + ".log",
+                              {}, config.daemons));
     s->nodes_.push_back(std::move(c));
   }
 
@@ -135,13 +143,15 @@ Result<int> RunStore::RunStats(uint64_t min_nodes, const std::string& log, doubl
     argv.push_back(std::to_string(min_nodes));
   }
   ASSIGN_OR_RETURN(Child c, Child::Spawn(InNetns(cluster_.nodes[0], argv), log));
-  ++stats_calls_;
   return c.Wait(FromSeconds(retry_s + 20));
 }
 
 Result<std::string> RunStore::StatsJson() {
-  const std::string log = config_.work + "/" + config_.name + "_stats.log";
-  ASSIGN_OR_RETURN(int rc, RunStats(0, log, 10));
+  return StatsLine(config_.work + "/" + config_.name + "_stats.log", 10);
+}
+
+Result<std::string> RunStore::StatsLine(const std::string& log, double retry_s) {
+  ASSIGN_OR_RETURN(int rc, RunStats(0, log, retry_s));
   const std::string text = ReadFile(log);
   // The JSON object is the line that starts with '{' (warnings go to the same log).
   std::istringstream lines(text);
@@ -158,12 +168,12 @@ Result<std::string> RunStore::StatsJson() {
 Status RunStore::Health() {
   if (etcd_child_ && etcd_child_->Poll().has_value()) return Died("etcd", *etcd_child_);
   for (size_t i = 0; i < masters_.size(); ++i) {
-    if (masters_[i].Poll().has_value()) {
+    if (!master_down_[i] && masters_[i].Poll().has_value()) {
       return Died("store master " + cluster_.nodes[i].name, masters_[i]);
     }
   }
   for (size_t i = 0; i < nodes_.size(); ++i) {
-    if (nodes_[i].Poll().has_value()) {
+    if (!node_down_[i] && nodes_[i].Poll().has_value()) {
       return Died("store node " + cluster_.nodes[i].name, nodes_[i]);
     }
   }
@@ -181,6 +191,7 @@ void RunStore::Detach() {
 }
 
 void RunStore::Stop() {
+  (void)EndWatch();
   if (detached_) return;
   // Nodes first (they deregister and remove their tier files), then the masters, then etcd.
   for (Child& c : nodes_) c.Signal(SIGTERM);
@@ -197,6 +208,202 @@ void RunStore::Stop() {
     std::filesystem::remove("/dev/shm/dualpath-store-" + config_.name + "-" + std::to_string(i + 1),
                             ec);
   }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Faults (docs/faults.md).
+
+namespace {
+
+constexpr Nanos kKillReapTimeout = 10 * kNanosPerSecond;  // SIGKILL is not blocked by anything
+constexpr double kWatchLimitS = 60;                       // the watch gives up after this
+constexpr auto kWatchInterval = std::chrono::milliseconds(50);
+
+nlohmann::json ParseStats(const std::string& line) {
+  return nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false);
+}
+
+// The usage entry of store node `id` in a Stats line, or null.
+nlohmann::json UsageOf(const nlohmann::json& stats, uint64_t id) {
+  if (!stats.is_object() || !stats.contains("usage")) return nullptr;
+  for (const nlohmann::json& u : stats["usage"]) {
+    if (u.value("node", uint64_t{0}) == id) return u;
+  }
+  return nullptr;
+}
+
+}  // namespace
+
+int RunStore::NodeIndex(const std::string& node) const {
+  for (size_t i = 0; i < cluster_.nodes.size() && i < nodes_.size(); ++i) {
+    if (cluster_.nodes[i].name == node) return static_cast<int>(i);
+  }
+  return -1;
+}
+
+Result<std::string> RunStore::KillNode(const std::string& node) {
+  const int i = NodeIndex(node);
+  if (i < 0) return InvalidArgument("store-node fault: no store node on '" + node + "'");
+  if (node_down_[i]) return FailedPrecondition("store node " + node + " is already down");
+  const uint64_t id = static_cast<uint64_t>(i) + 1;
+  // The watch's baseline: the node's replicas as the leader lists them just before the kill.
+  uint64_t before = 0;
+  if (Result<std::string> st = StatsJson(); st.ok()) {
+    const nlohmann::json u = UsageOf(ParseStats(*st), id);
+    if (u.is_object()) before = u.value("dram_replicas", uint64_t{0});
+  }
+  Child& c = nodes_[static_cast<size_t>(i)];
+  const pid_t pid = c.pid();
+  c.Signal(SIGKILL);
+  node_down_[static_cast<size_t>(i)] = true;
+  if (!c.Wait(kKillReapTimeout).ok()) {
+    return Timeout("store node " + node + " pid " + std::to_string(pid) +
+                   " still running 10 s after SIGKILL");
+  }
+  // Reacted: the leader lists the node no more (its lease expired), or with fewer replicas than
+  // before (it re-joined, restarted with an empty tier, and the leader replaced it).
+  StartWatch([id, before](const std::string& line, double) -> std::optional<std::string> {
+    const nlohmann::json st = ParseStats(line);
+    if (!st.is_object()) return std::nullopt;
+    const nlohmann::json u = UsageOf(st, id);
+    if (u.is_null()) {
+      return "the leader dropped node " + std::to_string(id) + " (no longer listed)";
+    }
+    const uint64_t now = u.value("dram_replicas", uint64_t{0});
+    if (now < before) {
+      return "the leader lists node " + std::to_string(id) + " with " + std::to_string(now) +
+             " replicas (re-joined empty)";
+    }
+    return std::nullopt;
+  });
+  return "store node " + node + " (id " + std::to_string(id) + ") pid " + std::to_string(pid) +
+         " killed (SIGKILL), " + std::to_string(before) + " replicas on it";
+}
+
+Result<std::string> RunStore::RestartNode(const std::string& node) {
+  const int i = NodeIndex(node);
+  if (i < 0 || !node_down_[static_cast<size_t>(i)]) {
+    return FailedPrecondition("store node " + node + " is not down");
+  }
+  const size_t k = static_cast<size_t>(i);
+  const std::string log = nodes_[k].log_path();
+  ASSIGN_OR_RETURN(Child c, Child::Spawn(node_argv_[k], log, {}, config_.daemons));
+  const pid_t pid = c.pid();
+  nodes_[k] = std::move(c);
+  node_down_[k] = false;
+  return "started again (same id, empty tier), pid " + std::to_string(pid);
+}
+
+Result<std::string> RunStore::KillLeader() {
+  if (killed_master_ >= 0) return FailedPrecondition("a store master is already down");
+  ASSIGN_OR_RETURN(std::string line, StatsJson());
+  const std::string leader = ParseStats(line).value("leader", std::string());
+  int idx = -1;
+  for (size_t i = 0; i < masters_.size(); ++i) {
+    if (leader == cluster_.nodes[i].compute_addr + ":" + std::to_string(config_.master_port)) {
+      idx = static_cast<int>(i);
+    }
+  }
+  if (idx < 0) {
+    return NotFound("store-leader fault: the leader '" + leader +
+                    "' is none of this run's masters");
+  }
+  Child& c = masters_[static_cast<size_t>(idx)];
+  const pid_t pid = c.pid();
+  c.Signal(SIGKILL);
+  master_down_[static_cast<size_t>(idx)] = true;
+  killed_master_ = idx;
+  if (!c.Wait(kKillReapTimeout).ok()) {
+    return Timeout("store master " + leader + " pid " + std::to_string(pid) +
+                   " still running 10 s after SIGKILL");
+  }
+  // Reacted: another leader term (the standby, or the restarted master: the term id names the
+  // address, the term's number and its start, so a restarted master is a new term) answers Stats
+  // with as many nodes joined as before the kill (they join it with their reports: it serves).
+  const nlohmann::json before = ParseStats(line);
+  const std::string old_term = before.value("leader_id", std::string());
+  const uint64_t old_nodes = before.value("nodes", uint64_t{0});
+  StartWatch([old_term, old_nodes, first = std::optional<double>()](
+                 const std::string& now_line, double t) mutable -> std::optional<std::string> {
+    const nlohmann::json st = ParseStats(now_line);
+    if (!st.is_object()) return std::nullopt;
+    const std::string term = st.value("leader_id", std::string());
+    if (term.empty() || term == old_term) return std::nullopt;
+    if (!first) first = t;
+    const uint64_t nodes = st.value("nodes", uint64_t{0});
+    if (nodes < old_nodes) return std::nullopt;
+    return "a new leader (term " + term + ") first answered Stats " + FormatNumber(*first) +
+           " s after the kill and listed all " + std::to_string(nodes) + " nodes joined";
+  });
+  return "leader master " + leader + " on " + cluster_.nodes[static_cast<size_t>(idx)].name +
+         " pid " + std::to_string(pid) + " killed (SIGKILL)";
+}
+
+Result<std::string> RunStore::RestartMaster() {
+  if (killed_master_ < 0) return FailedPrecondition("no store master is down");
+  const size_t k = static_cast<size_t>(killed_master_);
+  const std::string log = masters_[k].log_path();
+  ASSIGN_OR_RETURN(Child c, Child::Spawn(master_argv_[k], log, {}, config_.daemons));
+  const pid_t pid = c.pid();
+  masters_[k] = std::move(c);
+  master_down_[k] = false;
+  killed_master_ = -1;
+  return "started again (a standby), pid " + std::to_string(pid);
+}
+
+void RunStore::StartWatch(
+    std::function<std::optional<std::string>(const std::string&, double)> seen) {
+  (void)EndWatch();
+  {
+    std::lock_guard lock(watch_mu_);
+    watch_stop_ = false;
+    watch_result_.clear();
+  }
+  const Nanos start = WallClock().Now();
+  // One `store stats` process per look (the leader is in the namespaces, this process is not);
+  // the thread waits for each, so what it spawns never outlives it.
+  watch_ = std::thread([this, seen = std::move(seen), start] {
+    const std::string log = config_.work + "/" + config_.name + "_stats_watch.log";
+    int looks = 0;
+    std::string result;
+    while (true) {
+      Result<std::string> line = StatsLine(log, 1);
+      ++looks;
+      const double t = ToSeconds(WallClock().Now() - start);
+      std::optional<std::string> what = line.ok() ? seen(*line, t) : std::nullopt;
+      if (what) {
+        result = *what + " " + FormatNumber(t) + " s after the kill (look " +
+                 std::to_string(looks) + " at the leader's Stats)";
+        break;
+      }
+      if (t > kWatchLimitS) {
+        result = "no change in the leader's Stats within " + FormatNumber(kWatchLimitS) + " s (" +
+                 std::to_string(looks) + " looks)";
+        break;
+      }
+      std::unique_lock lock(watch_mu_);
+      // The interval between looks; the stop flag ends it at once.
+      if (watch_cv_.wait_for(lock, kWatchInterval, [this] { return watch_stop_; })) {
+        result = "the replay ended before the leader's Stats changed (" + std::to_string(looks) +
+                 " looks in " + FormatNumber(t) + " s)";
+        break;
+      }
+    }
+    std::lock_guard lock(watch_mu_);
+    watch_result_ = std::move(result);
+  });
+}
+
+std::string RunStore::EndWatch() {
+  if (!watch_.joinable()) return "";
+  {
+    std::lock_guard lock(watch_mu_);
+    watch_stop_ = true;
+  }
+  watch_cv_.notify_all();
+  watch_.join();
+  std::lock_guard lock(watch_mu_);
+  return watch_result_;
 }
 
 RunStore::~RunStore() { Stop(); }

@@ -57,6 +57,13 @@ expect_bad "--metrics-wait-s = 30 is outside" --metrics --metrics-wait-s 30
 # Issue 16: the store's DRAM size only with the store, and within range.
 expect_bad "--store-dram-mib requires --store" --store-dram-mib 64
 expect_bad "--store-dram-mib" --store --store-dram-mib 0
+# The store's fault kinds and lease TTL only with the store (docs/faults.md).
+expect_bad "--fault store-node:p0@3req:0: the store fault kinds need --store" \
+  --fault store-node:p0@3req
+expect_bad "--fault store-leader@3req:0: the store fault kinds need --store" --fault store-leader@3req
+expect_bad "--fault 'store-node@3req': store-node needs a node" --store --fault store-node@3req
+expect_bad "--store-ttl requires --store" --store-ttl 3
+expect_bad "--store-ttl = 0.5 is outside" --store --store-ttl 0.5
 if [[ -e /var/tmp/dualpath-testbed/rpclitest ]]; then
   echo "FAIL: a bad-input run created cluster state"
   failures=$((failures + 1))

@@ -40,6 +40,10 @@ inline constexpr double kMinSampleIntervalS = 0.01;         // below, the sample
 inline constexpr double kMaxSampleIntervalS = 60;           // above, a run has no rate series
 inline constexpr double kMinRunHeartbeatS = 0.01;  // control serve's range (docs/control.md)
 inline constexpr double kMaxRunHeartbeatS = 3600;
+// --store-ttl: the store nodes' membership and the masters' leader lease (`store node --ttl`
+// accepts 1 .. 3600 s; above a minute a dead node or leader would outlast a test run's patience).
+inline constexpr double kMinStoreTtlS = 1;
+inline constexpr double kMaxStoreTtlS = 60;
 
 struct ClusterRunOptions {
   std::string name = "dp";  // testbed cluster name
@@ -95,6 +99,9 @@ struct ClusterRunOptions {
   // compute network; its socket is a file and works from there).
   bool store = false;
   uint64_t store_dram_mib = 256;
+  // The store nodes' etcd membership lease and the masters' leader lease, seconds: a killed node
+  // is dropped, a killed leader replaced, within about this long (--fault store-node|store-leader).
+  double store_ttl_s = 10;
   // Node-local persistent tiers: each node's engine keeps its blocks in a directory of its own,
   // <store subdir>-<node>, on its own mount (reads still cross its storage link; no node sees
   // another's blocks); the service probes all of them (a block counts when any node has it; the

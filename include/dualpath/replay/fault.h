@@ -8,11 +8,16 @@
 //                             started again (`gluster volume start VOL force`)
 //             service         the scheduler service (`control serve`) killed with SIGKILL, then
 //                             started again on the same socket with the same arguments
+//             store-node:NODE that node's `dualpath store node` (--store only) killed with SIGKILL,
+//                             then started again with the same arguments (same id; its DRAM tier
+//                             file is replaced at start: it comes back empty)
+//             store-leader    the store master that leads (--store only) killed with SIGKILL, then
+//                             started again with the same arguments (it comes back a standby)
 //   TRIGGER   Nreq            once the replayer has received N results (an event: the fault lands
 //                             mid-run whatever the machine's speed)
 //             Ns              N seconds into the replay (a timed fault)
-//   SECONDS   how long the fault lasts before it is undone (default: 5 for links, 0 for brick and
-//             service: restarted at once)
+//   SECONDS   how long the fault lasts before it is undone (default: 5 for links, 0 for brick,
+//             service and the store kinds: restarted at once)
 //
 // e.g. `stor-link:p0@4req:5` takes p0's storage link down for 5 s once 4 requests completed.
 // The recovery time is measured from the fault's end (link up again, brick or service started
@@ -32,7 +37,7 @@
 
 namespace dualpath::replay {
 
-enum class FaultKind { kStorageLink, kComputeLink, kBrick, kService };
+enum class FaultKind { kStorageLink, kComputeLink, kBrick, kService, kStoreNode, kStoreLeader };
 
 // Ranges of a fault spec (docs/faults.md), checked by ParseFault.
 inline constexpr uint64_t kMaxFaultAfterResults = 10'000'000;
@@ -40,15 +45,20 @@ inline constexpr double kMaxFaultSeconds = 3600;  // a fault (or its delay) long
 
 struct FaultSpec {
   FaultKind kind = FaultKind::kStorageLink;
-  std::string node;              // links only: the node whose link goes down
+  std::string node;              // links and store-node only: the node concerned
   uint64_t after_results = 0;    // trigger: this many results received ...
   double after_s = -1;           // ... or, when >= 0, this many seconds into the replay
   double duration_s = 0;         // how long it lasts before it is undone
   std::string ToString() const;  // the canonical spec, e.g. "stor-link:p0@4req:5"
 };
 
-// "stor-link", "comp-link", "brick", "service".
+// "stor-link", "comp-link", "brick", "service", "store-node", "store-leader".
 std::string_view FaultKindName(FaultKind kind);
+
+// The kinds that act on the distributed KV store of `cluster run --store` (refused without it).
+inline bool FaultNeedsStore(FaultKind kind) {
+  return kind == FaultKind::kStoreNode || kind == FaultKind::kStoreLeader;
+}
 
 // Parses SPEC (above). kInvalidArgument naming --fault and what is wrong.
 Result<FaultSpec> ParseFault(std::string_view spec);

@@ -1,0 +1,144 @@
+#!/usr/bin/env bash
+# System test of the store's faults during a real end-to-end run (issue 16 acceptance 4,
+# docs/faults.md, docs/store.md "Failure cases"): a small 2P2D codex `cluster run --store
+# --local-tiers --routing round-robin` (engines read what their node's tier lacks from the store,
+# verify every block, recompute what they miss) with one fault, on an event (after 4 requests
+# completed), and the store's leases at 2 s (--store-ttl 2):
+#   store-node:   p1's `dualpath store node` killed with SIGKILL, started again 3 s later (same
+#                 id, empty tier): its lease expires meanwhile, the leader drops its replicas;
+#   store-leader: the leading `dualpath store master` killed with SIGKILL, started again 3 s
+#                 later (a standby): the other master takes over once the leader lease expired.
+# Checks
+#  - exit 0 within the deadline, every request ok, one record per request, 0 output mismatches
+#    (the run's checker: nothing wrong was served);
+#  - the fault injected (its detail names the killed pid) and undone (started again);
+#  - the store reacted, as the injector's watch of the leader's Stats saw it: store-node, the
+#    leader no longer lists the dead node (or lists it re-joined empty); store-leader, a new leader
+#    term answers Stats; the time is printed, not asserted;
+#  - store-node: the kill cost loads: hit tokens loaded < the ideal, or store misses > 0 (the
+#    blocks that lived only in p1's DRAM were recomputed);
+#  - store-leader: blocks were read from the store after all;
+#  - afterwards nothing is left: no namespace, no etcd or store process of the run, no store tier
+#    file, no pool file, no state dir.
+#
+# usage: replay_store_fault_test.sh DUALPATH_BINARY store-node|store-leader
+# Exit 77 (CTest: skipped) without root, GlusterFS or etcd.
+set -uo pipefail
+bin=$(realpath "$1")
+kind=$2
+case $kind in
+  store-node) fault=store-node:p1@4req:3 NAME=rpsfnode ;;
+  store-leader) fault=store-leader@4req:3 NAME=rpsfleader ;;
+  *)
+    echo "usage: $0 DUALPATH_BINARY store-node|store-leader" >&2
+    exit 2
+    ;;
+esac
+DEADLINE=${DEADLINE:-150}
+root=${DUALPATH_TESTBED_ROOT:-/var/tmp/dualpath-testbed}
+
+if [[ $(id -u) != 0 ]]; then
+  echo "SKIP: needs root (network namespaces, tc, FUSE mounts)"
+  exit 77
+fi
+if ! command -v glusterd >/dev/null || ! command -v glusterfs >/dev/null; then
+  echo "SKIP: glusterfs-server/glusterfs-client not installed (scripts/setup.sh)"
+  exit 77
+fi
+if [[ ! -x /usr/bin/etcd ]]; then
+  echo "SKIP: /usr/bin/etcd not installed (etcd-server, scripts/setup.sh)"
+  exit 77
+fi
+
+tmp=$(mktemp -d)
+failures=0
+fail() {
+  echo "FAIL: $*"
+  failures=$((failures + 1))
+}
+cleanup() {
+  "$bin" cluster down --name "$NAME" >/dev/null 2>&1
+  rm -rf "$tmp"
+}
+trap cleanup EXIT
+"$bin" cluster down --name "$NAME" >/dev/null 2>&1 # a crashed earlier run
+
+start=$(date +%s)
+timeout -k 10 "$DEADLINE" "$bin" cluster run --name "$NAME" --pd 2P2D --system dualpath \
+  --routing round-robin --workload codex --agents 2 --turns 10 --append 128 --max-context 4096 \
+  --goodput nominal --timeout 90 --store --store-dram-mib 64 --store-ttl 2 --local-tiers \
+  --fault "$fault" --json "$tmp/out.json" >"$tmp/table.txt" 2>"$tmp/progress.txt"
+rc=$?
+echo "--- cluster run --store --fault $fault exit $rc in $(($(date +%s) - start)) s; progress:"
+cat "$tmp/progress.txt"
+[[ $rc == 124 || $rc == 137 ]] && fail "cluster run did not finish within the ${DEADLINE} s deadline"
+[[ $rc == 0 ]] || fail "cluster run exited $rc"
+
+if [[ -s $tmp/out.json ]]; then
+  python3 - "$tmp/out.json" "$kind" <<'PY' || fail "JSON checks (above)"
+import json, sys
+doc = json.load(open(sys.argv[1]))
+kind = sys.argv[2]
+bad = []
+def check(cond, what):
+    if not cond:
+        bad.append(what)
+w = doc["config"]["workload"]
+(r,) = doc["results"]
+check(r["requests"] == w["requests"] and len(r["records"]) == w["requests"],
+      f"{len(r['records'])} records, {w['requests']} requests")
+check(r["failed"] == 0 and all(x["ok"] for x in r["records"]), f"{r['failed']} failed requests")
+check(r["mismatches"] == 0, f"{r['mismatches']} mismatches")
+f = r.get("fault")
+check(f is not None and f["kind"] == kind, f"fault {f}")
+loaded = sum(x["loaded_tokens"] for x in r["records"])
+ideal = w["context_tokens"]
+s = r.get("kv_store") or {}
+counters = {k: s.get(k) for k in ("hits_local", "hits_remote", "misses", "rejected", "puts_ok",
+                                   "puts_failed")}
+print(f"hit tokens loaded {loaded} of {ideal} ideal = {100.0 * loaded / max(ideal, 1):.1f}%; "
+      f"store: {counters}")
+check(s.get("rejected", 1) == 0, f"{s.get('rejected')} store objects failed verification")
+if f is not None:
+    d = f["detail"]
+    check(f["injected"], "the fault was not injected")
+    check("killed (SIGKILL)" in d and "pid" in d, f"nothing killed: {d}")
+    check("started again" in d, f"not started again: {d}")
+    check(f["results_before"] >= 4, f"injected after {f['results_before']} results, not 4")
+    check(f["recovery_s"] is not None, "no request completed after the fault ended")
+    if kind == "store-node":
+        check("no longer listed" in d or "re-joined empty" in d,
+              f"the leader's Stats never dropped the dead node: {d}")
+        check(loaded < ideal or s.get("misses", 0) > 0,
+              "the kill cost nothing: every ideal hit token loaded and no store miss")
+    else:
+        check("a new leader" in d, f"no new leader seen: {d}")
+        check(s.get("hits_local", 0) + s.get("hits_remote", 0) > 0, "no block read from the store")
+    print(f"FAULT {kind}: {d}; {f['end_s'] - f['start_s']:.2f} s; recovery {f['recovery_s']} s; "
+          f"JCT {r['jct_s']:.2f} s")
+for b in bad:
+    print("  -", b)
+sys.exit(1 if bad else 0)
+PY
+else
+  fail "no JSON written"
+fi
+
+# Nothing left behind.
+if ip netns list | grep -q "^dp-$NAME\."; then
+  fail "namespaces left: $(ip netns list | grep "^dp-$NAME\." | tr '\n' ' ')"
+fi
+if pgrep -af -- "--cluster $NAME\.|dualpath-testbed/$NAME/" >"$tmp/left.txt"; then
+  fail "processes left: $(cat "$tmp/left.txt")"
+fi
+left_tiers=$(compgen -G "/dev/shm/dualpath-store-$NAME.*")
+[[ -n $left_tiers ]] && fail "store tier files left: $left_tiers"
+left_pools=$(compgen -G "/dev/shm/dualpath-$NAME-*.pool")
+[[ -n $left_pools ]] && fail "pool files left: $left_pools"
+[[ -e $root/$NAME ]] && fail "state dir $root/$NAME left"
+
+if ((failures > 0)); then
+  echo "replay store fault test ($kind): FAILED ($failures)"
+  exit 1
+fi
+echo "replay store fault test ($kind): PASS"
