@@ -226,14 +226,6 @@ class PyClusterStore {
     registered_.erase(addr);
   }
 
-  static void CheckSize(const char* verb, size_t i, uint64_t size) {
-    if (size == 0 || size > kMaxObjectBytes) {
-      RaiseValueError(std::string(verb) + ": block #" + std::to_string(i) + " size " +
-                      std::to_string(size) + " is outside [1, " + std::to_string(kMaxObjectBytes) +
-                      "] bytes");
-    }
-  }
-
   // Lengths, sizes and registration of raw (ptr, size) arguments.
   void CheckRaw(const char* verb, size_t nkeys, const std::vector<uint64_t>& ptrs,
                 const std::vector<uint64_t>& sizes) {
@@ -244,7 +236,7 @@ class PyClusterStore {
     }
     std::lock_guard lock(mu_);
     for (size_t i = 0; i < nkeys; ++i) {
-      CheckSize(verb, i, sizes[i]);
+      CheckValueSize(verb, i, sizes[i], kMaxObjectBytes);
       auto it = registered_.upper_bound(ptrs[i]);
       const bool inside = it != registered_.begin() && ptrs[i] + sizes[i] >= ptrs[i] &&
                           ptrs[i] + sizes[i] <= std::prev(it)->first + std::prev(it)->second;
@@ -343,37 +335,10 @@ class PyClusterStore {
     return Get("batch_get_into", k, bufs);
   }
 
-  // Object forms: the buffers are the objects themselves (no registration needed).
-  static std::vector<BorrowedBuffer> Borrow(const char* verb, size_t nkeys, nb::handle objs,
-                                            bool writable) {
-    if (PyUnicode_Check(objs.ptr()) || PyBytes_Check(objs.ptr())) {
-      RaiseTypeError(std::string(verb) + ": expected a sequence of buffers, got one " +
-                     Py_TYPE(objs.ptr())->tp_name);
-    }
-    nb::object seq = nb::steal(PySequence_Fast(objs.ptr(), "expected a sequence"));
-    if (!seq.is_valid()) {
-      PyErr_Clear();
-      RaiseTypeError(std::string(verb) + ": expected a sequence of buffers");
-    }
-    const size_t n = static_cast<size_t>(PySequence_Fast_GET_SIZE(seq.ptr()));
-    if (n != nkeys) {
-      RaiseValueError(std::string(verb) + ": " + std::to_string(nkeys) + " keys but " +
-                      std::to_string(n) + " buffers");
-    }
-    std::vector<BorrowedBuffer> out;
-    out.reserve(n);
-    for (size_t i = 0; i < n; ++i) {
-      out.emplace_back(nb::handle(PySequence_Fast_GET_ITEM(seq.ptr(), i)), writable,
-                       std::string(verb) + ": buffer #" + std::to_string(i));
-      CheckSize(verb, i, out.back().size());
-    }
-    return out;
-  }
-
   nb::list BatchPut(nb::handle keys, nb::handle values) {
     Use use(this);
     auto k = Keys(keys, "batch_put keys");
-    auto held = Borrow("batch_put", k.size(), values, /*writable=*/false);
+    auto held = BorrowBuffers("batch_put", k.size(), values, /*writable=*/false, kMaxObjectBytes);
     std::vector<ConstBuf> bufs(k.size());
     for (size_t i = 0; i < k.size(); ++i) {
       bufs[i] = {held[i].data(), held[i].size()};
@@ -384,7 +349,7 @@ class PyClusterStore {
   nb::list BatchGet(nb::handle keys, nb::handle buffers) {
     Use use(this);
     auto k = Keys(keys, "batch_get keys");
-    auto held = Borrow("batch_get", k.size(), buffers, /*writable=*/true);
+    auto held = BorrowBuffers("batch_get", k.size(), buffers, /*writable=*/true, kMaxObjectBytes);
     std::vector<MutBuf> bufs(k.size());
     for (size_t i = 0; i < k.size(); ++i) {
       bufs[i] = {held[i].data(), held[i].size()};

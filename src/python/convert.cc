@@ -207,4 +207,38 @@ BorrowedBuffer::BorrowedBuffer(BorrowedBuffer&& other) noexcept
   other.has_view_ = false;
 }
 
+void CheckValueSize(const char* verb, size_t i, uint64_t size, uint64_t max_bytes) {
+  if (size == 0 || size > max_bytes) {
+    RaiseValueError(std::string(verb) + ": block #" + std::to_string(i) + " size " +
+                    std::to_string(size) + " is outside [1, " + std::to_string(max_bytes) +
+                    "] bytes");
+  }
+}
+
+std::vector<BorrowedBuffer> BorrowBuffers(const char* verb, size_t nkeys, nb::handle objs,
+                                          bool writable, uint64_t max_bytes) {
+  if (PyUnicode_Check(objs.ptr()) || PyBytes_Check(objs.ptr())) {
+    RaiseTypeError(std::string(verb) + ": expected a sequence of buffers, got one " +
+                   Py_TYPE(objs.ptr())->tp_name);
+  }
+  nb::object seq = nb::steal(PySequence_Fast(objs.ptr(), "expected a sequence"));
+  if (!seq.is_valid()) {
+    PyErr_Clear();
+    RaiseTypeError(std::string(verb) + ": expected a sequence of buffers");
+  }
+  const size_t n = static_cast<size_t>(PySequence_Fast_GET_SIZE(seq.ptr()));
+  if (n != nkeys) {
+    RaiseValueError(std::string(verb) + ": " + std::to_string(nkeys) + " keys but " +
+                    std::to_string(n) + " buffers");
+  }
+  std::vector<BorrowedBuffer> out;
+  out.reserve(n);
+  for (size_t i = 0; i < n; ++i) {
+    out.emplace_back(nb::handle(PySequence_Fast_GET_ITEM(seq.ptr(), i)), writable,
+                     std::string(verb) + ": buffer #" + std::to_string(i));
+    CheckValueSize(verb, i, out.back().size(), max_bytes);
+  }
+  return out;
+}
+
 }  // namespace dualpath::python

@@ -70,4 +70,13 @@ class BorrowedBuffer {
   uint64_t size_ = 0;
 };
 
+// A batch value's size: ValueError naming `verb` and block #i when it is outside [1, max_bytes].
+void CheckValueSize(const char* verb, size_t i, uint64_t size, uint64_t max_bytes);
+
+// The object form of a batch verb (batch_put, batch_get): one buffer per key, each borrowed
+// (writable for gets) and its size checked with CheckValueSize. TypeError for a str or bytes
+// (one buffer, not a sequence of them) or a non-sequence; ValueError for a count other than nkeys.
+std::vector<BorrowedBuffer> BorrowBuffers(const char* verb, size_t nkeys, nb::handle objs,
+                                          bool writable, uint64_t max_bytes);
+
 }  // namespace dualpath::python

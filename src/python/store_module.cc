@@ -80,18 +80,11 @@ class PyKvStore {
                       std::to_string(sizes.size()) + ")");
     }
     for (size_t i = 0; i < nkeys; ++i) {
-      CheckSize(verb, i, sizes[i]);
+      CheckValueSize(verb, i, sizes[i], KvStore::kMaxValueBytes);
       Status s = store_->CheckRegistered(ptrs[i], sizes[i]);
       if (!s.ok()) {
         Raise(s, std::string(verb) + ": block #" + std::to_string(i));
       }
-    }
-  }
-  static void CheckSize(const char* verb, size_t i, uint64_t size) {
-    if (size == 0 || size > KvStore::kMaxValueBytes) {
-      RaiseValueError(std::string(verb) + ": block #" + std::to_string(i) + " size " +
-                      std::to_string(size) + " is outside [1, " +
-                      std::to_string(KvStore::kMaxValueBytes) + "] bytes");
     }
   }
 
@@ -158,33 +151,11 @@ class PyKvStore {
     return Get("batch_get_into", k, bufs);
   }
 
-  // Object forms: buffers are the objects themselves (no registration needed).
-  std::vector<BorrowedBuffer> Borrow(const char* verb, size_t nkeys, nb::handle objs,
-                                     bool writable) {
-    nb::object seq = nb::steal(PySequence_Fast(objs.ptr(), "expected a sequence"));
-    if (!seq.is_valid()) {
-      PyErr_Clear();
-      RaiseTypeError(std::string(verb) + ": expected a sequence of buffers");
-    }
-    const size_t n = static_cast<size_t>(PySequence_Fast_GET_SIZE(seq.ptr()));
-    if (n != nkeys) {
-      RaiseValueError(std::string(verb) + ": " + std::to_string(nkeys) + " keys but " +
-                      std::to_string(n) + " buffers");
-    }
-    std::vector<BorrowedBuffer> out;
-    out.reserve(n);
-    for (size_t i = 0; i < n; ++i) {
-      out.emplace_back(nb::handle(PySequence_Fast_GET_ITEM(seq.ptr(), i)), writable,
-                       std::string(verb) + ": buffer #" + std::to_string(i));
-      CheckSize(verb, i, out.back().size());
-    }
-    return out;
-  }
-
   nb::list BatchPut(nb::handle keys, nb::handle values) {
     Live();
     auto k = KeysToHashes(keys, "batch_put keys");
-    auto held = Borrow("batch_put", k.size(), values, /*writable=*/false);
+    auto held =
+        BorrowBuffers("batch_put", k.size(), values, /*writable=*/false, KvStore::kMaxValueBytes);
     std::vector<ConstBuf> bufs(k.size());
     for (size_t i = 0; i < k.size(); ++i) {
       bufs[i] = {held[i].data(), held[i].size()};
@@ -195,7 +166,8 @@ class PyKvStore {
   nb::list BatchGet(nb::handle keys, nb::handle buffers) {
     Live();
     auto k = KeysToHashes(keys, "batch_get keys");
-    auto held = Borrow("batch_get", k.size(), buffers, /*writable=*/true);
+    auto held =
+        BorrowBuffers("batch_get", k.size(), buffers, /*writable=*/true, KvStore::kMaxValueBytes);
     std::vector<MutBuf> bufs(k.size());
     for (size_t i = 0; i < k.size(); ++i) {
       bufs[i] = {held[i].data(), held[i].size()};
