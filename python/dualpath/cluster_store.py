@@ -33,15 +33,15 @@ remove) or return the code per key (puts: ``-9`` kUnavailable, ``-8`` kTimeout, 
 
 from __future__ import annotations
 
-import concurrent.futures
-import threading
-from typing import Any, Sequence
+from typing import Any
 
 from dualpath import _core
-from dualpath.store import Handle, _int_address
+from dualpath.store import _BatchVerbs
 
 
-class ClusterStore:
+class ClusterStore(_BatchVerbs):
+    _name = "cluster"
+
     def __init__(
         self,
         cluster: str,
@@ -124,10 +124,7 @@ class ClusterStore:
         o.rpc_timeout = float(rpc_timeout)
         o.etcd_timeout = float(etcd_timeout)
         o.staging_bytes = staging_bytes
-        self._s = _core.ClusterStore(o)
-        self._async_threads = async_threads
-        self._executor: concurrent.futures.ThreadPoolExecutor | None = None
-        self._lock = threading.Lock()
+        self._init_verbs(_core.ClusterStore(o), async_threads)
         self.cluster = cluster
         self.etcd = etcd
 
@@ -135,99 +132,9 @@ class ClusterStore:
     def model_fingerprint(self) -> int:
         return self._s.model_fingerprint
 
-    # -- registration ----------------------------------------------------------------------------
-    def register_buffer(self, ptr_or_obj: Any, size: int | None = None) -> tuple[int, int]:
-        """Registers [ptr, ptr + size) for the raw-pointer verbs (and zero-copy remote gets); also
-        accepts an array/tensor. Returns (ptr, size)."""
-        if size is None:
-            ptr, size = _int_address(ptr_or_obj)
-        else:
-            ptr = int(ptr_or_obj)
-        self._s.register_buffer(ptr, size)
-        return ptr, size
-
-    def unregister_buffer(self, ptr_or_obj: Any) -> None:
-        """KeyError if the buffer is not registered."""
-        ptr = ptr_or_obj if isinstance(ptr_or_obj, int) else _int_address(ptr_or_obj)[0]
-        self._s.unregister_buffer(ptr)
-
-    # -- synchronous verbs -----------------------------------------------------------------------
-    def batch_put_from(
-        self, keys: Sequence, ptrs: Sequence[int], sizes: Sequence[int]
-    ) -> list[int]:
-        return self._s.batch_put_from(keys, ptrs, sizes)
-
-    def batch_get_into(
-        self, keys: Sequence, ptrs: Sequence[int], sizes: Sequence[int]
-    ) -> list[int]:
-        return self._s.batch_get_into(keys, ptrs, sizes)
-
-    def batch_put(self, keys: Sequence, values: Sequence) -> list[int]:
-        return self._s.batch_put(keys, values)
-
-    def batch_get(self, keys: Sequence, buffers: Sequence) -> list[int]:
-        return self._s.batch_get(keys, buffers)
-
-    def batch_exists(self, keys: Sequence) -> int:
-        return self._s.batch_exists(keys)
-
-    def batch_is_exist(self, keys: Sequence) -> list[bool]:
-        return self._s.batch_is_exist(keys)
-
-    def exists(self, key: Any) -> bool:
-        return self._s.batch_is_exist([key])[0]
-
     def remove(self, keys: Any) -> int:
         """Removes the keys (one key, bytes or str, or a sequence of them); returns how many were
         removed. Absent keys are not an error (another client may have removed them)."""
         if isinstance(keys, (bytes, str)):
             keys = [keys]
         return self._s.remove(keys)
-
-    def stats(self) -> dict:
-        """This client's counters (puts_ok, hits_local, hits_remote, misses, retries, ...) and
-        ``leader``, the master address it uses now ("" before the first call)."""
-        return self._s.stats()
-
-    # -- asynchronous verbs ----------------------------------------------------------------------
-    def _submit(self, fn, *args) -> Handle:
-        if self._s.closed:
-            raise ValueError("ClusterStore is closed")
-        with self._lock:
-            if self._executor is None:
-                self._executor = concurrent.futures.ThreadPoolExecutor(
-                    self._async_threads, thread_name_prefix="dualpath-cluster"
-                )
-            return Handle(self._executor.submit(fn, *args), args)
-
-    def batch_put_from_async(self, keys, ptrs, sizes) -> Handle:
-        return self._submit(self._s.batch_put_from, list(keys), list(ptrs), list(sizes))
-
-    def batch_get_into_async(self, keys, ptrs, sizes) -> Handle:
-        return self._submit(self._s.batch_get_into, list(keys), list(ptrs), list(sizes))
-
-    def batch_put_async(self, keys, values) -> Handle:
-        return self._submit(self._s.batch_put, list(keys), list(values))
-
-    def batch_get_async(self, keys, buffers) -> Handle:
-        return self._submit(self._s.batch_get, list(keys), list(buffers))
-
-    # -- lifetime --------------------------------------------------------------------------------
-    @property
-    def closed(self) -> bool:
-        return self._s.closed
-
-    def close(self) -> None:
-        """Waits for asynchronous batches and calls in flight, then stops the client (its
-        channels, transfer engine and unpin thread). Later calls raise ValueError."""
-        with self._lock:
-            ex, self._executor = self._executor, None
-        if ex is not None:
-            ex.shutdown(wait=True)
-        self._s.close()
-
-    def __enter__(self) -> "ClusterStore":
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self.close()

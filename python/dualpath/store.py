@@ -77,33 +77,18 @@ def _int_address(obj: Any) -> tuple[int, int]:
     )
 
 
-class KVStore:
-    def __init__(
-        self,
-        pool_path: str | None = None,
-        store_path: str | None = None,
-        *,
-        pool_size: int = 1 << 30,
-        namespace: str = "default",
-        sync: str = "data",
-        capacity: int = 0,
-        async_threads: int = 2,
-        copy_threads: int = 0,
-    ) -> None:
-        if async_threads < 1:
-            raise ValueError(f"async_threads = {async_threads}: must be at least 1")
-        if not 0 <= copy_threads <= 256:
-            raise ValueError(f"copy_threads = {copy_threads}: must be 0 (automatic) to 256")
-        self._s = _core.KVStore(
-            pool_path, store_path, pool_size=pool_size, namespace=namespace, sync=sync,
-            capacity=capacity, copy_threads=copy_threads,
-        )
+class _BatchVerbs:
+    """The verbs KVStore and ClusterStore share over their native object ``self._s``: buffer
+    registration, the batch verbs, their *_async variants on a lazily started thread pool, and
+    the lifetime (close waits for asynchronous batches first; context manager)."""
+
+    _name = "store"  # in the closed-store error and the pool's thread names
+
+    def _init_verbs(self, core: Any, async_threads: int) -> None:
+        self._s = core
         self._async_threads = async_threads
         self._executor: concurrent.futures.ThreadPoolExecutor | None = None
         self._lock = threading.Lock()
-        self.pool_path = pool_path
-        self.store_path = store_path
-        self.namespace = namespace
 
     # -- registration ----------------------------------------------------------------------------
     def register_buffer(self, ptr_or_obj: Any, size: int | None = None) -> tuple[int, int]:
@@ -133,21 +118,6 @@ class KVStore:
     def batch_get(self, keys: Sequence, buffers: Sequence) -> list[int]:
         return self._s.batch_get(keys, buffers)
 
-    def put(self, key: Any, value: Any) -> None:
-        """Stores one block; raises dualpath.Error if no tier could store it."""
-        (rc,) = self._s.batch_put([key], [value])
-        if rc < 0:
-            raise _error(f"put: {_core.error_name(rc)}", rc)
-
-    def get_into(self, key: Any, buffer: Any) -> int:
-        """Copies one block into ``buffer``; returns its size. KeyError if absent or corrupt."""
-        (rc,) = self._s.batch_get([key], [buffer])
-        if rc < 0:
-            if rc == -200:
-                raise KeyError(f"get_into: no block for key {key!r}")
-            raise _error(f"get_into: {_core.error_name(rc)}", rc)
-        return rc
-
     def batch_exists(self, keys: Sequence) -> int:
         return self._s.batch_exists(keys)
 
@@ -157,20 +127,17 @@ class KVStore:
     def exists(self, key: Any) -> bool:
         return self._s.batch_is_exist([key])[0]
 
-    def remove(self, key: Any) -> None:
-        self._s.remove(key)
-
     def stats(self) -> dict:
         return self._s.stats()
 
     # -- asynchronous verbs ----------------------------------------------------------------------
     def _submit(self, fn, *args) -> Handle:
         if self._s.closed:
-            raise ValueError("KVStore is closed")
+            raise ValueError(f"{type(self).__name__} is closed")
         with self._lock:
             if self._executor is None:
                 self._executor = concurrent.futures.ThreadPoolExecutor(
-                    self._async_threads, thread_name_prefix="dualpath-kvstore"
+                    self._async_threads, thread_name_prefix=f"dualpath-{self._name}"
                 )
             return Handle(self._executor.submit(fn, *args), args)
 
@@ -192,15 +159,66 @@ class KVStore:
         return self._s.closed
 
     def close(self) -> None:
-        """Waits for asynchronous batches, then detaches from the pool and closes the store."""
+        """Waits for asynchronous batches (and, for ClusterStore, calls in flight), then closes
+        the native store. Later calls raise ValueError."""
         with self._lock:
             ex, self._executor = self._executor, None
         if ex is not None:
             ex.shutdown(wait=True)
         self._s.close()
 
-    def __enter__(self) -> "KVStore":
+    def __enter__(self):
         return self
 
     def __exit__(self, *exc) -> None:
         self.close()
+
+
+class KVStore(_BatchVerbs):
+    _name = "kvstore"
+
+    def __init__(
+        self,
+        pool_path: str | None = None,
+        store_path: str | None = None,
+        *,
+        pool_size: int = 1 << 30,
+        namespace: str = "default",
+        sync: str = "data",
+        capacity: int = 0,
+        async_threads: int = 2,
+        copy_threads: int = 0,
+    ) -> None:
+        if async_threads < 1:
+            raise ValueError(f"async_threads = {async_threads}: must be at least 1")
+        if not 0 <= copy_threads <= 256:
+            raise ValueError(f"copy_threads = {copy_threads}: must be 0 (automatic) to 256")
+        self._init_verbs(
+            _core.KVStore(
+                pool_path, store_path, pool_size=pool_size, namespace=namespace, sync=sync,
+                capacity=capacity, copy_threads=copy_threads,
+            ),
+            async_threads,
+        )
+        self.pool_path = pool_path
+        self.store_path = store_path
+        self.namespace = namespace
+
+    def put(self, key: Any, value: Any) -> None:
+        """Stores one block; raises dualpath.Error if no tier could store it."""
+        (rc,) = self._s.batch_put([key], [value])
+        if rc < 0:
+            raise _error(f"put: {_core.error_name(rc)}", rc)
+
+    def get_into(self, key: Any, buffer: Any) -> int:
+        """Copies one block into ``buffer``; returns its size. KeyError if absent or corrupt."""
+        (rc,) = self._s.batch_get([key], [buffer])
+        if rc < 0:
+            if rc == -200:
+                raise KeyError(f"get_into: no block for key {key!r}")
+            raise _error(f"get_into: {_core.error_name(rc)}", rc)
+        return rc
+
+    def remove(self, key: Any) -> None:
+        self._s.remove(key)
+

@@ -33,27 +33,10 @@ esac
 NAME=rpfault${kind//-/}
 root=${DUALPATH_TESTBED_ROOT:-/var/tmp/dualpath-testbed}
 
-if [[ $(id -u) != 0 ]]; then
-  echo "SKIP: needs root (network namespaces, tc, FUSE mounts)"
-  exit 77
-fi
-if ! command -v glusterd >/dev/null || ! command -v glusterfs >/dev/null; then
-  echo "SKIP: glusterfs-server/glusterfs-client not installed (scripts/setup.sh)"
-  exit 77
-fi
+source "$(dirname "$0")/../lib/testbed_run.sh"
+testbed_require
 
-tmp=$(mktemp -d)
-failures=0
-fail() {
-  echo "FAIL: $*"
-  failures=$((failures + 1))
-}
-cleanup() {
-  "$bin" cluster down --name "$NAME" >/dev/null 2>&1
-  rm -rf "$tmp"
-}
-trap cleanup EXIT
-"$bin" cluster down --name "$NAME" >/dev/null 2>&1 # a crashed earlier run
+testbed_begin
 
 start=$(date +%s)
 timeout -k 10 "$DEADLINE" "$bin" cluster run --name "$NAME" --pd 1P1D --system "$system" \
@@ -62,8 +45,7 @@ timeout -k 10 "$DEADLINE" "$bin" cluster run --name "$NAME" --pd 1P1D --system "
 rc=$?
 echo "--- cluster run --fault $fault ($system) exit $rc in $(($(date +%s) - start)) s; progress:"
 cat "$tmp/progress.txt"
-[[ $rc == 124 || $rc == 137 ]] && fail "cluster run did not finish within the ${DEADLINE} s deadline"
-[[ $rc == 0 ]] || fail "cluster run exited $rc"
+testbed_check_exit "$rc" "$DEADLINE"
 
 if [[ -s $tmp/out.json ]]; then
   python3 - "$tmp/out.json" "$kind" <<'PY' || fail "JSON checks (above)"

@@ -24,27 +24,10 @@ PD=${PD:-1P1D}
 NAME=rpsystest
 root=${DUALPATH_TESTBED_ROOT:-/var/tmp/dualpath-testbed}
 
-if [[ $(id -u) != 0 ]]; then
-  echo "SKIP: needs root (network namespaces, tc, FUSE mounts)"
-  exit 77
-fi
-if ! command -v glusterd >/dev/null || ! command -v glusterfs >/dev/null; then
-  echo "SKIP: glusterfs-server/glusterfs-client not installed (scripts/setup.sh)"
-  exit 77
-fi
+source "$(dirname "$0")/../lib/testbed_run.sh"
+testbed_require
 
-tmp=$(mktemp -d)
-failures=0
-fail() {
-  echo "FAIL: $*"
-  failures=$((failures + 1))
-}
-cleanup() {
-  "$bin" cluster down --name "$NAME" >/dev/null 2>&1
-  rm -rf "$tmp"
-}
-trap cleanup EXIT
-"$bin" cluster down --name "$NAME" >/dev/null 2>&1  # a crashed earlier run
+testbed_begin
 
 start=$(date +%s)
 "$bin" cluster run --name "$NAME" --pd "$PD" --system "$SYSTEMS" --workload synthetic \

@@ -130,6 +130,7 @@ class StoreFaultTest : public ::testing::Test {
 
   void TearDown() override {
     client_.reset();
+    etcd_client_.reset();
     nodes_.clear();
     masters_.clear();
     etcd_.Kill();
@@ -206,14 +207,17 @@ class StoreFaultTest : public ::testing::Test {
   // etcd has the leader key and both nodes' registrations (what a restarted or wiped etcd must
   // get back from the running processes).
   bool EtcdHasLeaderAndNodes(size_t nodes) {
-    coord::EtcdOptions o;
-    o.endpoints = etcd_.endpoint();
-    o.tls.insecure = true;
-    o.rpc_timeout = 2 * kNanosPerSecond;
-    auto c = coord::EtcdClient::Connect(o);
-    if (!c.ok()) return false;
-    auto leader = (*c)->Get("/dualpath/" + cluster_ + "/leader");
-    auto listed = (*c)->Range("/dualpath/" + cluster_ + "/nodes/");
+    if (etcd_client_ == nullptr) {
+      coord::EtcdOptions o;
+      o.endpoints = etcd_.endpoint();
+      o.tls.insecure = true;
+      o.rpc_timeout = 2 * kNanosPerSecond;
+      auto c = coord::EtcdClient::Connect(o);
+      if (!c.ok()) return false;
+      etcd_client_ = std::move(c).value();
+    }
+    auto leader = etcd_client_->Get("/dualpath/" + cluster_ + "/leader");
+    auto listed = etcd_client_->Range("/dualpath/" + cluster_ + "/nodes/");
     return leader.ok() && leader->has_value() && listed.ok() && listed->kvs.size() == nodes;
   }
 
@@ -315,6 +319,7 @@ class StoreFaultTest : public ::testing::Test {
   }
 
   coord::EtcdTestServer etcd_;
+  std::unique_ptr<coord::EtcdClient> etcd_client_;  // for EtcdHasLeaderAndNodes, made once
   std::string dir_;
   std::string cluster_;
   std::vector<std::unique_ptr<Proc>> masters_;
