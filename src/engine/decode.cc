@@ -313,7 +313,12 @@ void Decoder::ReadAndPush(const std::shared_ptr<DeReq>& r) {
     r->de_loaded = loaded;
     r->read_bytes = static_cast<int64_t>(rr.bytes_read);
   }
-  Result<transfer::PeerId> pe = ctx_.peers->Transfer(r->pe_transfer_addr);
+  // A PE this engine cannot reach over the compute network: say so at once instead of trying to
+  // connect (which would hold this reader, and every DE-path read behind it, for the connect's
+  // deadline).
+  Status reach = ctx_.CheckPeer(r->a.prefill().name(), "prefill");
+  Result<transfer::PeerId> pe =
+      reach.ok() ? ctx_.peers->Transfer(r->pe_transfer_addr) : Result<transfer::PeerId>(reach);
   if (!pe.ok()) {
     {
       std::lock_guard<std::mutex> lock(mu_);

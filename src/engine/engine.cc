@@ -38,6 +38,9 @@ struct Engine::Impl {
   std::unique_ptr<transfer::TransferEngine> transfer;
   std::unique_ptr<KvArena> arena;
   std::unique_ptr<PeerDirectory> peers;
+  // After peers (it uses the directory); stopped first in Stop().
+  std::unique_ptr<PeerProber> prober;
+  uint64_t peers_version = 0;  // FetchReply.peers_version the prober has; Run()'s thread only
   PeerService service;
   std::unique_ptr<grpc::Server> server;
   std::unique_ptr<storage::BlockStore> store;
@@ -213,6 +216,14 @@ Status Engine::Impl::RegisterAndBuild() {
   ctx.arena = arena.get();
   ctx.peers = peers.get();
   ctx.scheduler = scheduler.get();
+  // Probes of the other role over the compute network (docs/engine.md "Failures"): twice per
+  // heartbeat, unreachable after the service's 3 heartbeats without an answer.
+  const double heartbeat_s = reply.heartbeat_s() > 0 ? reply.heartbeat_s() : 1.0;
+  prober = std::make_unique<PeerProber>(
+      *peers, PeerProber::Options{.self = o.name,
+                                  .interval = FromSeconds(heartbeat_s / 2),
+                                  .window = FromSeconds(3 * heartbeat_s)});
+  ctx.prober = prober.get();
   // What fits in the buffer, lowered by --hbm-tokens (a limit, never a promise beyond the buffer).
   capacity_tokens = static_cast<int64_t>(arena->capacity() / ctx.TokenBytes());
   if (o.hbm_tokens > 0) capacity_tokens = std::min(capacity_tokens, o.hbm_tokens);
@@ -269,6 +280,7 @@ Status Engine::Impl::Reregister() {
   ctx.engine_id = reply.engine_id();
   group_id = reply.group_id();
   registration.set_service_epoch(reply.service_epoch());
+  peers_version = 0;  // the service's engine ids may have changed: ask for the list again
   return Status::Ok();
 }
 
@@ -322,6 +334,7 @@ v1c::EngineReport Engine::Impl::Report() const {
                           queued_reads);
   r.set_hbm_free_tokens(std::max<int64_t>(0, capacity_tokens - arena->used_tokens()));
   r.set_capacity_tokens(capacity_tokens);
+  if (prober != nullptr) prober->AddReach(&r);
   return r;
 }
 
@@ -335,6 +348,9 @@ void Engine::Impl::Stop() {
   }
   stop_cv.notify_all();
   ctx.stopping.store(true);
+  if (prober != nullptr) {
+    prober->Stop();  // no new pings; every one in flight answered
+  }
   if (arena != nullptr) {
     arena->Cancel();
   }
@@ -397,6 +413,7 @@ Status Engine::Run() {
     req.set_group_id(m.group_id);
     *req.add_reports() = m.Report();
     req.set_wait_ms(m.ctx.options.fetch_wait_ms);
+    req.set_peers_version(m.peers_version);
     Result<v1c::FetchReply> reply = m.scheduler->Fetch(req);
     if (!reply.ok() && (reply.status().code() == Code::kNotFound ||
                         reply.status().code() == Code::kFailedPrecondition)) {
@@ -424,6 +441,10 @@ Status Engine::Run() {
       continue;
     }
     failing_since = {};
+    if (reply->peers_version() != 0 && m.prober != nullptr) {
+      m.peers_version = reply->peers_version();
+      m.prober->SetPeers(reply->peers());
+    }
     if (reply->shutdown()) {
       log::Info("engine {}: scheduler says shutdown", m.ctx.options.name);
       m.Stop();

@@ -51,6 +51,61 @@ std::shared_ptr<v1::EnginePeer::Stub> PeerDirectory::Stub(const std::string& add
   return stub;
 }
 
+void PeerDirectory::DropStub(const std::string& address) {
+  std::lock_guard<std::mutex> lock(mu_);
+  stubs_.erase(address);
+}
+
+int PeerDirectory::CancelCalls(const std::string& address, const std::string& why) {
+  std::lock_guard<std::mutex> lock(mu_);
+  int n = 0;
+  auto [first, last] = calls_.equal_range(address);
+  for (auto it = first; it != last; ++it) {
+    if (!it->second->why_.empty()) continue;  // cancelled already
+    it->second->why_ = why;
+    // Non-blocking: the call's own thread sees CANCELLED and returns.
+    it->second->ctx_.TryCancel();
+    ++n;
+  }
+  return n;
+}
+
+bool PeerDirectory::Disconnect(const std::string& addr_port, const std::string& why) {
+  transfer::PeerId peer;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = transfer_peers_.find(addr_port);
+    if (it == transfer_peers_.end()) return false;
+    peer = it->second;
+    transfer_peers_.erase(it);
+  }
+  // Already dead, or gone: either way nothing of it is in flight any more.
+  (void)transfer_.Disconnect(peer, why);
+  return true;
+}
+
+PeerCall::PeerCall(PeerDirectory& dir, std::string address, grpc::ClientContext& ctx)
+    : dir_(dir), address_(std::move(address)), ctx_(ctx) {
+  std::lock_guard<std::mutex> lock(dir_.mu_);
+  dir_.calls_.emplace(address_, this);
+}
+
+PeerCall::~PeerCall() {
+  std::lock_guard<std::mutex> lock(dir_.mu_);
+  auto [first, last] = dir_.calls_.equal_range(address_);
+  for (auto it = first; it != last; ++it) {
+    if (it->second == this) {
+      dir_.calls_.erase(it);
+      break;
+    }
+  }
+}
+
+std::string PeerCall::cancelled() const {
+  std::lock_guard<std::mutex> lock(dir_.mu_);
+  return why_;
+}
+
 Status FromGrpc(const grpc::Status& s, std::string_view what) {
   Status read = dualpath::FromGrpc(s, what);
   switch (read.code()) {

@@ -469,7 +469,7 @@ Result<std::string> EngineImpl::Listen(const std::string& addr_port) {
 
 Result<PeerId> EngineImpl::Connect(const std::string& addr_port) {
   ASSIGN_OR_RETURN(std::unique_ptr<ControlChannel> ch,
-                   TcpConnect(addr_port, Tos(config_.classes[0])));
+                   TcpConnect(addr_port, Tos(config_.classes[0]), config_.peer_timeout));
   // Our HELLO (worker addresses, remote keys) goes only to a peer that proved the token.
   RETURN_IF_ERROR(AuthenticateConnector(*ch, config_.token, config_.peer_timeout));
   uint64_t sent_generation = 0;
@@ -503,6 +503,26 @@ std::vector<PeerId> EngineImpl::Peers() const {
     }
   }
   return out;
+}
+
+Status EngineImpl::Disconnect(PeerId peer, const std::string& why) {
+  std::shared_ptr<PeerState> p;
+  const std::string reason = "disconnected: " + why;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = peers_.find(peer.value());
+    if (it == peers_.end()) {
+      return NotFound(fmt::format("unknown peer {}", peer.value()));
+    }
+    p = it->second;
+    if (!p->MarkDeadLocked(reason)) {
+      return Status::Ok();  // already dead (its kill is under way or done)
+    }
+  }
+  // As a closed control channel is handled: the progress thread fails its batches and closes its
+  // endpoints (only it may touch UCX).
+  RunOnProgress([this, p, reason] { KillPeer(*p, reason); });
+  return Status::Ok();
 }
 
 Result<std::vector<RegionRange>> EngineImpl::RemoteRegions(PeerId peer) const {

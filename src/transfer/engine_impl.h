@@ -117,6 +117,7 @@ class EngineImpl final : public TransferEngine {
   Result<PeerId> Connect(const std::string& addr_port) override;
   Status WaitForPeers(size_t n, Nanos timeout) override;
   std::vector<PeerId> Peers() const override;
+  Status Disconnect(PeerId peer, const std::string& why) override;
   Result<std::vector<RegionRange>> RemoteRegions(PeerId peer) const override;
   Status Submit(Batch batch) override;
   void SetNoticeHandler(NoticeHandler handler) override;

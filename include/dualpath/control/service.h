@@ -31,6 +31,9 @@ struct ServiceStats {
   int64_t failed = 0;         // failed results forwarded (attempts exhausted)
   int64_t resubmitted = 0;    // attempts re-submitted (failed result or dead engine)
   int64_t engines_dead = 0;   // engines declared dead
+  // Times an engine was cut off as unreachable over the compute network, and taken back.
+  int64_t engines_cut_off = 0;
+  int64_t engines_reconnected = 0;
   int64_t stale_results = 0;  // results of a superseded attempt, dropped
   int64_t rebuilds = 0;       // sched::Scheduler (re)creations
   // Routing (ServiceOptions::routing other than dualpath): assignments whose prefill engine was

@@ -126,6 +126,13 @@ class TransferEngine {
   // (kTimeout). For servers and tests that must know a peer has arrived.
   virtual Status WaitForPeers(size_t n, Nanos timeout) = 0;
   virtual std::vector<PeerId> Peers() const = 0;
+  // Declares `peer` dead now, as its peer timeout would: its outstanding and queued batches fail
+  // with kTransferPeerDead naming `why`, its endpoints and control channel are closed (nothing of
+  // it lands here any more), later submissions to it are refused. For a caller that knows the
+  // peer is gone before the transfer engine can (no batch outstanding, so no timeout runs; the
+  // engines' probes over the compute network, docs/engine.md "Failures"). Ok if it is already
+  // dead; NotFound for an unknown peer.
+  virtual Status Disconnect(PeerId peer, const std::string& why) = 0;
   // The regions a peer advertised (NotFound for an unknown peer).
   virtual Result<std::vector<RegionRange>> RemoteRegions(PeerId peer) const = 0;
 

@@ -1,0 +1,103 @@
+// PeerProber: this engine's view of the compute network, the network its KV moves over (issue 25
+// item 9; docs/engine.md "Failures"). An engine talks to the scheduler over a unix socket (or the
+// management network), so fetching proves its process alive, not that its KV can move: with its
+// compute link down it would keep fetching and taking work it can never finish.
+//
+// The scheduler names the engines of the other role, the ones this engine moves KV with
+// (FetchReply.peers). The prober pings each (EnginePeer.Ping, over the same channel as
+// StartDecode) every `interval`, with at most one ping per peer in flight, each bounded by two
+// intervals. Every Fetch carries what it saw (AddReach: per peer, the age of its latest answered
+// ping and how long it has been probing); the scheduler cuts off an engine that nobody reaches
+// while others reach each other (control/data_reach.h).
+//
+// A peer whose pings have gone unanswered for `window` (the scheduler's 3 heartbeats) while it was
+// probed is unreachable here too, and the engine lets go of it at once instead of waiting out the
+// request timeout: its EnginePeer calls in progress are cancelled, its channel replaced (after
+// every unanswered ping, so a connection stuck in TCP's retransmission backoff is not what carries
+// the first ping once the link is back), its transfer peer disconnected (the transfer engine fails
+// its batches and closes its endpoints: nothing of it can land in our buffers any more, which is
+// what makes the areas it might have written safe to reuse); and new work with it fails fast
+// (CheckReachable). One answered ping makes it reachable again.
+//
+// Thread safety: SetPeers, AddReach, Unreachable, CheckReachable and Stop may be called from any
+// thread. The prober's thread sends the pings; their answers arrive on gRPC's threads.
+#pragma once
+
+#include <condition_variable>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <string_view>
+#include <thread>
+
+#include "dualpath/common/clock.h"
+#include "dualpath/common/status.h"
+#include "dualpath/control/v1/scheduler.pb.h"
+#include "engine/peers.h"
+
+namespace dualpath::engine {
+
+class PeerProber {
+ public:
+  struct Options {
+    std::string self;                          // this engine's name (logs, PingRequest.from)
+    Nanos interval = 500 * kNanosPerMilli;     // a ping per peer this often
+    Nanos window = 3 * kNanosPerSecond;        // no answer for this long: unreachable
+    const Clock* clock = nullptr;              // default: SteadyClock
+  };
+
+  PeerProber(PeerDirectory& peers, Options options);
+  ~PeerProber();
+  PeerProber(const PeerProber&) = delete;
+  PeerProber& operator=(const PeerProber&) = delete;
+
+  // The engines to probe (FetchReply.peers). A peer whose address changed is probed afresh; one
+  // no longer listed is forgotten.
+  void SetPeers(const google::protobuf::RepeatedPtrField<control::v1::PeerEngine>& peers);
+  // Appends one PeerReach per probed peer to `report`.
+  void AddReach(control::v1::EngineReport* report) const;
+  // True while engine `name` is a probed peer and unreachable.
+  bool Unreachable(const std::string& name) const;
+  // Ok, or kEnginePeerFailed naming the engine (`role` engine `name`) and how long its pings have
+  // gone unanswered, when it is unreachable.
+  Status CheckReachable(const std::string& name, std::string_view role) const;
+  // Ends the thread and every ping in flight; waits for their answers. Idempotent.
+  void Stop();
+
+ private:
+  struct Call;
+  struct Target {
+    control::v1::PeerEngine peer;
+    uint64_t generation = 0;  // a new one when the peer is (re-)announced at another address
+    Nanos since = 0;          // probing began
+    Nanos last_ok = -1;       // latest answered ping (-1: none)
+    Nanos next = 0;           // next ping due
+    bool in_flight = false;
+    bool unreachable = false;
+    bool drop_stub = false;  // an unanswered ping while unreachable: open a new channel
+    std::shared_ptr<Call> call;
+  };
+
+  void Loop();
+  // Sends a ping to `t` (outside mu_: the stub may answer at once).
+  void Send(uint32_t engine_id, uint64_t generation, const control::v1::PeerEngine& peer,
+            const std::shared_ptr<Call>& call);
+  void OnAnswer(uint32_t engine_id, uint64_t generation, bool ok);
+  // Nanoseconds since `t` was last heard from (or began to be probed).
+  Nanos SilentLocked(const Target& t, Nanos now) const;
+
+  PeerDirectory& peers_;
+  const Options options_;
+  const Clock& clock_;
+  mutable std::mutex mu_;
+  std::condition_variable cv_;
+  std::map<uint32_t, Target> targets_;  // by engine id; guarded by mu_
+  uint64_t next_generation_ = 1;        // guarded by mu_
+  int outstanding_ = 0;                 // pings whose answer has not run; guarded by mu_
+  bool stop_ = false;                   // guarded by mu_
+  std::thread thread_;
+};
+
+}  // namespace dualpath::engine
