@@ -114,8 +114,6 @@ Status ControlState::Fetch(const v1::FetchRequest& request, v1::FetchReply* repl
         engines_[id].info.name()));
   }
   RETURN_IF_ERROR(ApplyReportsLocked(request));
-  // The engines it probes over the compute network, when its list is out of date.
-  if (request.peers_version() != peers_version_) AddPeersLocked(id, reply);
   // While a Fetch of the engine is in progress the engine is alive, however long the poll.
   ++engines_[id].in_poll;
   engines_[id].last_seen = clock_->Now();
@@ -132,6 +130,9 @@ Status ControlState::Fetch(const v1::FetchRequest& request, v1::FetchReply* repl
   engines_[id].ping = false;
   ReleaseDeferredLocked(id);
   CheckLivenessLocked();
+  // The engines it probes over the compute network, when its list is out of date (after the
+  // liveness check: an engine it just declared dead is not on it).
+  if (request.peers_version() != peers_version_) AddPeersLocked(id, reply);
 
   const bool prefill = engines_[id].info.role() == v1::ROLE_PREFILL;
   for (;;) {

@@ -396,10 +396,18 @@ void Decoder::ReapLocked(std::vector<std::shared_ptr<DeReq>>* freed) {
   for (auto it = reqs_.begin(); it != reqs_.end();) {
     DeReq& r = *it->second;
     bool expired = !r.queued && now >= r.deadline;
-    if ((r.aborted || expired) && !r.queued && !r.reading && r.puts_pending == 0) {
+    // A PE cut off from us (partition) never sends PrefillDone; once the prober has disconnected
+    // it (nothing of it can land in the buffer any more) the buffer need not wait for the timeout.
+    const bool pe_gone = !r.queued && !r.aborted && !expired && ctx_.prober != nullptr &&
+                         ctx_.prober->Released(r.a.prefill().name());
+    if ((r.aborted || expired || pe_gone) && !r.queued && !r.reading && r.puts_pending == 0) {
       if (expired && !r.aborted) {
         log::Warn("engine {}: request {} timed out waiting for its PE ({}); freeing it",
                   ctx_.options.name, r.a.request().request_id(), r.pe_name);
+      } else if (pe_gone) {
+        log::Warn("engine {}: request {} attempt {}: its PE {} is unreachable and disconnected; "
+                  "freeing it",
+                  ctx_.options.name, r.a.request().request_id(), r.a.attempt(), r.pe_name);
       }
       unfinished_tokens_ -= r.capacity;
       freed->push_back(it->second);

@@ -91,6 +91,14 @@ bool PeerProber::Unreachable(const std::string& name) const {
   return false;
 }
 
+bool PeerProber::Released(const std::string& name) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  for (const auto& [_, t] : targets_) {
+    if (t.peer.name() == name) return t.released;
+  }
+  return false;
+}
+
 Status PeerProber::CheckReachable(const std::string& name, std::string_view role) const {
   std::lock_guard<std::mutex> lock(mu_);
   for (const auto& [_, t] : targets_) {
@@ -116,18 +124,20 @@ void PeerProber::Send(uint32_t engine_id, uint64_t generation,
 }
 
 void PeerProber::OnAnswer(uint32_t engine_id, uint64_t generation, bool ok) {
+  std::string reached;  // a peer that became reachable: its name, for on_state
   {
     std::lock_guard<std::mutex> lock(mu_);
-    --outstanding_;
     auto it = targets_.find(engine_id);
     if (it != targets_.end() && it->second.generation == generation) {
       Target& t = it->second;
       t.in_flight = false;
       t.call.reset();
       if (ok) {
+        if (t.unreachable || t.last_ok < 0) reached = t.peer.name();
         t.last_ok = clock_.Now();
         if (t.unreachable) {
           t.unreachable = false;
+          t.released = false;
           log::Warn("engine {}: {} ({}) reachable again over the compute network", options_.self,
                     t.peer.name(), t.peer.peer_addr());
         }
@@ -136,6 +146,11 @@ void PeerProber::OnAnswer(uint32_t engine_id, uint64_t generation, bool ok) {
       }
     }
   }
+  if (!reached.empty() && options_.on_state) options_.on_state(reached, true);
+  // Last, and notified under the lock: once the count reaches 0 Stop() may return and the prober
+  // be destroyed, so nothing of it is touched after the lock is released.
+  std::lock_guard<std::mutex> lock(mu_);
+  --outstanding_;
   cv_.notify_all();
 }
 
@@ -150,11 +165,12 @@ void PeerProber::Loop() {
       std::shared_ptr<Call> call;
     };
     std::vector<Ping> pings;
-    std::vector<control::v1::PeerEngine> lost, unreachable, fresh_channel;
+    std::vector<std::pair<uint64_t, control::v1::PeerEngine>> lost;  // generation, peer
+    std::vector<control::v1::PeerEngine> unreachable, fresh_channel;
     for (auto& [id, t] : targets_) {
       if (!t.unreachable && SilentLocked(t, now) > options_.window) {
         t.unreachable = true;
-        lost.push_back(t.peer);
+        lost.emplace_back(t.generation, t.peer);
         log::Warn(
             "engine {}: {} ({}) unreachable over the compute network: no probe answered for "
             "{:.3f} s; cancelling its calls and disconnecting its transfer peer",
@@ -175,9 +191,18 @@ void PeerProber::Loop() {
     }
     lock.unlock();
     // Outside the lock: a stub may answer a ping at once, on this thread.
-    for (const control::v1::PeerEngine& p : lost) {
+    for (const auto& [generation, p] : lost) {
       const std::string why = fmt::format("{} unreachable over the compute network", p.name());
-      peers_.Disconnect(p.transfer_addr(), why);
+      peers_.Disconnect(p.transfer_addr(), why);  // returns once nothing of it can land here
+      {
+        std::lock_guard<std::mutex> relock(mu_);
+        auto it = targets_.find(p.engine_id());
+        if (it != targets_.end() && it->second.generation == generation &&
+            it->second.unreachable) {
+          it->second.released = true;
+        }
+      }
+      if (options_.on_state) options_.on_state(p.name(), false);
     }
     for (const control::v1::PeerEngine& p : unreachable) {
       // Calls started since the last look too (a caller that checked just before the change).

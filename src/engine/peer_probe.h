@@ -25,6 +25,7 @@
 
 #include <condition_variable>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -46,6 +47,9 @@ class PeerProber {
     Nanos interval = 500 * kNanosPerMilli;     // a ping per peer this often
     Nanos window = 3 * kNanosPerSecond;        // no answer for this long: unreachable
     const Clock* clock = nullptr;              // default: SteadyClock
+    // Called (on the prober's or a gRPC thread, no lock held) when a peer's first ping is
+    // answered or it becomes reachable again (true), and when it becomes unreachable (false).
+    std::function<void(const std::string& name, bool reachable)> on_state;
   };
 
   PeerProber(PeerDirectory& peers, Options options);
@@ -60,6 +64,10 @@ class PeerProber {
   void AddReach(control::v1::EngineReport* report) const;
   // True while engine `name` is a probed peer and unreachable.
   bool Unreachable(const std::string& name) const;
+  // True once engine `name` is unreachable and its transfer peers (both directions) have been
+  // disconnected: nothing of it can land in this engine's buffers any more, so what it might have
+  // written into is safe to free.
+  bool Released(const std::string& name) const;
   // Ok, or kEnginePeerFailed naming the engine (`role` engine `name`) and how long its pings have
   // gone unanswered, when it is unreachable.
   Status CheckReachable(const std::string& name, std::string_view role) const;
@@ -76,6 +84,7 @@ class PeerProber {
     Nanos next = 0;           // next ping due
     bool in_flight = false;
     bool unreachable = false;
+    bool released = false;   // unreachable and its transfer peers disconnected
     bool drop_stub = false;  // an unanswered ping while unreachable: open a new channel
     std::shared_ptr<Call> call;
   };

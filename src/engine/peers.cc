@@ -70,18 +70,18 @@ int PeerDirectory::CancelCalls(const std::string& address, const std::string& wh
   return n;
 }
 
-bool PeerDirectory::Disconnect(const std::string& addr_port, const std::string& why) {
-  transfer::PeerId peer;
+int PeerDirectory::Disconnect(const std::string& addr_port, const std::string& why) {
+  const size_t colon = addr_port.rfind(':');
+  if (colon == std::string::npos || colon == 0) return 0;
+  const std::string host = addr_port.substr(0, colon);
   {
     std::lock_guard<std::mutex> lock(mu_);
-    auto it = transfer_peers_.find(addr_port);
-    if (it == transfer_peers_.end()) return false;
-    peer = it->second;
-    transfer_peers_.erase(it);
+    std::erase_if(transfer_peers_,
+                  [&](const auto& kv) { return kv.first.rfind(host + ":", 0) == 0; });
   }
-  // Already dead, or gone: either way nothing of it is in flight any more.
-  (void)transfer_.Disconnect(peer, why);
-  return true;
+  // Both directions: the peer we connected to (our puts) and the one that connected to us (its
+  // puts into our buffers, e.g. a DE's pushes into a PE's area). Waits until both are closed.
+  return transfer_.DisconnectHost(host, why);
 }
 
 PeerCall::PeerCall(PeerDirectory& dir, std::string address, grpc::ClientContext& ctx)

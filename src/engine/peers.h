@@ -8,7 +8,8 @@
 // progress to it (each registered by a PeerCall; otherwise they would wait out their deadline,
 // the request timeout), DropStub makes the next call open a new connection (the old one may sit
 // in TCP's retransmission backoff long after the link is back), and Disconnect declares its
-// transfer peer dead (its batches fail now, and nothing of it lands in our buffers any more).
+// transfer peers dead, both directions (their batches fail now, and nothing of them lands in our
+// buffers any more).
 //
 // Thread safety: all methods may be called from any thread. Connect may block for the transfer
 // handshake (control plane); it never holds the directory's lock while doing so.
@@ -48,9 +49,11 @@ class PeerDirectory {
   // Cancels every call to `address` registered by a PeerCall now (TryCancel), noting `why` in
   // each. Returns how many.
   int CancelCalls(const std::string& address, const std::string& why);
-  // Declares the cached transfer peer at `addr_port` dead (TransferEngine::Disconnect) and
-  // forgets it: the next Transfer(addr_port) connects anew. False when none was cached.
-  bool Disconnect(const std::string& addr_port, const std::string& why);
+  // Declares every transfer peer on `addr_port`'s host dead, whichever side connected
+  // (TransferEngine::DisconnectHost), and forgets the cached ones: the next Transfer connects
+  // anew. Returns once their endpoints are closed (nothing of them lands in our buffers after
+  // that), with how many there were.
+  int Disconnect(const std::string& addr_port, const std::string& why);
 
  private:
   friend class PeerCall;

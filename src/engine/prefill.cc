@@ -592,10 +592,18 @@ bool Prefiller::ReleaseDe(PeJob& j, const Status& why) {
     s = j.de_stub->AbortDecode(&cctx, abort, &reply);
   }
   const bool de_pushes = j.plan.decode_path();
-  if (!j.de_started && !s.ok()) {
+  const std::string& de = j.a.decode().name();
+  const bool unreachable = ctx_.prober != nullptr && ctx_.prober->Unreachable(de);
+  // Nothing of the DE's can land in the area any more: for an unreachable DE, once the prober has
+  // disconnected its transfer peers both ways (it pushes over its own connection, not ours);
+  // otherwise once the transfer engine declared it dead.
+  auto quiet = [&] {
+    return unreachable ? ctx_.prober->Released(de) : !ctx_.peers->Alive(j.de_peer);
+  };
+  if (!j.de_started && !s.ok() && !unreachable) {
     // StartDecode never answered and the DE does not answer now either; if it is alive it may
     // still start pushing, so only a dead DE makes the area safe.
-    return !de_pushes || !ctx_.peers->Alive(j.de_peer);
+    return !de_pushes || quiet();
   }
   if (!de_pushes || (s.ok() && reply.quiesced())) {
     return true;  // nothing of the DE's can still land in the area
@@ -605,7 +613,7 @@ bool Prefiller::ReleaseDe(PeJob& j, const Status& why) {
   auto deadline = ctx_.Deadline();
   std::unique_lock<std::mutex> lock(mu_);
   while (j.arrived_count < ctx_.layers) {
-    if (!ctx_.peers->Alive(j.de_peer)) {
+    if (quiet()) {
       return true;
     }
     if (std::chrono::steady_clock::now() >= deadline) {

@@ -224,6 +224,22 @@ TEST_P(PeerDeathTest, DisconnectFailsOutstandingBatchesNowAndRefusesLaterOnes) {
   TransferWorks(fx);
 }
 
+TEST_P(PeerDeathTest, DisconnectHostEndsEveryPeerOnThatHost) {
+  Fixture fx(600 * kNanosPerSecond, GetParam());
+  PeerProcess first, second;
+  ASSERT_FALSE(first.addr().empty());
+  ASSERT_FALSE(second.addr().empty());
+  Result<PeerId> a = fx.engine->Connect(first.addr());
+  Result<PeerId> b = fx.engine->Connect(second.addr());
+  ASSERT_TRUE(a.ok() && b.ok());
+  EXPECT_EQ(fx.engine->DisconnectHost("127.0.0.2", "another host"), 0);
+  EXPECT_EQ(fx.engine->Peers().size(), 2u);
+  EXPECT_EQ(fx.engine->DisconnectHost("127.0.0.1", "its link is down"), 2);
+  EXPECT_TRUE(fx.engine->Peers().empty());
+  EXPECT_EQ(fx.engine->Submit(fx.BigPut(*a, 1 << 20)).code(), Code::kTransferPeerDead);
+  EXPECT_EQ(fx.engine->DisconnectHost("127.0.0.1", "again"), 0);  // already dead
+}
+
 INSTANTIATE_TEST_SUITE_P(Submit, PeerDeathTest, ::testing::Bool(), [](const auto& info) {
   return std::string(info.param ? "PostOnSubmit" : "Queued");
 });

@@ -1,0 +1,190 @@
+// PeerProber against real EnginePeer servers on loopback: what it reports to the scheduler, when
+// a peer becomes unreachable and reachable again, and that calls in progress to an unreachable
+// peer end at once. Events come from the prober's on_state callback; the only time bound is a
+// hang guard (the prober's own schedule is real time, with a short interval).
+#include "engine/peer_probe.h"
+
+#include <arpa/inet.h>
+#include <grpcpp/grpcpp.h>
+#include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <condition_variable>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "dualpath/common/grpc_server.h"
+#include "dualpath/transfer/engine.h"
+#include "engine/peer_service.h"
+
+namespace dualpath::engine {
+namespace {
+
+constexpr auto kGuard = std::chrono::seconds(30);  // a hang guard, not a timing assertion
+
+// An EnginePeer server (Ping answered) on 127.0.0.1:port (0: any).
+struct PeerServer {
+  PeerService service;
+  std::unique_ptr<grpc::Server> server;
+  std::string address;
+
+  explicit PeerServer(int port = 0) {
+    service.SetPrefill(true);  // Ping is answered by both roles
+    grpc::ServerBuilder b;
+    b.RegisterService(&service);
+    GrpcTls tls;
+    tls.insecure = true;
+    auto started = StartGrpcServer(b, "EnginePeer", "127.0.0.1:" + std::to_string(port), tls);
+    EXPECT_TRUE(started.ok()) << started.status().ToString();
+    server = std::move(started->server);
+    address = "127.0.0.1:" + std::to_string(started->port);
+  }
+  ~PeerServer() { Stop(); }
+  void Stop() {
+    if (server == nullptr) return;
+    server->Shutdown(std::chrono::system_clock::now());
+    server->Wait();
+    server.reset();
+  }
+};
+
+// The prober's state changes, in order, for the test to wait on.
+class Events {
+ public:
+  void Add(const std::string& name, bool reachable) {
+    std::lock_guard<std::mutex> lock(mu_);
+    seen_.push_back(name + (reachable ? " reachable" : " unreachable"));
+    cv_.notify_all();
+  }
+  // Waits until `n` events were seen (false at the guard); returns them.
+  std::vector<std::string> WaitFor(size_t n) {
+    std::unique_lock<std::mutex> lock(mu_);
+    cv_.wait_for(lock, kGuard, [&] { return seen_.size() >= n; });
+    return seen_;
+  }
+
+ private:
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::vector<std::string> seen_;
+};
+
+class PeerProberTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    transfer::EngineConfig tc;
+    tc.ucx_tls = "tcp";
+    auto t = transfer::TransferEngine::Create(tc);
+    ASSERT_TRUE(t.ok()) << t.status().ToString();
+    transfer_ = std::move(t).value();
+    GrpcTls tls;
+    tls.insecure = true;
+    peers_ = std::make_unique<PeerDirectory>(*transfer_, tls);
+  }
+
+  std::unique_ptr<PeerProber> Prober() {
+    return std::make_unique<PeerProber>(
+        *peers_, PeerProber::Options{
+                     .self = "p0.0",
+                     .interval = 20 * kNanosPerMilli,
+                     .window = 300 * kNanosPerMilli,
+                     .on_state = [this](const std::string& n, bool r) { events_.Add(n, r); }});
+  }
+
+  static google::protobuf::RepeatedPtrField<control::v1::PeerEngine> Peer(
+      const std::string& address) {
+    google::protobuf::RepeatedPtrField<control::v1::PeerEngine> peers;
+    control::v1::PeerEngine* p = peers.Add();
+    p->set_engine_id(7);
+    p->set_name("d9.0");
+    p->set_peer_addr(address);
+    return peers;
+  }
+
+  std::unique_ptr<transfer::TransferEngine> transfer_;
+  std::unique_ptr<PeerDirectory> peers_;
+  Events events_;
+};
+
+TEST_F(PeerProberTest, APeerThatStopsAnsweringIsUnreachableUntilItAnswersAgain) {
+  auto server = std::make_unique<PeerServer>();
+  const std::string address = server->address;
+  const int port = std::stoi(address.substr(address.rfind(':') + 1));
+  std::unique_ptr<PeerProber> prober = Prober();
+  prober->SetPeers(Peer(address));
+  EXPECT_EQ(events_.WaitFor(1), std::vector<std::string>{"d9.0 reachable"});
+  control::v1::EngineReport report;
+  prober->AddReach(&report);
+  ASSERT_EQ(report.reach_size(), 1);
+  EXPECT_EQ(report.reach(0).engine_id(), 7u);
+  EXPECT_GE(report.reach(0).ok_age_ms(), 0);  // answered
+  EXPECT_TRUE(prober->CheckReachable("d9.0", "decode").ok());
+
+  // The server goes away: pings fail until the window has passed without an answer.
+  server->Stop();
+  ASSERT_EQ(events_.WaitFor(2).size(), 2u);
+  EXPECT_EQ(events_.WaitFor(2)[1], "d9.0 unreachable");
+  EXPECT_TRUE(prober->Unreachable("d9.0"));
+  const Status refused = prober->CheckReachable("d9.0", "decode");
+  EXPECT_EQ(refused.code(), Code::kEnginePeerFailed);
+  EXPECT_NE(refused.message().find("decode engine d9.0 unreachable over the compute network"),
+            std::string::npos)
+      << refused.ToString();
+  EXPECT_FALSE(prober->Unreachable("d8.0"));  // not a probed peer: nothing known
+
+  // Back on the same address: the next answered ping makes it reachable again.
+  server = std::make_unique<PeerServer>(port);
+  ASSERT_EQ(events_.WaitFor(3).size(), 3u);
+  EXPECT_EQ(events_.WaitFor(3)[2], "d9.0 reachable");
+  EXPECT_FALSE(prober->Unreachable("d9.0"));
+  prober->Stop();
+}
+
+TEST_F(PeerProberTest, CallsInProgressToAnUnreachablePeerEndAtOnce) {
+  // A host that accepts connections and never answers (a link that died mid-connection looks the
+  // same from here): pings and calls alike get nothing back.
+  const int lfd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  ASSERT_GE(lfd, 0);
+  sockaddr_in sa{};
+  sa.sin_family = AF_INET;
+  sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ASSERT_EQ(::bind(lfd, reinterpret_cast<sockaddr*>(&sa), sizeof sa), 0);
+  ASSERT_EQ(::listen(lfd, 16), 0);
+  socklen_t len = sizeof sa;
+  ASSERT_EQ(::getsockname(lfd, reinterpret_cast<sockaddr*>(&sa), &len), 0);
+  const std::string address = "127.0.0.1:" + std::to_string(ntohs(sa.sin_port));
+
+  // A StartDecode in progress with the request timeout's deadline (a minute), as the PE makes it.
+  grpc::Status got;
+  std::string why;
+  std::thread caller([&] {
+    grpc::ClientContext ctx;
+    ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(60));
+    PeerCall call(*peers_, address, ctx);
+    v1::StartDecodeRequest req;
+    v1::StartDecodeReply reply;
+    got = peers_->Stub(address)->StartDecode(&ctx, req, &reply);
+    why = call.cancelled();
+  });
+  std::unique_ptr<PeerProber> prober = Prober();
+  prober->SetPeers(Peer(address));
+  EXPECT_EQ(events_.WaitFor(1), std::vector<std::string>{"d9.0 unreachable"});
+  caller.join();  // ends with the cancel, not the deadline (the hang guard is the test timeout)
+  EXPECT_EQ(got.error_code(), grpc::StatusCode::CANCELLED) << got.error_message();
+  EXPECT_NE(why.find("d9.0 unreachable over the compute network"), std::string::npos) << why;
+  control::v1::EngineReport report;
+  prober->AddReach(&report);
+  ASSERT_EQ(report.reach_size(), 1);
+  EXPECT_EQ(report.reach(0).ok_age_ms(), -1);  // never answered
+  EXPECT_GE(report.reach(0).probing_ms(), 300);
+  prober->Stop();
+  ::close(lfd);
+}
+
+}  // namespace
+}  // namespace dualpath::engine
