@@ -133,6 +133,10 @@ Status ControlState::Fetch(const v1::FetchRequest& request, v1::FetchReply* repl
   // The engines it probes over the compute network, when its list is out of date (after the
   // liveness check: an engine it just declared dead is not on it).
   if (request.peers_version() != peers_version_) AddPeersLocked(id, reply);
+  for (uint32_t i = 0; i < engines_.size(); ++i) {
+    const EngineState& e = engines_[i];
+    if (e.registered && e.alive && !e.reachable) reply->add_cut_off(i);
+  }
 
   const bool prefill = engines_[id].info.role() == v1::ROLE_PREFILL;
   for (;;) {

@@ -441,9 +441,12 @@ Status Engine::Run() {
       continue;
     }
     failing_since = {};
-    if (reply->peers_version() != 0 && m.prober != nullptr) {
-      m.peers_version = reply->peers_version();
-      m.prober->SetPeers(reply->peers());
+    if (m.prober != nullptr) {
+      if (reply->peers_version() != 0) {
+        m.peers_version = reply->peers_version();
+        m.prober->SetPeers(reply->peers());
+      }
+      m.prober->SetCutOff(reply->cut_off(), m.ctx.engine_id);
     }
     if (reply->shutdown()) {
       log::Info("engine {}: scheduler says shutdown", m.ctx.options.name);

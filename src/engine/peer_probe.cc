@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 #include <grpcpp/grpcpp.h>
 
+#include <algorithm>
 #include <chrono>
 #include <vector>
 
@@ -83,10 +84,26 @@ void PeerProber::AddReach(control::v1::EngineReport* report) const {
   }
 }
 
-bool PeerProber::Unreachable(const std::string& name) const {
+void PeerProber::SetCutOff(const google::protobuf::RepeatedField<uint32_t>& cut_off,
+                           uint32_t self_id) {
+  std::lock_guard<std::mutex> lock(mu_);
+  self_cut_off_ = std::find(cut_off.begin(), cut_off.end(), self_id) != cut_off.end();
+  bool changed = false;
+  for (auto& [id, t] : targets_) {
+    const bool c = std::find(cut_off.begin(), cut_off.end(), id) != cut_off.end();
+    changed |= c != t.cut_off;
+    t.cut_off = c;
+  }
+  if (changed || self_cut_off_) {
+    wake_ = true;  // the loop acts on a new verdict at once
+    cv_.notify_all();
+  }
+}
+
+bool PeerProber::Gone(const std::string& name) const {
   std::lock_guard<std::mutex> lock(mu_);
   for (const auto& [_, t] : targets_) {
-    if (t.peer.name() == name) return t.unreachable;
+    if (t.peer.name() == name) return t.gone;
   }
   return false;
 }
@@ -102,11 +119,12 @@ bool PeerProber::Released(const std::string& name) const {
 Status PeerProber::CheckReachable(const std::string& name, std::string_view role) const {
   std::lock_guard<std::mutex> lock(mu_);
   for (const auto& [_, t] : targets_) {
-    if (t.peer.name() != name || !t.unreachable) continue;
+    if (t.peer.name() != name || !t.gone) continue;
     return Status(Code::kEnginePeerFailed,
                   fmt::format("{} engine {} unreachable over the compute network (no probe "
-                              "answered for {:.3f} s)",
-                              role, name, ToSeconds(SilentLocked(t, clock_.Now()))));
+                              "answered for {:.3f} s; {} cut off by the scheduler)",
+                              role, name, ToSeconds(SilentLocked(t, clock_.Now())),
+                              self_cut_off_ ? "this engine" : "it"));
   }
   return Status::Ok();
 }
@@ -137,6 +155,7 @@ void PeerProber::OnAnswer(uint32_t engine_id, uint64_t generation, bool ok) {
         t.last_ok = clock_.Now();
         if (t.unreachable) {
           t.unreachable = false;
+          t.gone = false;
           t.released = false;
           log::Warn("engine {}: {} ({}) reachable again over the compute network", options_.self,
                     t.peer.name(), t.peer.peer_addr());
@@ -146,7 +165,7 @@ void PeerProber::OnAnswer(uint32_t engine_id, uint64_t generation, bool ok) {
       }
     }
   }
-  if (!reached.empty() && options_.on_state) options_.on_state(reached, true);
+  if (!reached.empty() && options_.on_state) options_.on_state(reached, "reachable");
   // Last, and notified under the lock: once the count reaches 0 Stop() may return and the prober
   // be destroyed, so nothing of it is touched after the lock is released.
   std::lock_guard<std::mutex> lock(mu_);
@@ -165,18 +184,27 @@ void PeerProber::Loop() {
       std::shared_ptr<Call> call;
     };
     std::vector<Ping> pings;
-    std::vector<std::pair<uint64_t, control::v1::PeerEngine>> lost;  // generation, peer
-    std::vector<control::v1::PeerEngine> unreachable, fresh_channel;
+    std::vector<std::pair<uint64_t, control::v1::PeerEngine>> let_go;  // generation, peer
+    std::vector<control::v1::PeerEngine> gone, fresh_channel;
+    std::vector<std::string> lost;  // became unreachable here (for on_state)
     for (auto& [id, t] : targets_) {
       if (!t.unreachable && SilentLocked(t, now) > options_.window) {
         t.unreachable = true;
-        lost.emplace_back(t.generation, t.peer);
-        log::Warn(
-            "engine {}: {} ({}) unreachable over the compute network: no probe answered for "
-            "{:.3f} s; cancelling its calls and disconnecting its transfer peer",
-            options_.self, t.peer.name(), t.peer.peer_addr(), ToSeconds(SilentLocked(t, now)));
+        lost.push_back(t.peer.name());
+        log::Warn("engine {}: {} ({}) unreachable over the compute network: no probe answered "
+                  "for {:.3f} s",
+                  options_.self, t.peer.name(), t.peer.peer_addr(),
+                  ToSeconds(SilentLocked(t, now)));
       }
-      if (t.unreachable) unreachable.push_back(t.peer);
+      // Let go only with the scheduler's verdict: it has re-submitted the requests between us.
+      if (t.unreachable && !t.gone && (t.cut_off || self_cut_off_)) {
+        t.gone = true;
+        let_go.emplace_back(t.generation, t.peer);
+        log::Warn("engine {}: letting go of {}: unreachable and {} cut off by the scheduler; "
+                  "cancelling its calls and disconnecting its transfer peers",
+                  options_.self, t.peer.name(), self_cut_off_ ? "this engine" : "it");
+      }
+      if (t.gone) gone.push_back(t.peer);
       if (t.drop_stub) {
         t.drop_stub = false;
         fresh_channel.push_back(t.peer);
@@ -190,21 +218,24 @@ void PeerProber::Loop() {
       }
     }
     lock.unlock();
-    // Outside the lock: a stub may answer a ping at once, on this thread.
-    for (const auto& [generation, p] : lost) {
+    // Outside the lock: Disconnect waits for the transfer engine, and a stub may answer a ping at
+    // once, on this thread.
+    for (const std::string& name : lost) {
+      if (options_.on_state) options_.on_state(name, "unreachable");
+    }
+    for (const auto& [generation, p] : let_go) {
       const std::string why = fmt::format("{} unreachable over the compute network", p.name());
       peers_.Disconnect(p.transfer_addr(), why);  // returns once nothing of it can land here
       {
         std::lock_guard<std::mutex> relock(mu_);
         auto it = targets_.find(p.engine_id());
-        if (it != targets_.end() && it->second.generation == generation &&
-            it->second.unreachable) {
+        if (it != targets_.end() && it->second.generation == generation && it->second.gone) {
           it->second.released = true;
         }
       }
-      if (options_.on_state) options_.on_state(p.name(), false);
+      if (options_.on_state) options_.on_state(p.name(), "released");
     }
-    for (const control::v1::PeerEngine& p : unreachable) {
+    for (const control::v1::PeerEngine& p : gone) {
       // Calls started since the last look too (a caller that checked just before the change).
       peers_.CancelCalls(p.peer_addr(), p.name() + " unreachable over the compute network");
     }
@@ -212,8 +243,10 @@ void PeerProber::Loop() {
     for (Ping& p : pings) Send(p.id, p.generation, p.peer, p.call);
     lock.lock();
     // A timed wait on the stop flag: the probe schedule is the interval (production code, not
-    // test synchronization).
-    cv_.wait_for(lock, std::chrono::nanoseconds(options_.interval / 2), [this] { return stop_; });
+    // test synchronization); a new verdict (SetCutOff) wakes it early.
+    cv_.wait_for(lock, std::chrono::nanoseconds(options_.interval / 2),
+                 [this] { return stop_ || wake_; });
+    wake_ = false;
   }
 }
 

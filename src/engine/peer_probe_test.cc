@@ -1,6 +1,6 @@
 // PeerProber against real EnginePeer servers on loopback: what it reports to the scheduler, when
-// a peer becomes unreachable and reachable again, and that calls in progress to an unreachable
-// peer end at once. Events come from the prober's on_state callback; the only time bound is a
+// a peer becomes unreachable and reachable again, that it lets go of one only with the
+// scheduler's verdict, and that calls in progress to a peer it let go of end at once. Events come from the prober's on_state callback; the only time bound is a
 // hang guard (the prober's own schedule is real time, with a short interval).
 #include "engine/peer_probe.h"
 
@@ -11,8 +11,10 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <chrono>
 #include <condition_variable>
+#include <initializer_list>
 #include <mutex>
 #include <string>
 #include <thread>
@@ -56,9 +58,9 @@ struct PeerServer {
 // The prober's state changes, in order, for the test to wait on.
 class Events {
  public:
-  void Add(const std::string& name, bool reachable) {
+  void Add(const std::string& name, const std::string& state) {
     std::lock_guard<std::mutex> lock(mu_);
-    seen_.push_back(name + (reachable ? " reachable" : " unreachable"));
+    seen_.push_back(name + " " + state);
     cv_.notify_all();
   }
   // Waits until `n` events were seen (false at the guard); returns them.
@@ -93,7 +95,15 @@ class PeerProberTest : public ::testing::Test {
                      .self = "p0.0",
                      .interval = 20 * kNanosPerMilli,
                      .window = 300 * kNanosPerMilli,
-                     .on_state = [this](const std::string& n, bool r) { events_.Add(n, r); }});
+                     .on_state = [this](const std::string& n, const std::string& state) {
+                       events_.Add(n, state);
+                     }});
+  }
+
+  static google::protobuf::RepeatedField<uint32_t> Ids(std::initializer_list<uint32_t> ids) {
+    google::protobuf::RepeatedField<uint32_t> out;
+    for (uint32_t id : ids) out.Add(id);
+    return out;
   }
 
   static google::protobuf::RepeatedPtrField<control::v1::PeerEngine> Peer(
@@ -111,7 +121,7 @@ class PeerProberTest : public ::testing::Test {
   Events events_;
 };
 
-TEST_F(PeerProberTest, APeerThatStopsAnsweringIsUnreachableUntilItAnswersAgain) {
+TEST_F(PeerProberTest, APeerThatStopsAnsweringIsLetGoOfOnlyWithTheSchedulersVerdict) {
   auto server = std::make_unique<PeerServer>();
   const std::string address = server->address;
   const int port = std::stoi(address.substr(address.rfind(':') + 1));
@@ -123,29 +133,37 @@ TEST_F(PeerProberTest, APeerThatStopsAnsweringIsUnreachableUntilItAnswersAgain) 
   ASSERT_EQ(report.reach_size(), 1);
   EXPECT_EQ(report.reach(0).engine_id(), 7u);
   EXPECT_GE(report.reach(0).ok_age_ms(), 0);  // answered
-  EXPECT_TRUE(prober->CheckReachable("d9.0", "decode").ok());
 
-  // The server goes away: pings fail until the window has passed without an answer.
+  // The server goes away: after the window without an answer it is unreachable here, but this
+  // engine does not let go of it on its own view (the scheduler has not re-submitted anything).
   server->Stop();
   ASSERT_EQ(events_.WaitFor(2).size(), 2u);
   EXPECT_EQ(events_.WaitFor(2)[1], "d9.0 unreachable");
-  EXPECT_TRUE(prober->Unreachable("d9.0"));
+  EXPECT_FALSE(prober->Gone("d9.0"));
+  EXPECT_TRUE(prober->CheckReachable("d9.0", "decode").ok());
+  // The scheduler cuts it off (this engine is id 1): let go of, disconnected, refused at once.
+  prober->SetCutOff(Ids({7}), 1);
+  ASSERT_EQ(events_.WaitFor(3).size(), 3u);
+  EXPECT_EQ(events_.WaitFor(3)[2], "d9.0 released");
+  EXPECT_TRUE(prober->Gone("d9.0"));
+  EXPECT_TRUE(prober->Released("d9.0"));
   const Status refused = prober->CheckReachable("d9.0", "decode");
   EXPECT_EQ(refused.code(), Code::kEnginePeerFailed);
   EXPECT_NE(refused.message().find("decode engine d9.0 unreachable over the compute network"),
             std::string::npos)
       << refused.ToString();
-  EXPECT_FALSE(prober->Unreachable("d8.0"));  // not a probed peer: nothing known
+  EXPECT_FALSE(prober->Gone("d8.0"));  // not a probed peer: nothing known
 
   // Back on the same address: the next answered ping makes it reachable again.
   server = std::make_unique<PeerServer>(port);
-  ASSERT_EQ(events_.WaitFor(3).size(), 3u);
-  EXPECT_EQ(events_.WaitFor(3)[2], "d9.0 reachable");
-  EXPECT_FALSE(prober->Unreachable("d9.0"));
+  ASSERT_EQ(events_.WaitFor(4).size(), 4u);
+  EXPECT_EQ(events_.WaitFor(4)[3], "d9.0 reachable");
+  EXPECT_FALSE(prober->Gone("d9.0"));
+  EXPECT_TRUE(prober->CheckReachable("d9.0", "decode").ok());
   prober->Stop();
 }
 
-TEST_F(PeerProberTest, CallsInProgressToAnUnreachablePeerEndAtOnce) {
+TEST_F(PeerProberTest, CallsInProgressToAPeerLetGoOfEndAtOnce) {
   // A host that accepts connections and never answers (a link that died mid-connection looks the
   // same from here): pings and calls alike get nothing back.
   const int lfd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
@@ -154,7 +172,7 @@ TEST_F(PeerProberTest, CallsInProgressToAnUnreachablePeerEndAtOnce) {
   sa.sin_family = AF_INET;
   sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
   ASSERT_EQ(::bind(lfd, reinterpret_cast<sockaddr*>(&sa), sizeof sa), 0);
-  ASSERT_EQ(::listen(lfd, 16), 0);
+  ASSERT_EQ(::listen(lfd, 64), 0);
   socklen_t len = sizeof sa;
   ASSERT_EQ(::getsockname(lfd, reinterpret_cast<sockaddr*>(&sa), &len), 0);
   const std::string address = "127.0.0.1:" + std::to_string(ntohs(sa.sin_port));
@@ -162,6 +180,7 @@ TEST_F(PeerProberTest, CallsInProgressToAnUnreachablePeerEndAtOnce) {
   // A StartDecode in progress with the request timeout's deadline (a minute), as the PE makes it.
   grpc::Status got;
   std::string why;
+  std::atomic<bool> returned{false};
   std::thread caller([&] {
     grpc::ClientContext ctx;
     ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(60));
@@ -170,13 +189,21 @@ TEST_F(PeerProberTest, CallsInProgressToAnUnreachablePeerEndAtOnce) {
     v1::StartDecodeReply reply;
     got = peers_->Stub(address)->StartDecode(&ctx, req, &reply);
     why = call.cancelled();
+    returned = true;
   });
   std::unique_ptr<PeerProber> prober = Prober();
   prober->SetPeers(Peer(address));
   EXPECT_EQ(events_.WaitFor(1), std::vector<std::string>{"d9.0 unreachable"});
+  // Unreachable here only: the call goes on (its channel's own connect timeout is 20 s).
+  EXPECT_FALSE(returned.load());
+  // The scheduler cuts this engine itself off (id 3): it lets go of every peer it cannot reach.
+  prober->SetCutOff(Ids({3}), 3);
+  EXPECT_EQ(events_.WaitFor(2).back(), "d9.0 released");
   caller.join();  // ends with the cancel, not the deadline (the hang guard is the test timeout)
   EXPECT_EQ(got.error_code(), grpc::StatusCode::CANCELLED) << got.error_message();
   EXPECT_NE(why.find("d9.0 unreachable over the compute network"), std::string::npos) << why;
+  EXPECT_NE(prober->CheckReachable("d9.0", "decode").message().find("this engine cut off"),
+            std::string::npos);
   control::v1::EngineReport report;
   prober->AddReach(&report);
   ASSERT_EQ(report.reach_size(), 1);

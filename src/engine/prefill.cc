@@ -582,8 +582,8 @@ bool Prefiller::ReleaseDe(PeJob& j, const Status& why) {
   v1::AbortDecodeReply reply;
   grpc::Status s;
   if (Status reach = ctx_.CheckPeer(j.a.decode().name(), "decode"); !reach.ok()) {
-    // Unreachable: the call would only wait out its deadline. The prober has disconnected the
-    // DE's transfer peer, so nothing of it can land in the area any more (checked below).
+    // Let go of (partitioned): the call would only wait out its deadline. The prober disconnects
+    // the DE's transfer peers, after which nothing of it can land in the area (checked below).
     s = grpc::Status(grpc::StatusCode::UNAVAILABLE, reach.ToString());
   } else {
     grpc::ClientContext cctx;
@@ -593,14 +593,14 @@ bool Prefiller::ReleaseDe(PeJob& j, const Status& why) {
   }
   const bool de_pushes = j.plan.decode_path();
   const std::string& de = j.a.decode().name();
-  const bool unreachable = ctx_.prober != nullptr && ctx_.prober->Unreachable(de);
-  // Nothing of the DE's can land in the area any more: for an unreachable DE, once the prober has
-  // disconnected its transfer peers both ways (it pushes over its own connection, not ours);
-  // otherwise once the transfer engine declared it dead.
+  const bool gone = ctx_.prober != nullptr && ctx_.prober->Gone(de);
+  // Nothing of the DE's can land in the area any more: for a DE let go of (partitioned), once
+  // the prober has disconnected its transfer peers both ways (it pushes over its own connection,
+  // not ours); otherwise once the transfer engine declared it dead.
   auto quiet = [&] {
-    return unreachable ? ctx_.prober->Released(de) : !ctx_.peers->Alive(j.de_peer);
+    return gone ? ctx_.prober->Released(de) : !ctx_.peers->Alive(j.de_peer);
   };
-  if (!j.de_started && !s.ok() && !unreachable) {
+  if (!j.de_started && !s.ok() && !gone) {
     // StartDecode never answered and the DE does not answer now either; if it is alive it may
     // still start pushing, so only a dead DE makes the area safe.
     return !de_pushes || quiet();
