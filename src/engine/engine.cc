@@ -181,6 +181,16 @@ Status Engine::Impl::RegisterAndBuild() {
           ctx.block_tokens));
   ctx.hasher = std::make_unique<kv::BlockHasher>(std::move(hasher));
 
+  // Probes of the other role over the compute network (docs/engine.md "Failures"): twice per
+  // heartbeat, unreachable after the service's 3 heartbeats without an answer. Before the store
+  // link, which asks it which hosts to skip.
+  const double heartbeat_s = reply.heartbeat_s() > 0 ? reply.heartbeat_s() : 1.0;
+  prober = std::make_unique<PeerProber>(
+      *peers, PeerProber::Options{.self = o.name,
+                                  .interval = FromSeconds(heartbeat_s / 2),
+                                  .window = FromSeconds(3 * heartbeat_s)});
+  ctx.prober = prober.get();
+
   storage::StoreOptions so;
   so.root = o.store_subdir.empty() ? o.store_root : o.store_root + "/" + o.store_subdir;
   so.model_fingerprint = kv::ModelFingerprint(geometry);
@@ -198,6 +208,12 @@ Status Engine::Impl::RegisterAndBuild() {
     lo.ucx_tls = o.ucx_tls;
     lo.transfer_token = o.transfer_token;
     lo.model_fingerprint = so.model_fingerprint;
+    // The store nodes on a host this engine has let go of (partitioned) are skipped: a read of
+    // them is a miss at once, not after a connect or a transfer timeout.
+    lo.skip_node = [p = prober.get()](const std::string& transfer_addr) {
+      const size_t colon = transfer_addr.rfind(':');
+      return colon != std::string::npos && p->HostGone(transfer_addr.substr(0, colon));
+    };
     Result<std::unique_ptr<KvStoreLink>> link = MakeStoreLink(lo);
     if (!link.ok()) return link.status().WithContext("engine: kv store client");
     own_kv_store = std::move(link).value();
@@ -216,14 +232,6 @@ Status Engine::Impl::RegisterAndBuild() {
   ctx.arena = arena.get();
   ctx.peers = peers.get();
   ctx.scheduler = scheduler.get();
-  // Probes of the other role over the compute network (docs/engine.md "Failures"): twice per
-  // heartbeat, unreachable after the service's 3 heartbeats without an answer.
-  const double heartbeat_s = reply.heartbeat_s() > 0 ? reply.heartbeat_s() : 1.0;
-  prober = std::make_unique<PeerProber>(
-      *peers, PeerProber::Options{.self = o.name,
-                                  .interval = FromSeconds(heartbeat_s / 2),
-                                  .window = FromSeconds(3 * heartbeat_s)});
-  ctx.prober = prober.get();
   // What fits in the buffer, lowered by --hbm-tokens (a limit, never a promise beyond the buffer).
   capacity_tokens = static_cast<int64_t>(arena->capacity() / ctx.TokenBytes());
   if (o.hbm_tokens > 0) capacity_tokens = std::min(capacity_tokens, o.hbm_tokens);

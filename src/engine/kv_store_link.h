@@ -17,6 +17,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <span>
 #include <string>
@@ -64,6 +65,9 @@ struct StoreLinkOptions {
   std::string ucx_tls = "tcp";
   std::string transfer_token;  // the cluster's transfer token (the store nodes hold the same)
   uint64_t model_fingerprint = 0;
+  // Store nodes to skip as unreachable, by transfer address (store::ClientOptions::skip_node):
+  // the engine's prober says which hosts it has let go of. Empty: none.
+  std::function<bool(const std::string& transfer_addr)> skip_node;
 };
 
 // Connects lazily: creation fails only for bad options.

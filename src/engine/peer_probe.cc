@@ -108,6 +108,14 @@ bool PeerProber::Gone(const std::string& name) const {
   return false;
 }
 
+bool PeerProber::HostGone(const std::string& host) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  for (const auto& [_, t] : targets_) {
+    if (t.gone && t.peer.peer_addr().rfind(host + ":", 0) == 0) return true;
+  }
+  return false;
+}
+
 bool PeerProber::Released(const std::string& name) const {
   std::lock_guard<std::mutex> lock(mu_);
   for (const auto& [_, t] : targets_) {

@@ -73,6 +73,9 @@ class PeerProber {
   // True while engine `name` is a probed peer, unreachable here, and this engine has let go of it
   // (the scheduler cut it, or this engine, off).
   bool Gone(const std::string& name) const;
+  // True while some peer on `host` (the host part of its address) is gone: the engine's store
+  // link skips the store nodes there (KvStoreLink's skip_node).
+  bool HostGone(const std::string& host) const;
   // True once engine `name` is gone and its transfer peers (both directions) have been
   // disconnected: nothing of it can land in this engine's buffers any more, so what it might have
   // written into is safe to free.

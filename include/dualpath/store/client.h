@@ -26,6 +26,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <span>
 #include <string>
@@ -63,6 +64,11 @@ struct ClientOptions {
   // Initial size of the staging buffer for network transfers of unregistered memory (it grows to
   // the largest batch's need).
   uint64_t staging_bytes = 4ull << 20;
+  // Asked before each transfer to a node, with the node's transfer address: true skips the node
+  // as unreachable (its reads are misses, its writes fail, kUnavailable) instead of waiting for a
+  // connect or the transfer engine's peer timeout. An engine's partition handling sets it
+  // (docs/engine.md "Failures"). Empty: never skipped. Called from the client's calling threads.
+  std::function<bool(const std::string& transfer_addr)> skip_node;
 };
 
 struct PutItem {
