@@ -35,10 +35,11 @@ set -uo pipefail
 bin=$(realpath "$1")
 kind=$2
 case $kind in
-  store-node) fault=store-node:p1@4req:3 NAME=rpsfnode turns=10 ;;
-  store-leader) fault=store-leader@4req:3 NAME=rpsfleader turns=10 ;;
-  # Enough turns that the run outlasts the 10 s fault with work to spare.
-  comp-link) fault=comp-link:p1@4req:10 NAME=partcomp turns=20 ;;
+  store-node) fault=store-node:p1@4req:3 NAME=rpsfnode turns=10 context=4096 ;;
+  store-leader) fault=store-leader@4req:3 NAME=rpsfleader turns=10 context=4096 ;;
+  # Turns until the context is full (~10 per agent): the run outlasts the 10 s fault with work to
+  # spare; shorter contexts keep the run and its check short.
+  comp-link) fault=comp-link:p1@4req:10 NAME=partcomp turns=30 context=3072 ;;
   *)
     echo "usage: $0 DUALPATH_BINARY store-node|store-leader|comp-link" >&2
     exit 2
@@ -54,7 +55,7 @@ testbed_begin
 
 start=$(date +%s)
 timeout -k 10 "$DEADLINE" "$bin" cluster run --name "$NAME" --pd 2P2D --system dualpath \
-  --routing round-robin --workload codex --agents 2 --turns "$turns" --append 128 --max-context 4096 \
+  --routing round-robin --workload codex --agents 2 --turns "$turns" --append 128 --max-context "$context" \
   --goodput nominal --timeout 90 --store --store-dram-mib 64 --store-ttl 2 --local-tiers \
   --fault "$fault" --json "$tmp/out.json" >"$tmp/table.txt" 2>"$tmp/progress.txt"
 rc=$?
