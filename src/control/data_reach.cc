@@ -4,8 +4,7 @@
 
 namespace dualpath::control {
 
-void DataReach::Record(uint32_t reporter, uint32_t target, Nanos ok_age, Nanos probing,
-                       Nanos now) {
+void DataReach::Record(uint32_t reporter, uint32_t target, Nanos ok_age, Nanos probing, Nanos now) {
   if (reporter == target) return;
   Pair& p = pairs_[Key(reporter, target)];
   const Nanos start = now - std::max<Nanos>(probing, 0);
@@ -57,7 +56,8 @@ std::vector<uint32_t> DataReach::CutOff(const std::vector<uint32_t>& live, Nanos
   return out;
 }
 
-std::optional<Nanos> DataReach::LastContact(uint32_t engine, const std::vector<uint32_t>& live) const {
+std::optional<Nanos> DataReach::LastContact(uint32_t engine,
+                                            const std::vector<uint32_t>& live) const {
   std::optional<Nanos> best;
   for (const auto& [key, p] : pairs_) {
     if (key.first != engine && key.second != engine) continue;

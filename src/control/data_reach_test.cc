@@ -23,7 +23,9 @@ class Network {
  public:
   explicit Network(DataReach& reach) : reach_(reach) {}
 
-  void Down(uint32_t engine, Nanos from, Nanos to = INT64_MAX) { down_.push_back({engine, from, to}); }
+  void Down(uint32_t engine, Nanos from, Nanos to = INT64_MAX) {
+    down_.push_back({engine, from, to});
+  }
 
   void Run(Nanos from, Nanos until) {
     for (Nanos t = from; t <= until; t += 200 * kMs) {
@@ -132,7 +134,7 @@ TEST(DataReachTest, AnEngineThatDoesNotProbeIsJudgedByItsFetchesOnly) {
 
 TEST(DataReachTest, AnOlderReportNeverMovesContactBack) {
   DataReach reach(kWindow);
-  reach.Record(kP0, kD0, 0, 0, 5 * kS);           // answered at 5 s
+  reach.Record(kP0, kD0, 0, 0, 5 * kS);            // answered at 5 s
   reach.Record(kD0, kP0, 4 * kS, 6 * kS, 6 * kS);  // d0's own latest answer: 2 s
   EXPECT_EQ(reach.LastContact(kP0, {kP0, kD0}), 5 * kS);
   // Probes refused by the reporter's own id and by nobody else change nothing.

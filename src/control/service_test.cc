@@ -906,14 +906,14 @@ TEST_F(RoutingTest, ARetryIsNotFixed) {
 
 // --- data-network liveness: partitions (issue 25 item 9, docs/control.md "Liveness") ---
 
-constexpr const char* k2P2D =
-    "p0.0:prefill:p0,p1.0:prefill:p1,d0.0:decode:d0,d1.0:decode:d1";
+constexpr const char* k2P2D = "p0.0:prefill:p0,p1.0:prefill:p1,d0.0:decode:d0,d1.0:decode:d1";
 
 // 2P2D under round-robin routing; every engine fetches with the report of its probes of the other
 // role, as engines do. One engine's compute link (p1's unless the test says) goes down at
 // `down_at_` and up again at `up_at_`: meanwhile nobody's probe of it is answered and its own
-// probes are not, while the other three keep reaching each other. Virtual time only: each Tick advances the ManualClock and lets every
-// engine fetch once (wait 0), which also runs the service's liveness check.
+// probes are not, while the other three keep reaching each other. Virtual time only: each Tick
+// advances the ManualClock and lets every engine fetch once (wait 0), which also runs the service's
+// liveness check.
 class PartitionTest : public ServiceTest {
  protected:
   static constexpr uint32_t kP0 = 0, kP1 = 1, kD0 = 2, kD1 = 3;
@@ -933,8 +933,8 @@ class PartitionTest : public ServiceTest {
     v1::EngineReport r = Report(engine, 0);
     const Nanos now = clock_.Now();
     const bool down = now >= down_at_ && now < up_at_;
-    for (uint32_t peer : engine < 2 ? std::vector<uint32_t>{kD0, kD1}
-                                    : std::vector<uint32_t>{kP0, kP1}) {
+    for (uint32_t peer :
+         engine < 2 ? std::vector<uint32_t>{kD0, kD1} : std::vector<uint32_t>{kP0, kP1}) {
       v1::PeerReach* p = r.add_reach();
       p->set_engine_id(peer);
       p->set_probing_ms(now / kNanosPerMilli);

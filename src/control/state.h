@@ -174,7 +174,7 @@ class ControlState {
   DataReach reach_;                   // window: 3 heartbeats
   // Changes whenever the set of live engines does (FetchReply.peers_version); never 0.
   uint64_t peers_version_ = 1;
-  bool started_ = false;              // every expected engine has registered once
+  bool started_ = false;  // every expected engine has registered once
   bool shutdown_ = false;
   bool stopping_ = false;
   std::unique_ptr<sched::Scheduler> sched_;

@@ -405,9 +405,10 @@ void Decoder::ReapLocked(std::vector<std::shared_ptr<DeReq>>* freed) {
         log::Warn("engine {}: request {} timed out waiting for its PE ({}); freeing it",
                   ctx_.options.name, r.a.request().request_id(), r.pe_name);
       } else if (pe_gone) {
-        log::Warn("engine {}: request {} attempt {}: its PE {} is unreachable and disconnected; "
-                  "freeing it",
-                  ctx_.options.name, r.a.request().request_id(), r.a.attempt(), r.pe_name);
+        log::Warn(
+            "engine {}: request {} attempt {}: its PE {} is unreachable and disconnected; "
+            "freeing it",
+            ctx_.options.name, r.a.request().request_id(), r.a.attempt(), r.pe_name);
       }
       unfinished_tokens_ -= r.capacity;
       freed->push_back(it->second);

@@ -137,8 +137,8 @@ Status PeerProber::CheckReachable(const std::string& name, std::string_view role
   return Status::Ok();
 }
 
-void PeerProber::Send(uint32_t engine_id, uint64_t generation,
-                      const control::v1::PeerEngine& peer, const std::shared_ptr<Call>& call) {
+void PeerProber::Send(uint32_t engine_id, uint64_t generation, const control::v1::PeerEngine& peer,
+                      const std::shared_ptr<Call>& call) {
   call->stub = peers_.Stub(peer.peer_addr());
   call->request.set_from(options_.self);
   call->ctx.set_deadline(std::chrono::system_clock::now() +
@@ -199,18 +199,19 @@ void PeerProber::Loop() {
       if (!t.unreachable && SilentLocked(t, now) > options_.window) {
         t.unreachable = true;
         lost.push_back(t.peer.name());
-        log::Warn("engine {}: {} ({}) unreachable over the compute network: no probe answered "
-                  "for {:.3f} s",
-                  options_.self, t.peer.name(), t.peer.peer_addr(),
-                  ToSeconds(SilentLocked(t, now)));
+        log::Warn(
+            "engine {}: {} ({}) unreachable over the compute network: no probe answered "
+            "for {:.3f} s",
+            options_.self, t.peer.name(), t.peer.peer_addr(), ToSeconds(SilentLocked(t, now)));
       }
       // Let go only with the scheduler's verdict: it has re-submitted the requests between us.
       if (t.unreachable && !t.gone && (t.cut_off || self_cut_off_)) {
         t.gone = true;
         let_go.emplace_back(t.generation, t.peer);
-        log::Warn("engine {}: letting go of {}: unreachable and {} cut off by the scheduler; "
-                  "cancelling its calls and disconnecting its transfer peers",
-                  options_.self, t.peer.name(), self_cut_off_ ? "this engine" : "it");
+        log::Warn(
+            "engine {}: letting go of {}: unreachable and {} cut off by the scheduler; "
+            "cancelling its calls and disconnecting its transfer peers",
+            options_.self, t.peer.name(), self_cut_off_ ? "this engine" : "it");
       }
       if (t.gone) gone.push_back(t.peer);
       if (t.drop_stub) {

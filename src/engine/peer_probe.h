@@ -24,7 +24,8 @@
 // makes the peer reachable again.
 //
 // Thread safety: SetPeers, SetCutOff, AddReach, Gone, Released, CheckReachable and Stop may be
-// called from any thread. The prober's thread sends the pings; their answers arrive on gRPC's threads.
+// called from any thread. The prober's thread sends the pings; their answers arrive on gRPC's
+// threads.
 #pragma once
 
 #include <condition_variable>
@@ -47,10 +48,10 @@ namespace dualpath::engine {
 class PeerProber {
  public:
   struct Options {
-    std::string self;                          // this engine's name (logs, PingRequest.from)
-    Nanos interval = 500 * kNanosPerMilli;     // a ping per peer this often
-    Nanos window = 3 * kNanosPerSecond;        // no answer for this long: unreachable
-    const Clock* clock = nullptr;              // default: SteadyClock
+    std::string self;                       // this engine's name (logs, PingRequest.from)
+    Nanos interval = 500 * kNanosPerMilli;  // a ping per peer this often
+    Nanos window = 3 * kNanosPerSecond;     // no answer for this long: unreachable
+    const Clock* clock = nullptr;           // default: SteadyClock
     // Called (on the prober's or a gRPC thread, no lock held) when a peer's first ping is
     // answered or it becomes reachable again ("reachable"), when it becomes unreachable here
     // ("unreachable"), and when it has been let go of and disconnected ("released").
@@ -99,7 +100,7 @@ class PeerProber {
     bool cut_off = false;      // the scheduler has cut it off
     bool gone = false;         // let go of: unreachable, and it or this engine is cut off
     bool released = false;     // gone and its transfer peers disconnected
-    bool drop_stub = false;  // an unanswered ping while unreachable: open a new channel
+    bool drop_stub = false;    // an unanswered ping while unreachable: open a new channel
     std::shared_ptr<Call> call;
   };
 

@@ -1,7 +1,8 @@
 // PeerProber against real EnginePeer servers on loopback: what it reports to the scheduler, when
 // a peer becomes unreachable and reachable again, that it lets go of one only with the
-// scheduler's verdict, and that calls in progress to a peer it let go of end at once. Events come from the prober's on_state callback; the only time bound is a
-// hang guard (the prober's own schedule is real time, with a short interval).
+// scheduler's verdict, and that calls in progress to a peer it let go of end at once. Events come
+// from the prober's on_state callback; the only time bound is a hang guard (the prober's own
+// schedule is real time, with a short interval).
 #include "engine/peer_probe.h"
 
 #include <arpa/inet.h>
@@ -91,13 +92,13 @@ class PeerProberTest : public ::testing::Test {
 
   std::unique_ptr<PeerProber> Prober() {
     return std::make_unique<PeerProber>(
-        *peers_, PeerProber::Options{
-                     .self = "p0.0",
-                     .interval = 20 * kNanosPerMilli,
-                     .window = 300 * kNanosPerMilli,
-                     .on_state = [this](const std::string& n, const std::string& state) {
-                       events_.Add(n, state);
-                     }});
+        *peers_,
+        PeerProber::Options{.self = "p0.0",
+                            .interval = 20 * kNanosPerMilli,
+                            .window = 300 * kNanosPerMilli,
+                            .on_state = [this](const std::string& n, const std::string& state) {
+                              events_.Add(n, state);
+                            }});
   }
 
   static google::protobuf::RepeatedField<uint32_t> Ids(std::initializer_list<uint32_t> ids) {

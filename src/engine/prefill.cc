@@ -255,11 +255,11 @@ Status Prefiller::Admit(const std::shared_ptr<PeJob>& self) {
   // A refusal the DE itself answered leaves nothing at the DE; a lost or timed-out call may have,
   // and so may one this engine cancelled (the DE may have started it).
   const grpc::StatusCode c = gs.error_code();
-  job.start_refused = cancelled.empty() && (c == grpc::StatusCode::RESOURCE_EXHAUSTED ||
-                                            c == grpc::StatusCode::INVALID_ARGUMENT ||
-                                            c == grpc::StatusCode::FAILED_PRECONDITION ||
-                                            c == grpc::StatusCode::CANCELLED ||
-                                            c == grpc::StatusCode::NOT_FOUND);
+  job.start_refused =
+      cancelled.empty() &&
+      (c == grpc::StatusCode::RESOURCE_EXHAUSTED || c == grpc::StatusCode::INVALID_ARGUMENT ||
+       c == grpc::StatusCode::FAILED_PRECONDITION || c == grpc::StatusCode::CANCELLED ||
+       c == grpc::StatusCode::NOT_FOUND);
   if (!gs.ok() && !cancelled.empty()) {
     return Status(Code::kEnginePeerFailed,
                   fmt::format("StartDecode at {} cancelled: {}", job.a.decode().name(), cancelled));
@@ -597,9 +597,7 @@ bool Prefiller::ReleaseDe(PeJob& j, const Status& why) {
   // Nothing of the DE's can land in the area any more: for a DE let go of (partitioned), once
   // the prober has disconnected its transfer peers both ways (it pushes over its own connection,
   // not ours); otherwise once the transfer engine declared it dead.
-  auto quiet = [&] {
-    return gone ? ctx_.prober->Released(de) : !ctx_.peers->Alive(j.de_peer);
-  };
+  auto quiet = [&] { return gone ? ctx_.prober->Released(de) : !ctx_.peers->Alive(j.de_peer); };
   if (!j.de_started && !s.ok() && !gone) {
     // StartDecode never answered and the DE does not answer now either; if it is alive it may
     // still start pushing, so only a dead DE makes the area safe.

@@ -98,8 +98,8 @@ void FaultInjector::WatchCutOff(Nanos now) {
     // Only while the link is down: a cut-off seen afterwards is not this fault's.
     if (!*reachable && active_) {
       outcome_.cut_off_ns = now;
-      log::Warn("cluster run: the service cut off {}'s engine {:.3f} s into the fault",
-                spec_.node, ToSeconds(now - outcome_.start_ns));
+      log::Warn("cluster run: the service cut off {}'s engine {:.3f} s into the fault", spec_.node,
+                ToSeconds(now - outcome_.start_ns));
     }
   } else if (*reachable && !active_) {
     outcome_.back_ns = now;
@@ -136,9 +136,9 @@ void PrintFault(const std::string& system, const FaultOutcome& f, std::ostream& 
       progress << "cut off by the service " << ToSeconds(f.cut_off_ns - f.start_ns)
                << " s into the fault (" << f.results_after_cut_off
                << " requests completed after that, during the fault), ";
-      progress << (f.back_ns > 0 ? "back " + FormatNumber(ToSeconds(f.back_ns - f.end_ns)) +
-                                       " s after it"
-                                 : std::string("not seen back"));
+      progress << (f.back_ns > 0
+                       ? "back " + FormatNumber(ToSeconds(f.back_ns - f.end_ns)) + " s after it"
+                       : std::string("not seen back"));
     } else {
       progress << "never cut off by the service";
     }
