@@ -118,6 +118,7 @@ def live(tmp_path_factory):
         engines += [b, f]
         _start(b, f)
         r.times["phase2_ready_s"] = time.monotonic() - t1
+        r.b_amx_before_first = b.amx()
         (r.b_first,) = b.generate([PROMPTS["hit"]], MAX_TOKENS)
         r.b_first_stats = b.connector_stats()
         r.b, r.f = b, f
@@ -149,6 +150,10 @@ def test_fresh_engine_first_request_is_an_external_hit(live):
     prefix from the store, computes only the 2 last prompt tokens, and decodes the same greedy
     tokens as REF. (On CPUs with AMX this is the request that died with SIGILL before the
     connector requested the AMX permission: docs/integrations/vllm.md.)"""
+    # Before any request: the connector asked for AMX where the CPU has it (on an AVX2-only CPU,
+    # as on the 2-core CI machine, neither holds and the SIGILL cannot happen).
+    amx = live.b_amx_before_first
+    assert amx["permitted"] == amx["supported"], amx
     first = live.b_first
     assert first["num_cached_tokens"] == BLOCKS * BLOCK_SIZE  # vLLM's own count: all 640 loaded
     assert greedy_mismatch(first["token_ids"], live.want["hit"]["token_ids"]) is None
@@ -160,7 +165,8 @@ def test_fresh_engine_first_request_is_an_external_hit(live):
 
 def test_corrupt_block_is_recomputed_under_recompute_policy(live):
     """B (policy recompute): block 5 of the prompt fails its checksum in both tiers; blocks 0-4
-    load, 5-19 are reported to vLLM as load errors and recomputed; the output is REF's."""
+    load, 5-19 are reported to vLLM as load errors and recomputed; the output is REF's; block 5
+    is stored afresh."""
     assert live.corrupted["recompute"] == 2  # the pool copy and the persistent tier's file
     before = live.b.connector_stats()
     (out,) = live.b.generate([PROMPTS["recompute"]], MAX_TOKENS)
@@ -169,6 +175,8 @@ def test_corrupt_block_is_recomputed_under_recompute_policy(live):
     assert after["loaded_blocks"] - before["loaded_blocks"] == CORRUPT
     assert after["load_error_blocks"] - before["load_error_blocks"] == BLOCKS - CORRUPT
     assert after["store"]["corrupt"] - before["store"]["corrupt"] >= 1
+    # The corrupt block was dropped and its recomputed KV stored again (the rest were present).
+    assert after["saved_blocks"] - before["saved_blocks"] == 1
     # The engine goes on serving hits after the recovery.
     (again,) = live.b.generate([PROMPTS["other"]], MAX_TOKENS)
     assert again["num_cached_tokens"] == BLOCKS * BLOCK_SIZE
@@ -177,8 +185,8 @@ def test_corrupt_block_is_recomputed_under_recompute_policy(live):
 
 def test_corrupt_block_fails_only_its_request_under_fail_policy(live):
     """F (policy fail): the request whose block 5 is corrupt finishes with an error and no
-    tokens; the other request of the same batch is a full hit with REF's output; the engine
-    serves the next request."""
+    tokens; the other request of the same batch is a full hit with REF's output; a retry of the
+    failed prompt works; the engine serves the next request."""
     assert live.corrupted["fail"] == 2
     bad, good = live.f.generate([PROMPTS["fail"], PROMPTS["other"]], MAX_TOKENS)
     assert bad["finish_reason"] == "error", bad
@@ -187,6 +195,12 @@ def test_corrupt_block_fails_only_its_request_under_fail_policy(live):
     assert greedy_mismatch(good["token_ids"], live.want["other"]["token_ids"]) is None
     stats = live.f.connector_stats()
     assert stats["load_error_blocks"] == BLOCKS - CORRUPT
+    # The failed block was dropped from the store, so a retry is a clean partial hit (blocks 0-4)
+    # that computes the rest, not the same failure again.
+    (retry,) = live.f.generate([PROMPTS["fail"]], MAX_TOKENS)
+    assert retry["finish_reason"] == "length", retry
+    assert retry["num_cached_tokens"] == CORRUPT * BLOCK_SIZE
+    assert greedy_mismatch(retry["token_ids"], live.want["fail"]["token_ids"]) is None
     (after,) = live.f.generate([PROMPTS["hit"]], MAX_TOKENS)
     assert after["num_cached_tokens"] == BLOCKS * BLOCK_SIZE
     assert greedy_mismatch(after["token_ids"], live.want["hit"]["token_ids"]) is None

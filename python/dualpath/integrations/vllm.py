@@ -59,9 +59,12 @@ if TYPE_CHECKING:
     from vllm.v1.core.kv_cache_manager import KVCacheBlocks
     from vllm.v1.core.sched.output import SchedulerOutput
     from vllm.v1.kv_cache_interface import KVCacheConfig
+    from vllm.v1.outputs import KVConnectorOutput
     from vllm.v1.request import Request
 
 logger = logging.getLogger(__name__)
+
+_MISS = -200  # a batch get's result for an absent block or one that failed its checksum
 
 __all__ = ["DualPathConnector", "DualPathConnectorMetadata"]
 
@@ -134,6 +137,7 @@ class DualPathConnector(KVConnectorBase_V1, SupportsHMA):
         self._layers: PagedLayers | None = None
         self._load: PendingLoad | None = None
         self._load_transfers: list[tuple[list[int], int]] = []  # (block ids, first staging row)
+        self._load_hashes: list[bytes] = []  # the keys of the load in flight, by staging row
         self._save: PendingSave | None = None
         self._load_errors: set[int] = set()
         # Worker-side counters (stats()); the model runner's thread is the only writer.
@@ -208,6 +212,19 @@ class DualPathConnector(KVConnectorBase_V1, SupportsHMA):
                 state.saved = full
         return meta
 
+    def update_connector_output(self, connector_output: "KVConnectorOutput") -> None:
+        # Blocks that failed to load are recomputed by vLLM (policy "recompute"); the worker
+        # dropped the failed ones from the store, so mark them unsaved again and the step that
+        # recomputes them stores them afresh (present ones are skipped by batch_is_exist).
+        invalid = connector_output.invalid_block_ids
+        if not invalid:
+            return
+        for state in self._reqs.values():
+            for i, block_id in enumerate(state.block_ids[:state.saved]):
+                if block_id in invalid:
+                    state.saved = i
+                    break
+
     def request_finished(
         self, request: "Request", block_ids: list[int]
     ) -> tuple[bool, dict[str, Any] | None]:
@@ -243,6 +260,7 @@ class DualPathConnector(KVConnectorBase_V1, SupportsHMA):
         layers = self._check_registered()
         hashes = [h for t in meta.loads for h in t.hashes]
         self._load = layers.start_load(self._store, hashes)
+        self._load_hashes = hashes
         self._load_transfers, row = [], 0
         for t in meta.loads:
             self._load_transfers.append((t.block_ids, row))
@@ -261,6 +279,18 @@ class DualPathConnector(KVConnectorBase_V1, SupportsHMA):
         planned = sum(len(ids) for ids, _ in self._load_transfers)
         self._counts["loaded_blocks"] += planned - len(errors)
         self._counts["load_error_blocks"] += len(errors)
+        # A block whose own get missed was present when the scheduler counted it, so it failed its
+        # checksum (or vanished meanwhile). Drop it from both tiers: otherwise it stays "present"
+        # forever, every later request for this prefix fails again under the "fail" policy, and
+        # the recomputed block is never stored again (saves skip present blocks).
+        for key, rc in zip(self._load_hashes, load.results or []):
+            if rc == _MISS:
+                try:
+                    self._store.remove(key)
+                except KeyError:
+                    pass  # already gone
+                except dualpath.Error as e:
+                    logger.warning("dualpath: could not drop a block that failed to load: %s", e)
 
     def save_kv_layer(
         self, layer_name: str, kv_layer: torch.Tensor, attn_metadata: Any, **kwargs: Any

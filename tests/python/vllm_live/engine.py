@@ -110,6 +110,10 @@ class EngineProcess:
         """The worker-side KV connector's ``stats()``."""
         return self.call("connector_stats")
 
+    def amx(self) -> dict:
+        """{"supported": the CPU has AMX tiles (torch), "permitted": this process may use them}."""
+        return self.call("amx")
+
     def close(self) -> int | None:
         """Stops the engine; returns its exit code (None if it had to be killed)."""
         if self._proc.poll() is None:

@@ -50,8 +50,16 @@ def main() -> None:
 
         return get_kv_transfer_group().stats()  # the worker side (this process: in-process core)
 
+    def amx():
+        import torch
+
+        from dualpath.integrations._pages import amx_permitted
+
+        return {"supported": bool(torch.cpu._is_amx_tile_supported()),
+                "permitted": amx_permitted()}
+
     handlers = {"generate": generate, "block_hashes": block_hashes,
-                "connector_stats": connector_stats}
+                "connector_stats": connector_stats, "amx": amx}
     for line in sys.stdin:
         request = json.loads(line)
         if request["cmd"] == "quit":
