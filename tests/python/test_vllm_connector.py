@@ -203,6 +203,13 @@ def test_corrupt_block_is_a_miss_and_recomputed(tiers):
     assert req.num_computed_tokens == 2 * BLOCK
     out2 = c.scheduler.schedule()
     assert out2.num_scheduled_tokens["c"] == len(PROMPT) - 2 * BLOCK
+    # The tiers dropped the corrupt copies (a clean miss from now on), and the step that
+    # recomputes block 2 stores it afresh; blocks 3-5 are present and not saved again.
+    present = c.worker._store.batch_is_exist(list(req.block_hashes[:6]))
+    assert present == [True, True, False, True, True, True]
+    (resave,) = out2.kv_connector_metadata.saves
+    assert resave.block_ids == [load.block_ids[2]]
+    assert resave.hashes == [req.block_hashes[2]]
 
 
 WORKER_PROC = textwrap.dedent("""

@@ -195,8 +195,8 @@ def test_corrupt_block_fails_only_its_request_under_fail_policy(live):
     assert greedy_mismatch(good["token_ids"], live.want["other"]["token_ids"]) is None
     stats = live.f.connector_stats()
     assert stats["load_error_blocks"] == BLOCKS - CORRUPT
-    # The failed block was dropped from the store, so a retry is a clean partial hit (blocks 0-4)
-    # that computes the rest, not the same failure again.
+    # The tiers dropped the copies that failed their checksum, so a retry is a clean partial hit
+    # (blocks 0-4) that computes the rest, not the same failure again.
     (retry,) = live.f.generate([PROMPTS["fail"]], MAX_TOKENS)
     assert retry["finish_reason"] == "length", retry
     assert retry["num_cached_tokens"] == CORRUPT * BLOCK_SIZE

@@ -193,7 +193,6 @@ class PendingLoad:
         self._rows = host_rows
         self._handle = handle
         self.done = False
-        self.results: list[int] | None = None  # the batch get's per-key results, once resolved
 
     def wait(self) -> list[int]:
         """The batch get's per-key results (bytes read, or a negative code)."""
@@ -205,7 +204,7 @@ class PendingLoad:
         A block that missed (absent, or its checksum failed) and every later block of the same
         request are never copied and are returned as load errors: the engine recomputes from the
         first of them. The rest is copied into the caches. Returns the error block ids."""
-        rcs = self.results = self.wait()
+        rcs = self.wait()
         rows, ids, errors = [], [], set()
         for block_ids, first_row in transfers:
             ok = True

@@ -64,8 +64,6 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger(__name__)
 
-_MISS = -200  # a batch get's result for an absent block or one that failed its checksum
-
 __all__ = ["DualPathConnector", "DualPathConnectorMetadata"]
 
 
@@ -137,7 +135,6 @@ class DualPathConnector(KVConnectorBase_V1, SupportsHMA):
         self._layers: PagedLayers | None = None
         self._load: PendingLoad | None = None
         self._load_transfers: list[tuple[list[int], int]] = []  # (block ids, first staging row)
-        self._load_hashes: list[bytes] = []  # the keys of the load in flight, by staging row
         self._save: PendingSave | None = None
         self._load_errors: set[int] = set()
         # Worker-side counters (stats()); the model runner's thread is the only writer.
@@ -213,9 +210,11 @@ class DualPathConnector(KVConnectorBase_V1, SupportsHMA):
         return meta
 
     def update_connector_output(self, connector_output: "KVConnectorOutput") -> None:
-        # Blocks that failed to load are recomputed by vLLM (policy "recompute"); the worker
-        # dropped the failed ones from the store, so mark them unsaved again and the step that
-        # recomputes them stores them afresh (present ones are skipped by batch_is_exist).
+        # Blocks that failed to load are recomputed by vLLM (policy "recompute"). The tiers dropped
+        # the copies that failed their checksum (the pool deletes them, the persistent tier
+        # quarantines them), so mark the request's blocks from the first failed one unsaved again:
+        # the step that recomputes them stores the dropped ones afresh (batch_is_exist skips the
+        # ones still present). Without this a corrupt block stays missing for good.
         invalid = connector_output.invalid_block_ids
         if not invalid:
             return
@@ -260,7 +259,6 @@ class DualPathConnector(KVConnectorBase_V1, SupportsHMA):
         layers = self._check_registered()
         hashes = [h for t in meta.loads for h in t.hashes]
         self._load = layers.start_load(self._store, hashes)
-        self._load_hashes = hashes
         self._load_transfers, row = [], 0
         for t in meta.loads:
             self._load_transfers.append((t.block_ids, row))
@@ -279,18 +277,6 @@ class DualPathConnector(KVConnectorBase_V1, SupportsHMA):
         planned = sum(len(ids) for ids, _ in self._load_transfers)
         self._counts["loaded_blocks"] += planned - len(errors)
         self._counts["load_error_blocks"] += len(errors)
-        # A block whose own get missed was present when the scheduler counted it, so it failed its
-        # checksum (or vanished meanwhile). Drop it from both tiers: otherwise it stays "present"
-        # forever, every later request for this prefix fails again under the "fail" policy, and
-        # the recomputed block is never stored again (saves skip present blocks).
-        for key, rc in zip(self._load_hashes, load.results or []):
-            if rc == _MISS:
-                try:
-                    self._store.remove(key)
-                except KeyError:
-                    pass  # already gone
-                except dualpath.Error as e:
-                    logger.warning("dualpath: could not drop a block that failed to load: %s", e)
 
     def save_kv_layer(
         self, layer_name: str, kv_layer: torch.Tensor, attn_metadata: Any, **kwargs: Any
