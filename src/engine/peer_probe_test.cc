@@ -5,12 +5,8 @@
 // schedule is real time, with a short interval).
 #include "engine/peer_probe.h"
 
-#include <arpa/inet.h>
 #include <grpcpp/grpcpp.h>
 #include <gtest/gtest.h>
-#include <netinet/in.h>
-#include <sys/socket.h>
-#include <unistd.h>
 
 #include <atomic>
 #include <chrono>
@@ -24,6 +20,7 @@
 #include "dualpath/common/grpc_server.h"
 #include "dualpath/transfer/engine.h"
 #include "engine/peer_service.h"
+#include "lib/silent_listener.h"
 
 namespace dualpath::engine {
 namespace {
@@ -167,16 +164,9 @@ TEST_F(PeerProberTest, APeerThatStopsAnsweringIsLetGoOfOnlyWithTheSchedulersVerd
 TEST_F(PeerProberTest, CallsInProgressToAPeerLetGoOfEndAtOnce) {
   // A host that accepts connections and never answers (a link that died mid-connection looks the
   // same from here): pings and calls alike get nothing back.
-  const int lfd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  ASSERT_GE(lfd, 0);
-  sockaddr_in sa{};
-  sa.sin_family = AF_INET;
-  sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  ASSERT_EQ(::bind(lfd, reinterpret_cast<sockaddr*>(&sa), sizeof sa), 0);
-  ASSERT_EQ(::listen(lfd, 64), 0);
-  socklen_t len = sizeof sa;
-  ASSERT_EQ(::getsockname(lfd, reinterpret_cast<sockaddr*>(&sa), &len), 0);
-  const std::string address = "127.0.0.1:" + std::to_string(ntohs(sa.sin_port));
+  net_testing::SilentListener host(64);
+  ASSERT_TRUE(host.ok());
+  const std::string address = host.address();
 
   // A StartDecode in progress with the request timeout's deadline (a minute), as the PE makes it.
   grpc::Status got;
@@ -211,7 +201,6 @@ TEST_F(PeerProberTest, CallsInProgressToAPeerLetGoOfEndAtOnce) {
   EXPECT_EQ(report.reach(0).ok_age_ms(), -1);  // never answered
   EXPECT_GE(report.reach(0).probing_ms(), 300);
   prober->Stop();
-  ::close(lfd);
 }
 
 }  // namespace

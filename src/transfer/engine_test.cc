@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "dualpath/transfer/control_channel.h"
+#include "lib/silent_listener.h"
 #include "socket_tos.h"
 
 namespace dualpath::transfer {
@@ -97,24 +98,15 @@ TEST(EngineListenTest, SecondListenerOnATakenPortRefuses) {
 // instead of after the kernel's SYN retries. A listener whose accept queue is full drops SYNs the
 // same way; the test guard, not an assertion, bounds the time.
 TEST(TcpConnectTest, AHostThatNeverAnswersFailsAtTheTimeout) {
-  const int lfd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  ASSERT_GE(lfd, 0);
-  sockaddr_in sa{};
-  sa.sin_family = AF_INET;
-  sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  ASSERT_EQ(::bind(lfd, reinterpret_cast<sockaddr*>(&sa), sizeof sa), 0);
-  ASSERT_EQ(::listen(lfd, 0), 0);  // one connection fills the accept queue; nothing accepts
-  socklen_t len = sizeof sa;
-  ASSERT_EQ(::getsockname(lfd, reinterpret_cast<sockaddr*>(&sa), &len), 0);
-  const std::string addr = "127.0.0.1:" + std::to_string(ntohs(sa.sin_port));
-  auto filler = TcpConnect(addr, -1, 0);
+  net_testing::SilentListener host(0);  // one connection fills its accept queue; nothing accepts
+  ASSERT_TRUE(host.ok());
+  auto filler = TcpConnect(host.address(), -1, 0);
   ASSERT_TRUE(filler.ok()) << filler.status().ToString();
-  auto dropped = TcpConnect(addr, -1, 200 * kNanosPerMilli);
+  auto dropped = TcpConnect(host.address(), -1, 200 * kNanosPerMilli);
   ASSERT_FALSE(dropped.ok());
   EXPECT_EQ(dropped.status().code(), Code::kTransferPeerDead);
   EXPECT_NE(dropped.status().message().find("no answer within 200 ms"), std::string::npos)
       << dropped.status().ToString();
-  ::close(lfd);
 }
 
 class EngineTest : public ::testing::TestWithParam<std::tuple<std::string, bool>> {
