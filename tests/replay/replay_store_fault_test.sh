@@ -35,17 +35,19 @@ set -uo pipefail
 bin=$(realpath "$1")
 kind=$2
 case $kind in
-  store-node) fault=store-node:p1@4req:3 NAME=rpsfnode turns=10 context=4096 ;;
-  store-leader) fault=store-leader@4req:3 NAME=rpsfleader turns=10 context=4096 ;;
-  # Turns until the context is full (~10 per agent): the run outlasts the 10 s fault with work to
-  # spare; shorter contexts keep the run and its check short.
-  comp-link) fault=comp-link:p1@4req:10 NAME=partcomp turns=30 context=3072 ;;
+  store-node) fault=store-node:p1@4req:3 NAME=rpsfnode turns=10 context=4096 limit=90 ;;
+  store-leader) fault=store-leader@4req:3 NAME=rpsfleader turns=10 context=4096 limit=90 ;;
+  # Turns until the context is full (~11 per agent): the run outlasts the 10 s fault with work to
+  # spare; shorter contexts keep the run and its check short. ~20 s of replay with the dev build;
+  # the ASan build (CI's debug preset) is several times slower, hence the longer hang guards.
+  comp-link) fault=comp-link:p1@4req:10 NAME=partcomp turns=30 context=3072 limit=180 ;;
   *)
     echo "usage: $0 DUALPATH_BINARY store-node|store-leader|comp-link" >&2
     exit 2
     ;;
 esac
-DEADLINE=${DEADLINE:-150}
+# The whole command's hang guard: the replay's own limit plus bring-up, the check and tear-down.
+DEADLINE=${DEADLINE:-$((limit + 60))}
 root=${DUALPATH_TESTBED_ROOT:-/var/tmp/dualpath-testbed}
 
 source "$(dirname "$0")/../lib/testbed_run.sh"
@@ -56,7 +58,7 @@ testbed_begin
 start=$(date +%s)
 timeout -k 10 "$DEADLINE" "$bin" cluster run --name "$NAME" --pd 2P2D --system dualpath \
   --routing round-robin --workload codex --agents 2 --turns "$turns" --append 128 --max-context "$context" \
-  --goodput nominal --timeout 90 --store --store-dram-mib 64 --store-ttl 2 --local-tiers \
+  --goodput nominal --timeout "$limit" --store --store-dram-mib 64 --store-ttl 2 --local-tiers \
   --fault "$fault" --json "$tmp/out.json" >"$tmp/table.txt" 2>"$tmp/progress.txt"
 rc=$?
 echo "--- cluster run --store --fault $fault exit $rc in $(($(date +%s) - start)) s; progress:"
