@@ -42,6 +42,10 @@ uint64_t BlockChecksum(std::span<const std::byte> bytes) {
   return XXH3_64bits(bytes.data(), bytes.size());
 }
 
+uint64_t BlockChecksum(std::span<const std::byte> bytes, uint64_t seed) {
+  return XXH3_64bits_withSeed(bytes.data(), bytes.size(), seed);
+}
+
 uint64_t ModelFingerprint(const ModelGeometry& m) {
   // A canonical text form: stable across compilers and struct layout changes, easy to document.
   std::string s = "dualpath-model-v1|" + m.name + "|" + std::to_string(m.num_layers) + "|" +

@@ -1,6 +1,10 @@
 #include "dualpath/store/types.h"
 
+#include <array>
 #include <cstdio>
+#include <cstring>
+
+#include "dualpath/kv/block_file.h"
 
 namespace dualpath::store {
 
@@ -23,6 +27,18 @@ std::string ObjectKey::ShortString() const {
 }
 
 std::ostream& operator<<(std::ostream& os, const ObjectKey& key) { return os << key.ShortString(); }
+
+uint64_t ObjectKeySeed(const ObjectKey& key) {
+  // Little-endian hosts only (block_file.cc asserts it): the fingerprint's bytes as stored.
+  std::array<std::byte, 8 + 32> text;
+  std::memcpy(text.data(), &key.model_fingerprint, 8);
+  std::memcpy(text.data() + 8, key.hash.bytes.data(), 32);
+  return kv::BlockChecksum(text);
+}
+
+uint64_t ObjectChecksum(const ObjectKey& key, std::span<const std::byte> bytes) {
+  return kv::BlockChecksum(bytes, ObjectKeySeed(key));
+}
 
 std::ostream& operator<<(std::ostream& os, const Replica& r) {
   return os << "node " << r.node << " " << TierName(r.tier) << " @" << r.offset << " +" << r.size;

@@ -86,6 +86,9 @@ struct NodeAddress {
   std::string rpc_addr;
   std::string shm_path;
   uint64_t dram_bytes = 0;
+  // Drawn at random at each start and written in the tier file's header: a same-host client
+  // maps the file only when the header names the incarnation the master handed out.
+  uint64_t incarnation = 0;
 };
 
 // One replica in the node's table (what it reports to a leader).
