@@ -426,10 +426,9 @@ void Register(CLI::App& root, int* exit_code) {
   master->add_flag("--node-insecure", m->node_tls.insecure, "plaintext towards the nodes");
   master->add_option("--election-ttl", m->election_ttl_s, "leader lease TTL, seconds")
       ->capture_default_str();
-  master
-      ->add_option("--join-grace", m->join_grace_s,
-                   "a new leader serves after this long even if listed nodes did not join "
-                   "(default: the listed nodes' longest remaining lease TTL + 2 s)");
+  master->add_option("--join-grace", m->join_grace_s,
+                     "a new leader serves after this long even if listed nodes did not join "
+                     "(default: the listed nodes' longest remaining lease TTL + 2 s)");
   master->add_option("--put-timeout", m->put_timeout_s, "uncommitted puts reclaimed after, s")
       ->capture_default_str();
   master->add_option("--pin-ttl", m->pin_ttl_s, "readers' pins expire after, s")

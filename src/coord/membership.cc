@@ -56,17 +56,18 @@ struct Membership::Impl {
   std::string name;   // empty until Register
   std::string value;  //
   std::string key;
-  bool running = false;    // the thread runs
-  bool stop = false;       // asks the thread to stop
-  bool lost = false;       // the keeper reported the lease lost
-  bool recovered = false;  // the keeper reported keep-alives answered again
-  bool key_gone = false;   // the watch saw our key deleted, or put under another lease
+  bool running = false;       // the thread runs
+  bool stop = false;          // asks the thread to stop
+  bool lost = false;          // the keeper reported the lease lost
+  bool recovered = false;     // the keeper reported keep-alives answered again
+  bool key_gone = false;      // the watch saw our key deleted, or put under another lease
   bool watch_broken = false;  // the key's watch ended for good: check the key, watch again
   bool is_registered = false;
   Status last_error;
   Status refused;  // the name is held by a live registration (before our first one): Register fails
   int64_t registrations = 0;
-  LeaseId current_lease = 0;  // the lease our key is under (0: none)
+  LeaseId current_lease = 0;   // the lease our key is under (0: none)
+  int64_t key_revision = 0;    // the revision of our last put of the key: older events are history
   LeaseId previous_lease = 0;  // the last lease we lost: its key may still linger in etcd
   std::unique_ptr<LeaseKeeper> keeper;  // replaced only by the thread (and Deregister after it)
   std::unique_ptr<Watch> key_watch;     // our own key; replaced only by the thread
@@ -90,6 +91,8 @@ struct Membership::Impl {
     o.on_events = [this](const std::vector<WatchEvent>& events) {
       std::lock_guard lock(mu);
       for (const WatchEvent& e : events) {
+        // An event from before our last put (the expiry of a lease we lost) is history.
+        if (e.kv.mod_revision <= key_revision) continue;
         if (e.type == EventType::kDelete || e.kv.lease != current_lease) key_gone = true;
       }
       cv.notify_all();
@@ -172,6 +175,7 @@ struct Membership::Impl {
       old = std::move(keeper);
       keeper = std::move(keeper_new);
       current_lease = lease.id;
+      key_revision = rev;
       is_registered = true;
       lost = false;
       recovered = false;
@@ -211,9 +215,10 @@ struct Membership::Impl {
       // A dead holder's lease runs out within its remaining TTL (etcd rounds it down) and etcd
       // then deletes the key; one second of slack for etcd's expiry sweep.
       holder.give_up_at = now + (*ttl + 2) * kNanosPerSecond;
-      log::Warn("membership {}: the name is held by lease {:x} ({} s left); waiting to see whether "
-                "its holder is alive",
-                key, lease, *ttl);
+      log::Warn(
+          "membership {}: the name is held by lease {:x} ({} s left); waiting to see whether "
+          "its holder is alive",
+          key, lease, *ttl);
     } else {
       alive = *ttl > holder.last_ttl || now >= holder.give_up_at || lease == 0;
     }
@@ -228,9 +233,10 @@ struct Membership::Impl {
                                    key, lease, name));
       cv.notify_all();
     } else if (alive && !holder_logged_alive) {
-      log::Error("membership {}: lost the name to another live registration (lease {:x}); waiting "
-                 "for it to go",
-                 key, lease);
+      log::Error(
+          "membership {}: lost the name to another live registration (lease {:x}); waiting "
+          "for it to go",
+          key, lease);
       holder_logged_alive = true;
     }
   }
@@ -246,6 +252,10 @@ struct Membership::Impl {
     }
     ASSIGN_OR_RETURN(std::optional<KeyValue> kv, client->Get(key));
     if (kv && kv->lease == ours && kv->value == value) {
+      {
+        std::lock_guard lock(mu);
+        key_revision = kv->mod_revision;
+      }
       WatchKey(kv->mod_revision);
       return Status::Ok();
     }
@@ -266,6 +276,7 @@ struct Membership::Impl {
     log::Warn("membership {}: its key was gone while its lease lived; registered again", key);
     {
       std::lock_guard lock(mu);
+      key_revision = rev;
       ++registrations;  // watchers saw the node leave: it is a new registration to them
     }
     WatchKey(rev);
@@ -293,8 +304,7 @@ struct Membership::Impl {
         const Nanos pause = s.code() == Code::kAlreadyExists ? kHolderPoll : backoff;
         cv.wait_for(lock, std::chrono::nanoseconds(pause), [this] { return stop; });
         if (s.code() != Code::kAlreadyExists) {
-          backoff =
-              std::min<Nanos>(backoff * 2, std::max<Nanos>(options.ttl / 3, kNanosPerSecond));
+          backoff = std::min<Nanos>(backoff * 2, std::max<Nanos>(options.ttl / 3, kNanosPerSecond));
         }
         continue;
       }
@@ -314,9 +324,10 @@ struct Membership::Impl {
           } else {
             recovered = true;
           }
-          cv.wait_for(lock, std::chrono::nanoseconds(s.code() == Code::kAlreadyExists ? kHolderPoll
-                                                                                      : backoff),
-                      [this] { return stop || lost; });
+          cv.wait_for(
+              lock,
+              std::chrono::nanoseconds(s.code() == Code::kAlreadyExists ? kHolderPoll : backoff),
+              [this] { return stop || lost; });
         }
         continue;
       }

@@ -148,9 +148,10 @@ ShmTier* StoreClient::Impl::LocalTier(const v1::NodeEndpoint& ep) {
       // came from a peer (the node's JoinNode, passed on by the master), so it is logged.
       refused_tiers.insert(refusal_key);
       Count([](ClientStats& st) { ++st.shm_refused; });
-      log::Warn("store client: node {} is on this host, but its tier file is refused: {}; using "
-                "the network",
-                ep.node(), tier.status().ToString());
+      log::Warn(
+          "store client: node {} is on this host, but its tier file is refused: {}; using "
+          "the network",
+          ep.node(), tier.status().ToString());
       return nullptr;
     }
     it = mappings.emplace(ep.node(), std::move(tier).value()).first;
@@ -464,8 +465,7 @@ Result<std::vector<ReadResult>> StoreClient::Impl::GetLocked(std::span<const Get
   // the master answered (location, size, checksum), bytes that are not this key's are rejected.
   auto verify = [&](size_t i, const std::byte* got, const v1::Replica& r, ReadSource source) {
     const v1::ObjectInfo& obj = resp.objects(i);
-    const uint64_t sum =
-        ObjectChecksum(items[i].key, std::span<const std::byte>(got, obj.size()));
+    const uint64_t sum = ObjectChecksum(items[i].key, std::span<const std::byte>(got, obj.size()));
     if (r.size() != obj.size() || sum != obj.checksum()) {
       last_error[i] = Corruption(fmt::format(
           "{} on node {} @{}: checksum {:016x} under this key, committed {:016x} (size {} / {}): "

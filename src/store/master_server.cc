@@ -207,8 +207,8 @@ class MasterServer::Impl final : public pb::StoreMaster::Service {
     RETURN_IF_ERROR(WatchNodes(t, &listed));
     const Nanos grace = options.join_grace ? *options.join_grace : DerivedJoinGrace(listed);
     t->serve_by = t->started + grace;
-    log::Info("store master {}: waiting up to {:.2f} s for {} listed store nodes to join", advertise,
-              ToSeconds(grace), listed.size());
+    log::Info("store master {}: waiting up to {:.2f} s for {} listed store nodes to join",
+              advertise, ToSeconds(grace), listed.size());
     return t;
   }
 
@@ -237,7 +237,8 @@ class MasterServer::Impl final : public pb::StoreMaster::Service {
   // Bounds a derived grace (a node with an hour-long lease would hold every reader for an hour).
   static constexpr int64_t kMaxDerivedGraceS = 60;
 
-  Status WatchNodes(const std::shared_ptr<Term>& t, std::vector<coord::NodeInfo>* listed_out = nullptr) {
+  Status WatchNodes(const std::shared_ptr<Term>& t,
+                    std::vector<coord::NodeInfo>* listed_out = nullptr) {
     std::weak_ptr<Term> weak = t;
     ASSIGN_OR_RETURN(coord::NodeWatch w, membership->WatchNodes(
                                              [this, weak](const coord::NodeEvent& ev) {

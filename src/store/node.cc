@@ -413,7 +413,11 @@ Result<std::unique_ptr<StoreNode>> StoreNode::Start(NodeOptions options) {
   ASSIGN_OR_RETURN(n.membership,
                    coord::Membership::Create(
                        n.etcd.get(), coord::MembershipOptions{o.cluster, o.membership_ttl}));
-  RETURN_IF_ERROR(n.membership->Register(MemberName(o.id), n.address.rpc_addr, o.register_timeout));
+  // A node restarted after a crash waits for its predecessor's key to go (at most one TTL), and a
+  // duplicate of a live node is refused within about one TTL: the wait covers both.
+  RETURN_IF_ERROR(
+      n.membership->Register(MemberName(o.id), n.address.rpc_addr,
+                             std::max(o.register_timeout, o.membership_ttl + 5 * kNanosPerSecond)));
   ASSIGN_OR_RETURN(n.observer,
                    coord::LeaderElection::Create(
                        n.etcd.get(), coord::ElectionOptions{o.cluster, o.membership_ttl, {}}, ""));

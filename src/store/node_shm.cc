@@ -35,8 +35,8 @@ static_assert(sizeof(TierFileHeader) <= kTierHeaderBytes);
 namespace {
 
 uint64_t HeaderChecksum(const TierFileHeader& h) {
-  return kv::BlockChecksum(std::as_bytes(std::span(reinterpret_cast<const char*>(&h),
-                                                   offsetof(TierFileHeader, header_checksum))));
+  return kv::BlockChecksum(std::as_bytes(
+      std::span(reinterpret_cast<const char*>(&h), offsetof(TierFileHeader, header_checksum))));
 }
 
 std::string_view ClusterOf(const TierFileHeader& h) {
@@ -211,8 +211,8 @@ Result<std::unique_ptr<ShmTier>> ShmTier::Open(const std::string& path,
     return fail(refuse(fmt::format("is owned by uid {}, not {}", st.st_uid, expect.owner)));
   }
   if ((st.st_mode & (S_IWGRP | S_IWOTH)) != 0) {
-    return fail(refuse(fmt::format("is writable by group or others (mode {:o})",
-                                   st.st_mode & 07777)));
+    return fail(
+        refuse(fmt::format("is writable by group or others (mode {:o})", st.st_mode & 07777)));
   }
   const uint64_t file_bytes = kTierHeaderBytes + expect.data_bytes;
   if (static_cast<uint64_t>(st.st_size) < file_bytes) {

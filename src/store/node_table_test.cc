@@ -14,7 +14,6 @@
 #include <vector>
 
 #include "dualpath/kv/block_file.h"
-
 #include "dualpath/store/node.h"
 #include "store/node_shm.h"
 
@@ -280,9 +279,9 @@ TEST(TierFileHeaderTest, LayoutAndRoundTrip) {
   EXPECT_EQ(h.node_id, 7u);
   EXPECT_EQ(h.incarnation, 42u);
   EXPECT_EQ(h.data_bytes, 8192u);
-  EXPECT_TRUE(CheckTierFileHeader(h, TierExpectation{"/x", {"cluster-x", NodeId(7), 42}, 8192, 0},
-                                  "f")
-                  .ok());
+  EXPECT_TRUE(
+      CheckTierFileHeader(h, TierExpectation{"/x", {"cluster-x", NodeId(7), 42}, 8192, 0}, "f")
+          .ok());
   // A 64-character cluster name fills the field without a terminating NUL.
   const std::string long_name(64, 'n');
   const TierFileHeader full = MakeTierFileHeader(TierIdentity{long_name, NodeId(1), 1}, 4096);

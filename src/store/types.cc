@@ -1,8 +1,6 @@
 #include "dualpath/store/types.h"
 
-#include <array>
 #include <cstdio>
-#include <cstring>
 
 #include "dualpath/kv/block_file.h"
 
@@ -29,11 +27,7 @@ std::string ObjectKey::ShortString() const {
 std::ostream& operator<<(std::ostream& os, const ObjectKey& key) { return os << key.ShortString(); }
 
 uint64_t ObjectKeySeed(const ObjectKey& key) {
-  // Little-endian hosts only (block_file.cc asserts it): the fingerprint's bytes as stored.
-  std::array<std::byte, 8 + 32> text;
-  std::memcpy(text.data(), &key.model_fingerprint, 8);
-  std::memcpy(text.data() + 8, key.hash.bytes.data(), 32);
-  return kv::BlockChecksum(text);
+  return kv::KeySeed(key.model_fingerprint, key.hash);
 }
 
 uint64_t ObjectChecksum(const ObjectKey& key, std::span<const std::byte> bytes) {

@@ -565,7 +565,6 @@ TEST_F(StoreFaultTest, WriterKilledMidPutNeverVisibleAndSpaceReturns) {
   EXPECT_NE(out.find("hits " + std::to_string(end.objects()) + " "), std::string::npos) << out;
 }
 
-
 // ---- issue 25: keys bound to their bytes, node identity, failover without a blind window ----
 
 // Item 2's reproduction: one unauthenticated StoreNode.Record on the node holding key A, pointing
@@ -635,8 +634,7 @@ TEST_F(StoreFaultTest, ASecondNodeWithALiveNodesIdIsRefused) {
   ASSERT_TRUE(pid.ok()) << pid.status().ToString();
   dup.pid = *pid;
   ASSERT_TRUE(WaitUntil([&] {
-    return dup.Exited().has_value() ||
-           ReadFile(dup.log).find("store node 1:") != std::string::npos;
+    return dup.Exited().has_value() || ReadFile(dup.log).find("store node 1:") != std::string::npos;
   }));
   const double refused = SecondsSince(t0);
   ASSERT_TRUE(dup.Exited().has_value()) << "the duplicate node 1 is running:\n"

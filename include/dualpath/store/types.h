@@ -61,7 +61,7 @@ std::ostream& operator<<(std::ostream& os, const ObjectKey& key);
 // never data. One pass over the bytes, as an unseeded checksum (docs/store.md "Consistency
 // promises", docs/formats/store_tier_file.md "Objects").
 uint64_t ObjectChecksum(const ObjectKey& key, std::span<const std::byte> bytes);
-// XXH3-64 of the key's 40 bytes (fingerprint little-endian, then the 32-byte hash).
+// kv::KeySeed(fingerprint, hash): XXH3-64 of the key's 40 bytes.
 uint64_t ObjectKeySeed(const ObjectKey& key);
 
 // One copy of an object: on `node`, in `tier`, at byte `offset` of that node's tier space,
