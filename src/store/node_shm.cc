@@ -198,6 +198,7 @@ Result<std::unique_ptr<ShmTier>> ShmTier::Open(const std::string& path,
   int fd = ::open(path.c_str(), O_RDWR | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
   if (fd < 0) {
     if (errno == ELOOP) return refuse("is a symbolic link");
+    if (errno == EISDIR) return refuse("is not a regular file");
     return ErrnoStatus(fmt::format("open store tier file {}", path), errno);
   }
   auto fail = [&](Status s) {
