@@ -328,7 +328,9 @@ class FakeMaster final : public v1::StoreMaster::Service {
   ObjectInfo Locate(const ObjectKey& key) {
     std::lock_guard lock(mu_);
     GetResult got = state_->Get(std::span<const ObjectKey>(&key, 1));
-    if (got.pin) EXPECT_TRUE(state_->Unpin(*got.pin).ok());
+    if (got.pin) {
+      EXPECT_TRUE(state_->Unpin(*got.pin).ok());
+    }
     return got.objects[0];
   }
   // Puts a report straight into the master's state, as a peer that lies could (a forged Record

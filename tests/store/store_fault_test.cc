@@ -116,6 +116,16 @@ struct Proc {
     pid = -1;
   }
   bool Alive() const { return pid > 0 && kill(pid, 0) == 0; }
+  // The exit status once the process ended (reaped here), else nullopt.
+  std::optional<int> Exited() {
+    if (pid <= 0) return exit_status;
+    int st = 0;
+    if (waitpid(pid, &st, WNOHANG) != pid) return std::nullopt;
+    pid = -1;
+    exit_status = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+    return exit_status;
+  }
+  std::optional<int> exit_status;
   ~Proc() { Kill(); }
 };
 
@@ -295,6 +305,16 @@ class StoreFaultTest : public ::testing::Test {
       for (const auto& r : o->replicas()) out.push_back(r.node());
     }
     return out;
+  }
+
+  // The master process that leads now, or nullptr.
+  Proc* LeaderProc() {
+    std::optional<std::string> leader = LeaderAddress();
+    if (!leader) return nullptr;
+    for (auto& m : masters_) {
+      if (m != nullptr && MasterAddress(*m) == *leader) return m.get();
+    }
+    return nullptr;
   }
 
   StoreClient& Client() {
