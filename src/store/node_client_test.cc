@@ -10,7 +10,8 @@
 // same-host shm file; a corrupted replica is skipped for a good one, and when every replica is
 // corrupted the get is a miss, never wrong bytes; exists and remove; a leader change makes the
 // node join the new leader with its full report, and a client with the old leader cached retries
-// on its own and reads the objects the new leader rebuilt from that report.
+// on its own and reads the objects the new leader rebuilt from that report; a forged record (key
+// B at key A's location and checksum) is a miss and a counted rejection (issue 25).
 #include <fcntl.h>
 #include <grpcpp/grpcpp.h>
 #include <gtest/gtest.h>

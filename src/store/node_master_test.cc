@@ -2,7 +2,8 @@
 // real UCX (tcp on loopback) and real gRPC: a put and get round trip through the elected leader,
 // the same-host path, remove; kill -9 of the leader (Abandon) -> the standby takes over, the nodes
 // join it with their reports, and a client that still has the dead leader cached retries on its
-// own and reads every committed object; a dead node's replicas are never handed out.
+// own and reads every committed object; a dead node's replicas are never handed out; a forged
+// JoinNode never makes a client map or write another file (issue 25).
 #include <gtest/gtest.h>
 
 #include <atomic>
