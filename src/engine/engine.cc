@@ -209,11 +209,12 @@ Status Engine::Impl::RegisterAndBuild() {
     lo.ucx_tls = o.ucx_tls;
     lo.transfer_token = o.transfer_token;
     lo.model_fingerprint = so.model_fingerprint;
-    // The store nodes on a host this engine has let go of (partitioned) are skipped: a read of
-    // them is a miss at once, not after a connect or a transfer timeout.
-    lo.skip_node = [p = prober.get()](const std::string& transfer_addr) {
-      const size_t colon = transfer_addr.rfind(':');
-      return colon != std::string::npos && p->HostGone(transfer_addr.substr(0, colon));
+    // The store nodes and a leader master on a host this engine has let go of (partitioned)
+    // are skipped: a read of them is a miss at once, not after a connect, a transfer timeout or
+    // a master call's deadline.
+    lo.skip_addr = [p = prober.get()](const std::string& addr) {
+      const size_t colon = addr.rfind(':');
+      return colon != std::string::npos && p->HostGone(addr.substr(0, colon));
     };
     Result<std::unique_ptr<KvStoreLink>> link = MakeStoreLink(lo);
     if (!link.ok()) return link.status().WithContext("engine: kv store client");

@@ -112,7 +112,7 @@ Result<std::unique_ptr<KvStoreLink>> MakeStoreLink(const StoreLinkOptions& optio
   // behind it, for 5 s), and so long may a connect to one take.
   o.retry_deadline = 2 * kNanosPerSecond;
   o.transfer.peer_timeout = 2 * kNanosPerSecond;
-  o.skip_node = options.skip_node;
+  o.skip_addr = options.skip_addr;
   ASSIGN_OR_RETURN(std::unique_ptr<store::StoreClient> client,
                    store::StoreClient::Create(std::move(o)));
   return std::unique_ptr<KvStoreLink>(new StoreLink(std::move(client), options.model_fingerprint));

@@ -66,9 +66,10 @@ struct StoreLinkOptions {
   std::string ucx_tls = "tcp";
   std::string transfer_token;  // the cluster's transfer token (the store nodes hold the same)
   uint64_t model_fingerprint = 0;
-  // Store nodes to skip as unreachable, by transfer address (store::ClientOptions::skip_node):
-  // the engine's prober says which hosts it has let go of. Empty: none.
-  std::function<bool(const std::string& transfer_addr)> skip_node;
+  // Store nodes and a leader master to skip as unreachable, by address (host:port;
+  // store::ClientOptions::skip_addr): the engine's prober says which hosts it has let go of.
+  // Empty: none.
+  std::function<bool(const std::string& addr)> skip_addr;
 };
 
 // Connects lazily: creation fails only for bad options.

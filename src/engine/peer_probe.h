@@ -75,7 +75,7 @@ class PeerProber {
   // (the scheduler cut it, or this engine, off).
   bool Gone(const std::string& name) const;
   // True while some peer on `host` (the host part of its address) is gone: the engine's store
-  // link skips the store nodes there (KvStoreLink's skip_node).
+  // link skips the store nodes and a leader master there (KvStoreLink's skip_addr).
   bool HostGone(const std::string& host) const;
   // True once engine `name` is gone and its transfer peers (both directions) have been
   // disconnected: nothing of it can land in this engine's buffers any more, so what it might have

@@ -176,7 +176,7 @@ std::vector<Status> RunMoves(StoreClient::Impl& c, transfer::Op op,
     const std::vector<size_t>& idx = (*move_index)[node];
     Status refused;
     Result<ClientPeer> peer = Unavailable("not tried");
-    if (c.options.skip_node && c.options.skip_node(ep.transfer_addr())) {
+    if (c.options.skip_addr && c.options.skip_addr(ep.transfer_addr())) {
       // Known unreachable (its host is cut off): fail now rather than after a connect or a peer
       // timeout; the caller treats it as any failed node (a miss, a failed put).
       refused = Unavailable(fmt::format(
