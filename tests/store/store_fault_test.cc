@@ -340,7 +340,8 @@ class StoreFaultTest : public ::testing::Test {
 
   // A client set up as the engines set theirs (src/engine/kv_store_link.cc): master calls retried
   // for 2 s at most (the store is a cache), the default rpc_timeout, and `skip_addr`.
-  std::unique_ptr<StoreClient> EngineClient(std::function<bool(const std::string&)> skip_addr = {}) {
+  std::unique_ptr<StoreClient> EngineClient(
+      std::function<bool(const std::string&)> skip_addr = {}) {
     ClientOptions o = BaseClientOptions();
     o.retry_deadline = 2 * kNanosPerSecond;
     o.skip_addr = std::move(skip_addr);
@@ -826,8 +827,7 @@ TEST_F(StoreFaultTest, ALeaderTheCallerSkipsIsNotAskedAndItsSuccessorIs) {
   ASSERT_NE(leader, nullptr);
   const std::string a = MasterAddress(*leader);
   ASSERT_FALSE(a.empty());
-  std::unique_ptr<StoreClient> c =
-      EngineClient([a](const std::string& addr) { return addr == a; });
+  std::unique_ptr<StoreClient> c = EngineClient([a](const std::string& addr) { return addr == a; });
   ASSERT_NE(c, nullptr);
 
   std::vector<std::byte> buf(kObject);
@@ -848,7 +848,8 @@ TEST_F(StoreFaultTest, ALeaderTheCallerSkipsIsNotAskedAndItsSuccessorIs) {
   ASSERT_TRUE(WaitUntil([&] {  // the successor answers "rebuilding" until the nodes joined
     hits = Count(ReadObjects(0, 4, c.get(), /*call_may_fail=*/true));
     return hits == 4;
-  })) << hits << " of 4 objects read from the successor";
+  })) << hits
+      << " of 4 objects read from the successor";
   EXPECT_NE(c->leader(), a);
 }
 
