@@ -10,13 +10,31 @@ void DataReach::Record(uint32_t reporter, uint32_t target, Nanos ok_age, Nanos p
   const Nanos start = now - std::max<Nanos>(probing, 0);
   // The earliest start: a pair both sides began probing is as old as the first of them.
   p.start = p.start == kNever ? start : std::min(p.start, start);
-  if (ok_age >= 0) p.contact = std::max(p.contact, now - ok_age);
+  if (ok_age >= 0) {
+    p.contact = std::max(p.contact, now - ok_age);
+    auto [it, _] = answered_.try_emplace({reporter, target}, kNever);
+    it->second = std::max(it->second, now - ok_age);
+  }
 }
 
 void DataReach::Forget(uint32_t engine) {
-  std::erase_if(pairs_, [engine](const auto& kv) {
+  auto involves = [engine](const auto& kv) {
     return kv.first.first == engine || kv.first.second == engine;
-  });
+  };
+  std::erase_if(pairs_, involves);
+  std::erase_if(answered_, involves);
+}
+
+bool DataReach::BackSince(uint32_t engine, const std::vector<uint32_t>& peers, Nanos since) const {
+  auto answered_after = [&](uint32_t from, uint32_t to) {
+    auto it = answered_.find({from, to});
+    return it != answered_.end() && it->second > since;
+  };
+  for (uint32_t y : peers) {
+    if (y == engine || !pairs_.contains(Key(engine, y))) continue;
+    if (!answered_after(engine, y) || !answered_after(y, engine)) return false;
+  }
+  return true;
 }
 
 Nanos DataReach::Latest(const Pair& p, Nanos now) const {

@@ -21,6 +21,13 @@
 // An engine that reports nothing and is probed by nobody is never cut off (it is judged by its
 // fetches only).
 //
+// Taking back. A cut-off engine x that the rule no longer cuts off is taken back only once every
+// pair with x has been answered both ways since the cut (BackSince): x's probe of each live peer
+// y and y's probe of x. An engine lets go of an unreachable peer and fails new work with it at
+// once until its own probe of it is answered (engine/peer_probe.h), so taking x back on the first
+// answered probe either way (one pair in contact again) gave it work that x, or its DE, still
+// failed at once: an attempt lost after the partition had ended.
+//
 // Thread safety: none; the owner (ControlState) holds its mutex.
 #pragma once
 
@@ -48,6 +55,9 @@ class DataReach {
 
   // The engines of `live` cut off at `now` (the rule above), in `live`'s order.
   std::vector<uint32_t> CutOff(const std::vector<uint32_t>& live, Nanos now) const;
+  // True when, for every engine y of `peers` paired with `engine`, a probe of y by `engine` and a
+  // probe of `engine` by y were both answered after `since` (see "Taking back" above).
+  bool BackSince(uint32_t engine, const std::vector<uint32_t>& peers, Nanos since) const;
   // The latest answered probe between `engine` and any engine of `live`; nullopt when there was
   // none. For log messages.
   std::optional<Nanos> LastContact(uint32_t engine, const std::vector<uint32_t>& live) const;
@@ -69,6 +79,8 @@ class DataReach {
 
   const Nanos window_;
   std::map<std::pair<uint32_t, uint32_t>, Pair> pairs_;
+  // Latest answered probe by (reporter, target): one direction, unlike Pair::contact.
+  std::map<std::pair<uint32_t, uint32_t>, Nanos> answered_;
 };
 
 }  // namespace dualpath::control

@@ -77,7 +77,7 @@ TEST(DataReachTest, AnEngineNobodyReachesIsCutOffAfterTheWindowAndNotBefore) {
   EXPECT_EQ(reach.LastContact(kD0, kAll), 12500 * kMs);
 }
 
-TEST(DataReachTest, OneAnsweredProbeEitherWayBringsItBack) {
+TEST(DataReachTest, OneAnsweredProbeEitherWayEndsTheCutOffRule) {
   DataReach reach(kWindow);
   Network net(reach);
   net.Down(kP1, 10 * kS, 20 * kS);
@@ -86,6 +86,36 @@ TEST(DataReachTest, OneAnsweredProbeEitherWayBringsItBack) {
   // p1 itself says nothing; d0's probe at 20.0 s is answered: the pair is in contact again.
   reach.Record(kD0, kP1, 0, 20 * kS, 20 * kS);
   EXPECT_TRUE(reach.CutOff(kAll, 20 * kS).empty());
+}
+
+// Issue 25 item 9: the partition's end. The rule stops cutting p1 off on the first answered probe
+// either way, but p1 is taken back (BackSince) only once every pair with it was answered both ways
+// after the cut: until then p1, or a DE, still has the other let go of and would fail new work
+// with it at once (before, an attempt was lost that way after the link came back).
+TEST(DataReachTest, ACutOffEngineIsTakenBackOnlyOnceEveryPairAnsweredBothWays) {
+  DataReach reach(kWindow);
+  Network net(reach);
+  net.Down(kP1, 10 * kS, 20 * kS);
+  net.Run(0, 19800 * kMs);
+  ASSERT_EQ(reach.CutOff(kAll, 13 * kS), std::vector<uint32_t>{kP1});
+  const Nanos cut_at = 13 * kS;
+  const std::vector<uint32_t> others = {kP0, kD0, kD1};
+  EXPECT_FALSE(reach.BackSince(kP1, others, cut_at));
+  // d1's probe of p1 is answered at 20.0 s: no longer cut off, not yet back.
+  reach.Record(kD1, kP1, 0, 20 * kS, 20 * kS);
+  EXPECT_TRUE(reach.CutOff(kAll, 20 * kS).empty());
+  EXPECT_FALSE(reach.BackSince(kP1, others, cut_at));
+  // p1's own probes of d0 and d1, and d0's of p1: every pair both ways.
+  reach.Record(kP1, kD1, 0, 20100 * kMs, 20100 * kMs);
+  reach.Record(kP1, kD0, 0, 20100 * kMs, 20100 * kMs);
+  EXPECT_FALSE(reach.BackSince(kP1, others, cut_at)) << "d0 has not reached p1 yet";
+  reach.Record(kD0, kP1, 0, 20200 * kMs, 20200 * kMs);
+  EXPECT_TRUE(reach.BackSince(kP1, others, cut_at));
+  // Answers from before the cut do not count; engines not paired with p1 (p0) are not asked.
+  EXPECT_FALSE(reach.BackSince(kP1, others, 20150 * kMs));
+  // A forgotten engine (re-registered) takes its answers with it.
+  reach.Forget(kD0);
+  EXPECT_TRUE(reach.BackSince(kP1, others, cut_at)) << "d0 is no longer paired with p1";
 }
 
 TEST(DataReachTest, WhenNoPairIsConnectedNobodyIsCutOff) {

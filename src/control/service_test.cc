@@ -1057,7 +1057,8 @@ TEST_F(PartitionTest, AnEngineCutOffFromTheComputeNetworkLosesItsWorkWithinThree
   EXPECT_EQ(got[kP1].prefill_size(), 0);
   EXPECT_GE(server_->service().stats().route_fallbacks, 2);
 
-  // The link comes back: the first answered probe takes p1 back, and its routed turns go to it.
+  // The link comes back: the first round of probes, answered both ways between p1 and each
+  // decode engine (DataReach::BackSince), takes p1 back, and its routed turns go to it.
   up_at_ = clock_.Now() + 500 * kNanosPerMilli;
   got = Tick(500 * kNanosPerMilli);
   EXPECT_TRUE(Reachable(kP1));

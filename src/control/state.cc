@@ -375,9 +375,16 @@ void ControlState::CheckReachLocked(Nanos now) {
   const std::vector<uint32_t> live = LiveEnginesLocked();
   const std::vector<uint32_t> cut = reach_.CutOff(live, now);
   bool changed = false;
+  // The engines a cut-off one must reach again both ways before it is taken back (the live ones
+  // not cut off themselves): DataReach::BackSince.
+  std::vector<uint32_t> others;
+  for (uint32_t id : live) {
+    if (std::find(cut.begin(), cut.end(), id) == cut.end()) others.push_back(id);
+  }
   for (uint32_t id : live) {
     EngineState& e = engines_[id];
-    const bool reachable = std::find(cut.begin(), cut.end(), id) == cut.end();
+    bool reachable = std::find(cut.begin(), cut.end(), id) == cut.end();
+    if (reachable && !e.reachable) reachable = reach_.BackSince(id, others, e.cut_at);
     if (reachable == e.reachable) continue;
     changed = true;
     e.reachable = reachable;
@@ -388,6 +395,7 @@ void ControlState::CheckReachLocked(Nanos now) {
       continue;
     }
     ++stats_.engines_cut_off;
+    e.cut_at = now;
     const std::optional<Nanos> last = reach_.LastContact(id, live);
     log::Error(
         "control: engine {} ({}) cut off: unreachable over the compute network ({}; limit {:.3f} "

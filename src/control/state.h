@@ -91,6 +91,7 @@ class ControlState {
     // Reachable over the compute network (DataReach): false while cut off. Scheduled only when
     // registered, alive and reachable.
     bool reachable = true;
+    Nanos cut_at = 0;  // when it was last cut off (service clock)
     bool saw_shutdown = false;
     bool ping = false;  // a deferred retry waits for this engine: end its current poll early
     int in_poll = 0;    // Fetch calls of this engine in progress: alive by definition
