@@ -9,6 +9,7 @@
 #include <memory>
 #include <numeric>
 #include <optional>
+#include <set>
 #include <string>
 #include <thread>
 #include <vector>
@@ -938,7 +939,8 @@ class PartitionTest : public ServiceTest {
       v1::PeerReach* p = r.add_reach();
       p->set_engine_id(peer);
       p->set_probing_ms(now / kNanosPerMilli);
-      const bool cut = down && (engine == down_engine_ || peer == down_engine_);
+      const bool cut = (down && (engine == down_engine_ || peer == down_engine_)) ||
+                       (now >= down_at_ && silent_.contains({engine, peer}));
       p->set_ok_age_ms(cut ? (now - down_at_) / kNanosPerMilli : 0);
     }
     return r;
@@ -966,6 +968,9 @@ class PartitionTest : public ServiceTest {
   uint32_t down_engine_ = kP1;  // whose compute link goes down
   Nanos down_at_ = INT64_MAX;
   Nanos up_at_ = INT64_MAX;
+  // (reporter, peer): that reporter's pings of that peer stay unanswered from down_at_ on, link
+  // up or not (a channel still reconnecting after the link came back).
+  std::set<std::pair<uint32_t, uint32_t>> silent_;
 };
 
 TEST_F(PartitionTest, FetchCarriesThePeersToProbeWhenTheListChanged) {
@@ -1069,6 +1074,33 @@ TEST_F(PartitionTest, AnEngineCutOffFromTheComputeNetworkLosesItsWorkWithinThree
   ASSERT_EQ(got[kP1].prefill_size(), 1);
   EXPECT_EQ(got[kP1].prefill(0).request().request_id(), 3u);
   EXPECT_EQ(server_->service().stats().engines_dead, 0);
+}
+
+// Issue 25 item 9: the partition's end. d1 and p1 reach each other again, but p1's pings of d0 are
+// still unanswered (p1 still has d0 let go of and fails work with it at once): p1 gets no work yet.
+// Before, the first answered ping either way took p1 back, and a request given to it then with d0
+// was failed at once: an attempt lost after the link came back (a request failed on the testbed).
+TEST_F(PartitionTest, ACutOffEngineGetsWorkOnlyOnceItAndEveryPeerAnsweredBothWays) {
+  Start2P2D();
+  Tick(0);
+  down_at_ = 1 * kNanosPerSecond;
+  for (int i = 0; i < 9 && Reachable(kP1); ++i) Tick(500 * kNanosPerMilli);
+  ASSERT_FALSE(Reachable(kP1));
+  silent_ = {{kP1, kD0}};
+  up_at_ = clock_.Now() + 500 * kNanosPerMilli;
+  for (int i = 0; i < 4; ++i) Tick(500 * kNanosPerMilli);
+  EXPECT_FALSE(Reachable(kP1)) << "taken back while its pings of d0 go unanswered";
+  // Agent 1's turn 0 is routed to p1 ((1 + 0) mod 2): it falls back to p0.
+  ASSERT_TRUE(Submit(Turn(1, 1, 0)).ok());
+  std::vector<v1::FetchReply> got = Tick(100 * kNanosPerMilli);
+  EXPECT_EQ(got[kP1].prefill_size(), 0);
+  ASSERT_EQ(got[kP0].prefill_size(), 1);
+  EXPECT_EQ(server_->service().stats().engines_reconnected, 0);
+  // p1's ping of d0 is answered: every pair both ways; p1 is back.
+  silent_.clear();
+  Tick(500 * kNanosPerMilli);
+  EXPECT_TRUE(Reachable(kP1));
+  EXPECT_EQ(server_->service().stats().engines_reconnected, 1);
 }
 
 TEST_F(PartitionTest, TheRequestsOfACutOffDecodeEngineMoveToTheOther) {
