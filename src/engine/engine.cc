@@ -194,6 +194,7 @@ Status Engine::Impl::RegisterAndBuild() {
     lo.host = o.kv_store_host.empty() ? o.node : o.kv_store_host;
     lo.ucx_tls = o.ucx_tls;
     lo.transfer_token = o.transfer_token;
+    lo.tls = o.kv_store_tls;
     lo.model_fingerprint = so.model_fingerprint;
     Result<std::unique_ptr<KvStoreLink>> link = MakeStoreLink(lo);
     if (!link.ok()) return link.status().WithContext("engine: kv store client");
