@@ -108,7 +108,7 @@ etcd=(--etcd 127.0.0.1:1 --etcd-insecure)
 expect 2 "cluster 'bad/name'" store master --cluster bad/name "${etcd[@]}" --listen 127.0.0.1:0 --insecure
 expect 2 "needs --tls-cert" store master --cluster c "${etcd[@]}" --listen 127.0.0.1:0
 expect 2 "--election-ttl" store master --cluster c "${etcd[@]}" --listen 127.0.0.1:0 --insecure --election-ttl -1
-expect 2 "--id must be >= 1" store node --cluster c "${etcd[@]}" --id 0 --insecure
+expect 2 "--id = 0 is outside [1, 4294967295]" store node --cluster c "${etcd[@]}" --id 0 --insecure
 expect 2 "--dram-mib" store node --cluster c "${etcd[@]}" --id 1 --dram-mib 0 --insecure
 expect 2 "--ttl" store node --cluster c "${etcd[@]}" --id 1 --insecure --ttl 0.5
 expect 2 "needs --tls-cert" store node --cluster c "${etcd[@]}" --id 1

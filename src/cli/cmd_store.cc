@@ -114,8 +114,7 @@ Result<store::MasterServerOptions> MasterOptions(const MasterArgs& a) {
   ASSIGN_OR_RETURN(o.tls, LoadGrpcTls(a.tls));
   // Towards the nodes: the same files unless --node-tls-* are given.
   ASSIGN_OR_RETURN(o.node_tls, LoadGrpcTlsOr(a.node_tls, a.tls));
-  RETURN_IF_ERROR(
-      SecondsFlag("--election-ttl", a.election_ttl_s, 1, kMaxLeaseS, &o.election_ttl));
+  RETURN_IF_ERROR(SecondsFlag("--election-ttl", a.election_ttl_s, 1, kMaxLeaseS, &o.election_ttl));
   RETURN_IF_ERROR(SecondsFlag("--join-grace", a.join_grace_s, 0, kMaxWaitS, &o.join_grace));
   RETURN_IF_ERROR(
       SecondsFlag("--put-timeout", a.put_timeout_s, 0.001, kMaxWaitS, &o.state.put_timeout));

@@ -48,8 +48,8 @@ std::unique_ptr<BIO, FreeBio> PemBio(const std::string& pem) {
 // parse here must not show up as the reason of an unrelated later OpenSSL call (gRPC's).
 std::unique_ptr<X509, FreeX509> FirstCertificate(const std::string& pem) {
   auto bio = PemBio(pem);
-  std::unique_ptr<X509, FreeX509> cert(
-      bio ? PEM_read_bio_X509(bio.get(), nullptr, nullptr, nullptr) : nullptr);
+  std::unique_ptr<X509, FreeX509> cert(bio ? PEM_read_bio_X509(bio.get(), nullptr, nullptr, nullptr)
+                                           : nullptr);
   ERR_clear_error();
   return cert;
 }
@@ -106,8 +106,8 @@ Result<GrpcTls> LoadGrpcTls(const GrpcTlsFiles& files) {
   const std::string cert_flag = files.Flag("tls-cert"), key_flag = files.Flag("tls-key"),
                     ca_flag = files.Flag("tls-ca");
   if (files.insecure && any_file) {
-    return InvalidArgument(files.Flag("insecure") + " cannot be combined with " + cert_flag +
-                           ", " + key_flag + " or " + ca_flag);
+    return InvalidArgument(files.Flag("insecure") + " cannot be combined with " + cert_flag + ", " +
+                           key_flag + " or " + ca_flag);
   }
   if (files.cert.empty() != files.key.empty()) {
     return InvalidArgument(cert_flag + " and " + key_flag + " go together: give both or neither");

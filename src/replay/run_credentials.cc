@@ -49,8 +49,8 @@ std::string RunCredentials::token_path() const { return TokenPath(dir_); }
 
 std::vector<std::string> RunCredentials::TlsArgs(const std::string& name,
                                                  const std::string& prefix) const {
-  return {"--" + prefix + "tls-cert", PkiCertPath(dir_, name), "--" + prefix + "tls-key",
-          PkiKeyPath(dir_, name),     "--" + prefix + "tls-ca",  PkiCaPath(dir_)};
+  return {"--" + prefix + "tls-cert", PkiCertPath(dir_, name),  "--" + prefix + "tls-key",
+          PkiKeyPath(dir_, name),     "--" + prefix + "tls-ca", PkiCaPath(dir_)};
 }
 
 std::vector<std::string> RunCredentials::EngineArgs(const std::string& node) const {

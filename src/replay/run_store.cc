@@ -56,14 +56,14 @@ Result<std::unique_ptr<RunStore>> RunStore::Start(const testbed::Cluster& cluste
   // passes --insecure): etcd's client and peer listeners require a client certificate of the
   // run's CA, and the masters and nodes reach etcd with their own (store master/node use their
   // --tls-* towards etcd when no --etcd-tls-* is given).
-  coord::EtcdServerConfig ec;
-  ec.name = "dp-store";
-  ec.data_dir = config.data_dir + "/data";
-  ec.client_addr = s->etcd_;
-  ec.peer_addr = "127.0.0.1:" + std::to_string(config.etcd_peer_port);
-  ec.tls = auth.EtcdFiles();
+  coord::EtcdServerConfig etcd_config;
+  etcd_config.name = "dp-store";
+  etcd_config.data_dir = config.data_dir + "/data";
+  etcd_config.client_addr = s->etcd_;
+  etcd_config.peer_addr = "127.0.0.1:" + std::to_string(config.etcd_peer_port);
+  etcd_config.tls = auth.EtcdFiles();
   ASSIGN_OR_RETURN(Child etcd,
-                   Child::Spawn(InNetns(first, coord::EtcdServerArgv(ec)),
+                   Child::Spawn(InNetns(first, coord::EtcdServerArgv(etcd_config)),
                                 config.work + "/" + config.name + "_etcd.log", {}, config.daemons));
   s->etcd_child_.emplace(std::move(etcd));
 
@@ -129,10 +129,11 @@ Result<std::unique_ptr<RunStore>> RunStore::Start(const testbed::Cluster& cluste
 Result<int> RunStore::RunStats(uint64_t min_nodes, const std::string& log, double retry_s) {
   std::error_code ec;
   std::filesystem::remove(log, ec);
-  std::vector<std::string> argv = {
-      config_.bin, "store", "stats", "--cluster", config_.name, "--etcd", etcd_, "--retry",
-      std::to_string(retry_s)};
-  for (std::string& a : config_.auth->TlsArgs(RunCredentials::kClient)) argv.push_back(std::move(a));
+  std::vector<std::string> argv = {config_.bin, "store",      "stats",
+                                   "--cluster", config_.name, "--etcd",
+                                   etcd_,       "--retry",    std::to_string(retry_s)};
+  for (std::string& a : config_.auth->TlsArgs(RunCredentials::kClient))
+    argv.push_back(std::move(a));
   if (min_nodes > 0) {
     argv.push_back("--min-nodes");
     argv.push_back(std::to_string(min_nodes));

@@ -41,16 +41,16 @@
 
 #include "child.h"
 #include "dualpath/common/status.h"
-#include "run_credentials.h"
 #include "dualpath/testbed/testbed.h"
+#include "run_credentials.h"
 
 namespace dualpath::replay {
 
 struct RunStoreConfig {
-  std::string bin;         // the dualpath executable
-  std::string name;        // the store cluster's name (etcd keys, shm file names)
-  std::string work;        // log directory
-  std::string data_dir;    // etcd's data directory (created; removed at the end)
+  std::string bin;       // the dualpath executable
+  std::string name;      // the store cluster's name (etcd keys, shm file names)
+  std::string work;      // log directory
+  std::string data_dir;  // etcd's data directory (created; removed at the end)
   // Certificates and transfer token (not owned; must outlive the RunStore's Start and, for
   // restarts after a fault, the RunStore). Required.
   const RunCredentials* auth = nullptr;

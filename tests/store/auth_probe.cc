@@ -133,7 +133,8 @@ std::vector<AuthProbeCheck> RunAuthProbe(const AuthProbeOptions& o) {
   coord::RangeResult keys;
   Status member_read = EtcdRange(o, o.member, &keys);
   add("etcd Range with the store's client certificate", true, member_read);
-  for (const Caller& c : Intruders(o)) add("etcd Range as " + c.name, false, EtcdRange(o, c.tls, nullptr));
+  for (const Caller& c : Intruders(o))
+    add("etcd Range as " + c.name, false, EtcdRange(o, c.tls, nullptr));
   if (!member_read.ok()) return out;
 
   std::optional<std::string> master;
@@ -151,8 +152,8 @@ std::vector<AuthProbeCheck> RunAuthProbe(const AuthProbeOptions& o) {
         MasterStats(*master, o.member));
     for (const Caller& c : Intruders(o)) {
       add("StoreMaster.Stats at " + *master + " as " + c.name, false, MasterStats(*master, c.tls));
-      add("forged StoreMaster.JoinNode (store-node-1, shm_path /some/file) at " + *master +
-              " as " + c.name,
+      add("forged StoreMaster.JoinNode (store-node-1, shm_path /some/file) at " + *master + " as " +
+              c.name,
           false, ForgedJoin(*master, c.tls));
     }
   }
@@ -163,8 +164,7 @@ std::vector<AuthProbeCheck> RunAuthProbe(const AuthProbeOptions& o) {
     add("StoreNode.Forget at " + node + " with the store's client certificate", true,
         HarmlessForget(node, o.member));
     for (const Caller& c : Intruders(o)) {
-      add("forged StoreNode.Record at " + node + " as " + c.name, false,
-          ForgedRecord(node, c.tls));
+      add("forged StoreNode.Record at " + node + " as " + c.name, false, ForgedRecord(node, c.tls));
     }
   }
   return out;

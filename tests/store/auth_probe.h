@@ -40,9 +40,7 @@ struct AuthProbeCheck {
   Status status;  // what the call returned
 
   // Served when wanted; refused at the transport (kUnavailable) when not.
-  bool pass() const {
-    return want_served ? status.ok() : status.code() == Code::kUnavailable;
-  }
+  bool pass() const { return want_served ? status.ok() : status.code() == Code::kUnavailable; }
   // One line: PASS/FAIL, what, want, got.
   std::string Line() const;
 };

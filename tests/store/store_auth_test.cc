@@ -78,7 +78,9 @@ struct Proc {
     return true;
   }
   // Reaped within the hang guard.
-  bool WaitExit() { return WaitUntil([&] { return !Alive(); }); }
+  bool WaitExit() {
+    return WaitUntil([&] { return !Alive(); });
+  }
   ~Proc() {
     if (Alive()) {
       ::kill(pid, SIGKILL);
@@ -131,8 +133,8 @@ class StoreAuthTest : public ::testing::Test {
 
   // --tls-cert/--tls-key/--tls-ca of identity `name` of the store's PKI.
   std::vector<std::string> Tls(const std::string& name) const {
-    return {"--tls-cert", PkiCertPath(pki_, name), "--tls-key", PkiKeyPath(pki_, name), "--tls-ca",
-            PkiCaPath(pki_)};
+    return {"--tls-cert", PkiCertPath(pki_, name), "--tls-key", PkiKeyPath(pki_, name),
+            "--tls-ca",   PkiCaPath(pki_)};
   }
 
   std::unique_ptr<Proc> Spawn(std::vector<std::string> args, const std::string& name,
@@ -196,8 +198,8 @@ class StoreAuthTest : public ::testing::Test {
   std::pair<int, std::string> Bench(bool with_token, const std::string& name) {
     std::vector<std::string> b = Common("bench");
     for (auto& f : Tls("client")) b.push_back(f);
-    for (const char* f : {"--host", "elsewhere", "--size", "65536", "--count", "16", "--batch",
-                          "4", "--retry", "5"}) {
+    for (const char* f : {"--host", "elsewhere", "--size", "65536", "--count", "16", "--batch", "4",
+                          "--retry", "5"}) {
       b.push_back(f);
     }
     if (with_token) {

@@ -6,6 +6,10 @@
 // live node; masters and nodes survive an etcd restart; a writer killed mid-put leaves nothing
 // visible and its space returns.
 //
+// The store runs as `cluster run --store` runs it (docs/store.md "Security"): etcd with mutual TLS,
+// masters and nodes with certificates of a CA made for the test and a transfer token, none with
+// --insecure; the test's own calls use the CA's client certificate.
+//
 // The times from the fault to the recovery are printed (and recorded as test properties) for
 // docs/store.md; they are not asserted (shared machines). Waits poll a condition every 10 ms with
 // a 60 s hang guard.
@@ -29,6 +33,7 @@
 #include <vector>
 
 #include "dualpath/common/grpc_channel.h"
+#include "dualpath/common/grpc_tls_pki.h"
 #include "dualpath/common/spawn.h"
 #include "dualpath/common/splitmix.h"
 #include "dualpath/coord/etcd_client.h"
@@ -36,6 +41,7 @@
 #include "dualpath/kv/block_file.h"
 #include "dualpath/store/client.h"
 #include "dualpath/store/v1/store.grpc.pb.h"
+#include "dualpath/transfer/token.h"
 
 namespace dualpath::store {
 namespace {
@@ -70,12 +76,6 @@ std::string ReadFile(const std::string& path) {
 std::string Binary() {
   const char* dir = std::getenv("DUALPATH_BINARY_DIR");
   return std::string(dir != nullptr ? dir : "build/dev") + "/bin/dualpath";
-}
-
-GrpcTls Insecure() {
-  GrpcTls t;
-  t.insecure = true;
-  return t;
 }
 
 ObjectKey Key(uint64_t i) {
@@ -125,6 +125,20 @@ class StoreFaultTest : public ::testing::Test {
     ASSERT_NE(mkdtemp(tmpl.data()), nullptr);
     dir_ = tmpl;
     cluster_ = "sf" + std::to_string(getpid());
+    // The test's CA: one certificate for every master and node (127.0.0.1), etcd's, the client's.
+    pki_ = dir_ + "/pki";
+    ASSERT_TRUE(WriteClusterPki(pki_, {{"node", {"127.0.0.1", "localhost"}},
+                                       {"etcd", {"127.0.0.1", "localhost"}},
+                                       {"client", {"dualpath-client"}}})
+                    .ok());
+    token_ = dir_ + "/transfer.token";
+    ASSERT_TRUE(transfer::WriteTransferTokenFile(token_).ok());
+    Result<GrpcTls> tls = LoadGrpcTls({.cert = PkiCertPath(pki_, "client"),
+                                       .key = PkiKeyPath(pki_, "client"),
+                                       .ca = PkiCaPath(pki_)});
+    ASSERT_TRUE(tls.ok()) << tls.status().ToString();
+    tls_ = *tls;
+    etcd_.UseTls({PkiCertPath(pki_, "etcd"), PkiKeyPath(pki_, "etcd"), PkiCaPath(pki_)}, tls_);
     ASSERT_TRUE(etcd_.Start().ok());
   }
 
@@ -141,8 +155,14 @@ class StoreFaultTest : public ::testing::Test {
     }
   }
 
-  std::vector<std::string> EtcdFlags() const {
-    return {"--cluster", cluster_, "--etcd", etcd_.endpoint(), "--etcd-insecure"};
+  // The cluster, etcd and the TLS files of `identity` ("node" or "client"): etcd is reached with
+  // the --tls-* files too.
+  std::vector<std::string> EtcdFlags(const std::string& identity = "client") const {
+    return {"--cluster",  cluster_,
+            "--etcd",     etcd_.endpoint(),
+            "--tls-cert", PkiCertPath(pki_, identity),
+            "--tls-key",  PkiKeyPath(pki_, identity),
+            "--tls-ca",   PkiCaPath(pki_)};
   }
 
   // Starts a child and waits for `ready` in its log.
@@ -166,9 +186,9 @@ class StoreFaultTest : public ::testing::Test {
 
   void StartMaster() {
     std::vector<std::string> a = {"store", "master"};
-    for (auto& f : EtcdFlags()) a.push_back(f);
-    for (const char* f : {"--listen", "127.0.0.1:0", "--insecure", "--election-ttl", "2",
-                          "--join-grace", "5", "--put-timeout", "3", "--pin-ttl", "5"}) {
+    for (auto& f : EtcdFlags("node")) a.push_back(f);
+    for (const char* f : {"--listen", "127.0.0.1:0", "--election-ttl", "2", "--join-grace", "5",
+                          "--put-timeout", "3", "--pin-ttl", "5"}) {
       a.push_back(f);
     }
     masters_.push_back(Spawn(a, "master" + std::to_string(masters_.size()), "listening on"));
@@ -176,11 +196,12 @@ class StoreFaultTest : public ::testing::Test {
 
   void StartNode(uint32_t id, int dram_mib = 16) {
     std::vector<std::string> a = {"store", "node"};
-    for (auto& f : EtcdFlags()) a.push_back(f);
+    for (auto& f : EtcdFlags("node")) a.push_back(f);
     const std::string sid = std::to_string(id);
     for (const std::string& f :
          {std::string("--id"), sid, std::string("--host"), "node" + sid, std::string("--dram-mib"),
-          std::to_string(dram_mib), std::string("--insecure"), std::string("--ttl"),
+          std::to_string(dram_mib), std::string("--rpc-listen"), std::string("127.0.0.1:0"),
+          std::string("--transfer-token-file"), token_, std::string("--ttl"),
           std::to_string(kTtlS)}) {
       a.push_back(f);
     }
@@ -195,7 +216,7 @@ class StoreFaultTest : public ::testing::Test {
       const size_t at = log.find("listening on ");
       if (at == std::string::npos) continue;
       std::string addr = log.substr(at + 13, log.find('\n', at) - at - 13);
-      auto stub = pb::StoreMaster::NewStub(MakeChannel(addr, Insecure()));
+      auto stub = pb::StoreMaster::NewStub(MakeChannel(addr, tls_));
       grpc::ClientContext ctx;
       ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(2));
       pb::StatsResponse st;
@@ -208,9 +229,7 @@ class StoreFaultTest : public ::testing::Test {
   // get back from the running processes).
   bool EtcdHasLeaderAndNodes(size_t nodes) {
     if (etcd_client_ == nullptr) {
-      coord::EtcdOptions o;
-      o.endpoints = etcd_.endpoint();
-      o.tls.insecure = true;
+      coord::EtcdOptions o = etcd_.ClientOptions();
       o.rpc_timeout = 2 * kNanosPerSecond;
       auto c = coord::EtcdClient::Connect(o);
       if (!c.ok()) return false;
@@ -225,7 +244,7 @@ class StoreFaultTest : public ::testing::Test {
     pb::StatsResponse st;
     std::optional<std::string> addr = LeaderAddress();
     if (!addr) return st;
-    auto stub = pb::StoreMaster::NewStub(MakeChannel(*addr, Insecure()));
+    auto stub = pb::StoreMaster::NewStub(MakeChannel(*addr, tls_));
     grpc::ClientContext ctx;
     ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(2));
     (void)stub->Stats(&ctx, pb::StatsRequest(), &st);
@@ -237,7 +256,7 @@ class StoreFaultTest : public ::testing::Test {
     std::vector<uint32_t> out;
     std::optional<std::string> addr = LeaderAddress();
     if (!addr) return out;
-    auto stub = pb::StoreMaster::NewStub(MakeChannel(*addr, Insecure()));
+    auto stub = pb::StoreMaster::NewStub(MakeChannel(*addr, tls_));
     pb::GetRequest g;
     pb::ObjectKey* k = g.add_keys();
     const ObjectKey key = Key(i);
@@ -262,9 +281,12 @@ class StoreFaultTest : public ::testing::Test {
     if (client_ == nullptr) {
       ClientOptions o;
       o.cluster = cluster_;
-      o.etcd.endpoints = etcd_.endpoint();
-      o.etcd.tls.insecure = true;
-      o.master_tls = Insecure();
+      o.etcd = etcd_.ClientOptions();
+      o.etcd.rpc_timeout = 5 * kNanosPerSecond;
+      o.master_tls = tls_;
+      Result<std::string> token = transfer::ReadTransferToken(token_);
+      EXPECT_TRUE(token.ok()) << token.status().ToString();
+      o.transfer.token = token.ok() ? *token : "";
       o.host = "test-client";  // no node shares this host: every byte crosses the network
       o.retry_deadline = 30 * kNanosPerSecond;
       auto c = StoreClient::Create(o);
@@ -322,6 +344,9 @@ class StoreFaultTest : public ::testing::Test {
   std::unique_ptr<coord::EtcdClient> etcd_client_;  // for EtcdHasLeaderAndNodes, made once
   std::string dir_;
   std::string cluster_;
+  std::string pki_;    // the test's CA and certificates
+  std::string token_;  // the transfer token every node and client holds
+  GrpcTls tls_;        // the client certificate of pki_
   std::vector<std::unique_ptr<Proc>> masters_;
   std::map<uint32_t, std::unique_ptr<Proc>> nodes_;
   std::unique_ptr<StoreClient> client_;
@@ -466,8 +491,10 @@ TEST_F(StoreFaultTest, WriterKilledMidPutNeverVisibleAndSpaceReturns) {
   // shows a put in progress.
   std::vector<std::string> a = {"store", "bench"};
   for (auto& f : EtcdFlags()) a.push_back(f);
-  for (const char* f : {"--master-insecure", "--host", "writer", "--size", "1048576", "--count",
-                        "4096", "--batch", "4", "--phase", "put", "--seed", "77"}) {
+  a.push_back("--transfer-token-file");
+  a.push_back(token_);
+  for (const char* f : {"--host", "writer", "--size", "1048576", "--count", "4096", "--batch", "4",
+                        "--phase", "put", "--seed", "77"}) {
     a.push_back(f);
   }
   auto writer = Spawn(a, "writer", "");
@@ -515,8 +542,10 @@ TEST_F(StoreFaultTest, WriterKilledMidPutNeverVisibleAndSpaceReturns) {
   // Every visible object of the writer reads back exactly (the bench checks every byte).
   std::vector<std::string> r = {"store", "bench"};
   for (auto& f : EtcdFlags()) r.push_back(f);
-  for (const char* f : {"--master-insecure", "--host", "reader", "--size", "1048576", "--count",
-                        "4096", "--batch", "16", "--phase", "get", "--seed", "77"}) {
+  r.push_back("--transfer-token-file");
+  r.push_back(token_);
+  for (const char* f : {"--host", "reader", "--size", "1048576", "--count", "4096", "--batch", "16",
+                        "--phase", "get", "--seed", "77"}) {
     r.push_back(f);
   }
   auto reader = Spawn(r, "reader", "get: ");
