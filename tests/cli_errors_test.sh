@@ -149,8 +149,7 @@ expect 2 "--pin-ttl: nan is not a finite number" "${master[@]}" --pin-ttl nan
 # The same class in other commands' flags: the one validator covers them too.
 expect 2 "--lease-ms: -1 is negative" pool create "$tmp/pool" --size 4M --lease-ms -1
 expect 2 "--mib: -1 is negative" bench pool --mib -1 --dir "$tmp"
-expect 2 "--agents: -1 is negative" sim --agents -1
-expect 2 "--block-size: -64 is negative" kv hash --seed 0 --block-size -64
+expect 2 "--seed: -1 is negative" sim --agents 4 --seed -1
 expect 2 "--aps: inf is not a finite number" sim --agents 4 --aps inf
 expect 2 "--timeout-ms: 99999999999999999999 is beyond the 64-bit range" \
   bench transfer --connect 127.0.0.1:1 --timeout-ms 99999999999999999999

@@ -240,7 +240,9 @@ TEST_F(StoreAuthTest, BenchNeedsTheTransferTokenOfTheStoreNodes) {
   StartStore();
   // Without the token the node's transfer engine refuses the writer: no put goes through.
   const auto [rc, out] = Bench(/*with_token=*/false, "bench_no_token");
+  std::printf("store bench without the token:\n%s", out.c_str());
   EXPECT_EQ(rc, 1) << out;
+  EXPECT_NE(out.find("wrong transfer token"), std::string::npos) << out;
   EXPECT_EQ(out.find("put: 16 objects"), std::string::npos) << out;
 }
 
