@@ -185,7 +185,8 @@ void RegisterUpDown(CLI::App* cluster, int* exit_code) {
         std::cout << fmt::format(
             "store {}: etcd {}, mutual TLS and a transfer token (credentials in {}); e.g. "
             "dualpath cluster exec {} -- dualpath store stats --cluster {} --etcd {} {}; "
-            "store bench also takes --transfer-token-file {}/transfer.token\n",
+            "store bench also takes --transfer-token-file {}/transfer.token --ucx-net-devices "
+            "comp0\n",
             info->cluster, info->etcd, info->auth_dir, c.nodes[0].name, info->cluster, info->etcd,
             tls, info->auth_dir);
       }

@@ -10,7 +10,7 @@
 #    each store node (the forged JoinNode and Record among them) is refused at the TLS handshake,
 #    while the store's client certificate is served (store_auth_probe, tests/store/auth_probe.h);
 #  - the printed client flags work: `store stats` lists both nodes, and `store bench` with the
-#    store's token reads every byte back (0 wrong, remote and local hits);
+#    store's token writes and reads every byte through the nodes' transfer engines (0 wrong);
 #  - `cluster down` leaves no store process, tier file or state directory.
 # On the code before issue 25 the store ran plaintext: the probe's refusals fail there.
 #
@@ -37,11 +37,11 @@ if [[ $rc != 0 ]]; then
 fi
 state=$("$bin" cluster get --name "$NAME" state_dir)
 auth=$state/store-auth
-etcd=$(sed -n "s/^store $NAME: etcd \([^,]*\),.*/\1/p" "$tmp/up.txt")
+etcd=$(sed -n "s/^store $NAME: etcd \([^,]*\), mutual TLS.*/\1/p" "$tmp/up.txt")
 [[ -n $etcd ]] || fail "cluster up did not print the store's etcd address"
 grep -qF -- "--tls-cert $auth/client.crt --tls-key $auth/client.key --tls-ca $auth/ca.crt" \
   "$tmp/up.txt" || fail "cluster up did not print the client flags"
-grep -qF -- "--transfer-token-file $auth/transfer.token" "$tmp/up.txt" ||
+grep -qF -- "--transfer-token-file $auth/transfer.token --ucx-net-devices comp0" "$tmp/up.txt" ||
   fail "cluster up did not print the token flag"
 
 # Credentials: owner-only, and no CA key anyone could issue certificates with.
@@ -86,14 +86,15 @@ client=(--cluster "$NAME" --etcd "$etcd" --tls-cert "$auth/client.crt" --tls-key
   >"$tmp/stats.txt" 2>&1 || fail "store stats: $(cat "$tmp/stats.txt")"
 echo "--- store stats: $(cat "$tmp/stats.txt")"
 timeout 120 "$bin" cluster exec --name "$NAME" d0 -- "$bin" store bench "${client[@]}" \
-  --transfer-token-file "$auth/transfer.token" --host d0 --size 65536 --count 16 --batch 4 \
-  --replicas 2 --expect-all >"$tmp/bench.txt" 2>&1
+  --transfer-token-file "$auth/transfer.token" --ucx-net-devices comp0 --host d0 --no-local-shm \
+  --size 65536 --count 16 --batch 4 --replicas 2 --expect-all >"$tmp/bench.txt" 2>&1
 rc=$?
 echo "--- store bench:"
 cat "$tmp/bench.txt"
 [[ $rc == 0 ]] || fail "store bench exited $rc"
-grep -qE "hits 16 \(local [0-9]+, remote [0-9]+\), misses 0, wrong 0" "$tmp/bench.txt" ||
-  fail "store bench did not read every object back"
+# --no-local-shm: every byte crossed a node's transfer engine, which checked the token.
+grep -q "hits 16 (local 0, remote 16), misses 0, wrong 0" "$tmp/bench.txt" ||
+  fail "store bench did not read every object back over the transfer engines"
 
 "$bin" cluster down --name "$NAME" >/dev/null 2>&1 || fail "cluster down failed"
 if pgrep -af -- "--cluster $NAME( |$)" >"$tmp/left.txt"; then
