@@ -120,7 +120,7 @@ expect 2 "--batch" store bench --cluster c "${etcd[@]}" --master-insecure --coun
 # it takes none (CLI11 turned `--count -1` into 2^64-1: a bench that put forever), a number beyond
 # 64 bits, nan, inf and numbers no double holds (one validator: src/cli/number_flags.h); and the
 # store's flags have stated ranges (docs/store.md "Input ranges"), checked before anything starts.
-bench=(store bench --cluster c "${etcd[@]}" --insecure)
+bench=(store bench --cluster c "${etcd[@]}" --master-insecure)
 expect 2 "--count: -1 is negative" "${bench[@]}" --count -1
 expect 2 "--count: 18446744073709551616 is beyond 2^64-1" "${bench[@]}" --count 18446744073709551616
 expect 2 "--count = 4294967297 is outside [1, 4294967296]" "${bench[@]}" --count 4294967297
@@ -132,8 +132,9 @@ expect 2 "--replicas = 4 is outside [1, 3]" "${bench[@]}" --replicas 4
 expect 2 "--local-node = 4294967296 is outside" "${bench[@]}" --local-node 4294967296
 expect 2 "--etcd-timeout = 0 is outside" "${bench[@]}" --etcd-timeout 0
 expect 2 "--etcd-timeout = 1e+20 is outside" "${bench[@]}" --etcd-timeout 1e20
-expect 2 "--min-nodes: -1 is negative" store stats --cluster c "${etcd[@]}" --insecure --min-nodes -1
-expect 2 "--retry = -1 is outside" store stats --cluster c "${etcd[@]}" --insecure --retry -1
+expect 2 "--min-nodes: -1 is negative" store stats --cluster c "${etcd[@]}" --master-insecure \
+  --min-nodes -1
+expect 2 "--retry = -1 is outside" store stats --cluster c "${etcd[@]}" --master-insecure --retry -1
 node=(store node --cluster c "${etcd[@]}" --insecure)
 expect 2 "--id: -1 is negative" "${node[@]}" --id -1
 expect 2 "--id = 4294967296 is outside [1, 4294967295]" "${node[@]}" --id 4294967296
