@@ -15,80 +15,25 @@
 // Waits poll a condition every 10 ms with a 60 s hang guard; nothing asserts speed.
 #include <gtest/gtest.h>
 #include <signal.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
-#include <chrono>
-#include <cstdlib>
+#include <cstdio>
 #include <filesystem>
-#include <fstream>
-#include <functional>
 #include <memory>
-#include <sstream>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include "auth_probe.h"
 #include "dualpath/common/grpc_tls_pki.h"
-#include "dualpath/common/spawn.h"
 #include "dualpath/coord/etcd_test_server.h"
-#include "dualpath/transfer/token.h"
+#include "store_procs.h"
 
 namespace dualpath::store {
 namespace {
 
-using Clock = std::chrono::steady_clock;
-constexpr auto kGuard = std::chrono::seconds(60);
-
-bool WaitUntil(const std::function<bool()>& done) {
-  const auto deadline = Clock::now() + kGuard;
-  while (!done()) {
-    if (Clock::now() >= deadline) return false;
-    std::this_thread::sleep_for(std::chrono::milliseconds(10));
-  }
-  return true;
-}
-
-std::string ReadFile(const std::string& path) {
-  std::ifstream in(path);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
-
-std::string Binary() {
-  const char* dir = std::getenv("DUALPATH_BINARY_DIR");
-  return std::string(dir != nullptr ? dir : "build/dev") + "/bin/dualpath";
-}
-
-// A child `dualpath` process with its output in a log file.
-struct Proc {
-  pid_t pid = -1;
-  std::string log;
-  std::optional<int> exit_status;  // the wait status once reaped
-
-  bool Alive() {
-    if (pid <= 0 || exit_status) return false;
-    int st = 0;
-    if (::waitpid(pid, &st, WNOHANG) == pid) {
-      exit_status = st;
-      return false;
-    }
-    return true;
-  }
-  // Reaped within the hang guard.
-  bool WaitExit() {
-    return WaitUntil([&] { return !Alive(); });
-  }
-  ~Proc() {
-    if (Alive()) {
-      ::kill(pid, SIGKILL);
-      int st = 0;
-      ::waitpid(pid, &st, 0);
-    }
-  }
-};
+using test::Proc;
+using test::ReadFile;
+using test::WaitUntil;
 
 class StoreAuthTest : public ::testing::Test {
  protected:
@@ -100,17 +45,19 @@ class StoreAuthTest : public ::testing::Test {
     ASSERT_NE(mkdtemp(tmpl.data()), nullptr);
     dir_ = tmpl;
     cluster_ = "sa" + std::to_string(getpid());
-    pki_ = dir_ + "/pki";
-    ASSERT_TRUE(WriteClusterPki(pki_, {{"node1", {"127.0.0.1", "localhost"}},
-                                       {"etcd", {"127.0.0.1", "localhost"}},
-                                       {"client", {"dualpath-client"}}})
-                    .ok());
-    // Another CA's client certificate: what an outsider with a certificate of its own holds.
-    ASSERT_TRUE(WriteClusterPki(dir_ + "/other", {{"client", {"dualpath-client"}}}).ok());
-    token_ = dir_ + "/transfer.token";
-    ASSERT_TRUE(transfer::WriteTransferTokenFile(token_).ok());
-    member_ = Load(pki_, "client");
-    etcd_.UseTls({PkiCertPath(pki_, "etcd"), PkiKeyPath(pki_, "etcd"), PkiCaPath(pki_)}, member_);
+    Result<test::StoreCredentials> creds = test::StoreCredentials::Create(dir_);
+    ASSERT_TRUE(creds.ok()) << creds.status().ToString();
+    creds_ = *creds;
+    // Another CA's client certificate: what an outsider with a certificate of its own holds. It
+    // trusts the store's CA, so that only its own certificate can be the reason of a refusal.
+    const std::string other = dir_ + "/other";
+    ASSERT_TRUE(WriteClusterPki(other, {{"client", {"dualpath-client"}}}).ok());
+    Result<GrpcTls> foreign = LoadGrpcTls({.cert = PkiCertPath(other, "client"),
+                                           .key = PkiKeyPath(other, "client"),
+                                           .ca = PkiCaPath(creds_.pki)});
+    ASSERT_TRUE(foreign.ok()) << foreign.status().ToString();
+    foreign_ = *foreign;
+    etcd_.UseTls(creds_.EtcdFiles(), creds_.client);
     Status up = etcd_.Start();
     ASSERT_TRUE(up.ok()) << up.ToString();
   }
@@ -124,70 +71,41 @@ class StoreAuthTest : public ::testing::Test {
     std::filesystem::remove("/dev/shm/dualpath-store-" + cluster_ + "-1", ec);
   }
 
-  GrpcTls Load(const std::string& pki, const std::string& name) {
-    Result<GrpcTls> t = LoadGrpcTls(
-        {.cert = PkiCertPath(pki, name), .key = PkiKeyPath(pki, name), .ca = PkiCaPath(pki_)});
-    EXPECT_TRUE(t.ok()) << t.status().ToString();
-    return t.ok() ? *t : GrpcTls{};
-  }
-
-  // --tls-cert/--tls-key/--tls-ca of identity `name` of the store's PKI.
-  std::vector<std::string> Tls(const std::string& name) const {
-    return {"--tls-cert", PkiCertPath(pki_, name), "--tls-key", PkiKeyPath(pki_, name),
-            "--tls-ca",   PkiCaPath(pki_)};
+  // `dualpath store CMD` of this cluster, with the TLS files of `identity`: no --insecure and no
+  // --etcd-*, so etcd is reached with the --tls-* files.
+  std::vector<std::string> Store(const std::string& cmd, const std::string& identity) const {
+    std::vector<std::string> a = {"store", cmd, "--cluster", cluster_, "--etcd", etcd_.endpoint()};
+    for (std::string& f : creds_.TlsFlags(identity)) a.push_back(std::move(f));
+    return a;
   }
 
   std::unique_ptr<Proc> Spawn(std::vector<std::string> args, const std::string& name,
                               const std::string& ready) {
-    auto p = std::make_unique<Proc>();
-    p->log = dir_ + "/" + name + ".log";
-    SpawnOptions o;
-    o.argv.push_back(Binary());
-    for (auto& a : args) o.argv.push_back(std::move(a));
-    o.log_path = p->log;
-    Result<pid_t> pid = SpawnProcess(o);
-    EXPECT_TRUE(pid.ok()) << pid.status().ToString();
-    if (!pid.ok()) return nullptr;
-    p->pid = *pid;
-    if (!ready.empty()) {
-      const bool up = WaitUntil(
-          [&] { return ReadFile(p->log).find(ready) != std::string::npos || !p->Alive(); });
-      EXPECT_TRUE(up && p->Alive()) << name << " did not start:\n" << ReadFile(p->log);
-    }
-    return p;
-  }
-
-  // The store's flags: no --insecure and no --etcd-*: etcd is reached with the --tls-* files.
-  std::vector<std::string> Common(const std::string& cmd) const {
-    return {"store", cmd, "--cluster", cluster_, "--etcd", etcd_.endpoint()};
+    return test::SpawnDualpath(std::move(args), dir_ + "/" + name + ".log", ready);
   }
 
   void StartStore() {
-    std::vector<std::string> m = Common("master");
+    std::vector<std::string> m = Store("master", "node");
     for (const char* f : {"--listen", "127.0.0.1:0", "--election-ttl", "2", "--join-grace", "1"}) {
       m.push_back(f);
     }
-    for (auto& f : Tls("node1")) m.push_back(f);
     master_ = Spawn(m, "master", "listening on");
-    std::vector<std::string> n = Common("node");
+    std::vector<std::string> n = Store("node", "node");
     for (const std::string& f :
          {std::string("--id"), std::string("1"), std::string("--host"), std::string("node1"),
           std::string("--dram-mib"), std::string("16"), std::string("--shm-dir"), dir_,
           std::string("--rpc-listen"), std::string("127.0.0.1:0"), std::string("--ttl"),
-          std::string("2"), std::string("--transfer-token-file"), token_}) {
+          std::string("2"), std::string("--transfer-token-file"), creds_.token}) {
       n.push_back(f);
     }
-    for (auto& f : Tls("node1")) n.push_back(f);
     node_ = Spawn(n, "node", "store node 1:");
-    ASSERT_TRUE(master_ && node_);
+    ASSERT_TRUE(master_ && node_ && master_->Alive() && node_->Alive());
     // Ready when `store stats` (the store's client certificate) sees the node joined.
-    std::vector<std::string> s = Common("stats");
-    for (auto& f : Tls("client")) s.push_back(f);
+    std::vector<std::string> s = Store("stats", "client");
     for (const char* f : {"--min-nodes", "1", "--retry", "2"}) s.push_back(f);
     ASSERT_TRUE(WaitUntil([&] {
       auto p = Spawn(s, "stats", "");
-      return p && p->WaitExit() && p->exit_status && WIFEXITED(*p->exit_status) &&
-             WEXITSTATUS(*p->exit_status) == 0;
+      return p && p->WaitExit() && p->ExitCode() == 0;
     })) << "no leader with the node joined:\n"
         << ReadFile(dir_ + "/stats.log") << ReadFile(dir_ + "/master.log")
         << ReadFile(dir_ + "/node.log");
@@ -196,32 +114,31 @@ class StoreAuthTest : public ::testing::Test {
   // `store bench` as a client on another host (every byte crosses the transfer engine); its exit
   // status and output.
   std::pair<int, std::string> Bench(bool with_token, const std::string& name) {
-    std::vector<std::string> b = Common("bench");
-    for (auto& f : Tls("client")) b.push_back(f);
+    std::vector<std::string> b = Store("bench", "client");
     for (const char* f : {"--host", "elsewhere", "--size", "65536", "--count", "16", "--batch", "4",
                           "--retry", "5"}) {
       b.push_back(f);
     }
     if (with_token) {
       b.push_back("--transfer-token-file");
-      b.push_back(token_);
+      b.push_back(creds_.token);
     }
     auto p = Spawn(b, name, "");
     EXPECT_TRUE(p && p->WaitExit());
-    const int st = p && p->exit_status ? *p->exit_status : -1;
-    return {WIFEXITED(st) ? WEXITSTATUS(st) : -1, ReadFile(dir_ + "/" + name + ".log")};
+    return {p ? p->ExitCode() : -1, ReadFile(dir_ + "/" + name + ".log")};
   }
 
   coord::EtcdTestServer etcd_;
-  std::string dir_, cluster_, pki_, token_;
-  GrpcTls member_;
+  std::string dir_, cluster_;
+  test::StoreCredentials creds_;
+  GrpcTls foreign_;
   std::unique_ptr<Proc> master_, node_;
 };
 
 TEST_F(StoreAuthTest, PlaintextCertificateLessAndForeignCallsAreRefusedAtTheHandshake) {
   StartStore();
   const std::vector<test::AuthProbeCheck> checks =
-      test::RunAuthProbe({etcd_.endpoint(), cluster_, member_, Load(dir_ + "/other", "client")});
+      test::RunAuthProbe({etcd_.endpoint(), cluster_, creds_.client, foreign_});
   size_t refused = 0;
   for (const auto& c : checks) {
     std::printf("%s\n", c.Line().c_str());
@@ -251,12 +168,10 @@ TEST_F(StoreAuthTest, MasterAndNodeExit143OnSigtermAnd130OnSigint) {
   ASSERT_EQ(::kill(master_->pid, SIGTERM), 0);
   ASSERT_EQ(::kill(node_->pid, SIGINT), 0);
   ASSERT_TRUE(master_->WaitExit() && node_->WaitExit());
-  ASSERT_TRUE(WIFEXITED(*master_->exit_status)) << ReadFile(master_->log);
-  EXPECT_EQ(WEXITSTATUS(*master_->exit_status), 143) << ReadFile(master_->log);
+  EXPECT_EQ(master_->ExitCode(), 143) << ReadFile(master_->log);
   EXPECT_NE(ReadFile(master_->log).find("dualpath store master: stopped by SIGTERM"),
             std::string::npos);
-  ASSERT_TRUE(WIFEXITED(*node_->exit_status)) << ReadFile(node_->log);
-  EXPECT_EQ(WEXITSTATUS(*node_->exit_status), 130) << ReadFile(node_->log);
+  EXPECT_EQ(node_->ExitCode(), 130) << ReadFile(node_->log);
   EXPECT_NE(ReadFile(node_->log).find("dualpath store node: stopped by SIGINT"), std::string::npos);
   // The node cleaned up before it said so: its tier file is gone.
   EXPECT_FALSE(std::filesystem::exists(dir_ + "/dualpath-store-" + cluster_ + "-1"));

@@ -33,8 +33,6 @@
 #include <vector>
 
 #include "dualpath/common/grpc_channel.h"
-#include "dualpath/common/grpc_tls_pki.h"
-#include "dualpath/common/spawn.h"
 #include "dualpath/common/splitmix.h"
 #include "dualpath/coord/etcd_client.h"
 #include "dualpath/coord/etcd_test_server.h"
@@ -42,40 +40,22 @@
 #include "dualpath/store/client.h"
 #include "dualpath/store/v1/store.grpc.pb.h"
 #include "dualpath/transfer/token.h"
+#include "store_procs.h"
 
 namespace dualpath::store {
 namespace {
 
 namespace pb = ::dualpath::store::v1;
 using Clock = std::chrono::steady_clock;
+using test::Proc;
+using test::ReadFile;
+using test::WaitUntil;
 
-constexpr auto kGuard = std::chrono::seconds(60);
 constexpr int kTtlS = 2;  // node membership and election TTL of these clusters
 constexpr uint64_t kObject = 256 * 1024;
 
-bool WaitUntil(const std::function<bool()>& done) {
-  const auto deadline = Clock::now() + kGuard;
-  while (!done()) {
-    if (Clock::now() >= deadline) return false;
-    std::this_thread::sleep_for(std::chrono::milliseconds(10));
-  }
-  return true;
-}
-
 double SecondsSince(Clock::time_point t0) {
   return std::chrono::duration<double>(Clock::now() - t0).count();
-}
-
-std::string ReadFile(const std::string& path) {
-  std::ifstream in(path);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
-
-std::string Binary() {
-  const char* dir = std::getenv("DUALPATH_BINARY_DIR");
-  return std::string(dir != nullptr ? dir : "build/dev") + "/bin/dualpath";
 }
 
 ObjectKey Key(uint64_t i) {
@@ -99,22 +79,6 @@ std::vector<std::byte> Content(uint64_t i) {
   return out;
 }
 
-// A child `dualpath` process with its output in a log file.
-struct Proc {
-  pid_t pid = -1;
-  std::string log;
-
-  void Kill() {
-    if (pid <= 0) return;
-    kill(pid, SIGKILL);
-    int st = 0;
-    waitpid(pid, &st, 0);
-    pid = -1;
-  }
-  bool Alive() const { return pid > 0 && kill(pid, 0) == 0; }
-  ~Proc() { Kill(); }
-};
-
 class StoreFaultTest : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -125,20 +89,13 @@ class StoreFaultTest : public ::testing::Test {
     ASSERT_NE(mkdtemp(tmpl.data()), nullptr);
     dir_ = tmpl;
     cluster_ = "sf" + std::to_string(getpid());
-    // The test's CA: one certificate for every master and node (127.0.0.1), etcd's, the client's.
-    pki_ = dir_ + "/pki";
-    ASSERT_TRUE(WriteClusterPki(pki_, {{"node", {"127.0.0.1", "localhost"}},
-                                       {"etcd", {"127.0.0.1", "localhost"}},
-                                       {"client", {"dualpath-client"}}})
-                    .ok());
-    token_ = dir_ + "/transfer.token";
-    ASSERT_TRUE(transfer::WriteTransferTokenFile(token_).ok());
-    Result<GrpcTls> tls = LoadGrpcTls({.cert = PkiCertPath(pki_, "client"),
-                                       .key = PkiKeyPath(pki_, "client"),
-                                       .ca = PkiCaPath(pki_)});
-    ASSERT_TRUE(tls.ok()) << tls.status().ToString();
-    tls_ = *tls;
-    etcd_.UseTls({PkiCertPath(pki_, "etcd"), PkiKeyPath(pki_, "etcd"), PkiCaPath(pki_)}, tls_);
+    // The test's CA (one certificate for every master and node, etcd's, the client's) and token.
+    Result<test::StoreCredentials> creds = test::StoreCredentials::Create(dir_);
+    ASSERT_TRUE(creds.ok()) << creds.status().ToString();
+    creds_ = *creds;
+    tls_ = creds_.client;
+    token_ = creds_.token;
+    etcd_.UseTls(creds_.EtcdFiles(), tls_);
     ASSERT_TRUE(etcd_.Start().ok());
   }
 
@@ -158,30 +115,15 @@ class StoreFaultTest : public ::testing::Test {
   // The cluster, etcd and the TLS files of `identity` ("node" or "client"): etcd is reached with
   // the --tls-* files too.
   std::vector<std::string> EtcdFlags(const std::string& identity = "client") const {
-    return {"--cluster",  cluster_,
-            "--etcd",     etcd_.endpoint(),
-            "--tls-cert", PkiCertPath(pki_, identity),
-            "--tls-key",  PkiKeyPath(pki_, identity),
-            "--tls-ca",   PkiCaPath(pki_)};
+    std::vector<std::string> flags = {"--cluster", cluster_, "--etcd", etcd_.endpoint()};
+    for (std::string& f : creds_.TlsFlags(identity)) flags.push_back(std::move(f));
+    return flags;
   }
 
   // Starts a child and waits for `ready` in its log.
   std::unique_ptr<Proc> Spawn(std::vector<std::string> args, const std::string& name,
                               const std::string& ready) {
-    auto p = std::make_unique<Proc>();
-    p->log = dir_ + "/" + name + ".log";
-    SpawnOptions o;
-    o.argv.push_back(Binary());
-    for (auto& a : args) o.argv.push_back(std::move(a));
-    o.log_path = p->log;
-    Result<pid_t> pid = SpawnProcess(o);
-    EXPECT_TRUE(pid.ok()) << pid.status().ToString();
-    if (!pid.ok()) return nullptr;
-    p->pid = *pid;
-    const bool up =
-        WaitUntil([&] { return ReadFile(p->log).find(ready) != std::string::npos || !p->Alive(); });
-    EXPECT_TRUE(up && p->Alive()) << name << " did not start:\n" << ReadFile(p->log);
-    return p;
+    return test::SpawnDualpath(std::move(args), dir_ + "/" + name + ".log", ready);
   }
 
   void StartMaster() {
@@ -344,9 +286,9 @@ class StoreFaultTest : public ::testing::Test {
   std::unique_ptr<coord::EtcdClient> etcd_client_;  // for EtcdHasLeaderAndNodes, made once
   std::string dir_;
   std::string cluster_;
-  std::string pki_;    // the test's CA and certificates
-  std::string token_;  // the transfer token every node and client holds
-  GrpcTls tls_;        // the client certificate of pki_
+  test::StoreCredentials creds_;  // the test's CA, certificates and transfer token
+  std::string token_;             // creds_.token: every node and client holds it
+  GrpcTls tls_;                   // creds_.client: the test's own calls
   std::vector<std::unique_ptr<Proc>> masters_;
   std::map<uint32_t, std::unique_ptr<Proc>> nodes_;
   std::unique_ptr<StoreClient> client_;
