@@ -11,6 +11,7 @@
 #include <mutex>
 #include <set>
 
+#include "common/grpc_tls_openssl.h"
 #include "dualpath/common/file.h"
 #include "dualpath/common/log.h"
 
@@ -30,26 +31,19 @@ Result<std::string> ReadPem(const std::string& path, std::string_view flag, bool
   return text;
 }
 
-struct FreeBio {
-  void operator()(BIO* b) const { BIO_free(b); }
-};
-struct FreeX509 {
-  void operator()(X509* c) const { X509_free(c); }
-};
-struct FreeKey {
-  void operator()(EVP_PKEY* k) const { EVP_PKEY_free(k); }
-};
+using tls_internal::BioPtr;
+using tls_internal::CertPtr;
+using tls_internal::KeyPtr;
 
-std::unique_ptr<BIO, FreeBio> PemBio(const std::string& pem) {
-  return std::unique_ptr<BIO, FreeBio>(BIO_new_mem_buf(pem.data(), static_cast<int>(pem.size())));
+BioPtr PemBio(const std::string& pem) {
+  return BioPtr(BIO_new_mem_buf(pem.data(), static_cast<int>(pem.size())));
 }
 
 // The first certificate of `pem`, or null. OpenSSL's error queue is cleared either way: a failed
 // parse here must not show up as the reason of an unrelated later OpenSSL call (gRPC's).
-std::unique_ptr<X509, FreeX509> FirstCertificate(const std::string& pem) {
+CertPtr FirstCertificate(const std::string& pem) {
   auto bio = PemBio(pem);
-  std::unique_ptr<X509, FreeX509> cert(bio ? PEM_read_bio_X509(bio.get(), nullptr, nullptr, nullptr)
-                                           : nullptr);
+  CertPtr cert(bio ? PEM_read_bio_X509(bio.get(), nullptr, nullptr, nullptr) : nullptr);
   ERR_clear_error();
   return cert;
 }
@@ -64,8 +58,7 @@ Status CheckKeyPair(const GrpcTlsFiles& files, const GrpcTls& tls) {
                            " holds no X.509 certificate (PEM \"CERTIFICATE\")");
   }
   auto bio = PemBio(tls.key_pem);
-  std::unique_ptr<EVP_PKEY, FreeKey> key(
-      bio ? PEM_read_bio_PrivateKey(bio.get(), nullptr, nullptr, nullptr) : nullptr);
+  KeyPtr key(bio ? PEM_read_bio_PrivateKey(bio.get(), nullptr, nullptr, nullptr) : nullptr);
   ERR_clear_error();
   if (key == nullptr) {
     return InvalidArgument(files.Flag("tls-key") + " " + files.key +
