@@ -6,6 +6,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <iostream>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -99,7 +100,7 @@ struct MasterArgs {
   GrpcTlsFiles tls;
   GrpcTlsFiles node_tls;
   double election_ttl_s = 10;
-  double join_grace_s = 2;
+  std::optional<double> join_grace_s;  // unset: derived from the nodes' leases
   double put_timeout_s = 30;
   double pin_ttl_s = 10;
 };
@@ -115,7 +116,11 @@ Result<store::MasterServerOptions> MasterOptions(const MasterArgs& a) {
   // Towards the nodes: the same files unless --node-tls-* are given.
   ASSIGN_OR_RETURN(o.node_tls, LoadGrpcTlsOr(a.node_tls, a.tls));
   RETURN_IF_ERROR(SecondsFlag("--election-ttl", a.election_ttl_s, 1, kMaxLeaseS, &o.election_ttl));
-  RETURN_IF_ERROR(SecondsFlag("--join-grace", a.join_grace_s, 0, kMaxWaitS, &o.join_grace));
+  if (a.join_grace_s) {  // unset: the leader derives it from the listed nodes' leases
+    Nanos grace = 0;
+    RETURN_IF_ERROR(SecondsFlag("--join-grace", *a.join_grace_s, 0, kMaxWaitS, &grace));
+    o.join_grace = grace;
+  }
   RETURN_IF_ERROR(
       SecondsFlag("--put-timeout", a.put_timeout_s, 0.001, kMaxWaitS, &o.state.put_timeout));
   RETURN_IF_ERROR(SecondsFlag("--pin-ttl", a.pin_ttl_s, 0.001, kMaxWaitS, &o.state.pin_ttl));
@@ -236,6 +241,7 @@ struct BenchArgs {
   std::string host;
   uint64_t local_node = 0;
   bool no_local_shm = false;
+  std::string shm_dir = "/dev/shm";
   std::string ucx_tls = "tcp";
   std::string ucx_net_devices;
   std::string transfer_token_file;
@@ -287,6 +293,7 @@ Result<store::ClientOptions> BenchOptions(const BenchArgs& a) {
   o.local_node = NodeId(static_cast<uint32_t>(a.local_node));
   o.host = a.host;
   o.local_shm = !a.no_local_shm;
+  o.shm_dir = a.shm_dir;
   o.transfer.ucx_tls = a.ucx_tls;
   if (!a.transfer_token_file.empty()) {
     ASSIGN_OR_RETURN(o.transfer.token, transfer::ReadTransferToken(a.transfer_token_file));
@@ -372,9 +379,9 @@ int Bench(const BenchArgs& a) {
     const double t = seconds(t0);
     std::cout << fmt::format(
                      "get: {} objects x {} B in {:.3f} s = {:.3f} Gbit/s of hits; hits {} (local "
-                     "{}, remote {}), misses {}, wrong {}",
+                     "{}, remote {}), misses {}, wrong {}; replicas rejected {}",
                      a.count, a.size, t, 8.0 * hits * a.size / t / 1e9, hits, local, remote, misses,
-                     wrong)
+                     wrong, c.Stats().rejected)
               << std::endl;
     if (wrong > 0) return kExitFailure;
     if (a.expect_all && misses > 0) return kExitFailure;
@@ -435,10 +442,9 @@ void Register(CLI::App& root, int* exit_code) {
   AddPeerTlsFlags(master, &m->node_tls, "node", "the store nodes");
   master->add_option("--election-ttl", m->election_ttl_s, "leader lease TTL, seconds")
       ->capture_default_str();
-  master
-      ->add_option("--join-grace", m->join_grace_s,
-                   "a new leader serves after this long even if listed nodes did not join")
-      ->capture_default_str();
+  master->add_option("--join-grace", m->join_grace_s,
+                     "a new leader serves after this long even if listed nodes did not join "
+                     "(default: the listed nodes' longest remaining lease TTL + 2 s)");
   master->add_option("--put-timeout", m->put_timeout_s, "uncommitted puts reclaimed after, s")
       ->capture_default_str();
   master->add_option("--pin-ttl", m->pin_ttl_s, "readers' pins expire after, s")
@@ -492,6 +498,8 @@ void Register(CLI::App& root, int* exit_code) {
   bench->add_option("--host", b->host, "this client's host name (default: gethostname)");
   bench->add_option("--local-node", b->local_node, "the node beside this client (0: none)");
   bench->add_flag("--no-local-shm", b->no_local_shm, "never map a same-host node's tier file");
+  bench->add_option("--shm-dir", b->shm_dir, "where same-host nodes keep their tier files")
+      ->capture_default_str();
   bench->add_option("--ucx-tls", b->ucx_tls, "UCX_TLS")->capture_default_str();
   bench->add_option("--ucx-net-devices", b->ucx_net_devices, "UCX_NET_DEVICES (e.g. comp0)");
   bench->add_option("--transfer-token-file", b->transfer_token_file, "the transfer token");

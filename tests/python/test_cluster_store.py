@@ -210,7 +210,8 @@ class Cluster:
 
     def client(self, **kw) -> dualpath.ClusterStore:
         opts = dict(tls_cert=self.pki["cert"], tls_key=self.pki["key"], tls_ca=self.pki["ca"],
-                    transfer_token_file=self.pki["token"], host="node1", retry_deadline=30.0)
+                    transfer_token_file=self.pki["token"], host="node1", retry_deadline=30.0,
+                    shm_dir=str(self.tmp))
         opts.update(kw)
         return dualpath.ClusterStore(self.name, self.etcd, **opts)
 

@@ -36,6 +36,7 @@ struct Proc {
   pid_t pid = -1;
   std::string log;
   std::optional<int> wait_status;  // set once reaped
+  bool frozen = false;             // SIGSTOPped by the test: not asked anything
 
   // Running (not exited; a stopped process is running). Reaps it once it has exited.
   bool Alive();
