@@ -29,6 +29,10 @@ registration. Bad input raises (ValueError, TypeError, KeyError) naming what was
 anything is sent. The calls run with the GIL released; they retry leader changes and unreachable
 masters until ``retry_deadline`` seconds have passed, then raise ``dualpath.Error`` (gets, exists,
 remove) or return the code per key (puts: ``-9`` kUnavailable, ``-8`` kTimeout, ...).
+
+After ``os.fork()`` a client opened in the parent keeps working in the child: its first call
+there opens a new client (its channels, etcd client, transfer engine and unpin thread are the
+parent's), as ``KVStore`` does; the parent's client is left alone.
 """
 
 from __future__ import annotations
@@ -124,7 +128,7 @@ class ClusterStore(_BatchVerbs):
         o.rpc_timeout = float(rpc_timeout)
         o.etcd_timeout = float(etcd_timeout)
         o.staging_bytes = staging_bytes
-        self._init_verbs(_core.ClusterStore(o), async_threads)
+        self._init_verbs(lambda: _core.ClusterStore(o), async_threads)
         self.cluster = cluster
         self.etcd = etcd
 
@@ -137,4 +141,4 @@ class ClusterStore(_BatchVerbs):
         removed. Absent keys are not an error (another client may have removed them)."""
         if isinstance(keys, (bytes, str)):
             keys = [keys]
-        return self._s.remove(keys)
+        return self._native().remove(keys)

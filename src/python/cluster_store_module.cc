@@ -12,11 +12,15 @@
 //
 // Lifetime: close() marks the client closed (later calls raise ValueError), waits for the calls in
 // flight on other threads, then destroys the StoreClient (its unpin thread, channels, transfer
-// engine) with the GIL released.
+// engine) with the GIL released. After fork() the client is the parent's (fork_guard.h): in a
+// child every call raises dualpath.Error naming fork (python/dualpath/cluster_store.py opens a new
+// client there instead), and close() and destruction abandon it without touching its threads,
+// channels or locks.
 #include <nanobind/nanobind.h>
 #include <nanobind/stl/optional.h>
 #include <nanobind/stl/string.h>
 
+#include <atomic>
 #include <condition_variable>
 #include <cstdint>
 #include <iterator>
@@ -35,6 +39,7 @@
 #include "dualpath/transfer/class_config.h"
 #include "dualpath/transfer/token.h"
 #include "python/convert.h"
+#include "python/fork_guard.h"
 #include "python/kv_store.h"
 
 namespace dualpath::python {
@@ -152,6 +157,10 @@ class PyClusterStore {
   }
 
   ~PyClusterStore() {
+    if (owner_.forked()) {
+      (void)client_.release();  // the parent's: its threads do not exist in this process
+      return;
+    }
     // Python dropped the object without close(): no call can be in flight (each holds a reference
     // to the object), so destroy the client here, without the GIL when we hold it.
     if (client_ != nullptr) {
@@ -164,11 +173,19 @@ class PyClusterStore {
     }
   }
 
-  // Marks one call in flight for its lifetime; raises ValueError if the store is closed. Made and
-  // destroyed with the GIL held or not (the mutex is never held across anything that blocks).
+  // Marks one call in flight for its lifetime; raises ValueError if the store is closed and
+  // dualpath.Error in a process forked from the owner (checked before the mutex, which a copy of
+  // a parent thread may hold there). Made and destroyed with the GIL held or not (the mutex is
+  // never held across anything that blocks).
   class Use {
    public:
     explicit Use(PyClusterStore* s) : s_(s) {
+      if (s_->owner_.forked()) {
+        if (s_->closed()) {
+          RaiseValueError("ClusterStore is closed");
+        }
+        Raise(ForkedError("ClusterStore", s_->owner_.pid()));
+      }
       {
         std::lock_guard lock(s_->mu_);
         if (!s_->closed_) {
@@ -430,6 +447,11 @@ class PyClusterStore {
   }
 
   void Close() {
+    if (owner_.forked()) {
+      closed_ = true;
+      (void)client_.release();  // abandon the parent's client (see ~PyClusterStore)
+      return;
+    }
     {
       std::lock_guard lock(mu_);
       if (closed_) {
@@ -445,18 +467,17 @@ class PyClusterStore {
     c.reset();  // stops the unpin thread (a last Unpin try), closes channels and the engine
   }
 
-  bool closed() {
-    std::lock_guard lock(mu_);
-    return closed_;
-  }
+  // Lock-free, so that a forked child can read it (see Use).
+  bool closed() const { return closed_.load(std::memory_order_acquire); }
   uint64_t model_fingerprint() const { return fingerprint_; }
 
  private:
   const uint64_t fingerprint_;
+  OwnerProcess owner_;
   std::unique_ptr<store::StoreClient> client_;
   std::mutex mu_;
   std::condition_variable idle_;
-  bool closed_ = false;                      // guarded by mu_
+  std::atomic<bool> closed_{false};          // written under mu_ (but in a forked child), read freely
   int inflight_ = 0;                         // guarded by mu_
   std::map<uint64_t, uint64_t> registered_;  // guarded by mu_: address -> size
 };

@@ -203,6 +203,14 @@ def arrays(n: int, seed: int) -> list[np.ndarray]:
     return [rng.integers(0, 256, size=65536 + 4096 * i, dtype=np.uint8) for i in range(n)]
 
 
+def test_fork(cluster, forkcheck, request):
+    """Issue 25 item 11 for ClusterStore: after os.fork() the inherited client works in the child
+    (it opens a new one), so does one opened in the child, a child that exits at once does not
+    hang in the parent's threads, and the parent's client still works (forkcheck.py "cluster")."""
+    fp = int.from_bytes(hashlib.sha256(request.node.name.encode()).digest()[:8], "little")
+    forkcheck("cluster", cluster.name, cluster.etcd, str(fp))
+
+
 def test_put_and_get_numpy_arrays(client):
     keys = [f"block-{i}" for i in range(6)]
     values = arrays(6, seed=1)
