@@ -30,9 +30,12 @@ anything is sent. The calls run with the GIL released; they retry leader changes
 masters until ``retry_deadline`` seconds have passed, then raise ``dualpath.Error`` (gets, exists,
 remove) or return the code per key (puts: ``-9`` kUnavailable, ``-8`` kTimeout, ...).
 
-After ``os.fork()`` a client opened in the parent keeps working in the child: its first call
-there opens a new client (its channels, etcd client, transfer engine and unpin thread are the
-parent's), as ``KVStore`` does; the parent's client is left alone.
+After ``os.fork()``: gRPC and the transfer engine cannot be used again in a child of a process
+that used them (the child would poll the parent's inherited sockets and consume its events), so
+in a process forked from one that had opened a ClusterStore, the inherited client and a new one
+both raise ``dualpath.Error`` naming fork and saying what to do: open the ClusterStore only after
+forking, in each worker (a process that never had one opens its own as usual), or use the
+'spawn' start method. The parent's client is left alone; nothing hangs.
 """
 
 from __future__ import annotations

@@ -151,6 +151,8 @@ class _BatchVerbs:
                     for ptr, size in self._registered.items():
                         new.register_buffer(ptr, size)
                 except Exception as e:
+                    if getattr(e, "code", None) == _core.FORKED_CODE:
+                        raise  # cannot be re-created in a child (ClusterStore): the native reason
                     err = _core.Error(
                         f"{type(self).__name__} was opened before os.fork() and could not be "
                         f"opened again in this process: {e}. Open it in this process instead"

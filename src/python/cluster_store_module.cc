@@ -12,10 +12,17 @@
 //
 // Lifetime: close() marks the client closed (later calls raise ValueError), waits for the calls in
 // flight on other threads, then destroys the StoreClient (its unpin thread, channels, transfer
-// engine) with the GIL released. After fork() the client is the parent's (fork_guard.h): in a
-// child every call raises dualpath.Error naming fork (python/dualpath/cluster_store.py opens a new
-// client there instead), and close() and destruction abandon it without touching its threads,
-// channels or locks.
+// engine) with the GIL released.
+//
+// fork(): a client is the parent's (fork_guard.h). Unlike KVStore's, its state cannot be re-created
+// in a child: gRPC's polling engine (one epoll set, shared with the parent across fork) and the
+// connections' sockets are inherited, and a child that makes any gRPC call, even on a client of
+// its own, polls that set and consumes the parent's events (we saw the parent's next call then
+// fail with "Deadline Exceeded", or with HTTP/2 errors when gRPC's fork support was enabled). So in
+// a process forked from one that had opened a ClusterStore, using the inherited client and opening
+// a new one both raise dualpath.Error naming fork; close() and destruction abandon the client
+// without touching its threads, channels or locks. A process that never had a client (a worker
+// forked before any was opened) opens its own as usual.
 #include <nanobind/nanobind.h>
 #include <nanobind/stl/optional.h>
 #include <nanobind/stl/string.h>
@@ -29,6 +36,7 @@
 #include <mutex>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -47,6 +55,17 @@ namespace {
 
 // Largest object a verb accepts: KVStore's limit, so a block that one stores the other does too.
 constexpr uint64_t kMaxObjectBytes = KvStore::kMaxValueBytes;
+
+// What a process forked from one with a client must do instead (see the file comment).
+constexpr std::string_view kForkAdvice =
+    "gRPC and the transfer engine cannot be used again in a child forked from a process that used "
+    "them (the child would consume the parent's socket events): open the ClusterStore only after "
+    "forking, in each worker process and not in the parent, or start the workers with the "
+    "'spawn' or 'forkserver' start method.";
+
+// The process that opened this module's first client: its gRPC and transfer engine state is
+// then in every process forked from it (0: none yet).
+std::atomic<pid_t> g_client_process{0};
 
 int64_t ErrorCode(const Status& s) {
   // "Not in the store" is a miss, the same code as KVStore's (-200).
@@ -144,6 +163,12 @@ class PyClusterStore {
                       ": must be 1 .. " + std::to_string(kMaxObjectBytes));
     }
     o.staging_bytes = p.staging_bytes;
+    // Before any gRPC or UCX call: a process forked from one with a client must not start its own.
+    const pid_t self = CurrentPid();
+    pid_t first = 0;
+    if (!g_client_process.compare_exchange_strong(first, self) && first != self) {
+      Raise(ForkedError("a ClusterStore", first, kForkAdvice), "ClusterStore");
+    }
     Result<std::unique_ptr<store::StoreClient>> c = [&] {
       nb::gil_scoped_release release;
       return store::StoreClient::Create(std::move(o));
@@ -184,7 +209,7 @@ class PyClusterStore {
         if (s_->closed()) {
           RaiseValueError("ClusterStore is closed");
         }
-        Raise(ForkedError("ClusterStore", s_->owner_.pid()));
+        Raise(ForkedError("ClusterStore", s_->owner_.pid(), kForkAdvice));
       }
       {
         std::lock_guard lock(s_->mu_);

@@ -26,14 +26,12 @@ pid_t CurrentPid() {
   return installed ? g_pid.load(std::memory_order_relaxed) : ::getpid();
 }
 
-Status ForkedError(std::string_view what, pid_t owner) {
-  const std::string w(what);
+Status ForkedError(std::string_view what, pid_t owner, std::string_view advice) {
   return Status(Code::kFailedPrecondition,
-                w + " was opened in process " + std::to_string(owner) + " and this is process " +
-                    std::to_string(CurrentPid()) +
-                    ", made by fork(): its threads, rings and locks are the parent's. Open a new " +
-                    w + " in this process (after forking); dualpath." + w +
-                    " does that by itself on its first call after fork()");
+                std::string(what) + " was opened in process " + std::to_string(owner) +
+                    " and this is process " + std::to_string(CurrentPid()) +
+                    ", made by fork(): its threads, rings, sockets and locks are the parent's. " +
+                    std::string(advice));
 }
 
 }  // namespace dualpath::python

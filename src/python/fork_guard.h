@@ -41,7 +41,7 @@ class OwnerProcess {
 };
 
 // kFailedPrecondition: `what` (e.g. "KVStore") was opened by process `owner` before fork() and
-// cannot run here; says to open it in this process.
-Status ForkedError(std::string_view what, pid_t owner);
+// cannot run here, followed by `advice` (what to do instead).
+Status ForkedError(std::string_view what, pid_t owner, std::string_view advice);
 
 }  // namespace dualpath::python

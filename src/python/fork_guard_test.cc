@@ -34,7 +34,7 @@ TEST(ForkGuardTest, ChildOfTheOwnerIsAnotherProcess) {
 }
 
 TEST(ForkGuardTest, ErrorNamesBothProcessesAndWhatToDo) {
-  const Status s = ForkedError("KVStore", 42);
+  const Status s = ForkedError("KVStore", 42, "Open a new KVStore in this process.");
   EXPECT_EQ(s.code(), Code::kFailedPrecondition);
   EXPECT_NE(s.message().find("KVStore was opened in process 42 and this is process " +
                              std::to_string(::getpid())),

@@ -68,7 +68,9 @@ class PyKvStore {
       Raise(Status(Code::kStorageClosed, "KVStore is closed"));
     }
     if (owner_.forked()) {
-      Raise(ForkedError("KVStore", owner_.pid()));
+      Raise(ForkedError("KVStore", owner_.pid(),
+                        "Open a new KVStore in this process (after forking); dualpath.KVStore "
+                        "does that by itself on its first call after fork()."));
     }
     return *store_;
   }

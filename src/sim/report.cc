@@ -191,6 +191,8 @@ std::string ReportTable(const Report& report) {
                     static_cast<long long>(t.decode_capacity_tokens));
       os << line;
     }
+    os << "  (JCTs and speedups of systems that refused different requests compare different "
+          "work)\n";
   }
   std::snprintf(line, sizeof(line), "simulated %.0f requests/s of wall time; wall %.2f s\n",
                 report.sim_requests_per_s, report.wall_s);

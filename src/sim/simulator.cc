@@ -365,7 +365,6 @@ Status Simulation::KickPrefill(uint32_t gi, double now) {
   PeGroup& g = pe_groups_[gi];
   if (g.busy) return Status::Ok();
   g.batch.clear();
-  const double kvb = cost_.kv_bytes_per_token();
   const double link = cost_.kv_link_bytes_per_s();
   sched::BatchLimits limits;
   limits.compute_quota = static_cast<Nanos>(cfg_.engine.compute_quota_ms * 1e6);

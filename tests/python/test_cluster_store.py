@@ -204,9 +204,11 @@ def arrays(n: int, seed: int) -> list[np.ndarray]:
 
 
 def test_fork(cluster, forkcheck, request):
-    """Issue 25 item 11 for ClusterStore: after os.fork() the inherited client works in the child
-    (it opens a new one), so does one opened in the child, a child that exits at once does not
-    hang in the parent's threads, and the parent's client still works (forkcheck.py "cluster")."""
+    """Issue 25 item 11 for ClusterStore (forkcheck.py "cluster"): a worker forked before any
+    client was opened opens its own; in a child of a process with a client, the inherited client
+    and a new one raise naming fork (gRPC state cannot be re-created there without breaking the
+    parent's connections), a child that exits at once does not hang, and the parent's client
+    still works."""
     fp = int.from_bytes(hashlib.sha256(request.node.name.encode()).digest()[:8], "little")
     forkcheck("cluster", cluster.name, cluster.etcd, str(fp))
 
