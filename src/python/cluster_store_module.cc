@@ -502,8 +502,8 @@ class PyClusterStore {
   std::unique_ptr<store::StoreClient> client_;
   std::mutex mu_;
   std::condition_variable idle_;
-  std::atomic<bool> closed_{false};          // written under mu_ (but in a forked child), read freely
-  int inflight_ = 0;                         // guarded by mu_
+  std::atomic<bool> closed_{false};  // written under mu_ (but in a forked child), read freely
+  int inflight_ = 0;                 // guarded by mu_
   std::map<uint64_t, uint64_t> registered_;  // guarded by mu_: address -> size
 };
 

@@ -177,11 +177,10 @@ std::string ReportTable(const Report& report) {
     for (const ReportEntry& e : report.entries) {
       const SimResult& r = e.result;
       const TooLongRequests& t = r.too_long;
-      const std::string prefill =
-          t.prefill_capacity_tokens > 0
-              ? std::to_string(t.prefill) + " over the prefill HBM's " +
-                    std::to_string(t.prefill_capacity_tokens) + " tokens"
-              : "no prefill limit (layerwise)";
+      const std::string prefill = t.prefill_capacity_tokens > 0
+                                      ? std::to_string(t.prefill) + " over the prefill HBM's " +
+                                            std::to_string(t.prefill_capacity_tokens) + " tokens"
+                                      : "no prefill limit (layerwise)";
       std::snprintf(line, sizeof(line),
                     "  %-13s %llu of %llu requests: %s; %llu over the decode HBM's %lld tokens "
                     "(prompt + generation)\n",

@@ -240,9 +240,8 @@ Status Simulation::Arrive(uint32_t agent, uint32_t turn, double now) {
   // A request no engine can hold would wait forever (in sched's phase 2 for decode HBM, or in
   // PackBatch for prefill HBM): it is refused at once, as a serving engine refuses a prompt longer
   // than its maximum, counted, and the agent's session goes on (its next recorded turn).
-  const sched::TooLong too_long =
-      sched::CheckTooLong(static_cast<int64_t>(r.prompt), static_cast<int64_t>(r.gen),
-                          pe_kv_tokens_, de_kv_tokens_);
+  const sched::TooLong too_long = sched::CheckTooLong(
+      static_cast<int64_t>(r.prompt), static_cast<int64_t>(r.gen), pe_kv_tokens_, de_kv_tokens_);
   if (too_long != sched::TooLong::kFits) {
     metrics_.TooLong(agent, too_long, now);
     NextTurn(slot, now);
@@ -677,9 +676,9 @@ Result<SimResult> Simulation::Run() {
   }
   const uint64_t answered = metrics_.requests_done() + metrics_.too_long().requests;
   if (answered != expected_requests) {
-    return Status(Code::kSimBadConfig, "simulation stalled: " +
-                                           std::to_string(expected_requests - answered) +
-                                           " requests never ran");
+    return Status(Code::kSimBadConfig,
+                  "simulation stalled: " + std::to_string(expected_requests - answered) +
+                      " requests never ran");
   }
   SimResult result = metrics_.Collect(std::string(SystemName(spec_.system)), c_,
                                       cost_.snic_bytes_per_s(), q_.Processed());

@@ -281,8 +281,8 @@ TEST(SimulatorTest, RequestsNoEngineCanHoldAreRefusedAndTheRunGoesOn) {
   // Agent 0: a prompt of exactly one PE's KV (fits: it must not stall), one over it (Basic cannot
   // prefill it), one whose prompt + generation exceeds a DE's (nobody can decode it), then a
   // normal turn.
-  w.turns = {turn(0, 2'000, 40),          turn(1'984, pe_cap, 30), turn(0, pe_cap + 50'000, 20),
-             turn(0, 1'000, de_cap),      turn(0, 3'000, 40),      turn(0, 1'000, 30),
+  w.turns = {turn(0, 2'000, 40),     turn(1'984, pe_cap, 30), turn(0, pe_cap + 50'000, 20),
+             turn(0, 1'000, de_cap), turn(0, 3'000, 40),      turn(0, 1'000, 30),
              turn(960, 1'500, 30)};
   w.agents = {SimAgent{0, 0, 5}, SimAgent{0, 5, 2}};
   const uint64_t total = w.turns.size();
