@@ -262,7 +262,9 @@ def test_fork(cluster, forkcheck, request):
     parent's connections), a child that exits at once does not hang, and the parent's client
     still works."""
     fp = int.from_bytes(hashlib.sha256(request.node.name.encode()).digest()[:8], "little")
-    forkcheck("cluster", cluster.name, cluster.etcd, str(fp), str(cluster.tmp))
+    pki = cluster.pki
+    forkcheck("cluster", cluster.name, cluster.etcd, str(fp), str(cluster.tmp), pki["cert"],
+              pki["key"], pki["ca"], pki["token"])
 
 
 def test_put_and_get_numpy_arrays(client):
