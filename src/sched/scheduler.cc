@@ -111,7 +111,8 @@ Status SchedulerImpl::FetchForGroup(GroupId group, std::span<const EngineReport>
   } else {
     // A new fetch: every node is stale except those the reports just refreshed.
     ++fetch_epoch_;
-    for (const EngineReport& r : reports) node_epoch_[engines_[r.engine.value()].node] = fetch_epoch_;
+    for (const EngineReport& r : reports)
+      node_epoch_[engines_[r.engine.value()].node] = fetch_epoch_;
     live_queues_ = live_queues;
     AssignPrefillEngines(group.value(), out);
     live_queues_ = nullptr;

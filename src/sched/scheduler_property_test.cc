@@ -214,10 +214,9 @@ void CheckLiveQueuesMatchEager(const SchedConfig& base, uint64_t seed) {
     std::vector<EngineReport> reports;
     for (const EngineDesc& e : cluster.engines) {
       if (e.group.value() != g) continue;
-      reports.push_back(testing::Report(e.id.value(), static_cast<int64_t>(rng() % 5),
-                                        static_cast<int64_t>(rng() % 200'000),
-                                        static_cast<int64_t>(rng() % 100'000),
-                                        static_cast<int64_t>(rng() % 150'000)));
+      reports.push_back(testing::Report(
+          e.id.value(), static_cast<int64_t>(rng() % 5), static_cast<int64_t>(rng() % 200'000),
+          static_cast<int64_t>(rng() % 100'000), static_cast<int64_t>(rng() % 150'000)));
     }
     FetchResult a, b;
     const bool prefill = eager->group_role(GroupId(g)) == Role::kPrefill;
@@ -256,15 +255,16 @@ void CheckLiveQueuesMatchEager(const SchedConfig& base, uint64_t seed) {
   EXPECT_EQ(eager->stats().read_split, live->stats().read_split);
   EXPECT_EQ(eager->stats().pe_short_queue, live->stats().pe_short_queue);
   EXPECT_EQ(eager->stats().pe_long_queue, live->stats().pe_long_queue);
-  EXPECT_GT(placed, 200);                // the run placed real work
+  EXPECT_GT(placed, 200);                    // the run placed real work
   EXPECT_GT(eager->stats().read_decode, 0);  // and the decode-node queues mattered
-  EXPECT_LT(live_reads, eager_writes);   // the live source read fewer nodes than were applied
+  EXPECT_LT(live_reads, eager_writes);       // the live source read fewer nodes than were applied
 }
 
 TEST(SchedulerPropertyTest, LiveNodeQueuesDecideLikeAppliedQueues) {
   SchedConfig split = SchedConfig::DualPath();
   split.split_reads = true;
-  for (const SchedConfig& c : {SchedConfig::DualPath(), split, SchedConfig::DualPathRoundRobinSide()}) {
+  for (const SchedConfig& c :
+       {SchedConfig::DualPath(), split, SchedConfig::DualPathRoundRobinSide()}) {
     SCOPED_TRACE(std::string(ReadSidePolicyName(c.read_side)) + (c.split_reads ? " split" : ""));
     for (uint64_t seed : {1, 2, 3}) CheckLiveQueuesMatchEager(c, seed);
   }

@@ -140,7 +140,7 @@ Status SchedDriver::Submit(uint32_t slot, uint64_t prompt, uint64_t hit, uint64_
 // Engine ids: PEs are 0..P*g-1 (ClusterState::pes order), DEs follow (ClusterState::des order);
 // node ids equal ClusterState::nics indices. Both follow MakeUniformCluster's numbering.
 sched::EngineReport SchedDriver::Report(const ClusterState& c, uint32_t engine,
-                                       int64_t read_queue_tokens) const {
+                                        int64_t read_queue_tokens) const {
   sched::EngineReport r;
   r.engine = EngineId(engine);
   const auto num_pes = static_cast<uint32_t>(c.pes.size());

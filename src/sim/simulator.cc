@@ -280,7 +280,8 @@ Status Simulation::Fetch(uint32_t group, double now) {
   RETURN_IF_ERROR(driver_->FetchGroup(group, c_, now, &decode_out_, &prefill_out_));
   const auto num_pes = static_cast<uint32_t>(c_.pes.size());
   // The requests were last touched at arrival: start loading them all before the first use.
-  for (const sched::DecodeAssignment& d : decode_out_) __builtin_prefetch(&reqs_[d.request.value()]);
+  for (const sched::DecodeAssignment& d : decode_out_)
+    __builtin_prefetch(&reqs_[d.request.value()]);
   for (const sched::DecodeAssignment& d : decode_out_) {
     Req& r = reqs_[d.request.value()];
     r.de = d.decode.value() - num_pes;
