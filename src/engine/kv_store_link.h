@@ -39,6 +39,9 @@ struct KvStoreStats {
   uint64_t rejected = 0;     // objects read that failed the engine's block-file verification
   uint64_t puts_ok = 0;      // written blocks stored (or already present)
   uint64_t puts_failed = 0;  // written blocks the store did not take
+  // Written blocks whose key another writer was putting at that moment (kStorePutPending): not
+  // a failure, since equal keys mean equal bytes; the block is there once that put commits.
+  uint64_t puts_pending = 0;
 };
 
 class KvStoreLink {

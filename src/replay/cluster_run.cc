@@ -551,9 +551,10 @@ std::string KvStoreReport(const SystemSetup& s, RunStore& kv_store, std::ostream
     j["master"] = nullptr;
     log::Warn("cluster run: store stats: {}", master.status().ToString());
   }
-  uint64_t sums[6] = {};
-  static constexpr const char* kKeys[6] = {"hits_local", "hits_remote", "misses",
-                                           "rejected",   "puts_ok",     "puts_failed"};
+  static constexpr const char* kKeys[] = {"hits_local", "hits_remote", "misses",      "rejected",
+                                          "puts_ok",    "puts_failed", "puts_pending"};
+  static constexpr int kNumKeys = static_cast<int>(std::size(kKeys));
+  uint64_t sums[kNumKeys] = {};
   j["engines"] = json::array();
   for (const testbed::Node& n : s.run.cluster.nodes) {
     std::ifstream in(KvStoreStatsPath(s, n.name));
@@ -563,13 +564,14 @@ std::string KvStoreReport(const SystemSetup& s, RunStore& kv_store, std::ostream
                 KvStoreStatsPath(s, n.name));
       continue;
     }
-    for (int k = 0; k < 6; ++k) sums[k] += e.value(kKeys[k], uint64_t{0});
+    for (int k = 0; k < kNumKeys; ++k) sums[k] += e.value(kKeys[k], uint64_t{0});
     j["engines"].push_back(std::move(e));
   }
-  for (int k = 0; k < 6; ++k) j[kKeys[k]] = sums[k];
+  for (int k = 0; k < kNumKeys; ++k) j[kKeys[k]] = sums[k];
   progress << s.system << ": store: blocks read local " << sums[0] << ", remote " << sums[1]
            << ", missed " << sums[2] << ", rejected " << sums[3] << "; puts " << sums[4] << " ok, "
-           << sums[5] << " failed; DRAM used per node:";
+           << sums[5] << " failed, " << sums[6]
+           << " pending (another engine's put); DRAM used per node:";
   const json& m = j["master"];
   if (m.is_object() && m.contains("usage")) {
     for (const json& u : m["usage"]) {
