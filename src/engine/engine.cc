@@ -38,6 +38,9 @@ struct Engine::Impl {
   std::unique_ptr<transfer::TransferEngine> transfer;
   std::unique_ptr<KvArena> arena;
   std::unique_ptr<PeerDirectory> peers;
+  // After peers (it uses the directory); stopped first in Stop().
+  std::unique_ptr<PeerProber> prober;
+  uint64_t peers_version = 0;  // FetchReply.peers_version the prober has; Run()'s thread only
   PeerService service;
   std::unique_ptr<grpc::Server> server;
   std::unique_ptr<storage::BlockStore> store;
@@ -178,6 +181,16 @@ Status Engine::Impl::RegisterAndBuild() {
           ctx.block_tokens));
   ctx.hasher = std::make_unique<kv::BlockHasher>(std::move(hasher));
 
+  // Probes of the other role over the compute network (docs/engine.md "Failures"): twice per
+  // heartbeat, unreachable after the service's 3 heartbeats without an answer. Before the store
+  // link, which asks it which hosts to skip.
+  const double heartbeat_s = reply.heartbeat_s() > 0 ? reply.heartbeat_s() : 1.0;
+  prober = std::make_unique<PeerProber>(
+      *peers, PeerProber::Options{.self = o.name,
+                                  .interval = FromSeconds(heartbeat_s / 2),
+                                  .window = FromSeconds(3 * heartbeat_s)});
+  ctx.prober = prober.get();
+
   storage::StoreOptions so;
   so.root = o.store_subdir.empty() ? o.store_root : o.store_root + "/" + o.store_subdir;
   so.model_fingerprint = kv::ModelFingerprint(geometry);
@@ -197,6 +210,13 @@ Status Engine::Impl::RegisterAndBuild() {
     lo.transfer_token = o.transfer_token;
     lo.tls = o.kv_store_tls;
     lo.model_fingerprint = so.model_fingerprint;
+    // The store nodes and a leader master on a host this engine has let go of (partitioned)
+    // are skipped: a read of them is a miss at once, not after a connect, a transfer timeout or
+    // a master call's deadline.
+    lo.skip_addr = [p = prober.get()](const std::string& addr) {
+      const size_t colon = addr.rfind(':');
+      return colon != std::string::npos && p->HostGone(addr.substr(0, colon));
+    };
     Result<std::unique_ptr<KvStoreLink>> link = MakeStoreLink(lo);
     if (!link.ok()) return link.status().WithContext("engine: kv store client");
     own_kv_store = std::move(link).value();
@@ -271,6 +291,7 @@ Status Engine::Impl::Reregister() {
   ctx.engine_id = reply.engine_id();
   group_id = reply.group_id();
   registration.set_service_epoch(reply.service_epoch());
+  peers_version = 0;  // the service's engine ids may have changed: ask for the list again
   return Status::Ok();
 }
 
@@ -324,6 +345,7 @@ v1c::EngineReport Engine::Impl::Report() const {
                           queued_reads);
   r.set_hbm_free_tokens(std::max<int64_t>(0, capacity_tokens - arena->used_tokens()));
   r.set_capacity_tokens(capacity_tokens);
+  if (prober != nullptr) prober->AddReach(&r);
   return r;
 }
 
@@ -337,6 +359,9 @@ void Engine::Impl::Stop() {
   }
   stop_cv.notify_all();
   ctx.stopping.store(true);
+  if (prober != nullptr) {
+    prober->Stop();  // no new pings; every one in flight answered
+  }
   if (arena != nullptr) {
     arena->Cancel();
   }
@@ -400,6 +425,7 @@ Status Engine::Run() {
     req.set_group_id(m.group_id);
     *req.add_reports() = m.Report();
     req.set_wait_ms(m.ctx.options.fetch_wait_ms);
+    req.set_peers_version(m.peers_version);
     Result<v1c::FetchReply> reply = m.scheduler->Fetch(req);
     if (!reply.ok() && (reply.status().code() == Code::kNotFound ||
                         reply.status().code() == Code::kFailedPrecondition)) {
@@ -427,6 +453,13 @@ Status Engine::Run() {
       continue;
     }
     failing_since = {};
+    if (m.prober != nullptr) {
+      if (reply->peers_version() != 0) {
+        m.peers_version = reply->peers_version();
+        m.prober->SetPeers(reply->peers());
+      }
+      m.prober->SetCutOff(reply->cut_off(), m.ctx.engine_id);
+    }
     if (reply->shutdown()) {
       log::Info("engine {}: scheduler says shutdown", m.ctx.options.name);
       m.Stop();

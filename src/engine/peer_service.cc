@@ -85,4 +85,12 @@ grpc::Status PeerService::AbortDecode(grpc::ServerContext* ctx, const v1::AbortD
   return grpc::Status::OK;
 }
 
+grpc::Status PeerService::Ping(grpc::ServerContext*, const v1::PingRequest*, v1::PingReply*) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (closed_) {
+    return grpc::Status(grpc::StatusCode::UNAVAILABLE, "engine closing");
+  }
+  return grpc::Status::OK;
+}
+
 }  // namespace dualpath::engine

@@ -187,6 +187,12 @@ json FaultJson(const SystemRun& run) {
           {"recovery_s", f.recovery_s ? json(*f.recovery_s) : json(nullptr)},
           {"service_restarts", run.replay.service_restarts},
           {"resubmitted", run.replay.resubmitted},
+          {"scheduler_resubmissions", f.scheduler_resubmissions},
+          {"requests_resubmitted", f.requests_resubmitted},
+          {"cut_off_after_s",
+           f.cut_off_ns > 0 ? json(ToSeconds(f.cut_off_ns - f.start_ns)) : json(nullptr)},
+          {"back_after_s", f.back_ns > 0 ? json(ToSeconds(f.back_ns - f.end_ns)) : json(nullptr)},
+          {"results_after_cut_off", f.results_after_cut_off},
           {"detail", f.detail}};
 }
 

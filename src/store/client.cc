@@ -19,6 +19,8 @@ namespace {
 
 constexpr Nanos kRetryBackoffMin = 50 * kNanosPerMilli;
 constexpr Nanos kRetryBackoffMax = 1 * kNanosPerSecond;
+// The shortest deadline a master call's try is given, however little of the call is left.
+constexpr Nanos kMinTry = 100 * kNanosPerMilli;
 
 Nanos Now() { return SteadyClock::Default().Now(); }
 
@@ -42,7 +44,7 @@ Result<std::pair<std::shared_ptr<v1::StoreMaster::Stub>, std::string>> StoreClie
     bool refresh) {
   {
     std::lock_guard lock(leader_mu);
-    if (!refresh && stub != nullptr) return std::make_pair(stub, leader_addr);
+    if (!refresh && !leader_suspect && stub != nullptr) return std::make_pair(stub, leader_addr);
   }
   Count([](ClientStats& s) { ++s.leader_lookups; });
   ASSIGN_OR_RETURN(std::optional<coord::KeyValue> kv, observer->Leader());
@@ -56,6 +58,7 @@ Result<std::pair<std::shared_ptr<v1::StoreMaster::Stub>, std::string>> StoreClie
     leader_addr = kv->value;
     stub = v1::StoreMaster::NewStub(MakeChannel(leader_addr, options.master_tls));
   }
+  leader_suspect = false;
   return std::make_pair(stub, leader_addr);
 }
 
@@ -67,15 +70,35 @@ Status StoreClient::Impl::CallMaster(std::string_view rpc, Nanos until, const Rp
     auto leader = Leader(refresh);
     if (!leader.ok()) {
       s = leader.status().WithContext(fmt::format("store master {}", rpc));
+    } else if (options.skip_addr && options.skip_addr(leader->second)) {
+      // The caller knows the leader's host unreachable (partitioned). Etcd may already name a
+      // successor: look once more; if it still names this one (its lease has not run out yet),
+      // fail now: asking would only wait out the deadline, and so would every retry.
+      if (!refresh) {
+        refresh = true;
+        continue;
+      }
+      MarkLeaderSuspect();
+      return Unavailable(fmt::format("store master {} at {}: unreachable over the compute network",
+                                     rpc, leader->second));
     } else {
+      // No try outlasts the call: a leader that stopped answering must leave time to find its
+      // successor within retry_deadline (a try of rpc_timeout alone used all of it and more).
+      const Nanos left = std::max(until - Now(), kMinTry);
       grpc::ClientContext ctx;
       ctx.set_deadline(std::chrono::system_clock::now() +
-                       std::chrono::nanoseconds(options.rpc_timeout));
+                       std::chrono::nanoseconds(std::min(options.rpc_timeout, left)));
       s = FromGrpc(fn(leader->first.get(), &ctx),
                    fmt::format("store master {} at {}", rpc, leader->second));
     }
     if (s.ok() || !RetryableMasterError(s)) return s;
-    if (Now() + backoff > until) return s;
+    if (Now() + backoff > until) {
+      // Giving up on an error a leader change explains: the next call looks in etcd first
+      // (before, it asked the same silent leader again, and each call waited out its deadline
+      // until that leader answered again).
+      MarkLeaderSuspect();
+      return s;
+    }
     Count([](ClientStats& st) { ++st.retries; });
     log::Debug("store client: {} (retrying in {} ms)", s.ToString(), backoff / kNanosPerMilli);
     // Backoff between tries of an unreachable or deposed master (not a synchronisation).
@@ -83,6 +106,11 @@ Status StoreClient::Impl::CallMaster(std::string_view rpc, Nanos until, const Rp
     backoff = std::min(backoff * 2, kRetryBackoffMax);
     refresh = true;
   }
+}
+
+void StoreClient::Impl::MarkLeaderSuspect() {
+  std::lock_guard lock(leader_mu);
+  leader_suspect = true;
 }
 
 void StoreClient::Impl::QueueUnpin(uint64_t pin) {
