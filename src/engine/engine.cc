@@ -5,9 +5,9 @@
 
 #include <algorithm>
 #include <condition_variable>
-#include <fstream>
 #include <mutex>
 
+#include "dualpath/common/file.h"
 #include "dualpath/common/grpc_server.h"
 #include "dualpath/common/grpc_tls.h"
 #include "dualpath/common/log.h"
@@ -362,13 +362,15 @@ void Engine::Impl::WriteKvStoreStats() const {
       ctx.options.name, s.hits_local, s.hits_remote, s.misses, s.rejected, s.puts_ok,
       s.puts_failed);
   if (ctx.options.kv_store_stats_path.empty()) return;
-  std::ofstream out(ctx.options.kv_store_stats_path, std::ios::trunc);
-  out << fmt::format(
-      "{{\"engine\":\"{}\",\"node\":\"{}\",\"hits_local\":{},\"hits_remote\":{},"
-      "\"misses\":{},\"rejected\":{},\"puts_ok\":{},\"puts_failed\":{}}}\n",
-      ctx.options.name, ctx.options.node, s.hits_local, s.hits_remote, s.misses, s.rejected,
-      s.puts_ok, s.puts_failed);
-  if (!out) log::Warn("engine: cannot write {}", ctx.options.kv_store_stats_path);
+  // An output file like every other (common/file.h): written whole, never through a symlink.
+  const Status written = WriteOutputFile(
+      ctx.options.kv_store_stats_path,
+      fmt::format("{{\"engine\":\"{}\",\"node\":\"{}\",\"hits_local\":{},\"hits_remote\":{},"
+                  "\"misses\":{},\"rejected\":{},\"puts_ok\":{},\"puts_failed\":{}}}\n",
+                  ctx.options.name, ctx.options.node, s.hits_local, s.hits_remote, s.misses,
+                  s.rejected, s.puts_ok, s.puts_failed),
+      "--kv-store-stats");
+  if (!written.ok()) log::Warn("engine: {}", written.ToString());
 }
 
 Result<std::unique_ptr<Engine>> Engine::Create(const EngineOptions& options,
