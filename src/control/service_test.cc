@@ -1,10 +1,12 @@
 // The scheduler service end to end over gRPC: an in-process ControlServer on a Unix socket in a
 // scratch directory, fake engines as gRPC clients (threads where a long poll must block). No
 // sleeps: long polls return when work arrives, and liveness runs on a ManualClock.
+#include <grpcpp/grpcpp.h>
 #include <gtest/gtest.h>
 #include <time.h>
 
 #include <algorithm>
+#include <cstdio>
 #include <filesystem>
 #include <memory>
 #include <numeric>
@@ -21,6 +23,7 @@
 #include "dualpath/kv/hasher.h"
 #include "dualpath/model/ref_model.h"
 #include "dualpath/storage/block_store.h"
+#include "lib/oversize_request.h"
 
 namespace dualpath::control {
 namespace {
@@ -967,6 +970,35 @@ TEST_F(ServiceTest, MetricsCountRequestsLatenciesBytesAndErrors) {
     EXPECT_NE(text.find(want), std::string::npos) << "missing " << want << "in\n" << text;
   }
   server_.reset();  // the service's metrics unregister before `registry` goes
+}
+
+// Issue 25 item 7: the service took a request of any size (a 256 MiB Submit was buffered and
+// parsed whole). Now one above kMaxSchedulerRequestBytes is refused with RESOURCE_EXHAUSTED, from a
+// client process of its own, and costs the service at most its transport quota of memory.
+TEST_F(ServiceTest, OverLimitRequestIsRefusedWithoutTheServiceGrowing) {
+  Start(Options(SystemKind::kDualPath, k1P1D));
+  const int64_t before = oversize::RssBytes();
+  const oversize::Call c = oversize::Send(server_->address(), "/dualpath.control.v1.Scheduler/Submit",
+                                          1, oversize::kRequestBytes);
+  const int64_t after = oversize::RssBytes();
+  std::printf("control: %lld MiB request: RSS %.1f -> %.1f MiB (%s)\n",
+              static_cast<long long>(oversize::kRequestBytes >> 20), before / 1048576.0,
+              after / 1048576.0, c.output.c_str());
+  RecordProperty("rss_before_kib", static_cast<int>(before >> 10));
+  RecordProperty("rss_after_kib", static_cast<int>(after >> 10));
+  EXPECT_EQ(c.code, static_cast<int>(grpc::StatusCode::RESOURCE_EXHAUSTED)) << c.output;
+  EXPECT_LT(after - before, oversize::kRequestBytes / 2);
+  // The service goes on answering.
+  EXPECT_TRUE(client_->ListEngines().ok());
+  // A request within the limit but beyond the protocol's token bound is bad input, named.
+  v1::RequestSpec spec;
+  spec.set_request_id(9);
+  spec.set_gen_tokens(2);
+  spec.mutable_prompt()->Resize(static_cast<int>(kMaxRequestTokens), 1);
+  spec.add_teacher(1);
+  const Status bad = ValidateRequest(spec, 4096);
+  EXPECT_EQ(bad.code(), Code::kInvalidArgument);
+  EXPECT_NE(bad.message().find("more than kMaxRequestTokens"), std::string::npos) << bad.ToString();
 }
 
 }  // namespace

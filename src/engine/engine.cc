@@ -117,14 +117,8 @@ Status Engine::Impl::StartServers() {
   ctx.info.set_transfer_addr(*taddr);
 
   service.SetPrefill(o.role == Role::kPrefill);
-  grpc::ServerBuilder builder;
-  builder.RegisterService(&service);
-  // StartDecode carries every prompt token id (hundreds of KiB for long agentic contexts).
-  builder.SetMaxReceiveMessageSize(-1);
-  // Refuses a port another server holds ("address in use"): gRPC would share it (SO_REUSEPORT).
   ASSIGN_OR_RETURN(GrpcServerStart started,
-                   StartGrpcServer(builder, "EnginePeer",
-                                   fmt::format("{}:{}", o.listen_ip, o.peer_port), o.tls));
+                   StartPeerServer(service, fmt::format("{}:{}", o.listen_ip, o.peer_port), o.tls));
   server = std::move(started.server);
   const int port = started.port;
   ctx.info.set_peer_addr(fmt::format("{}:{}", o.listen_ip, port));

@@ -6,10 +6,12 @@
 #include <grpcpp/grpcpp.h>
 #include <gtest/gtest.h>
 
+#include <cstdio>
 #include <string>
 #include <thread>
 
 #include "engine/peers.h"
+#include "lib/oversize_request.h"
 
 namespace dualpath::engine {
 namespace {
@@ -76,6 +78,30 @@ TEST(PeerStatusTest, ADeThatTimedOutWaitingForMemoryRefusesLikeOneWithNoRoom) {
             grpc::StatusCode::INVALID_ARGUMENT);
   EXPECT_EQ(ToPeerGrpc(NotFound("request 5 (xfer 3) is not waiting here")).error_code(),
             grpc::StatusCode::NOT_FOUND);
+}
+
+// Issue 25 item 7: the EnginePeer server took a request of any size (SetMaxReceiveMessageSize(-1)).
+// Now one above kMaxPeerRequestBytes is refused with RESOURCE_EXHAUSTED, from a client process of
+// its own, and costs the engine at most its transport quota of memory.
+TEST(PeerServiceTest, OverLimitRequestIsRefusedWithoutTheEngineGrowing) {
+  PeerService service;
+  GrpcTls tls;
+  tls.insecure = true;
+  Result<GrpcServerStart> started = StartPeerServer(service, "127.0.0.1:0", tls);
+  ASSERT_TRUE(started.ok()) << started.status().ToString();
+  const int64_t before = oversize::RssBytes();
+  const oversize::Call c = oversize::Send(
+      started->address, "/dualpath.engine.v1.EnginePeer/StartDecode", 1, oversize::kRequestBytes);
+  const int64_t after = oversize::RssBytes();
+  std::printf("EnginePeer: %lld MiB request: RSS %.1f -> %.1f MiB (%s)\n",
+              static_cast<long long>(oversize::kRequestBytes >> 20), before / 1048576.0,
+              after / 1048576.0, c.output.c_str());
+  RecordProperty("rss_before_kib", static_cast<int>(before >> 10));
+  RecordProperty("rss_after_kib", static_cast<int>(after >> 10));
+  EXPECT_EQ(c.code, static_cast<int>(grpc::StatusCode::RESOURCE_EXHAUSTED)) << c.output;
+  EXPECT_LT(after - before, oversize::kRequestBytes / 2);
+  service.Close();
+  started->server->Shutdown();
 }
 
 }  // namespace
