@@ -282,7 +282,8 @@ Result<UniqueFd> CreateOutputFile(const std::string& path, std::string_view what
     return InvalidArgument(name + " is not a regular file (" + KindOf(st.st_mode) + ")");
   }
   const int fl = ::fcntl(fd.get(), F_GETFL);
-  if (fl < 0 || ::fcntl(fd.get(), F_SETFL, fl & ~O_NONBLOCK) != 0 || ::ftruncate(fd.get(), 0) != 0) {
+  if (fl < 0 || ::fcntl(fd.get(), F_SETFL, fl & ~O_NONBLOCK) != 0 ||
+      ::ftruncate(fd.get(), 0) != 0) {
     return ErrnoStatus("truncate " + name, errno);
   }
   return fd;
@@ -352,9 +353,8 @@ Status RunGnuplot(const std::string& dir, const std::string& script_path) {
       }
     }
     if (status.ok() && !(WIFEXITED(wstatus) && WEXITSTATUS(wstatus) == 0)) {
-      const std::string how = WIFEXITED(wstatus)
-                                  ? "exit " + std::to_string(WEXITSTATUS(wstatus))
-                                  : "signal " + std::to_string(WTERMSIG(wstatus));
+      const std::string how = WIFEXITED(wstatus) ? "exit " + std::to_string(WEXITSTATUS(wstatus))
+                                                 : "signal " + std::to_string(WTERMSIG(wstatus));
       status = IoError("gnuplot " + script_path + " failed (" + how + "); see " + log_path);
     }
   }

@@ -1,6 +1,7 @@
 #include "dualpath/common/grpc_server.h"
 
 #include <grpcpp/grpcpp.h>
+#include <grpcpp/resource_quota.h>
 #include <sys/stat.h>
 
 #include <cerrno>

@@ -313,8 +313,8 @@ bool MetricsServer::Step(Conn& c, short revents) {
     revents = POLLOUT;  // try to send at once
   }
   if ((revents & (POLLOUT | POLLERR | POLLHUP)) == 0) return true;
-  const ssize_t n = send(c.fd, c.out.data() + c.sent, c.out.size() - c.sent,
-                         MSG_NOSIGNAL | MSG_DONTWAIT);
+  const ssize_t n =
+      send(c.fd, c.out.data() + c.sent, c.out.size() - c.sent, MSG_NOSIGNAL | MSG_DONTWAIT);
   if (n < 0 && (errno == EAGAIN || errno == EINTR)) return true;
   if (n <= 0) return false;  // the client went away
   c.sent += static_cast<size_t>(n);

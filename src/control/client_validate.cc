@@ -30,9 +30,9 @@ Status ValidateRequest(const v1::RequestSpec& spec, uint32_t vocab) {
   }
   // The context bound that keeps every message within its limit (client.h); 64-bit sums.
   if (static_cast<uint64_t>(spec.prompt_size()) + spec.gen_tokens() > kMaxRequestTokens) {
-    return InvalidArgument(fmt::format(
-        "request {}: {} prompt + {} generated tokens, more than kMaxRequestTokens = {}", id,
-        spec.prompt_size(), spec.gen_tokens(), kMaxRequestTokens));
+    return InvalidArgument(
+        fmt::format("request {}: {} prompt + {} generated tokens, more than kMaxRequestTokens = {}",
+                    id, spec.prompt_size(), spec.gen_tokens(), kMaxRequestTokens));
   }
   // The decode steps feed teacher[0, gen_tokens - 1) (64-bit: the + 1 cannot overflow).
   if (static_cast<uint64_t>(spec.teacher_size()) + 1 < spec.gen_tokens()) {

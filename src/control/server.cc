@@ -23,8 +23,8 @@ Result<std::unique_ptr<ControlServer>> ControlServer::Start(const std::string& l
   builder.RegisterService(s->service_.get());
   // Refuses an address another server holds ("address in use") instead of taking it over, and a
   // request larger than the protocol's largest (client.h: kMaxSchedulerRequestBytes).
-  ASSIGN_OR_RETURN(GrpcServerStart started, StartGrpcServer(builder, "control", listen, tls,
-                                                            kMaxSchedulerRequestBytes));
+  ASSIGN_OR_RETURN(GrpcServerStart started,
+                   StartGrpcServer(builder, "control", listen, tls, kMaxSchedulerRequestBytes));
   s->server_ = std::move(started.server);
   s->address_ = std::move(started.address);
   s->liveness_ = std::thread([p = s.get()] { p->LivenessLoop(); });

@@ -978,8 +978,8 @@ TEST_F(ServiceTest, MetricsCountRequestsLatenciesBytesAndErrors) {
 TEST_F(ServiceTest, OverLimitRequestIsRefusedWithoutTheServiceGrowing) {
   Start(Options(SystemKind::kDualPath, k1P1D));
   const int64_t before = oversize::RssBytes();
-  const oversize::Call c = oversize::Send(server_->address(), "/dualpath.control.v1.Scheduler/Submit",
-                                          1, oversize::kRequestBytes);
+  const oversize::Call c = oversize::Send(
+      server_->address(), "/dualpath.control.v1.Scheduler/Submit", 1, oversize::kRequestBytes);
   const int64_t after = oversize::RssBytes();
   std::printf("control: %lld MiB request: RSS %.1f -> %.1f MiB (%s)\n",
               static_cast<long long>(oversize::kRequestBytes >> 20), before / 1048576.0,

@@ -222,8 +222,9 @@ Status PlotSnic(const SimResult& r, double window_s, const std::string& dir,
     for (size_t k = 0; k < idx; ++k) pcount += r.node_is_prefill[k] ? 1 : 0;
     const std::string name =
         prefill ? "P" + std::to_string(pcount) : "D" + std::to_string(idx - pcount);
-    script << (n ? ", " : "") << "'../snic_" << r.system << ".dat' using ($1*" << window_s << "):" << (idx + 2)
-           << " with lines lw 1.5 dt " << (prefill ? 1 : 2) << " title '" << name << "'";
+    script << (n ? ", " : "") << "'../snic_" << r.system << ".dat' using ($1*" << window_s
+           << "):" << (idx + 2) << " with lines lw 1.5 dt " << (prefill ? 1 : 2) << " title '"
+           << name << "'";
   }
   script << "\n";
   return Status::Ok();

@@ -145,8 +145,8 @@ Status BlockStore::Init() {
       // O_EXCL: the probe is always a new file of ours; a name already there (planted in a shared
       // directory, a symlink included) is neither followed nor removed, and the first read
       // decides instead, as when files cannot be created here.
-      int fd = ::open(probe.c_str(), O_CREAT | O_EXCL | O_RDWR | O_DIRECT | O_CLOEXEC,
-                      kStoreFileMode);
+      int fd =
+          ::open(probe.c_str(), O_CREAT | O_EXCL | O_RDWR | O_DIRECT | O_CLOEXEC, kStoreFileMode);
       err = errno;
       if (fd >= 0) {
         ::close(fd);

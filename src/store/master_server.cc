@@ -4,10 +4,10 @@
 #include <grpcpp/grpcpp.h>
 
 #include <atomic>
-#include <cstdint>
 #include <charconv>
 #include <chrono>
 #include <condition_variable>
+#include <cstdint>
 #include <map>
 #include <mutex>
 #include <set>

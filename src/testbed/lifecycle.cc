@@ -132,7 +132,8 @@ Result<Cluster> ClusterUp(const ClusterOptions& options, UpReport* report) {
     failure = Status(Code::kTestbedCommandFailed,
                      fmt::format("bringing up '{}': {}", c.name, ErrorLines(r->output)));
   } else {
-    failure = WriteOutputFile(c.state_dir + "/cluster.json", ClusterToJson(c), "cluster description");
+    failure =
+        WriteOutputFile(c.state_dir + "/cluster.json", ClusterToJson(c), "cluster description");
   }
   if (!failure.ok()) {
     // Leave nothing half-built behind: everything of this name is ours (we hold its lock).

@@ -1,7 +1,7 @@
 // grpc_oversize_client ADDRESS METHOD FIELD BYTES: one unary gRPC call of METHOD
-// ("/package.Service/Method") whose request is protobuf field FIELD (length-delimited) holding BYTES
-// zero bytes: what a client that ignores a server's request limit sends (issue 25 item 7). Used by
-// the servers' tests (tests/lib/oversize_request.h) from a process of its own, so that the
+// ("/package.Service/Method") whose request is protobuf field FIELD (length-delimited) holding
+// BYTES zero bytes: what a client that ignores a server's request limit sends (issue 25 item 7).
+// Used by the servers' tests (tests/lib/oversize_request.h) from a process of its own, so that the
 // payload's memory is never counted as the server's; the payload is a read-only mapping of zero
 // pages, so this process does not hold BYTES of memory either. Plaintext (the tests' servers are
 // --insecure or unix sockets).

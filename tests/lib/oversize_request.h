@@ -2,8 +2,8 @@
 // 25 item 7), and this process's resident memory: what the servers' bounded-request tests measure.
 //
 //   const int64_t before = oversize::RssBytes();
-//   oversize::Call c = oversize::Send(address, "/dualpath.store.v1.StoreMaster/Exists", 2, 256 << 20);
-//   EXPECT_EQ(c.code, grpc::StatusCode::RESOURCE_EXHAUSTED) << c.output;
+//   oversize::Call c = oversize::Send(address, "/dualpath.store.v1.StoreMaster/Exists", 2, 256 <<
+//   20); EXPECT_EQ(c.code, grpc::StatusCode::RESOURCE_EXHAUSTED) << c.output;
 //   EXPECT_LT(oversize::RssBytes() - before, (256 << 20) / 2);
 //
 // The helper's path comes from the GRPC_OVERSIZE_CLIENT compile definition (tests/CMakeLists.txt,

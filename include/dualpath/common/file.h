@@ -110,10 +110,11 @@ Result<UniqueFd> CreateOutputFile(const std::string& path, std::string_view what
 // An exclusive claim on a lock file, taken without waiting. Move-only; the destructor releases it.
 class FileLock {
  public:
-  // Creates `path` if needed (0644; never through a symbolic link) and takes the claim. When another
-  // FileLock holds it (in any process, or in this one through another open), kUnavailable with
-  // the message "pid N holds LOCK" (N: what the holder recorded, "unknown" if nothing): callers say
-  // what is in use and put this in parentheses. ErrnoStatus when the file cannot be opened.
+  // Creates `path` if needed (0644; never through a symbolic link) and takes the claim. When
+  // another FileLock holds it (in any process, or in this one through another open), kUnavailable
+  // with the message "pid N holds LOCK" (N: what the holder recorded, "unknown" if nothing):
+  // callers say what is in use and put this in parentheses. ErrnoStatus when the file cannot be
+  // opened.
   static Result<FileLock> TryAcquire(const std::string& path);
 
   FileLock(FileLock&& other) noexcept = default;
