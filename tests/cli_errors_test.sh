@@ -109,7 +109,7 @@ timeout 60 "$bin" "${small[@]}" --json "$tmp/ok.json" >/dev/null || fail "--json
 # temporary (<target>.tmp.<pid>: the pid is known here because the shell execs the command) must
 # not make the output land on the link's target.
 echo precious >"$tmp/victim"
-bash -c 'ln -s "$1" "$2.tmp.$$" && exec timeout 60 "$3" sim --agents 4 --max-len 16K --system basic --json "$2"' \
+timeout 60 bash -c 'ln -s "$1" "$2.tmp.$$" && exec "$3" sim --agents 4 --max-len 16K --system basic --json "$2"' \
   _ "$tmp/victim" "$tmp/planted.json" "$bin" >/dev/null 2>"$tmp/err.txt" ||
   fail "--json beside a planted temporary name failed: $(cat "$tmp/err.txt")"
 [[ $(cat "$tmp/victim") == precious ]] || fail "--json wrote through a planted symlink"

@@ -45,7 +45,7 @@ std::string ErrorLines(const std::string& output) {
   return lines.empty() ? last : lines;
 }
 
-// The name's lock (testbed.h): kTestbedExists naming the holder while another up or down runs.
+// The name's lock (testbed.h): kUnavailable naming the holder while another up or down runs.
 Result<FileLock> LockName(std::string_view name, const std::string& root) {
   std::error_code ec;
   fs::create_directories(root, ec);
@@ -54,10 +54,10 @@ Result<FileLock> LockName(std::string_view name, const std::string& root) {
   }
   Result<FileLock> lock = FileLock::TryAcquire(fmt::format("{}/{}.lock", root, name));
   if (lock.status().code() == Code::kUnavailable) {
-    return Status(Code::kTestbedExists,
-                  fmt::format("cluster '{}' is in use by another `dualpath cluster up` or `down` "
-                              "({}); wait for it to finish or pick another --name",
-                              name, lock.status().message()));
+    return Unavailable(fmt::format(
+        "cluster '{}' is in use by another `dualpath cluster up` or `down` ({}); wait for it to "
+        "finish or pick another --name",
+        name, lock.status().message()));
   }
   return lock;
 }

@@ -44,7 +44,8 @@ expect() { # RC PATTERN ARGS...: exit status RC, PATTERN on stderr
   timeout 120 "$@" >"$tmp/out" 2>"$tmp/err"
   local got=$?
   [[ $got == "$rc" ]] || fail "$* exited $got, want $rc: $(cat "$tmp/err")"
-  grep -q -- "$pattern" "$tmp/err" || fail "$*: stderr lacks '$pattern': $(cat "$tmp/err")"
+  [[ -z $pattern ]] || grep -q -- "$pattern" "$tmp/err" ||
+    fail "$*: stderr lacks '$pattern': $(cat "$tmp/err")"
 }
 all_exist() { local f; for f in "$@"; do [[ -e $f ]] || return 1; done; }
 none_exist() { local f; for f in "$@"; do [[ ! -e $f ]] || return 1; done; }
@@ -92,6 +93,7 @@ else
   if [[ -n $loser ]]; then
     # The loser lost at the lock or, had the winner already finished, at the existence check.
     grep -qE "is in use|already exists" "$loser" || fail "the losing up says: $(cat "$loser")"
+    echo "the losing up: $(cat "$loser")"
   fi
   # The winner's cluster is whole: described, its nodes' mounts up, a command runs in a node.
   expect 0 "" "$bin" cluster status --name "$A"

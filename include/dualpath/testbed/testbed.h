@@ -14,7 +14,7 @@
 // A lock per cluster name: both take an exclusive FileLock (common/file.h) on
 // <state root>/<name>.lock for as long as they run, so two `up` of one name started at the same
 // moment cannot tear each other down: one builds the cluster, the other fails at once with
-// kTestbedExists "cluster 'N' is in use by another `dualpath cluster up` or `down` (pid P holds
+// kUnavailable "cluster 'N' is in use by another `dualpath cluster up` or `down` (pid P holds
 // LOCK)" and touches nothing; a `down` while an `up` builds is refused the same way. The lock dies
 // with its holder (a killed `up` leaves none).
 //
@@ -35,14 +35,15 @@ struct UpReport {
   std::string script_log;  // the script's own output (includes a "timing_ms ..." line)
 };
 
-// Plans (PlanCluster), checks root, takes the name's lock and checks that no cluster of that name
-// exists (kTestbedExists for either), builds it and writes <state_dir>/cluster.json. On failure
-// everything created is torn down again (under the same lock: it is all this call's) and the
-// error names the step that failed (kTestbedCommandFailed).
+// Plans (PlanCluster), checks root, takes the name's lock (kUnavailable while another up or down
+// of it runs) and checks that no cluster of that name exists (kTestbedExists), builds it and
+// writes <state_dir>/cluster.json. On failure everything created is torn down again (under the
+// same lock: it is all this call's) and the error names the step that failed
+// (kTestbedCommandFailed).
 Result<Cluster> ClusterUp(const ClusterOptions& options, UpReport* report = nullptr);
 
 // Tears down cluster `name` under `state_root` (empty: StateRoot()) under the name's lock
-// (kTestbedExists while another `up` or `down` of it runs). OK if nothing exists.
+// (kUnavailable while another `up` or `down` of it runs). OK if nothing exists.
 Status ClusterDown(std::string_view name, std::string_view state_root = {});
 
 // True if the state directory or any namespace of the cluster exists.
