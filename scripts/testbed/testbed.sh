@@ -18,8 +18,6 @@
 # Every name created is also appended to STATE_DIR/created so `down` can undo a crashed `up`;
 # `down` additionally scans for namespaces named dp-NAME.* ('.' is not allowed in NAME).
 set -uo pipefail
-# Before any function is parsed: shm_files spells names out with extended patterns.
-shopt -s extglob
 
 die() {
   echo "testbed: $*" >&2
@@ -273,15 +271,21 @@ kill_pids() {
 # such as dualpath-NAME-* would also match cluster NAME-b's files, so every part after NAME is
 # spelled out.
 shm_files() {
-  local name=$1 f
-  (
-    shopt -s nullglob
-    for f in "/dev/shm/dualpath-$name-"[pd]+([0-9]).pool \
-      "/dev/shm/dualpath-store-$name-"+([0-9]) \
-      "/dev/shm/dualpath-store-$name."+([a-z])*(-+([a-z]))-+([0-9]); do
-      printf '%s\n' "$f"
-    done
-  )
+  local name=$1 f rest
+  # A glob for the fixed prefix, then the rest of the name checked whole.
+  for f in "/dev/shm/dualpath-$name-"*.pool; do
+    rest=${f#"/dev/shm/dualpath-$name-"}
+    [[ -e $f && $rest =~ ^[pd][0-9]+\.pool$ ]] && printf '%s\n' "$f"
+  done
+  for f in "/dev/shm/dualpath-store-$name-"*; do
+    rest=${f#"/dev/shm/dualpath-store-$name-"}
+    [[ -e $f && $rest =~ ^[0-9]+$ ]] && printf '%s\n' "$f"
+  done
+  for f in "/dev/shm/dualpath-store-$name."*; do
+    rest=${f#"/dev/shm/dualpath-store-$name."}
+    [[ -e $f && $rest =~ ^[a-z]+(-[a-z]+)*-[0-9]+$ ]] && printf '%s\n' "$f"
+  done
+  return 0
 }
 
 cmd_down() {

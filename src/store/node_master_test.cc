@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <atomic>
 #include <cstdio>
+#include <cstring>
 #include <memory>
 #include <string>
 #include <thread>
@@ -257,9 +258,16 @@ TEST_F(StoreNodeMasterTest, TheClientSplitsBatchesAboveTheBatchLimit) {
   auto c = NewStoreClient("", 1);
   ASSERT_NE(c, nullptr);
   PutAll(*c, 0, 2);
-  // Keys 0, 1 stored, then 2 * kMaxBatchKeys + 3 keys of which only the last is stored again.
+  // Distinct keys that are never stored (Key(n) repeats every 256 values of n).
+  auto absent = [](uint32_t i) {
+    ObjectKey k = Key(0);
+    k.hash.bytes.fill(0xab);
+    std::memcpy(k.hash.bytes.data(), &i, sizeof i);
+    return k;
+  };
+  // Keys 0, 1 stored, then 2 * kMaxBatchKeys + 3 absent keys, then key 0 again.
   std::vector<kv::BlockHash> hashes = {Key(0).hash, Key(1).hash};
-  for (uint32_t i = 0; i < 2 * kMaxBatchKeys + 3; ++i) hashes.push_back(Key(1000 + i).hash);
+  for (uint32_t i = 0; i < 2 * kMaxBatchKeys + 3; ++i) hashes.push_back(absent(i).hash);
   hashes.push_back(Key(0).hash);
   auto e = c->Exists(Key(0).model_fingerprint, hashes);
   ASSERT_TRUE(e.ok()) << e.status().ToString();
@@ -268,7 +276,7 @@ TEST_F(StoreNodeMasterTest, TheClientSplitsBatchesAboveTheBatchLimit) {
   EXPECT_TRUE(e->found.back());
   EXPECT_EQ(std::count(e->found.begin(), e->found.end(), true), 3);
   std::vector<ObjectKey> keys;
-  for (uint32_t i = 0; i < kMaxBatchKeys + 1; ++i) keys.push_back(Key(1000 + i));
+  for (uint32_t i = 0; i < kMaxBatchKeys + 1; ++i) keys.push_back(absent(i));
   keys.push_back(Key(1));
   auto removed = c->Remove(keys);
   ASSERT_TRUE(removed.ok()) << removed.status().ToString();
