@@ -28,17 +28,17 @@ Status ValidateRequest(const v1::RequestSpec& spec, uint32_t vocab) {
   if (spec.gen_tokens() == 0) {
     return InvalidArgument(fmt::format("request {}: gen_tokens is 0 (must be >= 1)", id));
   }
-  // The context bound that keeps every message within its limit (client.h); 64-bit sums.
-  if (static_cast<uint64_t>(spec.prompt_size()) + spec.gen_tokens() > kMaxRequestTokens) {
-    return InvalidArgument(
-        fmt::format("request {}: {} prompt + {} generated tokens, more than kMaxRequestTokens = {}",
-                    id, spec.prompt_size(), spec.gen_tokens(), kMaxRequestTokens));
-  }
   // The decode steps feed teacher[0, gen_tokens - 1) (64-bit: the + 1 cannot overflow).
   if (static_cast<uint64_t>(spec.teacher_size()) + 1 < spec.gen_tokens()) {
     return InvalidArgument(
         fmt::format("request {}: teacher has {} tokens, needs >= gen_tokens - 1 = {}", id,
                     spec.teacher_size(), spec.gen_tokens() - 1));
+  }
+  // The context bound that keeps every message within its limit (client.h); 64-bit sums.
+  if (static_cast<uint64_t>(spec.prompt_size()) + spec.gen_tokens() > kMaxRequestTokens) {
+    return InvalidArgument(
+        fmt::format("request {}: {} prompt + {} generated tokens, more than kMaxRequestTokens = {}",
+                    id, spec.prompt_size(), spec.gen_tokens(), kMaxRequestTokens));
   }
   if (static_cast<uint64_t>(spec.teacher_size()) > kMaxRequestTokens) {
     return InvalidArgument(

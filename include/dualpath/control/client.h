@@ -100,8 +100,8 @@ static_assert(2 * static_cast<int64_t>(kMaxRequestTokens) * 5 + (int64_t{1} << 2
 // Ok, or kInvalidArgument naming the request and the first problem found, in this order:
 //   "request 7: empty prompt"
 //   "request 7: gen_tokens is 0 (must be >= 1)"
-//   "request 7: 1048000 prompt + 1000 generated tokens, more than kMaxRequestTokens = 1048576"
 //   "request 7: teacher has 3 tokens, needs >= gen_tokens - 1 = 4"
+//   "request 7: 1048000 prompt + 1000 generated tokens, more than kMaxRequestTokens = 1048576"
 //   "request 7: teacher has 2000000 tokens, more than kMaxRequestTokens = 1048576"
 //   "request 7: prompt token 5000 at position 3 >= vocab 4096" (then the same for teacher tokens:
 //   every one, including any beyond the gen_tokens - 1 the decode steps feed)
