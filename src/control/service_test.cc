@@ -977,17 +977,13 @@ TEST_F(ServiceTest, MetricsCountRequestsLatenciesBytesAndErrors) {
 // client process of its own, and costs the service at most its transport quota of memory.
 TEST_F(ServiceTest, OverLimitRequestIsRefusedWithoutTheServiceGrowing) {
   Start(Options(SystemKind::kDualPath, k1P1D));
-  const int64_t before = oversize::RssBytes();
-  const oversize::Call c = oversize::Send(
-      server_->address(), "/dualpath.control.v1.Scheduler/Submit", 1, oversize::kRequestBytes);
-  const int64_t after = oversize::RssBytes();
-  std::printf("control: %lld MiB request: RSS %.1f -> %.1f MiB (%s)\n",
-              static_cast<long long>(oversize::kRequestBytes >> 20), before / 1048576.0,
-              after / 1048576.0, c.output.c_str());
-  RecordProperty("rss_before_kib", static_cast<int>(before >> 10));
-  RecordProperty("rss_after_kib", static_cast<int>(after >> 10));
-  EXPECT_EQ(c.code, static_cast<int>(grpc::StatusCode::RESOURCE_EXHAUSTED)) << c.output;
-  EXPECT_LT(after - before, oversize::kRequestBytes / 2);
+  const oversize::Measured m = oversize::SendMeasured("control", server_->address(),
+                                                      "/dualpath.control.v1.Scheduler/Submit", 1);
+  RecordProperty("rss_before_kib", static_cast<int>(m.before >> 10));
+  RecordProperty("rss_peak_kib", static_cast<int>(m.peak >> 10));
+  RecordProperty("rss_after_kib", static_cast<int>(m.after >> 10));
+  EXPECT_EQ(m.call.code, static_cast<int>(grpc::StatusCode::RESOURCE_EXHAUSTED)) << m.call.output;
+  EXPECT_LT(m.peak - m.before, oversize::kRequestBytes / 2);
   // The service goes on answering.
   EXPECT_TRUE(client_->ListEngines().ok());
   // A request within the limit but beyond the protocol's token bound is bad input, named.

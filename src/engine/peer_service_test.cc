@@ -89,17 +89,13 @@ TEST(PeerServiceTest, OverLimitRequestIsRefusedWithoutTheEngineGrowing) {
   tls.insecure = true;
   Result<GrpcServerStart> started = StartPeerServer(service, "127.0.0.1:0", tls);
   ASSERT_TRUE(started.ok()) << started.status().ToString();
-  const int64_t before = oversize::RssBytes();
-  const oversize::Call c = oversize::Send(
-      started->address, "/dualpath.engine.v1.EnginePeer/StartDecode", 1, oversize::kRequestBytes);
-  const int64_t after = oversize::RssBytes();
-  std::printf("EnginePeer: %lld MiB request: RSS %.1f -> %.1f MiB (%s)\n",
-              static_cast<long long>(oversize::kRequestBytes >> 20), before / 1048576.0,
-              after / 1048576.0, c.output.c_str());
-  RecordProperty("rss_before_kib", static_cast<int>(before >> 10));
-  RecordProperty("rss_after_kib", static_cast<int>(after >> 10));
-  EXPECT_EQ(c.code, static_cast<int>(grpc::StatusCode::RESOURCE_EXHAUSTED)) << c.output;
-  EXPECT_LT(after - before, oversize::kRequestBytes / 2);
+  const oversize::Measured m = oversize::SendMeasured(
+      "EnginePeer", started->address, "/dualpath.engine.v1.EnginePeer/StartDecode", 1);
+  RecordProperty("rss_before_kib", static_cast<int>(m.before >> 10));
+  RecordProperty("rss_peak_kib", static_cast<int>(m.peak >> 10));
+  RecordProperty("rss_after_kib", static_cast<int>(m.after >> 10));
+  EXPECT_EQ(m.call.code, static_cast<int>(grpc::StatusCode::RESOURCE_EXHAUSTED)) << m.call.output;
+  EXPECT_LT(m.peak - m.before, oversize::kRequestBytes / 2);
   service.Close();
   started->server->Shutdown();
 }

@@ -305,17 +305,13 @@ TEST_F(StoreNodeMasterTest, OverLimitRequestsAreRefusedWithoutTheServersGrowing)
       {"store node", n->address().rpc_addr, "/dualpath.store.v1.StoreNode/Forget", 2},
   };
   for (const Target& t : targets) {
-    const int64_t before = oversize::RssBytes();
-    const oversize::Call c = oversize::Send(t.address, t.method, t.field, oversize::kRequestBytes);
-    const int64_t after = oversize::RssBytes();
-    std::printf("%s: %lld MiB request: RSS %.1f -> %.1f MiB (%s)\n", t.what,
-                static_cast<long long>(oversize::kRequestBytes >> 20), before / 1048576.0,
-                after / 1048576.0, c.output.c_str());
-    RecordProperty(std::string(t.what) + " rss_before_kib", static_cast<int>(before >> 10));
-    RecordProperty(std::string(t.what) + " rss_after_kib", static_cast<int>(after >> 10));
-    EXPECT_EQ(c.code, static_cast<int>(grpc::StatusCode::RESOURCE_EXHAUSTED))
-        << t.what << ": " << c.output;
-    EXPECT_LT(after - before, oversize::kRequestBytes / 2) << t.what;
+    const oversize::Measured r = oversize::SendMeasured(t.what, t.address, t.method, t.field);
+    RecordProperty(std::string(t.what) + " rss_before_kib", static_cast<int>(r.before >> 10));
+    RecordProperty(std::string(t.what) + " rss_peak_kib", static_cast<int>(r.peak >> 10));
+    RecordProperty(std::string(t.what) + " rss_after_kib", static_cast<int>(r.after >> 10));
+    EXPECT_EQ(r.call.code, static_cast<int>(grpc::StatusCode::RESOURCE_EXHAUSTED))
+        << t.what << ": " << r.call.output;
+    EXPECT_LT(r.peak - r.before, oversize::kRequestBytes / 2) << t.what;
   }
   // Both go on serving: a put records on the node through the master, a get reads it back.
   auto c = NewStoreClient("", 1);

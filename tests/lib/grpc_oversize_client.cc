@@ -51,6 +51,9 @@ int main(int argc, char** argv) {
 
   grpc::ChannelArguments args;
   args.SetMaxSendMessageSize(-1);
+  // A server that accepts the request may answer in kind (the old store master's Exists answer was
+  // 8 MiB): taken whole, so that acceptance reads as the OK it is.
+  args.SetMaxReceiveMessageSize(-1);
   auto channel = grpc::CreateCustomChannel(address, grpc::InsecureChannelCredentials(), args);
   grpc::GenericStub stub(channel);
   grpc::CompletionQueue cq;

@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include <cstdint>
+#include <cstdio>
 #include <cstdlib>
 #include <fstream>
 #include <string>
@@ -42,6 +43,17 @@ inline int64_t StatusBytes(const std::string& field) {
   return -1;
 }
 inline int64_t RssBytes() { return StatusBytes("VmRSS"); }
+// The peak resident memory since the last ResetPeak (VmHWM). The peak, not the resident memory
+// after the call, is what a refused request cost: a server that accepted and parsed it may have
+// returned the memory by then (the old store master peaked at 707 MiB and was back at 86).
+inline int64_t PeakBytes() { return StatusBytes("VmHWM"); }
+// Sets VmHWM to the current RSS (Linux: "5" written to /proc/self/clear_refs).
+inline bool ResetPeak() {
+  std::ofstream out("/proc/self/clear_refs");
+  out << "5";
+  out.flush();
+  return out.good();
+}
 
 // One call of `method` at `address` with `bytes` zero bytes in protobuf field `field`.
 inline Call Send(const std::string& address, const std::string& method, int field, int64_t bytes) {
@@ -77,6 +89,29 @@ inline Call Send(const std::string& address, const std::string& method, int fiel
   }
   close(pipefd[0]);
   return out;
+}
+
+// Send with `kRequestBytes` and this process's memory around it: RSS before, peak during (reset
+// first), RSS after; printed as one line naming `what`.
+struct Measured {
+  Call call;
+  int64_t before = 0;
+  int64_t peak = 0;
+  int64_t after = 0;
+};
+inline Measured SendMeasured(const std::string& what, const std::string& address,
+                             const std::string& method, int field) {
+  Measured m;
+  ResetPeak();
+  m.before = RssBytes();
+  m.call = Send(address, method, field, kRequestBytes);
+  m.peak = PeakBytes();
+  m.after = RssBytes();
+  std::printf("%s: %lld MiB request: RSS %.1f MiB before, peak %.1f, after %.1f (%s)\n",
+              what.c_str(), static_cast<long long>(kRequestBytes >> 20), m.before / 1048576.0,
+              m.peak / 1048576.0, m.after / 1048576.0,
+              m.call.output.substr(0, m.call.output.find('\n')).c_str());
+  return m;
 }
 
 }  // namespace dualpath::oversize
