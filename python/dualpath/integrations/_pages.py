@@ -24,10 +24,66 @@ from typing import Sequence
 
 import torch
 
-__all__ = ["PagedLayers", "PendingLoad", "PendingSave"]
+__all__ = ["PagedLayers", "PendingLoad", "PendingSave", "amx_permitted", "request_amx_permission"]
 
 _DEFAULT_PINNED_CAP = 1 << 30  # bytes of pinned staging kept for reuse, per direction
 _DEFAULT_GPU_CHUNK = 256 << 20  # bytes of one load chunk on the GPU
+
+
+# Linux x86-64 arch_prctl(2): AMX tile data is a dynamically enabled XSAVE feature; a process must
+# request it once (ARCH_REQ_XCOMP_PERM) before its first AMX instruction, or that instruction
+# raises SIGILL. <asm/prctl.h>, <asm/unistd_64.h>.
+_SYS_ARCH_PRCTL = 158
+_ARCH_GET_XCOMP_PERM = 0x1022
+_ARCH_REQ_XCOMP_PERM = 0x1023
+_XFEATURE_XTILEDATA = 18
+
+
+def _arch_prctl(code: int, arg) -> int:
+    import ctypes
+
+    libc = ctypes.CDLL(None, use_errno=True)
+    if isinstance(arg, int):
+        arg = ctypes.c_long(arg)  # a full register: syscall(2) is variadic
+    return libc.syscall(ctypes.c_long(_SYS_ARCH_PRCTL), ctypes.c_long(code), arg)
+
+
+def amx_permitted() -> bool:
+    """Whether this process may execute AMX tile instructions (Linux x86-64; False elsewhere)."""
+    import ctypes
+    import platform
+
+    if platform.system() != "Linux" or platform.machine() != "x86_64":
+        return False
+    mask = ctypes.c_uint64(0)
+    if _arch_prctl(_ARCH_GET_XCOMP_PERM, ctypes.byref(mask)) != 0:
+        return False  # a kernel without dynamic XSAVE features (before 5.16): no AMX either
+    return bool(mask.value >> _XFEATURE_XTILEDATA & 1)
+
+
+def request_amx_permission() -> bool:
+    """Asks Linux for this process's AMX permission if the CPU has AMX; returns whether AMX may
+    now be used.
+
+    Why: vLLM's CPU attention kernel uses AMX tiles on CPUs that have them (bf16, blocks of a
+    multiple of 32) but never requests the permission; it works only because oneDNN requests it
+    the first time a large bf16 GEMM runs. When a fresh engine's first forward pass loads its
+    whole prefix from a KV connector, only a few tokens are computed, no large GEMM runs first,
+    and the attention kernel dies with SIGILL. Asking here, before any forward pass, makes that
+    first request work. Idempotent and cheap; a no-op on CPUs without AMX."""
+    import platform
+
+    if platform.system() != "Linux" or platform.machine() != "x86_64":
+        return False
+    cpu = getattr(torch, "cpu", None)
+    supported = getattr(cpu, "_is_amx_tile_supported", None)
+    if supported is not None and not supported():
+        return False
+    init = getattr(getattr(torch._C, "_cpu", None), "_init_amx", None)
+    if init is not None and init():  # torch's own request (what oneDNN would do)
+        return True
+    _arch_prctl(_ARCH_REQ_XCOMP_PERM, _XFEATURE_XTILEDATA)  # older torch: ask the kernel directly
+    return amx_permitted()
 
 
 class _Staging:

@@ -46,7 +46,12 @@ from vllm.distributed.kv_transfer.kv_connector.v1.base import (
 )
 
 import dualpath
-from dualpath.integrations._pages import PagedLayers, PendingLoad, PendingSave
+from dualpath.integrations._pages import (
+    PagedLayers,
+    PendingLoad,
+    PendingSave,
+    request_amx_permission,
+)
 
 if TYPE_CHECKING:
     from vllm.config import VllmConfig
@@ -54,6 +59,7 @@ if TYPE_CHECKING:
     from vllm.v1.core.kv_cache_manager import KVCacheBlocks
     from vllm.v1.core.sched.output import SchedulerOutput
     from vllm.v1.kv_cache_interface import KVCacheConfig
+    from vllm.v1.outputs import KVConnectorOutput
     from vllm.v1.request import Request
 
 logger = logging.getLogger(__name__)
@@ -131,6 +137,9 @@ class DualPathConnector(KVConnectorBase_V1, SupportsHMA):
         self._load_transfers: list[tuple[list[int], int]] = []  # (block ids, first staging row)
         self._save: PendingSave | None = None
         self._load_errors: set[int] = set()
+        # Worker-side counters (stats()); the model runner's thread is the only writer.
+        self._counts = dict(loaded_blocks=0, load_error_blocks=0, saved_blocks=0,
+                            save_failed_blocks=0)
 
     # ---- scheduler side --------------------------------------------------------------------------
     def get_num_new_matched_tokens(
@@ -200,6 +209,21 @@ class DualPathConnector(KVConnectorBase_V1, SupportsHMA):
                 state.saved = full
         return meta
 
+    def update_connector_output(self, connector_output: "KVConnectorOutput") -> None:
+        # Blocks that failed to load are recomputed by vLLM (policy "recompute"). The tiers dropped
+        # the copies that failed their checksum (the pool deletes them, the persistent tier
+        # quarantines them), so mark the request's blocks from the first failed one unsaved again:
+        # the step that recomputes them stores the dropped ones afresh (batch_is_exist skips the
+        # ones still present). Without this a corrupt block stays missing for good.
+        invalid = connector_output.invalid_block_ids
+        if not invalid:
+            return
+        for state in self._reqs.values():
+            for i, block_id in enumerate(state.block_ids[:state.saved]):
+                if block_id in invalid:
+                    state.saved = i
+                    break
+
     def request_finished(
         self, request: "Request", block_ids: list[int]
     ) -> tuple[bool, dict[str, Any] | None]:
@@ -218,13 +242,18 @@ class DualPathConnector(KVConnectorBase_V1, SupportsHMA):
     def register_kv_caches(self, kv_caches: dict[str, torch.Tensor]) -> None:
         """Per-layer paged caches, blocks at dim 0 (vLLM's standardized [B, H, N, C] views)."""
         self._layers = PagedLayers(kv_caches, pinned_cap_bytes=self._pinned_cap)
+        if self._layers.device.type == "cpu":
+            # vLLM's CPU attention uses AMX without asking for it; with this connector a fresh
+            # engine's first forward can be a whole-prefix hit that runs no large GEMM first (which
+            # is what would have asked), and would die with SIGILL (request_amx_permission).
+            if request_amx_permission():
+                logger.info("dualpath: AMX permission requested for vLLM's CPU attention")
 
     def start_load_kv(self, forward_context: "ForwardContext", **kwargs: Any) -> None:
         meta = self._get_connector_metadata()
         assert isinstance(meta, DualPathConnectorMetadata)
         if self._load is not None:  # an earlier step's load that no layer waited for
-            self._load_errors |= self._load.resolve(self._load_transfers)
-            self._load = None
+            self._resolve_load()
         if not meta.loads:
             return
         layers = self._check_registered()
@@ -239,8 +268,15 @@ class DualPathConnector(KVConnectorBase_V1, SupportsHMA):
         # The first layer's wait waits for the batch get and copies every layer's pages (on a GPU:
         # asynchronously on the current stream, so later layers' kernels are ordered after it).
         if self._load is not None:
-            self._load_errors |= self._load.resolve(self._load_transfers)
-            self._load = None
+            self._resolve_load()
+
+    def _resolve_load(self) -> None:
+        load, self._load = self._load, None
+        errors = load.resolve(self._load_transfers)
+        self._load_errors |= errors
+        planned = sum(len(ids) for ids, _ in self._load_transfers)
+        self._counts["loaded_blocks"] += planned - len(errors)
+        self._counts["load_error_blocks"] += len(errors)
 
     def save_kv_layer(
         self, layer_name: str, kv_layer: torch.Tensor, attn_metadata: Any, **kwargs: Any
@@ -266,6 +302,8 @@ class DualPathConnector(KVConnectorBase_V1, SupportsHMA):
             logger.warning("%s; %d blocks not saved", e, len(save.block_ids))
             return
         failed = [dualpath.error_name(rc) for rc in rcs if rc != 0]
+        self._counts["saved_blocks"] += len(rcs) - len(failed)
+        self._counts["save_failed_blocks"] += len(failed)
         if failed:
             logger.warning("dualpath: %d of %d blocks not saved (%s)", len(failed), len(rcs),
                            ", ".join(sorted(set(failed))))
@@ -273,6 +311,15 @@ class DualPathConnector(KVConnectorBase_V1, SupportsHMA):
     def get_block_ids_with_load_errors(self) -> set[int]:
         errors, self._load_errors = self._load_errors, set()
         return errors
+
+    def stats(self) -> dict[str, Any]:
+        """Worker side: blocks loaded into the paged cache, blocks that failed to load (reported
+        to vLLM by ``get_block_ids_with_load_errors``), blocks saved and saves that failed, the
+        size of one stored block (``block_bytes``: all layers' pages), and
+        ``store``: the ``KVStore.stats()`` of this connector's store attachment (its pool and
+        store hits, misses, ``corrupt`` = copies that failed their checksum)."""
+        block_bytes = self._layers.block_bytes if self._layers is not None else 0
+        return {**self._counts, "block_bytes": block_bytes, "store": self._store.stats()}
 
     def shutdown(self) -> None:
         self._store.close()
