@@ -34,6 +34,14 @@ const char* KindOf(mode_t mode) {
   return "not a file";
 }
 
+// Back to blocking I/O on a descriptor opened O_NONBLOCK (so that opening a FIFO could not block).
+Status ClearNonBlock(int fd, const std::string& name) {
+  const int fl = ::fcntl(fd, F_GETFL);
+  if (fl < 0 || ::fcntl(fd, F_SETFL, fl & ~O_NONBLOCK) != 0)
+    return ErrnoStatus("fcntl " + name, errno);
+  return Status::Ok();
+}
+
 Status WriteAll(int fd, std::string_view text, const std::string& name) {
   size_t done = 0;
   while (done < text.size()) {
@@ -80,10 +88,7 @@ Result<UniqueFd> OpenRegularFile(const std::string& path, std::string_view what,
   if (!S_ISREG(st.st_mode)) {
     return InvalidArgument(name + " is not a regular file (" + KindOf(st.st_mode) + ")");
   }
-  const int fl = ::fcntl(fd.get(), F_GETFL);
-  if (fl < 0 || ::fcntl(fd.get(), F_SETFL, fl & ~O_NONBLOCK) != 0) {
-    return ErrnoStatus("fcntl " + name, errno);
-  }
+  RETURN_IF_ERROR(ClearNonBlock(fd.get(), name));
   return fd;
 }
 
@@ -215,10 +220,7 @@ Result<UniqueFd> OpenCharDevice(const std::string& path, const std::string& name
   if (!S_ISCHR(st.st_mode)) {
     return InvalidArgument(name + " is not a regular file (" + KindOf(st.st_mode) + ")");
   }
-  const int fl = ::fcntl(fd.get(), F_GETFL);
-  if (fl < 0 || ::fcntl(fd.get(), F_SETFL, fl & ~O_NONBLOCK) != 0) {
-    return ErrnoStatus("fcntl " + name, errno);
-  }
+  RETURN_IF_ERROR(ClearNonBlock(fd.get(), name));
   return fd;
 }
 
@@ -281,11 +283,8 @@ Result<UniqueFd> CreateOutputFile(const std::string& path, std::string_view what
   if (!S_ISREG(st.st_mode)) {
     return InvalidArgument(name + " is not a regular file (" + KindOf(st.st_mode) + ")");
   }
-  const int fl = ::fcntl(fd.get(), F_GETFL);
-  if (fl < 0 || ::fcntl(fd.get(), F_SETFL, fl & ~O_NONBLOCK) != 0 ||
-      ::ftruncate(fd.get(), 0) != 0) {
-    return ErrnoStatus("truncate " + name, errno);
-  }
+  RETURN_IF_ERROR(ClearNonBlock(fd.get(), name));
+  if (::ftruncate(fd.get(), 0) != 0) return ErrnoStatus("truncate " + name, errno);
   return fd;
 }
 

@@ -17,27 +17,9 @@
 namespace dualpath::metrics {
 namespace {
 
-// One request over a fresh connection; the whole response (the server closes after it).
-std::string Exchange(const std::string& address, const std::string& request) {
-  const size_t colon = address.rfind(':');
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_port = htons(static_cast<uint16_t>(std::stoi(address.substr(colon + 1))));
-  inet_pton(AF_INET, address.substr(0, colon).c_str(), &a.sin_addr);
-  const int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  EXPECT_EQ(connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a), 0);
-  EXPECT_EQ(send(fd, request.data(), request.size(), MSG_NOSIGNAL),
-            static_cast<ssize_t>(request.size()));
-  std::string out;
-  char buf[4096];
-  ssize_t n;
-  while ((n = recv(fd, buf, sizeof buf, 0)) > 0) out.append(buf, static_cast<size_t>(n));
-  close(fd);
-  return out;
-}
-
-// A TCP connection to `address` that sends nothing (a slow or stuck client).
-int ConnectIdle(const std::string& address) {
+// A TCP connection to `address` (127.0.0.1:PORT); alone, a client that sends nothing (a slow or
+// stuck one).
+int Connect(const std::string& address) {
   const size_t colon = address.rfind(':');
   sockaddr_in a{};
   a.sin_family = AF_INET;
@@ -46,6 +28,19 @@ int ConnectIdle(const std::string& address) {
   const int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
   EXPECT_EQ(connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a), 0);
   return fd;
+}
+
+// One request over a fresh connection; the whole response (the server closes after it).
+std::string Exchange(const std::string& address, const std::string& request) {
+  const int fd = Connect(address);
+  EXPECT_EQ(send(fd, request.data(), request.size(), MSG_NOSIGNAL),
+            static_cast<ssize_t>(request.size()));
+  std::string out;
+  char buf[4096];
+  ssize_t n;
+  while ((n = recv(fd, buf, sizeof buf, 0)) > 0) out.append(buf, static_cast<size_t>(n));
+  close(fd);
+  return out;
 }
 
 // Whether the server still holds the connection: a non-blocking read finds nothing yet (EAGAIN),
@@ -132,7 +127,7 @@ TEST_F(MetricsServerTest, WaitForScrapeNeedsAScrapeAfterTheMark) {
 // was answered only after each of them had been timed out and closed).
 TEST_F(MetricsServerTest, AnswersAScrapeWhileSlowClientsHoldConnections) {
   std::vector<int> idle;
-  for (int i = 0; i < 4; ++i) idle.push_back(ConnectIdle(server_->address()));
+  for (int i = 0; i < 4; ++i) idle.push_back(Connect(server_->address()));
   const std::string r = Exchange(server_->address(), "GET /metrics HTTP/1.1\r\n\r\n");
   EXPECT_EQ(r.rfind("HTTP/1.1 200 OK\r\n", 0), 0u) << r;
   // Answered while they were held: none of them was timed out and closed first.
@@ -146,7 +141,7 @@ TEST_F(MetricsServerTest, AnswersAScrapeWhileSlowClientsHoldConnections) {
 TEST_F(MetricsServerTest, BoundsItsConnectionsAndServesTheNewest) {
   const size_t n = kMaxConnections + 4;
   std::vector<int> idle;
-  for (size_t i = 0; i < n; ++i) idle.push_back(ConnectIdle(server_->address()));
+  for (size_t i = 0; i < n; ++i) idle.push_back(Connect(server_->address()));
   const std::string r = Exchange(server_->address(), "GET /metrics HTTP/1.1\r\n\r\n");
   EXPECT_EQ(r.rfind("HTTP/1.1 200 OK\r\n", 0), 0u) << r;
   // The server holds at most kMaxConnections: to take the scrape's it dropped the oldest idle

@@ -979,9 +979,6 @@ TEST_F(ServiceTest, OverLimitRequestIsRefusedWithoutTheServiceGrowing) {
   Start(Options(SystemKind::kDualPath, k1P1D));
   const oversize::Measured m = oversize::SendMeasured("control", server_->address(),
                                                       "/dualpath.control.v1.Scheduler/Submit", 1);
-  RecordProperty("rss_before_kib", static_cast<int>(m.before >> 10));
-  RecordProperty("rss_peak_kib", static_cast<int>(m.peak >> 10));
-  RecordProperty("rss_after_kib", static_cast<int>(m.after >> 10));
   EXPECT_EQ(m.call.code, static_cast<int>(grpc::StatusCode::RESOURCE_EXHAUSTED)) << m.call.output;
   if (oversize::kPeakIsTheServers) {
     EXPECT_LT(m.peak - m.before, oversize::kRequestBytes / 2);

@@ -91,9 +91,6 @@ TEST(PeerServiceTest, OverLimitRequestIsRefusedWithoutTheEngineGrowing) {
   ASSERT_TRUE(started.ok()) << started.status().ToString();
   const oversize::Measured m = oversize::SendMeasured(
       "EnginePeer", started->address, "/dualpath.engine.v1.EnginePeer/StartDecode", 1);
-  RecordProperty("rss_before_kib", static_cast<int>(m.before >> 10));
-  RecordProperty("rss_peak_kib", static_cast<int>(m.peak >> 10));
-  RecordProperty("rss_after_kib", static_cast<int>(m.after >> 10));
   EXPECT_EQ(m.call.code, static_cast<int>(grpc::StatusCode::RESOURCE_EXHAUSTED)) << m.call.output;
   if (oversize::kPeakIsTheServers) {
     EXPECT_LT(m.peak - m.before, oversize::kRequestBytes / 2);

@@ -306,9 +306,6 @@ TEST_F(StoreNodeMasterTest, OverLimitRequestsAreRefusedWithoutTheServersGrowing)
   };
   for (const Target& t : targets) {
     const oversize::Measured r = oversize::SendMeasured(t.what, t.address, t.method, t.field);
-    RecordProperty(std::string(t.what) + " rss_before_kib", static_cast<int>(r.before >> 10));
-    RecordProperty(std::string(t.what) + " rss_peak_kib", static_cast<int>(r.peak >> 10));
-    RecordProperty(std::string(t.what) + " rss_after_kib", static_cast<int>(r.after >> 10));
     EXPECT_EQ(r.call.code, static_cast<int>(grpc::StatusCode::RESOURCE_EXHAUSTED))
         << t.what << ": " << r.call.output;
     if (oversize::kPeakIsTheServers) {

@@ -10,6 +10,7 @@
 // target oversize_request). Thread safety: free functions; Send blocks until the helper exits.
 #pragma once
 
+#include <gtest/gtest.h>
 #include <spawn.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -122,6 +123,10 @@ inline Measured SendMeasured(const std::string& what, const std::string& address
   m.call = Send(address, method, field, kRequestBytes);
   m.peak = PeakBytes();
   m.after = RssBytes();
+  // Reported with the test (not asserted on here: each test states its bound).
+  ::testing::Test::RecordProperty(what + " rss_before_kib", static_cast<int>(m.before >> 10));
+  ::testing::Test::RecordProperty(what + " rss_peak_kib", static_cast<int>(m.peak >> 10));
+  ::testing::Test::RecordProperty(what + " rss_after_kib", static_cast<int>(m.after >> 10));
   std::printf("%s: %lld MiB request: RSS %.1f MiB before, peak %.1f, after %.1f (%s)\n",
               what.c_str(), static_cast<long long>(kRequestBytes >> 20), m.before / 1048576.0,
               m.peak / 1048576.0, m.after / 1048576.0,
