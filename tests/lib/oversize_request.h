@@ -107,8 +107,8 @@ inline Call Send(const std::string& address, const std::string& method, int fiel
   return out;
 }
 
-// Send with `kRequestBytes` and this process's memory around it: RSS before, peak during (reset
-// first), RSS after; printed as one line naming `what`.
+// Send (`bytes`, by default kRequestBytes) and this process's memory around it: RSS before, peak
+// during (reset first), RSS after; printed as one line naming `what`.
 struct Measured {
   Call call;
   int64_t before = 0;
@@ -116,11 +116,11 @@ struct Measured {
   int64_t after = 0;
 };
 inline Measured SendMeasured(const std::string& what, const std::string& address,
-                             const std::string& method, int field) {
+                             const std::string& method, int field, int64_t bytes = kRequestBytes) {
   Measured m;
   ResetPeak();
   m.before = RssBytes();
-  m.call = Send(address, method, field, kRequestBytes);
+  m.call = Send(address, method, field, bytes);
   m.peak = PeakBytes();
   m.after = RssBytes();
   // Reported with the test (not asserted on here: each test states its bound).
@@ -128,7 +128,7 @@ inline Measured SendMeasured(const std::string& what, const std::string& address
   ::testing::Test::RecordProperty(what + " rss_peak_kib", static_cast<int>(m.peak >> 10));
   ::testing::Test::RecordProperty(what + " rss_after_kib", static_cast<int>(m.after >> 10));
   std::printf("%s: %lld MiB request: RSS %.1f MiB before, peak %.1f, after %.1f (%s)\n",
-              what.c_str(), static_cast<long long>(kRequestBytes >> 20), m.before / 1048576.0,
+              what.c_str(), static_cast<long long>(bytes >> 20), m.before / 1048576.0,
               m.peak / 1048576.0, m.after / 1048576.0,
               m.call.output.substr(0, m.call.output.find('\n')).c_str());
   return m;
