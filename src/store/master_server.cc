@@ -673,6 +673,8 @@ class MasterServer::Impl final : public pb::StoreMaster::Service {
       }
       reports = std::move(p.reports);
       t->joining.erase(pending);
+    } else {
+      t->joining.erase(id);  // a whole report in one message ends any join in parts of the node
     }
     // A re-join replaces the node: what it reports now is what it holds.
     (void)t->state->RemoveNode(id);
