@@ -189,6 +189,7 @@ Status Engine::Impl::RegisterAndBuild() {
     lo.shm_dir = o.kv_store_shm_dir;
     lo.ucx_tls = o.ucx_tls;
     lo.transfer_token = o.transfer_token;
+    lo.tls = o.kv_store_tls;
     lo.model_fingerprint = so.model_fingerprint;
     Result<std::unique_ptr<KvStoreLink>> link = MakeStoreLink(lo);
     if (!link.ok()) return link.status().WithContext("engine: kv store client");
@@ -353,17 +354,18 @@ void Engine::Impl::WriteKvStoreStats() const {
   const KvStoreStats s = ctx.kv_store->Stats();
   log::Info(
       "engine {}: kv store: hits_local={} hits_remote={} misses={} rejected={} puts_ok={} "
-      "puts_failed={}",
-      ctx.options.name, s.hits_local, s.hits_remote, s.misses, s.rejected, s.puts_ok,
-      s.puts_failed);
+      "puts_failed={} puts_pending={}",
+      ctx.options.name, s.hits_local, s.hits_remote, s.misses, s.rejected, s.puts_ok, s.puts_failed,
+      s.puts_pending);
   if (ctx.options.kv_store_stats_path.empty()) return;
   // An output file like every other (common/file.h): written whole, never through a symlink.
   const Status written = WriteOutputFile(
       ctx.options.kv_store_stats_path,
       fmt::format("{{\"engine\":\"{}\",\"node\":\"{}\",\"hits_local\":{},\"hits_remote\":{},"
-                  "\"misses\":{},\"rejected\":{},\"puts_ok\":{},\"puts_failed\":{}}}\n",
+                  "\"misses\":{},\"rejected\":{},\"puts_ok\":{},\"puts_failed\":{},"
+                  "\"puts_pending\":{}}}\n",
                   ctx.options.name, ctx.options.node, s.hits_local, s.hits_remote, s.misses,
-                  s.rejected, s.puts_ok, s.puts_failed),
+                  s.rejected, s.puts_ok, s.puts_failed, s.puts_pending),
       "--kv-store-stats");
   if (!written.ok()) log::Warn("engine: {}", written.ToString());
 }
