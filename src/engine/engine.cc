@@ -5,9 +5,9 @@
 
 #include <algorithm>
 #include <condition_variable>
-#include <fstream>
 #include <mutex>
 
+#include "dualpath/common/file.h"
 #include "dualpath/common/grpc_server.h"
 #include "dualpath/common/grpc_tls.h"
 #include "dualpath/common/log.h"
@@ -120,14 +120,8 @@ Status Engine::Impl::StartServers() {
   ctx.info.set_transfer_addr(*taddr);
 
   service.SetPrefill(o.role == Role::kPrefill);
-  grpc::ServerBuilder builder;
-  builder.RegisterService(&service);
-  // StartDecode carries every prompt token id (hundreds of KiB for long agentic contexts).
-  builder.SetMaxReceiveMessageSize(-1);
-  // Refuses a port another server holds ("address in use"): gRPC would share it (SO_REUSEPORT).
   ASSIGN_OR_RETURN(GrpcServerStart started,
-                   StartGrpcServer(builder, "EnginePeer",
-                                   fmt::format("{}:{}", o.listen_ip, o.peer_port), o.tls));
+                   StartPeerServer(service, fmt::format("{}:{}", o.listen_ip, o.peer_port), o.tls));
   server = std::move(started.server);
   const int port = started.port;
   ctx.info.set_peer_addr(fmt::format("{}:{}", o.listen_ip, port));
@@ -389,14 +383,16 @@ void Engine::Impl::WriteKvStoreStats() const {
       ctx.options.name, s.hits_local, s.hits_remote, s.misses, s.rejected, s.puts_ok, s.puts_failed,
       s.puts_pending);
   if (ctx.options.kv_store_stats_path.empty()) return;
-  std::ofstream out(ctx.options.kv_store_stats_path, std::ios::trunc);
-  out << fmt::format(
-      "{{\"engine\":\"{}\",\"node\":\"{}\",\"hits_local\":{},\"hits_remote\":{},"
-      "\"misses\":{},\"rejected\":{},\"puts_ok\":{},\"puts_failed\":{},"
-      "\"puts_pending\":{}}}\n",
-      ctx.options.name, ctx.options.node, s.hits_local, s.hits_remote, s.misses, s.rejected,
-      s.puts_ok, s.puts_failed, s.puts_pending);
-  if (!out) log::Warn("engine: cannot write {}", ctx.options.kv_store_stats_path);
+  // An output file like every other (common/file.h): written whole, never through a symlink.
+  const Status written = WriteOutputFile(
+      ctx.options.kv_store_stats_path,
+      fmt::format("{{\"engine\":\"{}\",\"node\":\"{}\",\"hits_local\":{},\"hits_remote\":{},"
+                  "\"misses\":{},\"rejected\":{},\"puts_ok\":{},\"puts_failed\":{},"
+                  "\"puts_pending\":{}}}\n",
+                  ctx.options.name, ctx.options.node, s.hits_local, s.hits_remote, s.misses,
+                  s.rejected, s.puts_ok, s.puts_failed, s.puts_pending),
+      "--kv-store-stats");
+  if (!written.ok()) log::Warn("engine: {}", written.ToString());
 }
 
 Result<std::unique_ptr<Engine>> Engine::Create(const EngineOptions& options,

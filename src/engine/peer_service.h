@@ -11,7 +11,10 @@
 
 #include <condition_variable>
 #include <mutex>
+#include <string>
 
+#include "dualpath/common/grpc_server.h"
+#include "dualpath/common/grpc_tls.h"
 #include "dualpath/engine/v1/engine.grpc.pb.h"
 #include "engine/decode.h"
 
@@ -46,5 +49,10 @@ class PeerService final : public v1::EnginePeer::Service {
   bool prefill_ = false;        // guarded by mu_
   bool closed_ = false;         // guarded by mu_
 };
+
+// Serves `service` on `listen` (StartGrpcServer: address rules, `tls`) with the EnginePeer request
+// limit (engine.h: kMaxPeerRequestBytes): the one way an engine starts its EnginePeer server.
+Result<GrpcServerStart> StartPeerServer(PeerService& service, const std::string& listen,
+                                        const GrpcTls& tls);
 
 }  // namespace dualpath::engine

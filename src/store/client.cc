@@ -3,8 +3,11 @@
 #include <fmt/format.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
+#include <iterator>
 #include <thread>
+#include <vector>
 
 #include "dualpath/common/grpc_channel.h"
 #include "dualpath/common/grpc_status.h"
@@ -201,38 +204,58 @@ Result<std::vector<Status>> StoreClient::Put(std::span<const PutItem> items) {
     }
   }
   std::lock_guard lock(impl_->batch_mu);
-  return impl_->PutLocked(items);
+  // One master call per kMaxBatchKeys items (docs/store.md "Message limits").
+  std::vector<Status> out;
+  out.reserve(items.size());
+  for (size_t i = 0; i < items.size(); i += kMaxBatchKeys) {
+    ASSIGN_OR_RETURN(std::vector<Status> part,
+                     impl_->PutLocked(items.subspan(i, std::min(kMaxBatchKeys, items.size() - i))));
+    std::move(part.begin(), part.end(), std::back_inserter(out));
+  }
+  return out;
 }
 
 Result<std::vector<ReadResult>> StoreClient::GetInto(std::span<const GetItem> items) {
   if (items.empty()) return InvalidArgument("store get: empty batch");
   std::lock_guard lock(impl_->batch_mu);
-  return impl_->GetLocked(items);
+  std::vector<ReadResult> out;
+  out.reserve(items.size());
+  for (size_t i = 0; i < items.size(); i += kMaxBatchKeys) {
+    ASSIGN_OR_RETURN(std::vector<ReadResult> part,
+                     impl_->GetLocked(items.subspan(i, std::min(kMaxBatchKeys, items.size() - i))));
+    std::move(part.begin(), part.end(), std::back_inserter(out));
+  }
+  return out;
 }
 
 Result<ExistsReply> StoreClient::Exists(uint64_t model_fingerprint,
                                         std::span<const kv::BlockHash> hashes) {
   if (hashes.empty()) return InvalidArgument("store exists: no keys");
-  v1::ExistsRequest req;
-  req.set_model_fingerprint(model_fingerprint);
-  std::string* packed = req.mutable_hashes();
-  packed->reserve(hashes.size() * sizeof(kv::BlockHash::bytes));
-  for (const kv::BlockHash& h : hashes) {
-    packed->append(reinterpret_cast<const char*>(h.bytes.data()), h.bytes.size());
-  }
-  v1::ExistsResponse resp;
-  RETURN_IF_ERROR(impl_->CallMaster("Exists", Now() + impl_->options.retry_deadline,
-                                    [&](v1::StoreMaster::Stub* stub, grpc::ClientContext* ctx) {
-                                      return stub->Exists(ctx, req, &resp);
-                                    }));
-  if (resp.found().size() != hashes.size()) {
-    return Internal(fmt::format("store master Exists answered {} flags for {} keys",
-                                resp.found().size(), hashes.size()));
-  }
   ExistsReply out;
   out.found.reserve(hashes.size());
-  for (char c : resp.found()) out.found.push_back(c != 0);
-  out.prefix_hits = resp.prefix_hits();
+  for (size_t i = 0; i < hashes.size(); i += kMaxBatchKeys) {
+    const std::span<const kv::BlockHash> part =
+        hashes.subspan(i, std::min(kMaxBatchKeys, hashes.size() - i));
+    v1::ExistsRequest req;
+    req.set_model_fingerprint(model_fingerprint);
+    std::string* packed = req.mutable_hashes();
+    packed->reserve(part.size() * sizeof(kv::BlockHash::bytes));
+    for (const kv::BlockHash& h : part) {
+      packed->append(reinterpret_cast<const char*>(h.bytes.data()), h.bytes.size());
+    }
+    v1::ExistsResponse resp;
+    RETURN_IF_ERROR(impl_->CallMaster("Exists", Now() + impl_->options.retry_deadline,
+                                      [&](v1::StoreMaster::Stub* stub, grpc::ClientContext* ctx) {
+                                        return stub->Exists(ctx, req, &resp);
+                                      }));
+    if (resp.found().size() != part.size()) {
+      return Internal(fmt::format("store master Exists answered {} flags for {} keys",
+                                  resp.found().size(), part.size()));
+    }
+    for (char c : resp.found()) out.found.push_back(c != 0);
+  }
+  // The leading hits of the whole batch (each call's answer counts only its own part).
+  while (out.prefix_hits < out.found.size() && out.found[out.prefix_hits]) ++out.prefix_hits;
   return out;
 }
 
@@ -258,14 +281,20 @@ Result<LeaderStatsReply> StoreClient::LeaderStats() {
 
 Result<uint64_t> StoreClient::Remove(std::span<const ObjectKey> keys) {
   if (keys.empty()) return InvalidArgument("store remove: no keys");
-  v1::RemoveRequest req;
-  for (const ObjectKey& k : keys) KeyToProto(k, req.add_keys());
-  v1::RemoveResponse resp;
-  RETURN_IF_ERROR(impl_->CallMaster("Remove", Now() + impl_->options.retry_deadline,
-                                    [&](v1::StoreMaster::Stub* stub, grpc::ClientContext* ctx) {
-                                      return stub->Remove(ctx, req, &resp);
-                                    }));
-  return resp.removed();
+  uint64_t removed = 0;
+  for (size_t i = 0; i < keys.size(); i += kMaxBatchKeys) {
+    v1::RemoveRequest req;
+    for (const ObjectKey& k : keys.subspan(i, std::min(kMaxBatchKeys, keys.size() - i))) {
+      KeyToProto(k, req.add_keys());
+    }
+    v1::RemoveResponse resp;
+    RETURN_IF_ERROR(impl_->CallMaster("Remove", Now() + impl_->options.retry_deadline,
+                                      [&](v1::StoreMaster::Stub* stub, grpc::ClientContext* ctx) {
+                                        return stub->Remove(ctx, req, &resp);
+                                      }));
+    removed += resp.removed();
+  }
+  return removed;
 }
 
 Status StoreClient::RegisterBuffer(void* addr, uint64_t length) {
