@@ -39,7 +39,8 @@ struct PeerServer {
     b.RegisterService(&service);
     GrpcTls tls;
     tls.insecure = true;
-    auto started = StartGrpcServer(b, "EnginePeer", "127.0.0.1:" + std::to_string(port), tls);
+    auto started = StartGrpcServer(b, "EnginePeer", "127.0.0.1:" + std::to_string(port), tls,
+                                   kMaxPeerRequestBytes);
     EXPECT_TRUE(started.ok()) << started.status().ToString();
     server = std::move(started->server);
     address = "127.0.0.1:" + std::to_string(started->port);
