@@ -73,6 +73,10 @@ struct ClientOptions {
   // Initial size of the staging buffer for network transfers of unregistered memory (it grows to
   // the largest batch's need).
   uint64_t staging_bytes = 4ull << 20;
+  // Threads that copy and checksum one batch's bytes on this host (same-host tier files, the
+  // staging buffer, the checksums of remote puts and gets), the calling thread included, for
+  // batches of at least 4 MiB. 0: the machine's hardware threads, at most 8 (KVStore's rule).
+  unsigned copy_threads = 0;
 };
 
 struct PutItem {
