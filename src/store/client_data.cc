@@ -11,6 +11,7 @@
 
 #include "dualpath/common/log.h"
 #include "dualpath/common/parallel.h"
+#include "dualpath/kv/block_file.h"
 #include "dualpath/kv/copy_verify.h"
 #include "store/client_impl.h"
 #include "store/node_proto.h"
@@ -92,6 +93,11 @@ struct Pass {
   bool sum;
   uint64_t result = 0;  // the checksum, when `sum`
 };
+
+// The bytes of a mapped tier file at `offset` (the caller checked the range).
+std::byte* TierBytes(const ShmTier& tier, uint64_t offset) {
+  return reinterpret_cast<std::byte*>(tier.data()) + offset;
+}
 
 // Runs the passes, split over the client's copy threads when they move enough bytes.
 void RunPasses(const ClientOptions& options, std::vector<Pass>& passes) {
@@ -353,7 +359,7 @@ Result<std::vector<Status>> StoreClient::Impl::PutLocked(std::span<const PutItem
                                      len, ep.node(), tier->size()));
             break;
           }
-          passes.push_back({t, item.bytes.data(), tier->data() + loc.offset(), len, seed, !summed});
+          passes.push_back({t, item.bytes.data(), TierBytes(*tier, loc.offset()), len, seed, !summed});
           summed = true;
           Count([&](ClientStats& st) { st.bytes_written += len; });
           continue;
@@ -616,7 +622,7 @@ Result<std::vector<ReadResult>> StoreClient::Impl::GetLocked(std::span<const Get
         } else {
           // Straight into dest: a mismatch makes this a miss (or the next replica overwrites
           // it), never a hit.
-          local.push_back({i, tier->data() + r.offset(), items[i].dest.data(), size,
+          local.push_back({i, TierBytes(*tier, r.offset()), items[i].dest.data(), size,
                            ObjectKeySeed(items[i].key), true});
           continue;
         }
