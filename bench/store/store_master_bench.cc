@@ -166,9 +166,8 @@ void MemoryPerObject(benchmark::State& state) {
     state.counters["heap_MiB_per_million"] = per_object * 1e6 / (1 << 20);
     state.counters["rss_bytes_per_object"] =
         static_cast<double>(rss1 > rss0 ? rss1 - rss0 : 0) / static_cast<double>(objects);
-    state.counters["rss_MiB_per_million"] =
-        static_cast<double>(rss1 > rss0 ? rss1 - rss0 : 0) / static_cast<double>(objects) * 1e6 /
-        (1 << 20);
+    state.counters["rss_MiB_per_million"] = static_cast<double>(rss1 > rss0 ? rss1 - rss0 : 0) /
+                                            static_cast<double>(objects) * 1e6 / (1 << 20);
     state.counters["objects"] = static_cast<double>(m->Stats().objects);
   }
 }

@@ -14,7 +14,6 @@
 // Needs Debian's etcd (/usr/bin/etcd); exits 2 saying so when it is missing.
 #include <benchmark/benchmark.h>
 #include <grpcpp/grpcpp.h>
-
 #include <time.h>
 
 #include <cstdio>

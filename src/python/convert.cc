@@ -87,8 +87,9 @@ kv::BlockHash KeyToHash(PyObject* key, const char* what) {
     data = PyUnicode_AsUTF8AndSize(key, &len);
     if (data == nullptr) {
       PyErr_Clear();  // replaced by an error that names the key
-      RaiseWith(PyExc_ValueError,
-                std::string(what) + ": a str key must have a UTF-8 form (a lone surrogate has none)");
+      RaiseWith(
+          PyExc_ValueError,
+          std::string(what) + ": a str key must have a UTF-8 form (a lone surrogate has none)");
     }
   } else {
     RaiseTypeError(std::string(what) + ": a key must be bytes or str, got " + TypeName(key));

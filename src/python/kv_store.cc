@@ -9,8 +9,8 @@
 #include "dualpath/common/check.h"
 #include "dualpath/common/parallel.h"
 #include "dualpath/kv/block_file.h"
-#include "dualpath/kv/layout.h"
 #include "dualpath/kv/copy_verify.h"
+#include "dualpath/kv/layout.h"
 
 namespace dualpath::python {
 namespace {

@@ -359,7 +359,8 @@ Result<std::vector<Status>> StoreClient::Impl::PutLocked(std::span<const PutItem
                                      len, ep.node(), tier->size()));
             break;
           }
-          passes.push_back({t, item.bytes.data(), TierBytes(*tier, loc.offset()), len, seed, !summed});
+          passes.push_back(
+              {t, item.bytes.data(), TierBytes(*tier, loc.offset()), len, seed, !summed});
           summed = true;
           Count([&](ClientStats& st) { st.bytes_written += len; });
           continue;
@@ -377,8 +378,8 @@ Result<std::vector<Status>> StoreClient::Impl::PutLocked(std::span<const PutItem
     std::vector<Pass> later;
     std::vector<Pass> first;
     for (Pass& p : passes) {
-      const bool staged = p.dst != nullptr && p.dst >= staging.get() &&
-                          p.dst < staging.get() + staging_size;
+      const bool staged =
+          p.dst != nullptr && p.dst >= staging.get() && p.dst < staging.get() + staging_size;
       (staged ? first : later).push_back(p);
     }
     RunPasses(options, first);
@@ -642,8 +643,8 @@ Result<std::vector<ReadResult>> StoreClient::Impl::GetLocked(std::span<const Get
     // The same-host copies run while the round's transfers move.
     std::vector<Status> moved;
     if (!move_item.empty()) {
-      moved = RunMoves(*this, transfer::Op::kGet, endpoints, by_node, &move_index,
-                       move_item.size(), [&] { RunPasses(options, local); });
+      moved = RunMoves(*this, transfer::Op::kGet, endpoints, by_node, &move_index, move_item.size(),
+                       [&] { RunPasses(options, local); });
     } else {
       RunPasses(options, local);
     }
@@ -660,8 +661,8 @@ Result<std::vector<ReadResult>> StoreClient::Impl::GetLocked(std::span<const Get
       const v1::Replica& r = *order[i][cursor[i]];
       if (moved[m].ok()) {
         std::byte* dest = items[i].dest.data();
-        remote.push_back({i, landed[m], landed[m] == dest ? nullptr : dest,
-                          resp.objects(i).size(), ObjectKeySeed(items[i].key), true});
+        remote.push_back({i, landed[m], landed[m] == dest ? nullptr : dest, resp.objects(i).size(),
+                          ObjectKeySeed(items[i].key), true});
         continue;
       }
       last_error[i] = moved[m].WithContext(
