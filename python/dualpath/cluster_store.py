@@ -29,6 +29,13 @@ registration. Bad input raises (ValueError, TypeError, KeyError) naming what was
 anything is sent. The calls run with the GIL released; they retry leader changes and unreachable
 masters until ``retry_deadline`` seconds have passed, then raise ``dualpath.Error`` (gets, exists,
 remove) or return the code per key (puts: ``-9`` kUnavailable, ``-8`` kTimeout, ...).
+
+After ``os.fork()``: gRPC and the transfer engine cannot be used again in a child of a process
+that used them (the child would poll the parent's inherited sockets and consume its events), so
+in a process forked from one that had opened a ClusterStore, the inherited client and a new one
+both raise ``dualpath.Error`` naming fork and saying what to do: open the ClusterStore only after
+forking, in each worker (a process that never had one opens its own as usual), or use the
+'spawn' start method. The parent's client is left alone; nothing hangs.
 """
 
 from __future__ import annotations
@@ -130,7 +137,7 @@ class ClusterStore(_BatchVerbs):
         o.rpc_timeout = float(rpc_timeout)
         o.etcd_timeout = float(etcd_timeout)
         o.staging_bytes = staging_bytes
-        self._init_verbs(_core.ClusterStore(o), async_threads)
+        self._init_verbs(lambda: _core.ClusterStore(o), async_threads)
         self.cluster = cluster
         self.etcd = etcd
 
@@ -143,4 +150,4 @@ class ClusterStore(_BatchVerbs):
         removed. Absent keys are not an error (another client may have removed them)."""
         if isinstance(keys, (bytes, str)):
             keys = [keys]
-        return self._s.remove(keys)
+        return self._native().remove(keys)

@@ -204,6 +204,16 @@ def arrays(n: int, seed: int) -> list[np.ndarray]:
     return [rng.integers(0, 256, size=65536 + 4096 * i, dtype=np.uint8) for i in range(n)]
 
 
+def test_fork(cluster, forkcheck, request):
+    """Issue 25 item 11 for ClusterStore (forkcheck.py "cluster"): a worker forked before any
+    client was opened opens its own; in a child of a process with a client, the inherited client
+    and a new one raise naming fork (gRPC state cannot be re-created there without breaking the
+    parent's connections), a child that exits at once does not hang, and the parent's client
+    still works."""
+    fp = int.from_bytes(hashlib.sha256(request.node.name.encode()).digest()[:8], "little")
+    forkcheck("cluster", cluster.name, cluster.etcd, str(fp), str(cluster.tmp))
+
+
 def test_put_and_get_numpy_arrays(client):
     keys = [f"block-{i}" for i in range(6)]
     values = arrays(6, seed=1)
