@@ -182,7 +182,8 @@ def worker(cfg):
                 out["t"] = time.perf_counter() - t
                 out["ok"] = all(ok)
             else:
-                dst[::4096] = 0xA5  # a get that writes nothing cannot pass on an earlier round's bytes
+                # A get that writes nothing cannot pass on an earlier round's bytes.
+                dst[::4096] = 0xA5
                 ptrs = [dst.ctypes.data + i * size for i in range(count)]
                 t = time.perf_counter()
                 ok = store.get(keys, ptrs, [size] * count)
@@ -245,7 +246,8 @@ class Worker(Proc):
 
     def read(self, timeout=600):
         if not select.select([self.p.stdout], [], [], timeout)[0]:
-            raise TimeoutError(f"worker {self.name}: no reply in {timeout} s\n{self.text()[-3000:]}")
+            raise TimeoutError(
+                f"worker {self.name}: no reply in {timeout} s\n{self.text()[-3000:]}")
         line = self.p.stdout.readline()
         if not line:
             raise RuntimeError(f"worker {self.name} exited:\n{self.text()[-3000:]}")
@@ -321,7 +323,7 @@ def start_dualpath(logs, dp_bin, procs):
     return {"cluster": cluster, "etcd": etcd, "fingerprint": 27}
 
 
-def install(smoke):
+def install():
     """Makes .venv-bench (pinned) and installs the dualpath wheel built from this tree into it."""
     subprocess.run(["bash", os.path.join(ROOT, "scripts", "setup_python.sh"), VENV, REQS],
                    check=True)
@@ -464,7 +466,7 @@ def main():
     if not 1 <= a.reps <= 1000 or not 0 <= a.warmup <= 100:
         ap.error("--reps must be in [1, 1000] and --warmup in [0, 100]")
     if not a.no_install:
-        install(a.smoke)
+        install()
     logs = os.path.join(os.environ.get("TMPDIR", "/tmp"), f"peer-bench-{os.getpid()}")
     os.makedirs(logs, exist_ok=True)
     sizes, times, ex_times, loads = run(a, logs)
@@ -509,7 +511,8 @@ def main():
     for key, ts in sorted(times.items()):
         op, w, name = key.split("/")
         count, size = sizes[name]
-        lines.append(f"  {op:3s} {w:7s} {name:4s} {statistics.median(count * size / t / 1e9 for t in ts):6.2f}")
+        gbps = statistics.median(count * size / t / 1e9 for t in ts)
+        lines.append(f"  {op:3s} {w:7s} {name:4s} {gbps:6.2f}")
     print("\n".join(lines))
     if a.json:
         with open(a.json, "w") as f:
