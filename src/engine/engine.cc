@@ -195,6 +195,7 @@ Status Engine::Impl::RegisterAndBuild() {
     lo.shm_dir = o.kv_store_shm_dir;
     lo.ucx_tls = o.ucx_tls;
     lo.transfer_token = o.transfer_token;
+    lo.tls = o.kv_store_tls;
     lo.model_fingerprint = so.model_fingerprint;
     Result<std::unique_ptr<KvStoreLink>> link = MakeStoreLink(lo);
     if (!link.ok()) return link.status().WithContext("engine: kv store client");

@@ -97,10 +97,10 @@ Result<std::unique_ptr<KvStoreLink>> MakeStoreLink(const StoreLinkOptions& optio
   store::ClientOptions o;
   o.cluster = options.cluster;
   o.etcd.endpoints = options.etcd;
-  // The testbed's store runs plaintext gRPC on the emulated compute network (docs/store.md "In
-  // the system"); the transfer engine still checks the cluster's token.
-  o.etcd.tls.insecure = true;
-  o.master_tls.insecure = true;
+  // One set of files towards etcd and the masters: in `cluster run --store` the engine's own
+  // certificate of the run's PKI (docs/store.md "Security").
+  o.etcd.tls = options.tls;
+  o.master_tls = options.tls;
   o.local_node = NodeId(options.node_id);
   o.host = options.host;
   o.shm_dir = options.shm_dir;

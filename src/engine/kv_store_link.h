@@ -22,6 +22,7 @@
 #include <string>
 #include <vector>
 
+#include "dualpath/common/grpc_tls.h"
 #include "dualpath/common/status.h"
 #include "dualpath/kv/block_hash.h"
 #include "dualpath/storage/block_store.h"
@@ -64,6 +65,7 @@ struct StoreLinkOptions {
   std::string shm_dir = "/dev/shm";  // where same-host store nodes keep their tier files
   std::string ucx_tls = "tcp";
   std::string transfer_token;  // the cluster's transfer token (the store nodes hold the same)
+  GrpcTls tls;                 // towards etcd and the masters (the engine's --kv-store-tls-*)
   uint64_t model_fingerprint = 0;
 };
 

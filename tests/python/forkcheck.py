@@ -182,14 +182,17 @@ def expect_forked_error(fn, *args, **kwargs) -> str:
     raise AssertionError(f"{fn.__name__} must raise dualpath.Error naming fork in a forked child")
 
 
-def cluster(name: str, etcd: str, fingerprint: str, shm_dir: str) -> None:
+def cluster(name: str, etcd: str, fingerprint: str, shm_dir: str, tls_cert: str, tls_key: str,
+            tls_ca: str, token_file: str) -> None:
     """ClusterStore after fork. A client's gRPC polling state and sockets are shared with the
     child, and a child making any gRPC call consumes the parent's events (the parent's next call
     failed), so a child of a process that had a client raises on the inherited client and on a new
     one, saying to open the store after forking; it does not hang, exiting does not hang, and the
-    parent's client still works. A child forked before any client was opened opens its own."""
-    opts = dict(etcd_insecure=True, master_insecure=True, host="node1", retry_deadline=30.0,
-                model_fingerprint=int(fingerprint), shm_dir=shm_dir)
+    parent's client still works. A child forked before any client was opened opens its own.
+    The store runs with TLS and a transfer token (test_cluster_store.py): the client's files."""
+    opts = dict(tls_cert=tls_cert, tls_key=tls_key, tls_ca=tls_ca, transfer_token_file=token_file,
+                host="node1", retry_deadline=30.0, model_fingerprint=int(fingerprint),
+                shm_dir=shm_dir)
     keys = [f"c-{i}" for i in range(6)]
     values = blocks(len(keys), 65536, seed=3)
 
