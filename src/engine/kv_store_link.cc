@@ -63,6 +63,9 @@ class StoreLink final : public KvStoreLink {
     for (const Status& s : *r) {
       if (s.ok()) {
         puts_ok_.fetch_add(1, std::memory_order_relaxed);
+      } else if (s.code() == Code::kStorePutPending) {
+        // Two engines wrote the same block at once (a shared prefix): the other one stores it.
+        puts_pending_.fetch_add(1, std::memory_order_relaxed);
       } else {
         if (puts_failed_.fetch_add(1, std::memory_order_relaxed) == 0) {
           log::Warn("engine: kv store put failed (first of its kind logged): {}", s.ToString());
@@ -81,6 +84,7 @@ class StoreLink final : public KvStoreLink {
     s.rejected = rejected_.load(std::memory_order_relaxed);
     s.puts_ok = puts_ok_.load(std::memory_order_relaxed);
     s.puts_failed = puts_failed_.load(std::memory_order_relaxed);
+    s.puts_pending = puts_pending_.load(std::memory_order_relaxed);
     return s;
   }
 
@@ -88,7 +92,7 @@ class StoreLink final : public KvStoreLink {
   std::unique_ptr<store::StoreClient> client_;
   const uint64_t fingerprint_;
   std::atomic<uint64_t> local_{0}, remote_{0}, misses_{0}, rejected_{0}, puts_ok_{0},
-      puts_failed_{0};
+      puts_failed_{0}, puts_pending_{0};
 };
 
 }  // namespace
@@ -106,8 +110,13 @@ Result<std::unique_ptr<KvStoreLink>> MakeStoreLink(const StoreLinkOptions& optio
   o.shm_dir = options.shm_dir;
   o.transfer.ucx_tls = options.ucx_tls;
   o.transfer.token = options.transfer_token;
-  // A store that does not answer must not hold a request up for long: it is a cache.
+  // A store that does not answer must not hold a request up for long: it is a cache. Its master
+  // calls retry for 2 s at most; so long may a transfer to a node go without progress (the
+  // transfer engine's default, 5 s, held a read of a node behind a dead link, and every read
+  // behind it, for 5 s), and so long may a connect to one take.
   o.retry_deadline = 2 * kNanosPerSecond;
+  o.transfer.peer_timeout = 2 * kNanosPerSecond;
+  o.skip_addr = options.skip_addr;
   ASSIGN_OR_RETURN(std::unique_ptr<store::StoreClient> client,
                    store::StoreClient::Create(std::move(o)));
   return std::unique_ptr<KvStoreLink>(new StoreLink(std::move(client), options.model_fingerprint));

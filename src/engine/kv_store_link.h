@@ -17,6 +17,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <span>
 #include <string>
@@ -39,6 +40,9 @@ struct KvStoreStats {
   uint64_t rejected = 0;     // objects read that failed the engine's block-file verification
   uint64_t puts_ok = 0;      // written blocks stored (or already present)
   uint64_t puts_failed = 0;  // written blocks the store did not take
+  // Written blocks whose key another writer was putting at that moment (kStorePutPending): not
+  // a failure, since equal keys mean equal bytes; the block is there once that put commits.
+  uint64_t puts_pending = 0;
 };
 
 class KvStoreLink {
@@ -67,6 +71,10 @@ struct StoreLinkOptions {
   std::string transfer_token;  // the cluster's transfer token (the store nodes hold the same)
   GrpcTls tls;                 // towards etcd and the masters (the engine's --kv-store-tls-*)
   uint64_t model_fingerprint = 0;
+  // Store nodes and a leader master to skip as unreachable, by address (host:port;
+  // store::ClientOptions::skip_addr): the engine's prober says which hosts it has let go of.
+  // Empty: none.
+  std::function<bool(const std::string& addr)> skip_addr;
 };
 
 // Connects lazily: creation fails only for bad options.

@@ -520,7 +520,8 @@ Status SweepKilledPool(const SystemSetup& s, SystemProcesses& procs, BufferRecla
 
 // The --fault injector of one system's run (null without --fault). Killing and restarting the
 // service happen on the replay's thread (the injector's hooks), which owns procs.service then.
-std::unique_ptr<FaultInjector> MakeFaultInjector(const SystemSetup& s, SystemProcesses& procs) {
+std::unique_ptr<FaultInjector> MakeFaultInjector(const SystemSetup& s, SystemProcesses& procs,
+                                                 control::Client& scheduler) {
   if (!s.run.o.fault) return nullptr;
   FaultInjector::ServiceHooks hooks;
   hooks.kill = [&procs]() -> Status {
@@ -532,6 +533,17 @@ std::unique_ptr<FaultInjector> MakeFaultInjector(const SystemSetup& s, SystemPro
                      Child::Spawn(ServeArgv(s), s.run.work + "/" + s.system + "_service.log"));
     *procs.service = std::move(again);
     return Status::Ok();
+  };
+  hooks.engine_reachable = [&scheduler](const std::string& node) -> Result<bool> {
+    ASSIGN_OR_RETURN(control::v1::ListEnginesReply l, scheduler.ListEngines());
+    for (int i = 0; i < l.engines_size(); ++i) {
+      if (l.engines(i).node() != node) continue;
+      const bool alive = i >= l.alive_size() || l.alive(i);
+      // A service without the field (before issue 25) judges by fetches only.
+      const bool reachable = i >= l.reachable_size() || l.reachable(i);
+      return alive && reachable;
+    }
+    return NotFound("no engine of node " + node + " registered");
   };
   return std::make_unique<FaultInjector>(
       *s.run.o.fault, s.run.cluster, s.run.work + "/" + s.system + "_fault.log", hooks, s.kv_store);
@@ -551,9 +563,10 @@ std::string KvStoreReport(const SystemSetup& s, RunStore& kv_store, std::ostream
     j["master"] = nullptr;
     log::Warn("cluster run: store stats: {}", master.status().ToString());
   }
-  uint64_t sums[6] = {};
-  static constexpr const char* kKeys[6] = {"hits_local", "hits_remote", "misses",
-                                           "rejected",   "puts_ok",     "puts_failed"};
+  static constexpr const char* kKeys[] = {"hits_local", "hits_remote", "misses",      "rejected",
+                                          "puts_ok",    "puts_failed", "puts_pending"};
+  static constexpr int kNumKeys = static_cast<int>(std::size(kKeys));
+  uint64_t sums[kNumKeys] = {};
   j["engines"] = json::array();
   for (const testbed::Node& n : s.run.cluster.nodes) {
     std::ifstream in(KvStoreStatsPath(s, n.name));
@@ -563,13 +576,14 @@ std::string KvStoreReport(const SystemSetup& s, RunStore& kv_store, std::ostream
                 KvStoreStatsPath(s, n.name));
       continue;
     }
-    for (int k = 0; k < 6; ++k) sums[k] += e.value(kKeys[k], uint64_t{0});
+    for (int k = 0; k < kNumKeys; ++k) sums[k] += e.value(kKeys[k], uint64_t{0});
     j["engines"].push_back(std::move(e));
   }
-  for (int k = 0; k < 6; ++k) j[kKeys[k]] = sums[k];
+  for (int k = 0; k < kNumKeys; ++k) j[kKeys[k]] = sums[k];
   progress << s.system << ": store: blocks read local " << sums[0] << ", remote " << sums[1]
            << ", missed " << sums[2] << ", rejected " << sums[3] << "; puts " << sums[4] << " ok, "
-           << sums[5] << " failed; DRAM used per node:";
+           << sums[5] << " failed, " << sums[6]
+           << " pending (another engine's put); DRAM used per node:";
   const json& m = j["master"];
   if (m.is_object() && m.contains("usage")) {
     for (const json& u : m["usage"]) {
@@ -644,7 +658,7 @@ Result<SystemRun> RunSystem(const SystemSetup& setup, std::ostream& progress) {
     }
     killer.Start(&procs.engines[static_cast<size_t>(r.kill_index)], FromSeconds(o.kill_after_s));
   }
-  std::unique_ptr<FaultInjector> fault = MakeFaultInjector(s, procs);
+  std::unique_ptr<FaultInjector> fault = MakeFaultInjector(s, procs, scheduler);
   Result<ReplayResult> replay = ReplaySystem(s, procs, sampler, fault.get());
   if (replay.ok() && fault != nullptr) {
     Status done = fault->Finish(s.system, replay->records.size());
