@@ -1,7 +1,11 @@
 #!/usr/bin/env bash
 # Prints the store master's Exists throughput over 1,000-key batches (one thread) and its ratio to
 # bare std::unordered_set finds of the same keys in the same process, and the master's memory per
-# million committed objects (issue 16, acceptance 3: exists >= 1 M keys/s on one master core).
+# million committed objects (issue 16, acceptance 3: exists >= 1 M keys/s on one master core;
+# issue 27: <= 100 B per object at 10 M objects, exists over gRPC >= 3 M keys/s on one client
+# thread). Over gRPC it prints the wall-clock rate and the rate per CPU-second of the process
+# (client, gRPC and master together): under the load of a shared machine the first measures the
+# load, the second the work; report both, with `uptime`.
 #
 # Usage: bench/store/exists_ratio.sh [path/to/store_master_bench]
 #        (default: build/release/bin/store_master_bench)
@@ -14,13 +18,17 @@ if [[ ! -x "$bench" ]]; then
   exit 2
 fi
 json="$(mktemp)"
-trap 'rm -f "$json"' EXIT
-# Medians of 5 repetitions tame the noise of a shared machine.
-"$bench" --benchmark_repetitions=5 --benchmark_report_aggregates_only=true \
-  --benchmark_format=json >"$json" 2>/dev/null
-/usr/bin/python3 - "$json" <<'PY'
+memjson="$(mktemp)"
+trap 'rm -f "$json" "$memjson"' EXIT
+# Medians of 5 repetitions tame the noise of a shared machine (the memory figures are counts of
+# bytes, not times: one run each, at 1 M and 10 M objects).
+"$bench" --benchmark_filter=Batch --benchmark_repetitions=5 \
+  --benchmark_report_aggregates_only=true --benchmark_format=json >"$json" 2>/dev/null
+"$bench" --benchmark_filter=MemoryPerObject --benchmark_format=json >"$memjson" 2>/dev/null
+/usr/bin/python3 - "$json" "$memjson" <<'PY'
 import json, sys
 data = json.load(open(sys.argv[1]))
+mems = json.load(open(sys.argv[2]))["benchmarks"]
 med = {}
 for b in data["benchmarks"]:
     if b.get("aggregate_name") == "median":
@@ -32,11 +40,11 @@ for hits, name in ((1, "hits"), (0, "misses")):
     h = med[f"HashSetBatch/hits:{hits}"]["items_per_second"]
     print(f"{name:6s} {m/1e6:14.2f} {h/1e6:15.2f} {m/h:6.2f}")
 worst = min(med[f"ExistsBatch/hits:{h}"]["items_per_second"] for h in (0, 1))
-print(f"minimum {worst/1e6:.2f} M keys/s (acceptance: >= 1 M keys/s)")
-mem = med.get("MemoryPerMillion/iterations:1") or next(
-    b for n, b in med.items() if n.startswith("MemoryPerMillion"))
-print(f"memory per million objects: heap {mem['heap_MiB_per_million']:.0f} MiB "
-      f"({mem['heap_bytes_per_object']:.0f} B/object), RSS {mem['rss_MiB_per_million']:.0f} MiB")
+print(f"minimum {worst/1e6:.2f} M keys/s (issue 16's acceptance: >= 1 M keys/s)")
+for mem in mems:
+    print(f"memory at {mem['objects'] / 1e6:.0f} M objects: heap {mem['heap_bytes_per_object']:.1f} "
+          f"B/object ({mem['heap_MiB_per_million']:.0f} MiB per million), RSS "
+          f"{mem['rss_bytes_per_object']:.1f} B/object (acceptance at 10 M: <= 100 B/object)")
 PY
 
 # The same through the master's gRPC service (store_rpc_bench, beside the core's bench; needs
@@ -56,11 +64,16 @@ med = {b["run_name"]: b for b in data["benchmarks"] if b.get("aggregate_name") =
 print()
 print("StoreMaster.Exists over gRPC (127.0.0.1, one client thread, client and master in one process),")
 print("1,000-key batches, 1 M objects, against MasterState::Exists in-process (medians of 5)")
-print(f"{'keys':6s} {'rpc_Mkeys/s':>11s} {'local_Mkeys/s':>13s} {'ratio':>6s}")
+print(f"{'keys':6s} {'rpc_Mkeys/s':>11s} {'local_Mkeys/s':>13s} {'ratio':>6s} "
+      f"{'rpc_Mkeys/cpu_s':>15s} {'local_Mkeys/cpu_s':>17s}")
 for hits, name in ((1, "hits"), (0, "misses")):
-    r = med[f"ExistsRpc/hits:{hits}/real_time"]["items_per_second"]
-    l = med[f"ExistsLocal/hits:{hits}/real_time"]["items_per_second"]
-    print(f"{name:6s} {r/1e6:11.2f} {l/1e6:13.2f} {r/l:6.2f}")
+    rb = med[f"ExistsRpc/hits:{hits}/real_time"]
+    lb = med[f"ExistsLocal/hits:{hits}/real_time"]
+    r, l = rb["items_per_second"], lb["items_per_second"]
+    print(f"{name:6s} {r/1e6:11.2f} {l/1e6:13.2f} {r/l:6.2f} {rb['keys_per_cpu_s']/1e6:15.2f} "
+          f"{lb['keys_per_cpu_s']/1e6:17.2f}")
 worst = min(med[f"ExistsRpc/hits:{h}/real_time"]["items_per_second"] for h in (0, 1))
-print(f"minimum over gRPC {worst/1e6:.2f} M keys/s (acceptance: >= 1 M keys/s)")
+worst_cpu = min(med[f"ExistsRpc/hits:{h}/real_time"]["keys_per_cpu_s"] for h in (0, 1))
+print(f"minimum over gRPC {worst/1e6:.2f} M keys/s wall clock, {worst_cpu/1e6:.2f} M keys per "
+      f"CPU-second (acceptance: >= 3 M keys/s)")
 PY

@@ -1,5 +1,7 @@
 #include "dualpath/kv/block_hash.h"
 
+#include "kv/sha256.h"
+
 namespace dualpath::kv {
 namespace {
 
@@ -41,5 +43,11 @@ Result<BlockHash> BlockHash::FromHex(std::string_view hex) {
 }
 
 std::ostream& operator<<(std::ostream& os, const BlockHash& h) { return os << h.Hex(); }
+
+BlockHash Sha256Of(const void* data, size_t n) {
+  BlockHash h;
+  sha256::Digest(data, n, h.bytes.data());
+  return h;
+}
 
 }  // namespace dualpath::kv

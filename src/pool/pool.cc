@@ -291,7 +291,7 @@ Result<WriteHandle> PoolImpl::ReserveLocked(const BlockHash& hash, uint64_t size
                      seq};
 }
 
-Status PoolImpl::PublishLocked(WriteHandle& handle) {
+Status PoolImpl::PublishLocked(WriteHandle& handle, std::optional<uint64_t> user_tag) {
   IndexEntry* e = Entry(handle.entry);
   sync_.Fresh(e);
   if (Ld(e->tag) != MakeTag(handle.seq, kWriting) || Ld(e->writer_plus1) != self_ + 1 ||
@@ -300,6 +300,7 @@ Status PoolImpl::PublishLocked(WriteHandle& handle) {
   }
   St(e->last_access, NextTickLocked());
   St(e->writer_plus1, 0u);
+  if (user_tag) St(e->user_tag, *user_tag);
   sync_.Publish(e);
   FaultPoint("publish.before_ready");
   // The visibility boundary: payload and fields were written (and flushed) before this store.
@@ -323,14 +324,15 @@ Result<WriteHandle> PoolImpl::Reserve(const BlockHash& hash, uint64_t size, uint
   return ReserveLocked(hash, size, user_tag);
 }
 
-Status PoolImpl::Publish(WriteHandle& handle, bool payload_streamed) {
+Status PoolImpl::Publish(WriteHandle& handle, bool payload_streamed,
+                         std::optional<uint64_t> user_tag) {
   if (handle.entry >= index_cap_) return BadHandle("publish");
   if (sync_.noncoherent() && !payload_streamed) {
     // The caller wrote through the cache: write the payload back before it becomes visible.
     FlushLines(handle.data, handle.size);
   }
   Locked l(this);
-  return PublishLocked(handle);
+  return PublishLocked(handle, user_tag);
 }
 
 Status PoolImpl::Abort(WriteHandle& handle) {

@@ -19,6 +19,9 @@ Result<WriteHandle> Pool::Reserve(const BlockHash& hash, uint64_t size, uint64_t
   return impl_->Reserve(hash, size, user_tag);
 }
 Status Pool::Publish(WriteHandle& handle) { return impl_->Publish(handle, false); }
+Status Pool::Publish(WriteHandle& handle, uint64_t user_tag) {
+  return impl_->Publish(handle, false, user_tag);
+}
 Status Pool::Abort(WriteHandle& handle) { return impl_->Abort(handle); }
 Status Pool::Put(const BlockHash& hash, std::span<const std::byte> payload, uint64_t user_tag) {
   return impl_->Put(hash, payload, user_tag);

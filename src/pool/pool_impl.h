@@ -38,7 +38,10 @@ class PoolImpl {
   ~PoolImpl();
 
   Result<WriteHandle> Reserve(const BlockHash& hash, uint64_t size, uint64_t user_tag);
-  Status Publish(WriteHandle& handle, bool payload_streamed);
+  // user_tag, when given, replaces the tag given at Reserve (a writer that checksums the payload
+  // while it copies it in knows the tag only afterwards).
+  Status Publish(WriteHandle& handle, bool payload_streamed,
+                 std::optional<uint64_t> user_tag = std::nullopt);
   Status Abort(WriteHandle& handle);
   Status Put(const BlockHash& hash, std::span<const std::byte> payload, uint64_t user_tag);
   bool Contains(const BlockHash& hash) const;
@@ -90,7 +93,7 @@ class PoolImpl {
   Status CheckBlockSize(uint64_t size) const;
   uint64_t NextTickLocked();
   Result<WriteHandle> ReserveLocked(const BlockHash& hash, uint64_t size, uint64_t user_tag);
-  Status PublishLocked(WriteHandle& handle);
+  Status PublishLocked(WriteHandle& handle, std::optional<uint64_t> user_tag = std::nullopt);
   void CopyIn(std::byte* dst, std::span<const std::byte> payload) const;
 
   // --- index (index.cc) ---

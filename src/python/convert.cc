@@ -1,7 +1,6 @@
 #include "python/convert.h"
 
 #include <nanobind/stl/string.h>
-#include <openssl/sha.h>
 
 #include <cstring>
 #include <utility>
@@ -87,13 +86,15 @@ kv::BlockHash KeyToHash(PyObject* key, const char* what) {
   } else if (PyUnicode_Check(key)) {
     data = PyUnicode_AsUTF8AndSize(key, &len);
     if (data == nullptr) {
-      throw nb::python_error();
+      PyErr_Clear();  // replaced by an error that names the key
+      RaiseWith(
+          PyExc_ValueError,
+          std::string(what) + ": a str key must have a UTF-8 form (a lone surrogate has none)");
     }
   } else {
     RaiseTypeError(std::string(what) + ": a key must be bytes or str, got " + TypeName(key));
   }
-  SHA256(reinterpret_cast<const unsigned char*>(data), static_cast<size_t>(len), h.bytes.data());
-  return h;
+  return kv::Sha256Of(data, static_cast<size_t>(len));
 }
 
 std::vector<kv::BlockHash> KeysToHashes(nb::handle keys, const char* what) {
@@ -114,10 +115,23 @@ std::vector<kv::BlockHash> KeysToHashes(nb::handle keys, const char* what) {
     PyObject* k = items[i];
     if (PyBytes_Check(k) && PyBytes_GET_SIZE(k) == 32) {  // the hot path: vLLM block hashes
       std::memcpy(out[i].bytes.data(), PyBytes_AS_STRING(k), 32);
-    } else {
-      const std::string w = std::string(what) + "[" + std::to_string(i) + "]";
-      out[i] = KeyToHash(k, w.c_str());
+      continue;
     }
+    // str keys (SGLang's, Mooncake-style connectors'): the UTF-8 that CPython caches in the str
+    // object, hashed in place. No allocation per key: the label naming the key is built only for
+    // the error (issue 27: with a label and OpenSSL's one-shot SHA256() per key, str-key exists
+    // ran at 0.7x Mooncake's).
+    if (PyUnicode_Check(k)) {
+      Py_ssize_t len = 0;
+      const char* data = PyUnicode_AsUTF8AndSize(k, &len);
+      if (data != nullptr) {
+        out[i] = kv::Sha256Of(data, static_cast<size_t>(len));
+        continue;
+      }
+      PyErr_Clear();  // KeyToHash raises again, naming the key
+    }
+    const std::string w = std::string(what) + "[" + std::to_string(i) + "]";
+    out[i] = KeyToHash(k, w.c_str());
   }
   return out;
 }

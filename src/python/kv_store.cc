@@ -7,9 +7,10 @@
 #include <utility>
 
 #include "dualpath/common/check.h"
+#include "dualpath/common/parallel.h"
 #include "dualpath/kv/block_file.h"
+#include "dualpath/kv/copy_verify.h"
 #include "dualpath/kv/layout.h"
-#include "python/copy_verify.h"
 
 namespace dualpath::python {
 namespace {
@@ -40,25 +41,8 @@ KvStore::KvStore(const KvStoreOptions& options) : options_(options) {
 
 template <typename Fn>
 void KvStore::ForEachParallel(size_t n, uint64_t bytes, Fn&& fn) const {
-  const size_t threads = bytes < kParallelCopyBytes ? 1 : std::min<size_t>(copy_threads_, n);
-  if (threads <= 1) {
-    for (size_t i = 0; i < n; ++i) {
-      fn(i);
-    }
-    return;
-  }
-  auto range = [&](size_t t) {
-    for (size_t i = n * t / threads; i < n * (t + 1) / threads; ++i) {
-      fn(i);
-    }
-  };
-  std::vector<std::jthread> workers;
-  workers.reserve(threads - 1);
-  for (size_t t = 1; t < threads; ++t) {
-    workers.emplace_back(range, t);
-  }
-  range(0);
-}  // the jthreads join here
+  ParallelFor(n, bytes < kParallelCopyBytes ? 1 : copy_threads_, std::forward<Fn>(fn));
+}
 KvStore::~KvStore() { Close(); }
 
 uint64_t KvStore::NamespaceFingerprint(const std::string& name_space) {
@@ -124,10 +108,7 @@ std::vector<Status> KvStore::PutBatch(std::span<const kv::BlockHash> keys,
       bytes += b.size;
     }
     ForEachParallel(keys.size(), bytes, [&](size_t i) {
-      const std::span<const std::byte> payload(bufs[i].data, bufs[i].size);
-      // Bound to the key (kv::KeySeed): an index entry pointing this key at another key's
-      // block, with that block's checksum, fails the check on read.
-      Status s = pool_->Put(keys[i], payload, kv::BlockChecksum(payload, PoolSeed(keys[i])));
+      Status s = PutToPool(keys[i], bufs[i]);
       if (!s.ok() && s.code() != Code::kAlreadyExists) {
         out[i] = s.WithContext("pool");
       }
@@ -182,6 +163,15 @@ std::vector<Status> KvStore::PutBatch(std::span<const kv::BlockHash> keys,
   return out;
 }
 
+Status KvStore::PutToPool(const kv::BlockHash& key, ConstBuf buf) {
+  ASSIGN_OR_RETURN(pool::WriteHandle w, pool_->Reserve(key, buf.size));
+  // One pass over the payload (issue 27): the copy into the pool computes the checksum, bound to
+  // the key (kv::KeySeed) so that an index entry pointing this key at another key's block, with
+  // that block's checksum, fails the check on read. Published with it as the entry's tag.
+  const uint64_t sum = kv::CopyAndChecksum(buf.data, w.data, buf.size, PoolSeed(key));
+  return pool_->Publish(w, sum);
+}
+
 Result<uint64_t> KvStore::GetFromPool(const kv::BlockHash& key, MutBuf buf) {
   auto pin = pool_->Pin(key);
   if (!pin.ok()) {
@@ -196,7 +186,7 @@ Result<uint64_t> KvStore::GetFromPool(const kv::BlockHash& key, MutBuf buf) {
     return OutOfRange("block " + key.Hex().substr(0, 16) + " has " + std::to_string(size) +
                       " bytes, more than the buffer's " + std::to_string(buf.size));
   }
-  const uint64_t sum = CopyAndChecksum(pin->data, buf.data, size, PoolSeed(key));
+  const uint64_t sum = kv::CopyAndChecksum(pin->data, buf.data, size, PoolSeed(key));
   const uint64_t want = pin->user_tag;
   (void)pool_->Unpin(*pin);
   if (sum != want) {
@@ -270,7 +260,7 @@ std::vector<Result<uint64_t>> KvStore::GetBatch(std::span<const kv::BlockHash> k
         // The file's checksum was verified by the read; the copy computes the pool's checksum in
         // the same pass, so promotion does not read the payload once more.
         const uint64_t sum =
-            CopyAndChecksum(payload.data(), bufs[i].data, payload.size(), PoolSeed(keys[i]));
+            kv::CopyAndChecksum(payload.data(), bufs[i].data, payload.size(), PoolSeed(keys[i]));
         out[i] = static_cast<uint64_t>(payload.size());
         counters_.store_hits.fetch_add(1, std::memory_order_relaxed);
         counters_.bytes_got.fetch_add(payload.size(), std::memory_order_relaxed);

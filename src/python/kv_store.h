@@ -125,6 +125,8 @@ class KvStore {
  private:
   explicit KvStore(const KvStoreOptions& options);
   Status CheckOpen() const;
+  // Pool write: reserve, copy while checksumming, publish with the checksum as the tag.
+  Status PutToPool(const kv::BlockHash& key, ConstBuf buf);
   // Pool read: pin, copy while checksumming, unpin. kStorageMiss if absent or corrupt.
   Result<uint64_t> GetFromPool(const kv::BlockHash& key, MutBuf buf);
   // Runs fn(i) for i in [0, n), split into contiguous ranges over up to copy_threads threads

@@ -178,6 +178,13 @@ Result<std::unique_ptr<StoreClient>> StoreClient::Create(ClientOptions options) 
   if (options.local_shm && options.shm_dir.empty()) {
     return InvalidArgument("store client shm_dir is empty (same-host tier files live there)");
   }
+  if (options.copy_threads > 256) {
+    return InvalidArgument(
+        fmt::format("store client copy_threads {} is outside 0..256", options.copy_threads));
+  }
+  if (options.copy_threads == 0) {
+    options.copy_threads = std::min(std::max(1u, std::thread::hardware_concurrency()), 8u);
+  }
   if (options.host.empty()) {
     char buf[256] = {};
     if (::gethostname(buf, sizeof(buf) - 1) == 0) options.host = buf;

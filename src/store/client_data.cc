@@ -10,6 +10,9 @@
 #include <optional>
 
 #include "dualpath/common/log.h"
+#include "dualpath/common/parallel.h"
+#include "dualpath/kv/block_file.h"
+#include "dualpath/kv/copy_verify.h"
 #include "store/client_impl.h"
 #include "store/node_proto.h"
 
@@ -73,6 +76,45 @@ struct Move {
   uint64_t offset;
   uint64_t len;
 };
+
+// Batches of at least this many bytes split their passes over ClientOptions::copy_threads.
+constexpr uint64_t kParallelPassBytes = 4ull << 20;
+
+// One pass over an object's bytes on this host: a copy (dst set) that also checksums what it
+// copies when `sum` (kv::CopyAndChecksum: one read of the source, streaming stores to the
+// destination, the XXH3 of the same slices while they are in cache), or a checksum alone (dst
+// null). Issue 27: the same-host paths did a memcpy and then a second pass for the checksum.
+struct Pass {
+  size_t item;
+  const std::byte* src;
+  std::byte* dst;
+  uint64_t len;
+  uint64_t seed;
+  bool sum;
+  uint64_t result = 0;  // the checksum, when `sum`
+};
+
+// The bytes of a mapped tier file at `offset` (the caller checked the range).
+std::byte* TierBytes(const ShmTier& tier, uint64_t offset) {
+  return reinterpret_cast<std::byte*>(tier.data()) + offset;
+}
+
+// Runs the passes, split over the client's copy threads when they move enough bytes.
+void RunPasses(const ClientOptions& options, std::vector<Pass>& passes) {
+  uint64_t bytes = 0;
+  for (const Pass& p : passes) bytes += p.len;
+  const size_t threads = bytes < kParallelPassBytes ? 1 : options.copy_threads;
+  ParallelFor(passes.size(), threads, [&](size_t k) {
+    Pass& p = passes[k];
+    if (p.dst == nullptr) {
+      p.result = kv::BlockChecksum(std::span<const std::byte>(p.src, p.len), p.seed);
+    } else if (p.sum) {
+      p.result = kv::CopyAndChecksum(p.src, p.dst, p.len, p.seed);
+    } else {
+      std::memcpy(p.dst, p.src, p.len);
+    }
+  });
+}
 
 }  // namespace
 
@@ -163,11 +205,12 @@ namespace {
 
 // Runs the transfer batches of `moves` grouped by node (one batch per node). Returns per move
 // whether it completed; the failed nodes' peers are dropped from the cache.
+// `meanwhile` runs on this thread after the batches were submitted, while they move.
 std::vector<Status> RunMoves(StoreClient::Impl& c, transfer::Op op,
                              const std::map<uint32_t, const v1::NodeEndpoint*>& endpoints,
                              const std::map<uint32_t, std::vector<Move>>& by_node,
                              std::map<uint32_t, std::vector<size_t>>* move_index,
-                             size_t total_moves) {
+                             size_t total_moves, const std::function<void()>& meanwhile = {}) {
   std::vector<Status> out(total_moves);
   BatchWaiter waiter;
   std::vector<uint32_t> slots;
@@ -206,6 +249,7 @@ std::vector<Status> RunMoves(StoreClient::Impl& c, transfer::Op op,
       for (size_t i : idx) out[i] = refused;
     }
   }
+  if (meanwhile) meanwhile();
   std::vector<Status> done = waiter.Wait();
   for (size_t slot = 0; slot < slots.size(); ++slot) {
     const uint32_t node = slots[slot];
@@ -296,15 +340,20 @@ Result<std::vector<Status>> StoreClient::Impl::PutLocked(std::span<const PutItem
     std::map<uint32_t, std::vector<Move>> by_node;
     std::map<uint32_t, std::vector<size_t>> move_index;
     std::vector<size_t> move_ticket;
+    // Every item's bytes are read once on this host: its first copy (into the staging buffer or
+    // a same-host tier file) computes its checksum, bound to the key (a reader of another key
+    // whose record points here fails it); an item with neither is checksummed alone.
+    std::vector<Pass> passes;
     for (size_t t = 0; t < todo.size(); ++t) {
       const v1::PutTicket& ticket = started.tickets(t);
       const PutItem& item = items[todo[t]];
       if (ticket.code() != 0 || !ticket_status[t].ok()) continue;
       const uint64_t len = item.bytes.size();
-      // Bound to the key: a reader of another key whose record points here fails it.
-      if (!checksums[todo[t]]) checksums[todo[t]] = ObjectChecksum(item.key, item.bytes);
+      const uint64_t seed = ObjectKeySeed(item.key);
+      bool summed = checksums[todo[t]].has_value();
       if (staging_at[t] != UINT64_MAX) {
-        std::memcpy(staging.get() + staging_at[t], item.bytes.data(), len);
+        passes.push_back({t, item.bytes.data(), staging.get() + staging_at[t], len, seed, !summed});
+        summed = true;
       }
       for (const v1::Replica& loc : ticket.locations()) {
         const v1::NodeEndpoint& ep = *endpoints.at(loc.node());
@@ -315,7 +364,9 @@ Result<std::vector<Status>> StoreClient::Impl::PutLocked(std::span<const PutItem
                                      len, ep.node(), tier->size()));
             break;
           }
-          std::memcpy(tier->data() + loc.offset(), item.bytes.data(), len);
+          passes.push_back(
+              {t, item.bytes.data(), TierBytes(*tier, loc.offset()), len, seed, !summed});
+          summed = true;
           Count([&](ClientStats& st) { st.bytes_written += len; });
           continue;
         }
@@ -325,10 +376,22 @@ Result<std::vector<Status>> StoreClient::Impl::PutLocked(std::span<const PutItem
         by_node[loc.node()].push_back(Move{t, src, loc.offset(), len});
         move_ticket.push_back(t);
       }
+      if (!summed) passes.push_back({t, item.bytes.data(), nullptr, len, seed, true});
     }
+    // Staging copies must land before the transfers read them; the rest (same-host copies,
+    // checksums of registered memory) runs while the transfers move.
+    std::vector<Pass> later;
+    std::vector<Pass> first;
+    for (Pass& p : passes) {
+      const bool staged =
+          p.dst != nullptr && p.dst >= staging.get() && p.dst < staging.get() + staging_size;
+      (staged ? first : later).push_back(p);
+    }
+    RunPasses(options, first);
+    auto local_work = [&] { RunPasses(options, later); };
     if (!move_ticket.empty()) {
-      std::vector<Status> moved =
-          RunMoves(*this, transfer::Op::kPut, endpoints, by_node, &move_index, move_ticket.size());
+      std::vector<Status> moved = RunMoves(*this, transfer::Op::kPut, endpoints, by_node,
+                                           &move_index, move_ticket.size(), local_work);
       for (size_t m = 0; m < moved.size(); ++m) {
         const size_t t = move_ticket[m];
         if (!moved[m].ok()) {
@@ -339,6 +402,13 @@ Result<std::vector<Status>> StoreClient::Impl::PutLocked(std::span<const PutItem
         } else {
           Count([&](ClientStats& st) { st.bytes_written += items[todo[t]].bytes.size(); });
         }
+      }
+    } else {
+      local_work();
+    }
+    for (const std::vector<Pass>* ps : {&first, &later}) {
+      for (const Pass& p : *ps) {
+        if (p.sum) checksums[todo[p.item]] = p.result;
       }
     }
 
@@ -465,12 +535,12 @@ Result<std::vector<ReadResult>> StoreClient::Impl::GetLocked(std::span<const Get
     pending.push_back(i);
   }
 
-  // Checks the bytes at `got` against the object under the key this caller asked for (the
-  // checksum is seeded with it: ObjectChecksum); a hit copies them to dest if needed. Whatever
-  // the master answered (location, size, checksum), bytes that are not this key's are rejected.
-  auto verify = [&](size_t i, const std::byte* got, const v1::Replica& r, ReadSource source) {
+  // Checks `sum`, the checksum of the bytes read into dest (kv::CopyAndChecksum in the pass that
+  // copied them there, or a pass over them), against the object under the key this caller asked
+  // for (the checksum is seeded with it: ObjectChecksum). Whatever the master answered (location,
+  // size, checksum), bytes that are not this key's are rejected.
+  auto verify = [&](size_t i, uint64_t sum, const v1::Replica& r, ReadSource source) {
     const v1::ObjectInfo& obj = resp.objects(i);
-    const uint64_t sum = ObjectChecksum(items[i].key, std::span<const std::byte>(got, obj.size()));
     if (r.size() != obj.size() || sum != obj.checksum()) {
       last_error[i] = Corruption(fmt::format(
           "{} on node {} @{}: checksum {:016x} under this key, committed {:016x} (size {} / {}): "
@@ -483,7 +553,6 @@ Result<std::vector<ReadResult>> StoreClient::Impl::GetLocked(std::span<const Get
       });
       return false;
     }
-    if (got != items[i].dest.data()) std::memcpy(items[i].dest.data(), got, obj.size());
     results[i].status = Status::Ok();
     results[i].source = source;
     results[i].node = NodeId(r.node());
@@ -539,6 +608,15 @@ Result<std::vector<ReadResult>> StoreClient::Impl::GetLocked(std::span<const Get
       }
     }
     Status staged = staging_need > 0 ? EnsureStaging(staging_need) : Status::Ok();
+    // A replica that could not be read or failed its check: the item's next one, next round.
+    auto advance = [&](size_t i) {
+      if (++cursor[i] < order[i].size()) {
+        next.push_back(i);
+      } else {
+        results[i].status = last_error[i];
+      }
+    };
+    std::vector<Pass> local;  // same-host reads: the tier file into dest, checksummed on the way
     for (size_t i : pending) {
       const v1::Replica& r = *order[i][cursor[i]];
       const v1::NodeEndpoint& ep = *endpoints.at(r.node());
@@ -548,10 +626,11 @@ Result<std::vector<ReadResult>> StoreClient::Impl::GetLocked(std::span<const Get
           last_error[i] = Internal(fmt::format("{}: location @{} outside node {}'s tier",
                                                items[i].key.ShortString(), r.offset(), r.node()));
         } else {
-          // Straight into dest: a mismatch below makes this a miss (or the next replica
-          // overwrites it), never a hit.
-          std::memcpy(items[i].dest.data(), tier->data() + r.offset(), size);
-          if (verify(i, items[i].dest.data(), r, ReadSource::kLocal)) continue;
+          // Straight into dest: a mismatch makes this a miss (or the next replica overwrites
+          // it), never a hit.
+          local.push_back({i, TierBytes(*tier, r.offset()), items[i].dest.data(), size,
+                           ObjectKeySeed(items[i].key), true});
+          continue;
         }
       } else if (staging_at[i] != UINT64_MAX && !staged.ok()) {
         last_error[i] = staged;
@@ -564,28 +643,42 @@ Result<std::vector<ReadResult>> StoreClient::Impl::GetLocked(std::span<const Get
         landed.push_back(dst);
         continue;
       }
-      if (++cursor[i] < order[i].size())
-        next.push_back(i);
-      else
-        results[i].status = last_error[i];
+      advance(i);
     }
+    // The same-host copies run while the round's transfers move.
+    std::vector<Status> moved;
     if (!move_item.empty()) {
-      std::vector<Status> moved =
-          RunMoves(*this, transfer::Op::kGet, endpoints, by_node, &move_index, move_item.size());
-      for (size_t m = 0; m < moved.size(); ++m) {
-        const size_t i = move_item[m];
-        const v1::Replica& r = *order[i][cursor[i]];
-        if (moved[m].ok()) {
-          if (verify(i, landed[m], r, ReadSource::kRemote)) continue;
-        } else {
-          last_error[i] = moved[m].WithContext(
-              fmt::format("read {} from node {}", items[i].key.ShortString(), r.node()));
-          Count([](ClientStats& st) { ++st.bad_replicas; });
-        }
-        if (++cursor[i] < order[i].size())
-          next.push_back(i);
-        else
-          results[i].status = last_error[i];
+      moved = RunMoves(*this, transfer::Op::kGet, endpoints, by_node, &move_index, move_item.size(),
+                       [&] { RunPasses(options, local); });
+    } else {
+      RunPasses(options, local);
+    }
+    for (const Pass& p : local) {
+      if (!verify(p.item, p.result, *order[p.item][cursor[p.item]], ReadSource::kLocal)) {
+        advance(p.item);
+      }
+    }
+    // Transferred bytes: checksummed where they landed (zero-copy), or copied from the staging
+    // buffer into dest in the same pass.
+    std::vector<Pass> remote;
+    for (size_t m = 0; m < moved.size(); ++m) {
+      const size_t i = move_item[m];
+      const v1::Replica& r = *order[i][cursor[i]];
+      if (moved[m].ok()) {
+        std::byte* dest = items[i].dest.data();
+        remote.push_back({i, landed[m], landed[m] == dest ? nullptr : dest, resp.objects(i).size(),
+                          ObjectKeySeed(items[i].key), true});
+        continue;
+      }
+      last_error[i] = moved[m].WithContext(
+          fmt::format("read {} from node {}", items[i].key.ShortString(), r.node()));
+      Count([](ClientStats& st) { ++st.bad_replicas; });
+      advance(i);
+    }
+    RunPasses(options, remote);
+    for (const Pass& p : remote) {
+      if (!verify(p.item, p.result, *order[p.item][cursor[p.item]], ReadSource::kRemote)) {
+        advance(p.item);
       }
     }
     pending = std::move(next);

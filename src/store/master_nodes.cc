@@ -29,17 +29,6 @@ Status CheckTierSpec(NodeId node, std::string_view tier, const TierSpec& spec) {
 
 }  // namespace
 
-void Object::DropSlot(NodeId node) {
-  for (uint8_t i = 0; i < num_replicas; ++i) {
-    if (replicas[i].node == node) {
-      for (uint8_t j = i; j + 1 < num_replicas; ++j) replicas[j] = replicas[j + 1];
-      num_replicas--;
-      return;
-    }
-  }
-  DUALPATH_FATAL("store master: DropSlot of a node the object has no replica on");
-}
-
 TierState& MasterState::Impl::TierOf(NodeId node, Tier tier) {
   auto it = nodes_.find(node);
   DUALPATH_CHECK(it != nodes_.end(), "store master: a replica on a node that is not live");
@@ -61,6 +50,11 @@ Status MasterState::Impl::AddNode(const NodeSpec& spec) {
                            std::to_string(spec.dram.capacity) + ", ssd capacity " +
                            std::to_string(spec.ssd.capacity) + "; each must be 0 or at least " +
                            std::to_string(a) + " bytes)");
+  }
+  if (dram >= kMaxTierBytes || ssd >= kMaxTierBytes) {
+    return InvalidArgument("add " + NodeText(spec.id) + ": a tier of " +
+                           std::to_string(std::max(dram, ssd)) +
+                           " bytes; the master accounts tiers below 2^48 bytes (256 TiB)");
   }
   RETURN_IF_ERROR(CheckTierSpec(spec.id, "dram", spec.dram));
   RETURN_IF_ERROR(CheckTierSpec(spec.id, "ssd", spec.ssd));
@@ -84,33 +78,33 @@ Status MasterState::Impl::RemoveNode(NodeId node) {
     return Status(Code::kStoreUnknownNode, "remove " + NodeText(node) + ": not live");
   }
   // Committed objects with a replica here: their LRU lists name them all.
-  std::vector<Object*> committed;
+  std::vector<ObjIndex> committed;
   for (TierState& ts : nit->second.tiers) {
-    for (Object* o = ts.lru.head; o != nullptr; o = o->SlotOn(node)->lru_next) {
+    for (ObjIndex o = ts.lru.head; o != kNoObject; o = SlotOn(o, node)->lru_next) {
       committed.push_back(o);
     }
   }
-  for (Object* o : committed) {
+  for (ObjIndex o : committed) {
     // The node's space goes with the node: unlink only, nothing to free.
     DropReplica(o, node, /*free_space=*/false);
-    if (o->num_replicas == 0) {
-      if (o->pins > 0) {
+    if (Obj(o).num_replicas == 0) {
+      if (Obj(o).pins > 0) {
         HideObject(o);  // readers holding it will find the node dead and miss
       } else {
-        objects_.erase(*o->key);
+        FreeObject(o, /*indexed=*/true);
       }
     }
   }
   std::vector<uint64_t> dead_puts;
   for (auto& [id, put] : puts_) {
-    Object* o = put.object;
-    if (o->SlotOn(node) == nullptr) continue;
-    o->DropSlot(node);
-    if (o->num_replicas == 0) dead_puts.push_back(id);
+    const ObjIndex o = put.object;
+    if (SlotOn(o, node) == nullptr) continue;
+    DropSlot(o, node);
+    if (Obj(o).num_replicas == 0) dead_puts.push_back(id);
   }
   for (uint64_t id : dead_puts) ErasePut(id);  // nothing left to commit to
-  for (auto& [o, handle] : hidden_) {
-    if (o->SlotOn(node) != nullptr) o->DropSlot(node);
+  for (ObjIndex o : hidden_) {
+    if (SlotOn(o, node) != nullptr) DropSlot(o, node);
   }
   nodes_.erase(nit);
   return Status::Ok();
@@ -127,80 +121,43 @@ std::vector<NodeId> MasterState::Impl::LiveNodes() const {
 // ---------------------------------------------------------------------------------------------
 // Objects, LRU lists and eviction.
 
-void MasterState::Impl::LruAppend(LruList& list, NodeId node, Object* o) {
-  ReplicaSlot* s = o->SlotOn(node);
-  s->lru_prev = list.tail;
-  s->lru_next = nullptr;
-  if (list.tail != nullptr) {
-    list.tail->SlotOn(node)->lru_next = o;
-  } else {
-    list.head = o;
-  }
-  list.tail = o;
-}
-
-void MasterState::Impl::LruUnlink(LruList& list, NodeId node, Object* o) {
-  ReplicaSlot* s = o->SlotOn(node);
-  if (s->lru_prev != nullptr) {
-    s->lru_prev->SlotOn(node)->lru_next = s->lru_next;
-  } else {
-    list.head = s->lru_next;
-  }
-  if (s->lru_next != nullptr) {
-    s->lru_next->SlotOn(node)->lru_prev = s->lru_prev;
-  } else {
-    list.tail = s->lru_prev;
-  }
-  s->lru_prev = s->lru_next = nullptr;
-}
-
-void MasterState::Impl::Touch(Object* o) {
-  for (uint8_t i = 0; i < o->num_replicas; ++i) {
-    const NodeId node = o->replicas[i].node;
-    LruList& list = TierOf(node, o->replicas[i].tier).lru;
-    if (list.tail == o) continue;
-    LruUnlink(list, node, o);
-    LruAppend(list, node, o);
-  }
-}
-
-void MasterState::Impl::DropReplica(Object* o, NodeId node, bool free_space) {
-  ReplicaSlot* s = o->SlotOn(node);
+void MasterState::Impl::DropReplica(ObjIndex o, NodeId node, bool free_space) {
+  ReplicaSlot* s = SlotOn(o, node);
   DUALPATH_CHECK(s != nullptr, "store master: DropReplica on a node without a replica");
   TierState& ts = TierOf(node, s->tier);
-  if (o->state == ObjectState::kCommitted) LruUnlink(ts.lru, node, o);
-  if (free_space) ts.alloc.Free(s->offset, Aligned(o->size));
+  if (Obj(o).st() == ObjectState::kCommitted) LruUnlink(ts.lru, node, o);
+  if (free_space) ts.alloc.Free(s->offset(), Aligned(Obj(o).size));
   ts.replicas--;
-  o->DropSlot(node);
+  DropSlot(o, node);
 }
 
-void MasterState::Impl::EraseObject(Object* o) {
-  DUALPATH_CHECK(o->pins == 0, "store master: erasing a pinned object");
-  while (o->num_replicas > 0) DropReplica(o, o->replicas[0].node, /*free_space=*/true);
-  objects_.erase(*o->key);
+void MasterState::Impl::EraseObject(ObjIndex o) {
+  DUALPATH_CHECK(Obj(o).pins == 0, "store master: erasing a pinned object");
+  while (Obj(o).num_replicas > 0) DropReplica(o, SlotAt(o, 0).node_id(), /*free_space=*/true);
+  FreeObject(o, /*indexed=*/true);
 }
 
-void MasterState::Impl::HideObject(Object* o) {
-  if (o->state == ObjectState::kCommitted) {
-    for (uint8_t i = 0; i < o->num_replicas; ++i) {
-      const ReplicaSlot& s = o->replicas[i];
-      LruUnlink(TierOf(s.node, s.tier).lru, s.node, o);
+void MasterState::Impl::HideObject(ObjIndex o) {
+  if (Obj(o).st() == ObjectState::kCommitted) {
+    for (int r = 0; r < static_cast<int>(Obj(o).num_replicas); ++r) {
+      const ReplicaSlot& s = SlotAt(o, r);
+      LruUnlink(TierOf(s.node_id(), s.tier).lru, s.node_id(), o);
     }
   }
-  o->state = ObjectState::kHidden;
-  ObjectMap::node_type handle = objects_.extract(*o->key);
-  DUALPATH_CHECK(!handle.empty(), "store master: hiding an object not in the map");
-  hidden_.emplace(o, std::move(handle));
+  Obj(o).set_state(ObjectState::kHidden);
+  Unindex(o);
+  hidden_.insert(o);
 }
 
 bool MasterState::Impl::EvictOne(NodeId node, Tier tier) {
   if (clock_.Now() < hold_eviction_until_) return false;
   TierState& ts = TierOf(node, tier);
-  Object* o = ts.lru.head;
-  while (o != nullptr && o->pins > 0) o = o->SlotOn(node)->lru_next;
-  if (o == nullptr) return false;
+  ObjIndex o = ts.lru.head;
+  while (o != kNoObject && Obj(o).pins > 0) o = SlotOn(o, node)->lru_next;
+  if (o == kNoObject) return false;
   DropReplica(o, node, /*free_space=*/true);
-  if (o->num_replicas == 0) objects_.erase(*o->key);  // its last copy: the object is gone
+  // Its last copy: the object is gone.
+  if (Obj(o).num_replicas == 0) FreeObject(o, /*indexed=*/true);
   evicted_replicas_++;
   return true;
 }
@@ -248,25 +205,25 @@ Result<RebuildOutcome> MasterState::Impl::RebuildFromReports(
                                          std::to_string(ts.alloc.capacity()));
       continue;
     }
-    auto it = objects_.find(r.key);
-    Object* o = it == objects_.end() ? nullptr : &it->second;
-    if (o != nullptr) {
-      if (o->state != ObjectState::kCommitted) {
+    ObjIndex o = Find(r.key);
+    if (o != kNoObject) {
+      const Object& obj = Obj(o);
+      if (obj.st() != ObjectState::kCommitted) {
         reject(Code::kStoreReportConflict, "a put of it is in progress");
         continue;
       }
-      if (o->size != r.size || o->checksum != r.checksum) {
+      if (obj.size != r.size || obj.put_or_checksum != r.checksum) {
         reject(Code::kStoreReportConflict,
                "size " + std::to_string(r.size) + " checksum " + std::to_string(r.checksum) +
-                   " differ from the known size " + std::to_string(o->size) + " checksum " +
-                   std::to_string(o->checksum));
+                   " differ from the known size " + std::to_string(obj.size) + " checksum " +
+                   std::to_string(obj.put_or_checksum));
         continue;
       }
-      if (o->SlotOn(node) != nullptr) {
+      if (SlotOn(o, node) != nullptr) {
         reject(Code::kStoreReportConflict, "reported twice by the node");
         continue;
       }
-      if (o->num_replicas == kMaxReplicas) {
+      if (obj.num_replicas == kMaxReplicas) {
         reject(Code::kStoreReportConflict,
                "already has " + std::to_string(kMaxReplicas) + " replicas");
         continue;
@@ -278,18 +235,18 @@ Result<RebuildOutcome> MasterState::Impl::RebuildFromReports(
                                              " overlap another replica or run past capacity");
       continue;
     }
-    if (o == nullptr) {
-      auto [nit2, inserted] = objects_.try_emplace(r.key);
-      o = &nit2->second;
-      o->key = &nit2->first;
-      o->size = r.size;
-      o->checksum = r.checksum;
-      o->state = ObjectState::kCommitted;
+    if (o == kNoObject) {
+      o = NewObject(r.key);
+      if (o == kNoObject) {
+        ts.alloc.Free(r.offset, Aligned(r.size));
+        reject(Code::kResourceExhausted, "the master holds 2^32 - 1 objects, its limit");
+        continue;
+      }
+      Obj(o).size = r.size;
+      Obj(o).put_or_checksum = r.checksum;
+      Obj(o).set_state(ObjectState::kCommitted);
     }
-    ReplicaSlot& s = o->replicas[o->num_replicas++];
-    s.node = node;
-    s.tier = r.tier;
-    s.offset = r.offset;
+    AddSlot(o, node, r.tier, r.offset);
     ts.replicas++;
     LruAppend(ts.lru, node, o);
     out.accepted++;
@@ -319,7 +276,7 @@ Result<TierUsage> MasterState::Impl::Usage(NodeId node, Tier tier) const {
 MasterStats MasterState::Impl::Stats() const {
   MasterStats s;
   s.nodes = nodes_.size();
-  s.objects = objects_.size() - puts_.size();
+  s.objects = index_.size() - puts_.size();
   s.pending_puts = puts_.size();
   s.pins = pins_.size();
   s.hidden_pinned = hidden_.size();
@@ -333,56 +290,103 @@ Status MasterState::Impl::CheckConsistency() const {
   // Expected (used bytes, replicas) per (node, tier) from the objects themselves.
   std::map<std::pair<NodeId, int>, std::pair<uint64_t, uint64_t>> expect;
   std::map<std::pair<NodeId, int>, uint64_t> committed_slots;
-  auto account = [&](const Object& o) -> Status {
-    for (uint8_t i = 0; i < o.num_replicas; ++i) {
-      const ReplicaSlot& s = o.replicas[i];
-      if (!nodes_.contains(s.node)) {
-        return Internal("object " + o.key->ShortString() + " has a replica on dead " +
-                        NodeText(s.node));
+  auto account = [&](ObjIndex oi) -> Status {
+    const Object& o = Obj(oi);
+    const std::string name = KeyOf(oi).ShortString();
+    if (o.num_replicas > kMaxReplicas) return Internal("object " + name + ": replica count");
+    if ((o.num_replicas > 1) != (o.extra != kNoObject)) {
+      return Internal("object " + name + ": out-of-line replica slots");
+    }
+    for (int i = 0; i < static_cast<int>(o.num_replicas); ++i) {
+      const ReplicaSlot& s = SlotAt(oi, i);
+      if (!nodes_.contains(s.node_id())) {
+        return Internal("object " + name + " has a replica on dead " + NodeText(s.node_id()));
       }
-      for (uint8_t j = 0; j < i; ++j) {
-        if (o.replicas[j].node == s.node) {
-          return Internal("object " + o.key->ShortString() + " has two replicas on " +
-                          NodeText(s.node));
+      for (int j = 0; j < i; ++j) {
+        if (SlotAt(oi, j).node == s.node) {
+          return Internal("object " + name + " has two replicas on " + NodeText(s.node_id()));
         }
       }
-      auto& e = expect[{s.node, static_cast<int>(s.tier)}];
+      auto& e = expect[{s.node_id(), static_cast<int>(s.tier)}];
       e.first += Aligned(o.size);
       e.second++;
-      if (o.state == ObjectState::kCommitted) committed_slots[{s.node, static_cast<int>(s.tier)}]++;
+      if (o.st() == ObjectState::kCommitted) {
+        committed_slots[{s.node_id(), static_cast<int>(s.tier)}]++;
+      }
     }
     return Status::Ok();
   };
-  std::unordered_map<const Object*, uint32_t> pin_refs;
+  std::unordered_map<ObjIndex, uint32_t> pin_refs;
   for (const auto& [id, pin] : pins_) {
     if (!pin_expiry_.contains({pin.expires_at, id})) return Internal("pin without expiry entry");
-    for (const Object* o : pin.objects) pin_refs[o]++;
+    for (ObjIndex o : pin.objects) pin_refs[o]++;
   }
   if (pin_expiry_.size() != pins_.size()) return Internal("pin expiry entries without pins");
-  size_t pending = 0;
-  for (const auto& [key, o] : objects_) {
-    if (o.key != &key) return Internal("object " + key.ShortString() + ": key pointer");
-    if (o.state == ObjectState::kHidden) return Internal("hidden object in the map");
-    if (o.num_replicas == 0) return Internal("object " + key.ShortString() + " has no replica");
-    if (o.pins != pin_refs[&o]) return Internal("object " + key.ShortString() + ": pin count");
-    if (o.state == ObjectState::kPending) {
-      pending++;
-      auto p = puts_.find(o.put_id);
-      if (p == puts_.end() || p->second.object != &o) {
-        return Internal("pending object " + key.ShortString() + " without its put");
-      }
-      if (o.pins != 0) return Internal("pending object is pinned");
+  // Every indexed object is found by its own key (the table's probing and erase are sound).
+  size_t pending = 0, indexed = 0;
+  Status bad;
+  std::vector<uint64_t> per_model(models_.size(), 0);
+  index_.ForEach([&](ObjIndex oi) {
+    if (!bad.ok()) return;
+    indexed++;
+    const Object& o = Obj(oi);
+    const ObjectKey key = KeyOf(oi);
+    const std::string name = key.ShortString();
+    if (o.model >= models_.size() || models_[o.model].second == 0) {
+      bad = Internal("object " + name + ": model slot");
+      return;
     }
-    RETURN_IF_ERROR(account(o));
-  }
+    per_model[o.model]++;
+    if (Find(key) != oi) {
+      bad = Internal("object " + name + ": not found by its key");
+    } else if (o.st() != ObjectState::kPending && o.st() != ObjectState::kCommitted) {
+      bad = Internal("object " + name + ": state " + std::to_string(o.state) + " in the index");
+    } else if (o.num_replicas == 0) {
+      bad = Internal("object " + name + " has no replica");
+    } else if (o.pins != pin_refs[oi]) {
+      bad = Internal("object " + name + ": pin count");
+    } else if (o.st() == ObjectState::kPending) {
+      pending++;
+      auto p = puts_.find(o.put_or_checksum);
+      if (p == puts_.end() || p->second.object != oi) {
+        bad = Internal("pending object " + name + " without its put");
+      } else if (o.pins != 0) {
+        bad = Internal("pending object is pinned");
+      }
+    }
+    if (bad.ok()) bad = account(oi);
+  });
+  RETURN_IF_ERROR(bad);
+  if (indexed != index_.size()) return Internal("object index size disagrees with its entries");
   if (pending != puts_.size() || put_deadlines_.size() != puts_.size()) {
     return Internal("puts, deadlines and pending objects disagree");
   }
-  for (const auto& [o, handle] : hidden_) {
-    if (o->state != ObjectState::kHidden || o->pins == 0 || o->pins != pin_refs[o]) {
-      return Internal("hidden object " + o->key->ShortString() + " state or pins");
+  for (ObjIndex o : hidden_) {
+    const Object& obj = Obj(o);
+    if (obj.st() != ObjectState::kHidden || obj.pins == 0 || obj.pins != pin_refs[o]) {
+      return Internal("hidden object " + KeyOf(o).ShortString() + " state or pins");
     }
-    RETURN_IF_ERROR(account(*o));
+    per_model[obj.model]++;
+    RETURN_IF_ERROR(account(o));
+  }
+  for (size_t m = 0; m < models_.size(); ++m) {
+    if (per_model[m] != models_[m].second) {
+      return Internal("model slot " + std::to_string(m) + " counts " +
+                      std::to_string(models_[m].second) + " objects, " +
+                      std::to_string(per_model[m]) + " hold it");
+    }
+  }
+  // Records: every one is live (indexed or hidden) or on the free list.
+  size_t free_records = 0;
+  for (ObjIndex f = free_head_; f != kNoObject; f = Obj(f).extra) {
+    if (Obj(f).st() != ObjectState::kFree || ++free_records > allocated_) {
+      return Internal("object free list broken");
+    }
+  }
+  if (free_records + index_.size() + hidden_.size() != allocated_) {
+    return Internal("object records: " + std::to_string(allocated_) + " allocated, " +
+                    std::to_string(free_records) + " free, " + std::to_string(index_.size()) +
+                    " indexed, " + std::to_string(hidden_.size()) + " hidden");
   }
   for (const auto& [id, node] : nodes_) {
     for (int t = 0; t < kNumTiers; ++t) {
@@ -395,12 +399,12 @@ Status MasterState::Impl::CheckConsistency() const {
                         std::to_string(e.first) + " and " + std::to_string(e.second));
       }
       uint64_t listed = 0;
-      const Object* prev = nullptr;
-      for (const Object* o = ts.lru.head; o != nullptr;) {
-        const ReplicaSlot* s = o->SlotOn(id);
-        if (s == nullptr || o->state != ObjectState::kCommitted || s->lru_prev != prev ||
-            static_cast<int>(s->tier) != t) {
-          return Internal(NodeText(id) + ": LRU list broken at " + o->key->ShortString());
+      ObjIndex prev = kNoObject;
+      for (ObjIndex o = ts.lru.head; o != kNoObject;) {
+        const ReplicaSlot* s = const_cast<Impl*>(this)->SlotOn(o, id);
+        if (s == nullptr || Obj(o).st() != ObjectState::kCommitted || s->lru_prev != prev ||
+            static_cast<int>(s->tier) != t || listed > allocated_) {
+          return Internal(NodeText(id) + ": LRU list broken at " + KeyOf(o).ShortString());
         }
         listed++;
         prev = o;

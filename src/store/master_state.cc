@@ -130,12 +130,13 @@ Result<PutTicket> MasterState::Impl::PutStart(const ObjectKey& key, uint64_t siz
     return InvalidArgument("put " + KeyText(key) + ": size 0");
   }
   const std::string_view tier_name = TierName(options.tier);
-  if (auto it = objects_.find(key); it != objects_.end()) {
-    if (it->second.state == ObjectState::kCommitted) {
+  if (const ObjIndex i = Find(key); i != kNoObject) {
+    const Object& o = Obj(i);
+    if (o.st() == ObjectState::kCommitted) {
       return Status(Code::kStoreObjectExists, "put " + KeyText(key) + ": already committed");
     }
     return Status(Code::kStorePutPending, "put " + KeyText(key) + ": put " +
-                                              std::to_string(it->second.put_id) +
+                                              std::to_string(o.put_or_checksum) +
                                               " of it is in progress");
   }
 
@@ -211,26 +212,25 @@ Result<PutTicket> MasterState::Impl::PutStart(const ObjectKey& key, uint64_t siz
                       " nodes asked, even after evicting every unpinned object there");
   }
 
-  auto [it, inserted] = objects_.try_emplace(key);
-  DUALPATH_CHECK(inserted, "store master: object appeared during PutStart");
-  Object& o = it->second;
-  o.key = &it->first;
-  o.size = size;
-  o.state = ObjectState::kPending;
-  o.put_id = next_put_id_++;
+  const ObjIndex oi = NewObject(key);
+  if (oi == kNoObject) {
+    for (const auto& [i, off] : placed) candidates[i].tier->alloc.Free(off, need);
+    return Status(Code::kResourceExhausted,
+                  "put " + KeyText(key) + ": the master holds 2^32 - 1 objects, its limit");
+  }
+  const uint64_t put_id = next_put_id_++;
+  Obj(oi).size = size;
+  Obj(oi).put_or_checksum = put_id;
   PutTicket ticket;
-  ticket.id = PutId(o.put_id);
+  ticket.id = PutId(put_id);
   ticket.deadline = clock_.Now() + config_.put_timeout;
   for (const auto& [i, off] : placed) {
-    ReplicaSlot& s = o.replicas[o.num_replicas++];
-    s.node = candidates[i].id;
-    s.tier = options.tier;
-    s.offset = off;
+    AddSlot(oi, candidates[i].id, options.tier, off);
     candidates[i].tier->replicas++;
-    ticket.locations.push_back(Replica{s.node, s.tier, s.offset, size, 0});
+    ticket.locations.push_back(Replica{candidates[i].id, options.tier, off, size, 0});
   }
-  puts_.emplace(o.put_id, PendingPut{&o, ticket.deadline});
-  put_deadlines_.emplace(ticket.deadline, o.put_id);
+  puts_.emplace(put_id, PendingPut{oi, ticket.deadline});
+  put_deadlines_.emplace(ticket.deadline, put_id);
   // A reservation counts as used: keep each node under its watermark (the new object is not in
   // any LRU list, so it cannot be the one evicted).
   for (const Replica& r : ticket.locations) EvictToWatermark(r.node, r.tier);
@@ -244,21 +244,21 @@ Status MasterState::Impl::PutCommit(PutId put, uint64_t checksum) {
                   "commit of put " + std::to_string(put.value()) +
                       ": not in progress (never started, committed, aborted or expired)");
   }
-  Object* o = it->second.object;
+  const ObjIndex o = it->second.object;
   put_deadlines_.erase({it->second.deadline, put.value()});
   puts_.erase(it);
-  o->state = ObjectState::kCommitted;
-  o->checksum = checksum;
-  o->put_id = 0;
-  std::vector<std::pair<NodeId, Tier>> where;
-  for (uint8_t i = 0; i < o->num_replicas; ++i) {
-    ReplicaSlot& s = o->replicas[i];
-    LruAppend(TierOf(s.node, s.tier).lru, s.node, o);
-    where.emplace_back(s.node, s.tier);
+  Obj(o).set_state(ObjectState::kCommitted);
+  Obj(o).put_or_checksum = checksum;
+  std::array<std::pair<NodeId, Tier>, kMaxReplicas> where;
+  const int n = static_cast<int>(Obj(o).num_replicas);
+  for (int r = 0; r < n; ++r) {
+    const ReplicaSlot& s = SlotAt(o, r);
+    where[r] = {s.node_id(), s.tier};
+    LruAppend(TierOf(s.node_id(), s.tier).lru, s.node_id(), o);
   }
   // `o` may be evicted here (it is the most recent, so only if nothing older can go): do not
   // touch it after this loop.
-  for (const auto& [node, tier] : where) EvictToWatermark(node, tier);
+  for (int r = 0; r < n; ++r) EvictToWatermark(where[r].first, where[r].second);
   return Status::Ok();
 }
 
@@ -276,7 +276,7 @@ Status MasterState::Impl::PutAbort(PutId put) {
 void MasterState::Impl::ErasePut(uint64_t put_id) {
   auto it = puts_.find(put_id);
   DUALPATH_CHECK(it != puts_.end(), "store master: ErasePut of an unknown put");
-  Object* o = it->second.object;
+  const ObjIndex o = it->second.object;
   put_deadlines_.erase({it->second.deadline, put_id});
   puts_.erase(it);
   EraseObject(o);
@@ -290,19 +290,19 @@ GetResult MasterState::Impl::Get(std::span<const ObjectKey> keys) {
   out.objects.resize(keys.size());
   Pin pin;
   for (size_t i = 0; i < keys.size(); ++i) {
-    auto it = objects_.find(keys[i]);
-    if (it == objects_.end() || it->second.state != ObjectState::kCommitted) continue;
-    Object* o = &it->second;
+    const ObjIndex o = Find(keys[i]);
+    if (o == kNoObject || Obj(o).st() != ObjectState::kCommitted) continue;
+    const Object& obj = Obj(o);
     ObjectInfo& info = out.objects[i];
     info.found = true;
-    info.size = o->size;
-    info.checksum = o->checksum;
-    info.replicas.reserve(o->num_replicas);
-    for (uint8_t r = 0; r < o->num_replicas; ++r) {
-      const ReplicaSlot& s = o->replicas[r];
-      info.replicas.push_back(Replica{s.node, s.tier, s.offset, o->size, o->checksum});
+    info.size = obj.size;
+    info.checksum = obj.put_or_checksum;
+    info.replicas.reserve(obj.num_replicas);
+    for (int r = 0; r < static_cast<int>(obj.num_replicas); ++r) {
+      const ReplicaSlot& s = SlotAt(o, r);
+      info.replicas.push_back(Replica{s.node_id(), s.tier, s.offset(), info.size, info.checksum});
     }
-    o->pins++;
+    Obj(o).pins++;
     pin.objects.push_back(o);
     Touch(o);
   }
@@ -342,20 +342,23 @@ void MasterState::Impl::ErasePin(uint64_t pin_id) {
   auto it = pins_.find(pin_id);
   DUALPATH_CHECK(it != pins_.end(), "store master: ErasePin of an unknown pin");
   pin_expiry_.erase({it->second.expires_at, pin_id});
-  for (Object* o : it->second.objects) ReleasePinRef(o);
+  for (ObjIndex o : it->second.objects) ReleasePinRef(o);
   pins_.erase(it);
 }
 
-void MasterState::Impl::ReleasePinRef(Object* o) {
-  DUALPATH_CHECK(o->pins > 0, "store master: pin count underflow");
-  if (--o->pins > 0 || o->state != ObjectState::kHidden) return;
-  for (uint8_t i = 0; i < o->num_replicas; ++i) {
-    const ReplicaSlot& s = o->replicas[i];
-    TierState& ts = TierOf(s.node, s.tier);
-    ts.alloc.Free(s.offset, Aligned(o->size));
+void MasterState::Impl::ReleasePinRef(ObjIndex o) {
+  Object& obj = Obj(o);
+  DUALPATH_CHECK(obj.pins > 0, "store master: pin count underflow");
+  if (--obj.pins > 0 || obj.st() != ObjectState::kHidden) return;
+  while (obj.num_replicas > 0) {
+    const ReplicaSlot s = SlotAt(o, 0);
+    TierState& ts = TierOf(s.node_id(), s.tier);
+    ts.alloc.Free(s.offset(), Aligned(obj.size));
     ts.replicas--;
+    DropSlot(o, s.node_id());
   }
   hidden_.erase(o);
+  FreeObject(o, /*indexed=*/false);
 }
 
 ExistsResult MasterState::Impl::Exists(std::span<const ObjectKey> keys) const {
@@ -363,8 +366,8 @@ ExistsResult MasterState::Impl::Exists(std::span<const ObjectKey> keys) const {
   out.found.resize(keys.size());
   bool prefix = true;
   for (size_t i = 0; i < keys.size(); ++i) {
-    auto it = objects_.find(keys[i]);
-    const bool hit = it != objects_.end() && it->second.state == ObjectState::kCommitted;
+    const ObjIndex o = Find(keys[i]);
+    const bool hit = o != kNoObject && Obj(o).st() == ObjectState::kCommitted;
     out.found[i] = hit ? 1 : 0;
     prefix = prefix && hit;
     out.prefix_hits += prefix ? 1 : 0;
@@ -375,10 +378,9 @@ ExistsResult MasterState::Impl::Exists(std::span<const ObjectKey> keys) const {
 size_t MasterState::Impl::Remove(std::span<const ObjectKey> keys) {
   size_t removed = 0;
   for (const ObjectKey& key : keys) {
-    auto it = objects_.find(key);
-    if (it == objects_.end() || it->second.state != ObjectState::kCommitted) continue;
-    Object* o = &it->second;
-    if (o->pins > 0) {
+    const ObjIndex o = Find(key);
+    if (o == kNoObject || Obj(o).st() != ObjectState::kCommitted) continue;
+    if (Obj(o).pins > 0) {
       HideObject(o);
     } else {
       EraseObject(o);

@@ -86,6 +86,24 @@ def test_string_keys(store):
     assert store.exists("sglang-page-abc") and not store.exists("sglang-page-abd")
 
 
+def test_batch_str_keys_are_the_sha256_of_their_utf8(store):
+    # Batches hash str keys in place (issue 27: no per-key label or allocation); the key is still
+    # the SHA-256 of the UTF-8, as for a single key, ASCII or not.
+    import hashlib
+    names = ["page-0", "página-1", "ページ-2", ""]
+    vals = blocks(len(names), seed=3)
+    assert store.batch_put(names, vals) == [0] * len(names)
+    digests = [hashlib.sha256(n.encode()).digest() for n in names]
+    assert store.batch_is_exist(digests) == [True] * len(names)
+    out = [np.zeros(BLOCK, np.uint8) for _ in names]
+    assert store.batch_get(digests, out) == [BLOCK] * len(names)
+    assert all((a == b).all() for a, b in zip(vals, out))
+    assert store.batch_exists(names + ["page-9"]) == len(names)
+    # A str that has no UTF-8 (a lone surrogate) is an error naming its place in the batch.
+    with pytest.raises(ValueError, match=r"keys\[1\]: a str key must have a UTF-8 form"):
+        store.batch_is_exist(["page-0", "bad-\ud800"])
+
+
 def test_async_handles(store):
     vals = blocks(6, seed=2)
     h = store.batch_put_async([key(i) for i in range(6)], vals)

@@ -44,6 +44,11 @@ struct BlockHash {
 
 std::ostream& operator<<(std::ostream& os, const BlockHash& h);
 
+// The SHA-256 of n bytes as a BlockHash: how keys that are not block hashes (a connector's string
+// keys) become store keys. SHA-NI where the CPU has it, no allocation (the store's Python verbs
+// hash every str key of a batch with it).
+BlockHash Sha256Of(const void* data, size_t n);
+
 }  // namespace dualpath::kv
 
 template <>

@@ -170,6 +170,9 @@ class Pool {
   // than the data area; kPoolFull when eviction cannot make room.
   Result<WriteHandle> Reserve(const BlockHash& hash, uint64_t size, uint64_t user_tag = 0);
   Status Publish(WriteHandle& handle);
+  // Publish, setting the block's user tag now instead of at Reserve: for a writer that checksums
+  // the payload in the same pass that copies it in (kv::CopyAndChecksum).
+  Status Publish(WriteHandle& handle, uint64_t user_tag);
   Status Abort(WriteHandle& handle);
   // Reserve + copy + Publish.
   Status Put(const BlockHash& hash, std::span<const std::byte> payload, uint64_t user_tag = 0);

@@ -77,6 +77,10 @@ struct ClientOptions {
   // Initial size of the staging buffer for network transfers of unregistered memory (it grows to
   // the largest batch's need).
   uint64_t staging_bytes = 4ull << 20;
+  // Threads that copy and checksum one batch's bytes on this host (same-host tier files, the
+  // staging buffer, the checksums of remote puts and gets), the calling thread included, for
+  // batches of at least 4 MiB. 0: the machine's hardware threads, at most 8 (KVStore's rule).
+  unsigned copy_threads = 0;
   // Asked before each transfer to a node, with the node's transfer address, and before each call
   // to the leader master, with its address (host:port): true skips it as unreachable instead of
   // waiting for a connect, the transfer engine's peer timeout or the call's deadline. A skipped

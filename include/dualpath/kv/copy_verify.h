@@ -14,7 +14,7 @@
 #include <cstddef>
 #include <cstdint>
 
-namespace dualpath::python {
+namespace dualpath::kv {
 
 // Copies n bytes from src to dst (non-overlapping) and returns the XXH3-64 with `seed` of the
 // source bytes: the same value as kv::BlockChecksum(bytes, seed) (KvStore seeds it with the key,
@@ -22,4 +22,4 @@ namespace dualpath::python {
 // in the CPU cache.
 uint64_t CopyAndChecksum(const std::byte* src, std::byte* dst, uint64_t n, uint64_t seed);
 
-}  // namespace dualpath::python
+}  // namespace dualpath::kv

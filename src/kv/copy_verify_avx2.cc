@@ -14,7 +14,7 @@
 
 #include "dualpath/common/check.h"
 
-namespace dualpath::python::internal {
+namespace dualpath::kv::internal {
 namespace {
 
 // Slices stay in L1/L2 between the hash and the copy.
@@ -63,4 +63,4 @@ uint64_t CopyAndChecksumAvx2(const std::byte* src, std::byte* dst, uint64_t n, u
   return XXH3_64bits_digest(st);
 }
 
-}  // namespace dualpath::python::internal
+}  // namespace dualpath::kv::internal

@@ -1,10 +1,10 @@
-#include "python/copy_verify.h"
+#include "dualpath/kv/copy_verify.h"
 
 #include <xxhash.h>
 
 #include <cstring>
 
-namespace dualpath::python {
+namespace dualpath::kv {
 namespace internal {
 #if defined(__x86_64__)
 uint64_t CopyAndChecksumAvx2(const std::byte* src, std::byte* dst, uint64_t n, uint64_t seed);
@@ -28,4 +28,4 @@ uint64_t CopyAndChecksum(const std::byte* src, std::byte* dst, uint64_t n, uint6
   return XXH3_64bits_withSeed(dst, n, seed);
 }
 
-}  // namespace dualpath::python
+}  // namespace dualpath::kv
