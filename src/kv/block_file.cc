@@ -42,6 +42,11 @@ uint64_t BlockChecksum(std::span<const std::byte> bytes) {
   return XXH3_64bits(bytes.data(), bytes.size());
 }
 
+uint64_t NamespaceFingerprint(std::string_view name_space) {
+  const std::string text = "dualpath.KVStore/" + std::string(name_space);
+  return BlockChecksum(std::as_bytes(std::span(text.data(), text.size())));
+}
+
 uint64_t ModelFingerprint(const ModelGeometry& m) {
   // A canonical text form: stable across compilers and struct layout changes, easy to document.
   std::string s = "dualpath-model-v1|" + m.name + "|" + std::to_string(m.num_layers) + "|" +
