@@ -150,9 +150,16 @@ class PagedLayers:
         self._gpu_chunk_rows = max(1, gpu_chunk_bytes // max(1, self.block_bytes))
 
     # ---- load --------------------------------------------------------------------------------
-    def start_load(self, store, hashes: Sequence[bytes]) -> "PendingLoad":
-        """Starts one asynchronous batch get of the Full Blocks into host staging rows."""
-        flat = self._load_staging.acquire(len(hashes) * self.block_bytes)
+    def start_load(self, store, hashes: Sequence[bytes], private: bool = False) -> "PendingLoad":
+        """Starts one asynchronous batch get of the Full Blocks into host staging rows. `private`:
+        into a buffer of its own rather than the reused staging (a load that stays in flight
+        across steps, e.g. a P/D decode instance's store load, must not share it with the next
+        step's load)."""
+        nbytes = len(hashes) * self.block_bytes
+        if private:
+            flat = torch.empty(nbytes, dtype=torch.uint8, pin_memory=self.device.type == "cuda")
+        else:
+            flat = self._load_staging.acquire(nbytes)
         rows = flat.view(len(hashes), self.block_bytes)
         return PendingLoad(self, rows, store.batch_get_async(list(hashes), list(rows)))
 
@@ -197,6 +204,10 @@ class PendingLoad:
     def wait(self) -> list[int]:
         """The batch get's per-key results (bytes read, or a negative code)."""
         return self._handle.wait()
+
+    def done_now(self) -> bool:
+        """Whether the batch get has finished (resolve will not block on it)."""
+        return self._handle.done()
 
     def resolve(self, transfers: Sequence[tuple[Sequence[int], int]]) -> set[int]:
         """``transfers``: per request (its block ids, in order; its first staging row).
