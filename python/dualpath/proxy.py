@@ -285,6 +285,10 @@ class Proxy:
                 if reader is not None:
                     reader.read_queue_tokens -= hit
 
+        # Where the request went, for clients and tests (the decode instance's body is as is).
+        where = {"x-dualpath-request": str(rid), "x-dualpath-side": side,
+                 "x-dualpath-hit-tokens": str(hit), "x-dualpath-prefill": pe.name,
+                 "x-dualpath-decode": de.name}
         deadline = time.monotonic() + self.args.timeout_s
         p_task = asyncio.create_task(self._call(pe, path, p_body, deadline))
         p_task.add_done_callback(lambda _: prefill_over())
@@ -297,9 +301,9 @@ class Proxy:
                 data = await self._read_json(de, d_resp, deadline, p_task)
                 await self._await_prefill(pe, p_task, deadline)
                 ok = True
-                return web.json_response(data)
+                return web.json_response(data, headers=where)
             out = web.StreamResponse(status=200, headers={"Content-Type": "text/event-stream",
-                                                          "Cache-Control": "no-cache"})
+                                                          "Cache-Control": "no-cache", **where})
             await out.prepare(request)
             try:
                 async for chunk in self._iter(de, d_resp, deadline):
@@ -309,6 +313,8 @@ class Proxy:
             except InstanceError as e:
                 # Headers are gone: the error goes into the stream, as an OpenAI error event.
                 error = str(e)
+                if e.dead:
+                    await self.mark_dead(e.inst, str(e))
                 await out.write(b"data: " + json.dumps(_error_body(str(e), "upstream_error"))
                                 .encode() + b"\n\n")
             await out.write_eof()
@@ -317,7 +323,7 @@ class Proxy:
             error = str(e)
             if e.dead:
                 await self.mark_dead(e.inst, str(e))
-            return _error(web, e.status, str(e), "upstream_error")
+            return _error(web, e.status, str(e), "upstream_error", where)
         finally:
             if not p_task.done():
                 p_task.cancel()
@@ -486,8 +492,8 @@ def _error_body(message: str, kind: str) -> dict:
     return {"error": {"message": message, "type": kind}}
 
 
-def _error(web, status: int, message: str, kind: str):
-    return web.json_response(_error_body(message, kind), status=status)
+def _error(web, status: int, message: str, kind: str, headers: dict | None = None):
+    return web.json_response(_error_body(message, kind), status=status, headers=headers)
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
