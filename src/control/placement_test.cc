@@ -170,9 +170,9 @@ TEST_F(PlacementTest, PlaceChoosesTheReadSideFromReportedQueues) {
   // The keys the service probed, one per full prompt block (200 / 32 = 6).
   EXPECT_EQ(a->prompt_block_hashes().size(), 6u * 32u);
   auto hasher = kv::BlockHasher::Create(kv::HashAlgo::kSha256Cbor, kSeed, kBlock);
-  EXPECT_EQ(a->prompt_block_hashes().substr(0, 32),
-            std::string(reinterpret_cast<const char*>(hasher->HashPrefix(prompt)[0].bytes.data()),
-                        32));
+  EXPECT_EQ(
+      a->prompt_block_hashes().substr(0, 32),
+      std::string(reinterpret_cast<const char*>(hasher->HashPrefix(prompt)[0].bytes.data()), 32));
   ASSERT_TRUE(Finish(1, true).ok());
 
   // The decode instance's storage link is busy: the prefill instance reads.
@@ -254,26 +254,26 @@ TEST_F(PlacementTest, DeadInstancesAreAvoidedUntilTheyRegisterAgain) {
   const uint32_t d0 = Register("d0", v1::ROLE_DECODE);
   const uint32_t d1 = Register("d1", v1::ROLE_DECODE);
   // d1 carries more tokens, so d0 is the choice while it lives.
-  auto a = Place(1, Tokens(64, 1), {Report(p0, 0), Report(d0, 0), Report(d1, 0, 5000)},
-                 kLongWaitMs);
+  auto a =
+      Place(1, Tokens(64, 1), {Report(p0, 0), Report(d0, 0), Report(d1, 0, 5000)}, kLongWaitMs);
   ASSERT_TRUE(a.ok()) << a.status().ToString();
   EXPECT_EQ(a->decode_engine(), d0);
   auto dead = ReportEngines({Report(p0, 0), Report(d1, 0, 5000)}, {d0});
   ASSERT_TRUE(dead.ok()) << dead.status().ToString();
   ASSERT_EQ(dead->dead_size(), 1);
   EXPECT_EQ(dead->dead(0), d0);
-  EXPECT_EQ(server_->service().stats().failed, 1);  // request 1, on the dead instance
+  EXPECT_EQ(server_->service().stats().failed, 1);      // request 1, on the dead instance
   EXPECT_EQ(Finish(1, false).code(), Code::kNotFound);  // already failed and forgotten
 
-  auto b = Place(2, Tokens(64, 2), {Report(p0, 0), Report(d0, 0), Report(d1, 0, 5000)},
-                 kLongWaitMs);
+  auto b =
+      Place(2, Tokens(64, 2), {Report(p0, 0), Report(d0, 0), Report(d1, 0, 5000)}, kLongWaitMs);
   ASSERT_TRUE(b.ok()) << b.status().ToString();
   EXPECT_EQ(b->decode_engine(), d1);  // d0's report was dropped: it is dead
   ASSERT_TRUE(Finish(2, true).ok());
 
   EXPECT_EQ(Register("d0", v1::ROLE_DECODE), d0);
-  auto c = Place(3, Tokens(64, 3), {Report(p0, 0), Report(d0, 0), Report(d1, 0, 5000)},
-                 kLongWaitMs);
+  auto c =
+      Place(3, Tokens(64, 3), {Report(p0, 0), Report(d0, 0), Report(d1, 0, 5000)}, kLongWaitMs);
   ASSERT_TRUE(c.ok()) << c.status().ToString();
   EXPECT_EQ(c->decode_engine(), d0);
 

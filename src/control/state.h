@@ -109,7 +109,7 @@ class ControlState {
     // kNone: the normal choice.
     uint32_t routed = kNone;
     std::vector<uint32_t> waiting_for;  // kDeferred: engines that must fetch again first
-    v1::Assignment placed;  // placement mode: the assignment, once kAssigned
+    v1::Assignment placed;              // placement mode: the assignment, once kAssigned
     bool place_waiting = false;  // placement mode: a Place call waits for it (it owns the erase)
     std::string error;           // kDone by failure: why
   };
@@ -140,8 +140,8 @@ class ControlState {
   // Records sched's decision for its request (kAssigned, engines' in-flight sets, stats) and
   // returns the complete Assignment the engines (or the proxy) receive.
   v1::Assignment AssignLocked(const sched::Assignment& s);
-  Status ApplyReportsLocked(
-      const google::protobuf::RepeatedPtrField<v1::EngineReport>& reports, const char* rpc);
+  Status ApplyReportsLocked(const google::protobuf::RepeatedPtrField<v1::EngineReport>& reports,
+                            const char* rpc);
   int CheckLivenessLocked();
   // The request's attempt failed (why): re-submit, or forward a failed result once attempts are
   // exhausted. `result` is the engine's failed result, or null when the service decided.

@@ -230,9 +230,9 @@ v1::Assignment ControlState::AssignLocked(const sched::Assignment& s) {
     a.set_decode_read_tokens(s.decode_read_tokens);
   }
   log::Debug("control: request {} (agent {} turn {}) attempt {} -> PE {}{} DE {} side {} hit {}",
-             rid, rs.spec.agent_id(), rs.spec.turn(), rs.attempt,
-             engines_[rs.prefill].info.name(), rs.routed != kNone ? " (routed)" : "",
-             engines_[rs.decode].info.name(), v1::ReadSide_Name(a.side()), rs.hit_tokens);
+             rid, rs.spec.agent_id(), rs.spec.turn(), rs.attempt, engines_[rs.prefill].info.name(),
+             rs.routed != kNone ? " (routed)" : "", engines_[rs.decode].info.name(),
+             v1::ReadSide_Name(a.side()), rs.hit_tokens);
   return a;
 }
 

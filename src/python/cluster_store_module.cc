@@ -81,9 +81,10 @@ class PyClusterStore {
     }
     o.etcd.endpoints = p.etcd;
     o.etcd.rpc_timeout = SecondsArg(p.etcd_timeout, "ClusterStore: etcd_timeout", false);
-    o.etcd.tls = TlsArg("ClusterStore", "etcd", p.etcd_insecure, p.etcd_tls_cert, p.etcd_tls_key, p.etcd_tls_ca);
-    o.master_tls =
-        TlsArg("ClusterStore", "master", p.master_insecure, p.master_tls_cert, p.master_tls_key, p.master_tls_ca);
+    o.etcd.tls = TlsArg("ClusterStore", "etcd", p.etcd_insecure, p.etcd_tls_cert, p.etcd_tls_key,
+                        p.etcd_tls_ca);
+    o.master_tls = TlsArg("ClusterStore", "master", p.master_insecure, p.master_tls_cert,
+                          p.master_tls_key, p.master_tls_ca);
     o.local_node = NodeId(p.local_node);
     o.host = p.host.value_or("");
     o.local_shm = p.local_shm;

@@ -86,7 +86,6 @@ class KvStore {
   KvStore(const KvStore&) = delete;
   KvStore& operator=(const KvStore&) = delete;
 
-
   // Stores each block. One status per key: OK (also when the block was already there), else why
   // that block is not stored. Sizes must be in [1, kMaxValueBytes] (checked by the caller layer).
   std::vector<Status> PutBatch(std::span<const kv::BlockHash> keys, std::span<const ConstBuf> bufs);

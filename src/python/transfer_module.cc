@@ -1,10 +1,10 @@
-// Python binding of dualpath's transfer engine (dualpath._core.TransferEngine over
-// dualpath::transfer::TransferEngine, include/dualpath/transfer/engine.h; python/dualpath/transfer.py
-// documents it). What an engine connector needs to move KV between inference instances: register
-// the paged KV cache's memory, listen and connect (the cluster's transfer token proves
-// membership, as for dualpath's own engines), post batches of one-sided puts/gets of (local
-// address, remote address, length) descriptors, and exchange small messages (notices with a
-// payload) that arrive after a batch's data.
+// Python binding of dualpath's transfer engine (dualpath._core.TransferEngine, exported as
+// dualpath.TransferEngine, over dualpath::transfer::TransferEngine,
+// include/dualpath/transfer/engine.h; docs/python.md documents it). What an engine connector needs
+// to move KV between inference instances: register the paged KV cache's memory, listen and connect
+// (the cluster's transfer token proves membership, as for dualpath's own engines), post batches of
+// one-sided puts/gets of (local address, remote address, length) descriptors, and exchange small
+// messages (notices with a payload) that arrive after a batch's data.
 //
 // Completions and notices run on the engine's progress thread; they are queued here and handed to
 // Python by events(), which the caller polls (or waits on, with the GIL released). No Python code
@@ -38,10 +38,10 @@ namespace {
 // A completion or a notice, queued by the progress thread for events().
 struct Event {
   bool notice = false;
-  uint64_t id = 0;    // completion: the batch id submit() returned; notice: the peer id
-  int64_t code = 0;   // completion: 0 or the dualpath status code
-  uint64_t tag = 0;   // notice
-  std::string text;   // completion: the error message; notice: the payload
+  uint64_t id = 0;   // completion: the batch id submit() returned; notice: the peer id
+  int64_t code = 0;  // completion: 0 or the dualpath status code
+  uint64_t tag = 0;  // notice
+  std::string text;  // completion: the error message; notice: the payload
 };
 
 // Shared with the engine's callbacks, which may outlive a closed PyTransferEngine's members.
@@ -156,7 +156,8 @@ class PyTransferEngine {
     Result<std::vector<transfer::RegionRange>> r = Engine().RemoteRegions(transfer::PeerId(peer));
     if (!r.ok()) Raise(r.status(), "remote_regions");
     nb::list out;
-    for (const transfer::RegionRange& range : *r) out.append(nb::make_tuple(range.addr, range.length));
+    for (const transfer::RegionRange& range : *r)
+      out.append(nb::make_tuple(range.addr, range.length));
     return out;
   }
 

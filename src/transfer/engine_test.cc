@@ -15,9 +15,9 @@
 #include <future>
 #include <mutex>
 #include <random>
+#include <set>
 #include <string>
 #include <string_view>
-#include <set>
 #include <thread>
 #include <tuple>
 #include <vector>
@@ -120,8 +120,9 @@ TEST_P(EngineTest, PutBatchArrivesWithNoticeThenGetReadsItBack) {
   }
 
   std::promise<std::pair<PeerId, uint64_t>> notice;
-  p.b->SetNoticeHandler(
-      [&](PeerId from, uint64_t tag, std::string_view) { notice.set_value({from, tag}); });
+  p.b->SetNoticeHandler([&](PeerId from, uint64_t tag, std::string_view) {
+    notice.set_value({from, tag});
+  });
 
   // Reverse the block order so a descriptor's local and remote offsets differ.
   Batch put{.peer = p.b_from_a, .cls = TrafficClass::kLow, .op = Op::kPut};

@@ -44,8 +44,8 @@ Status EngineImpl::Submit(Batch batch) {
     b->peer = it->second;
     b->table = it->second->table;
     if (!batch.notice_payload.empty() && !batch.notify) {
-      return InvalidArgument(fmt::format("peer {}: a notice payload without notify",
-                                         batch.peer.value()));
+      return InvalidArgument(
+          fmt::format("peer {}: a notice payload without notify", batch.peer.value()));
     }
     if (batch.notice_payload.size() > kMaxNoticePayload) {
       return InvalidArgument(fmt::format("peer {}: notice payload of {} bytes > {}",
@@ -468,9 +468,9 @@ void EngineImpl::PhaseDone(InflightBatch* b) {
     b->notice_buf = h;
     // The payload lives in the batch until Finish, so a queued send may still read it.
     const std::string& payload = b->req.notice_payload;
-    ucs_status_ptr_t sp = ucp_am_send_nbx(
-        p.ep[c], kNoticeAmId, &b->notice_buf, sizeof b->notice_buf,
-        payload.empty() ? nullptr : payload.data(), payload.size(), &param);
+    ucs_status_ptr_t sp =
+        ucp_am_send_nbx(p.ep[c], kNoticeAmId, &b->notice_buf, sizeof b->notice_buf,
+                        payload.empty() ? nullptr : payload.data(), payload.size(), &param);
     if (UCS_PTR_IS_ERR(sp)) {
       b->status = PostError(p, UCS_PTR_STATUS(sp), "send notice");
     } else if (sp != nullptr) {
