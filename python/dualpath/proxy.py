@@ -128,6 +128,7 @@ class Proxy:
         self.stats = Stats()
         self.heartbeat_s = 1.0
         self._session = None
+        self._place_lock = asyncio.Lock()
         self._tasks: list[asyncio.Task] = []
 
     # ---- instances ---------------------------------------------------------------------------
@@ -231,20 +232,34 @@ class Proxy:
                           "invalid_request_error")
         rid = random.getrandbits(63)
         self.stats.requests += 1
-        try:
-            placed = await asyncio.to_thread(self.client.place, rid, tokens, gen, self.reports(),
-                                             int(self.args.place_wait_s * 1000))
-        except dualpath.Error as e:
-            self.stats.unavailable += 1
-            self._note(str(e))
-            return _error(web, 503, f"no prefill/decode pair: {e}", "unavailable")
-        pe = self.by_id.get(placed["prefill_engine"])
-        de = self.by_id.get(placed["decode_engine"])
-        if pe is None or de is None:
-            return _error(web, 503, "the service placed the request on an unknown instance",
-                          "unavailable")
-        side = placed["side"]
-        hit = int(placed["hit_tokens"])
+        # One placement at a time: each Place carries reports that include every earlier
+        # placement (accounted below before the lock is released); concurrent Places would all
+        # see the same idle instances and land on the same pair.
+        async with self._place_lock:
+            try:
+                placed = await asyncio.to_thread(self.client.place, rid, tokens, gen,
+                                                 self.reports(),
+                                                 int(self.args.place_wait_s * 1000))
+            except dualpath.Error as e:
+                self.stats.unavailable += 1
+                self._note(str(e))
+                return _error(web, 503, f"no prefill/decode pair: {e}", "unavailable")
+            pe = self.by_id.get(placed["prefill_engine"])
+            de = self.by_id.get(placed["decode_engine"])
+            if pe is None or de is None:
+                return _error(web, 503, "the service placed the request on an unknown instance",
+                              "unavailable")
+            side = placed["side"]
+            hit = int(placed["hit_tokens"])
+            # Load accounting: P holds the prompt until it answers; the hit sits in the reading
+            # side's storage queue until the prefill is done; D holds prompt + gen until it ends.
+            reader = pe if side == "prefill" else de if side == "decode" else None
+            pe.unfinished_requests += 1
+            pe.unfinished_tokens += len(tokens)
+            de.unfinished_requests += 1
+            de.unfinished_tokens += len(tokens) + gen
+            if reader is not None:
+                reader.read_queue_tokens += hit
         self.stats.sides[side] = self.stats.sides.get(side, 0) + 1
         self.stats.hit_tokens += hit
         self.stats.prompt_tokens += len(tokens)
@@ -265,15 +280,6 @@ class Proxy:
             p_body["prompt"] = d_body["prompt"] = tokens
         path = "/v1/chat/completions" if chat else "/v1/completions"
 
-        # Load accounting: P holds the prompt until it answers; the hit sits in the reading
-        # side's storage queue until the prefill is done; D holds prompt + gen until it ends.
-        reader = pe if side == "prefill" else de if side == "decode" else None
-        pe.unfinished_requests += 1
-        pe.unfinished_tokens += len(tokens)
-        de.unfinished_requests += 1
-        de.unfinished_tokens += len(tokens) + gen
-        if reader is not None:
-            reader.read_queue_tokens += hit
         prefill_open = True
 
         def prefill_over() -> None:
