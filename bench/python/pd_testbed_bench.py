@@ -133,8 +133,10 @@ def inner(args) -> int:
     """Runs inside p0's namespace (see the module docstring)."""
     binary = args.binary
     work = Path(args.work)
+    # Heads of 32 dims (vLLM's CPU attention); the hidden size follows the head count.
     model = tiny_llama(work / "model", num_hidden_layers=args.layers,
-                       num_key_value_heads=args.kv_heads, num_attention_heads=args.kv_heads)
+                       num_key_value_heads=args.kv_heads, num_attention_heads=args.kv_heads,
+                       hidden_size=32 * args.kv_heads, intermediate_size=64 * args.kv_heads)
     kv_per_token = args.layers * args.kv_heads * 32 * 2 * 2
     token = work / "transfer-token"
     token.write_text(os.urandom(32).hex())
@@ -144,13 +146,13 @@ def inner(args) -> int:
     ports = {"p0": 17000, "d0": 17000}
     mounts = {n: sh(binary, "cluster", "get", "--name", NAME, f"{n}.mount") for n in ("p0", "d0")}
     extra = ["--served-model-name", "bench", "--no-enable-prefix-caching",
-             "--prefix-caching-hash-algo", "sha256_cbor"]
+             "--prefix-caching-hash-algo", "sha256_cbor", "--max-model-len", "4096"]
     env = {"UCX_NET_DEVICES": "comp0"}  # transfers on the compute link only, never stor0
     servers = {}
     for node, role, policy, host, cpu in (("p0", "kv_producer", "recompute", args.p_addr, 0),
                                           ("d0", "kv_consumer", "fail", args.d_addr, 1)):
         cfg = kv_config(role, ports[node], str(token), mounts[node], NAMESPACE, str(stats_dir),
-                        policy, timeout_s=120, host=host)
+                        policy, timeout_s=120, host=host, extra={"write_behind": True})
         wrapper = [] if node == "p0" else [binary, "cluster", "exec", "--name", NAME, node, "--"]
         servers[node] = ServerProcess(node, model, work, 8100, cfg, cpu=cpu, extra_args=extra,
                                       env=env, host=host, wrapper=wrapper)
@@ -190,13 +192,13 @@ def main() -> int:
     p.add_argument("--smoke", action="store_true", help="a short run that checks the pieces "
                    "(2 agents x 2 turns, 1 round); its ratio means nothing")
     p.add_argument("--agents", type=int, default=8)
-    p.add_argument("--turns", type=int, default=4)
-    p.add_argument("--first", type=int, default=1200, help="tokens of each agent's first prompt")
-    p.add_argument("--append", type=int, default=100, help="tokens appended per turn")
+    p.add_argument("--turns", type=int, default=10)
+    p.add_argument("--first", type=int, default=200, help="tokens of each agent's first prompt")
+    p.add_argument("--append", type=int, default=200, help="tokens appended per turn")
     p.add_argument("--gen", type=int, default=8, help="tokens generated per turn")
-    p.add_argument("--layers", type=int, default=16)
+    p.add_argument("--layers", type=int, default=8)
     p.add_argument("--kv-heads", type=int, default=4)
-    p.add_argument("--stor-rate", default="50mbit")
+    p.add_argument("--stor-rate", default="16mbit")
     p.add_argument("--comp-rate", default="1gbit")
     p.add_argument("--rounds", type=int, default=2)
     p.add_argument("--json", help="write the summary here")
@@ -209,8 +211,11 @@ def main() -> int:
     args = p.parse_args()
     if args.smoke:
         args.agents, args.turns, args.first, args.rounds = 2, 2, 200, 1
+    if args.first + args.turns * (args.append + args.gen) > 4000:
+        p.error("--first + --turns x (--append + --gen) must stay within the model's 4096 "
+                "tokens")
     for flag, v, lo, hi in (("--agents", args.agents, 1, 64), ("--turns", args.turns, 1, 100),
-                            ("--first", args.first, 1, 1500), ("--append", args.append, 1, 500),
+                            ("--first", args.first, 1, 3000), ("--append", args.append, 1, 500),
                             ("--gen", args.gen, 1, 256), ("--layers", args.layers, 1, 64),
                             ("--kv-heads", args.kv_heads, 1, 16),
                             ("--rounds", args.rounds, 1, 10)):

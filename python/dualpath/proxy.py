@@ -60,6 +60,7 @@ class Instance:
     unfinished_tokens: int = 0
     read_queue_tokens: int = 0
     capacity_tokens: int = 0
+    dead_until: float = 0.0  # monotonic time before which a passing /health does not re-admit
 
     def report(self) -> dict:
         free = _UNLIMITED_TOKENS
@@ -146,6 +147,8 @@ class Proxy:
         if not inst.alive:
             return
         inst.alive = False
+        # An instance that hangs on requests may still answer /health: keep it out a while.
+        inst.dead_until = time.monotonic() + self.args.dead_retry_s
         logger.error("%s instance %s marked dead: %s", inst.role, inst.name, why)
         try:
             await asyncio.to_thread(self.client.report_engines, [], [inst.engine_id], why)
@@ -170,7 +173,7 @@ class Proxy:
                         healthy = r.status == 200
                 except Exception:
                     healthy = False
-                if healthy and not inst.alive:
+                if healthy and not inst.alive and time.monotonic() >= inst.dead_until:
                     try:
                         await self.register(inst)  # back (restarted): register again
                     except Exception as e:
@@ -362,10 +365,11 @@ class Proxy:
             except (aiohttp.ClientConnectionError, OSError) as e:
                 raise InstanceError(inst, f"unreachable: {e}", 502, dead=True) from None
             if r.status >= 400:
+                # The instance answered: this request failed there (e.g. its KV never arrived),
+                # the instance lives. Only silence marks an instance dead (and /health).
                 text = (await r.text())[:500]
                 r.release()
-                raise InstanceError(inst, f"HTTP {r.status}: {text}", 502,
-                                    dead=r.status >= 500 and r.status != 503)
+                raise InstanceError(inst, f"HTTP {r.status}: {text}", 502)
             return r
 
         return await self._race(inst, post(), deadline, other)
@@ -528,6 +532,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                    help="how long a request may wait for a prefill/decode pair (default 10)")
     p.add_argument("--connect-timeout-s", type=float, default=5.0)
     p.add_argument("--health-timeout-s", type=float, default=2.0)
+    p.add_argument("--dead-retry-s", type=float, default=10.0,
+                   help="an instance marked dead is re-admitted by a passing /health only after "
+                        "this long (default 10)")
     p.add_argument("--rpc-timeout-s", type=float, default=10.0)
     p.add_argument("--default-max-tokens", type=int, default=16,
                    help="generation length the service reserves when a request names none")
@@ -537,6 +544,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
               ("--place-wait-s", args.place_wait_s, 0, 3600),
               ("--connect-timeout-s", args.connect_timeout_s, 0.001, 3600),
               ("--health-timeout-s", args.health_timeout_s, 0.001, 3600),
+              ("--dead-retry-s", args.dead_retry_s, 0, 86400),
               ("--rpc-timeout-s", args.rpc_timeout_s, 0.001, 3600)]
     for flag, value, lo, hi in checks:
         if not lo <= value <= hi:

@@ -131,7 +131,7 @@ def cluster(tmp_path_factory):
     work = tmp_path_factory.mktemp("vllm-pd")
     c = Cluster()
     c.work = work
-    model = tiny_llama(work / "tiny")
+    model = tiny_llama(work / "tiny", tokenizer=True)  # the chat test needs a template
     # The model directory names the served model; the proxy's requests say "tiny".
     store, c.stats_dir = str(work / "store"), str(work / "stats")
     os.makedirs(store)
@@ -153,9 +153,14 @@ def cluster(tmp_path_factory):
     c.ports = {n: free_port() for n in ("p0", "d1", "d2")}
 
     def server(name, role, policy, cpu):
+        # Decode instances write behind (DualPath's DE): a turn's blocks reach the store while
+        # the next turn is already being placed, so hits may trail; every check below uses the
+        # hit the service placed.
         cfg = kv_config(role, c.ports[name], str(token), store, NAMESPACE, c.stats_dir, policy,
-                        timeout_s=TRANSFER_TIMEOUT_S)
-        return ServerProcess(name, model, work, free_port(), cfg, cpu=cpu, extra_args=args)
+                        timeout_s=TRANSFER_TIMEOUT_S,
+                        extra={"write_behind": role == "kv_consumer"})
+        return ServerProcess(name, model, work, free_port(), cfg, cpu=cpu, extra_args=args,
+                             tokenizer=True)
 
     c.p = server("p0", "kv_producer", "recompute", 0)
     c.d1 = server("d1", "kv_consumer", "fail", 1)
@@ -258,6 +263,40 @@ def test_pd_outputs_equal_a_single_instance_and_both_read_sides_work(cluster, re
     record_property("de_read_with_hits", de_checked)
     record_property("pe_read_with_hits", pe_checked)
     assert de_checked > 0 and pe_checked > 0, (de_checked, pe_checked)
+
+
+def test_chat_completions_stream_through_the_proxy(cluster):
+    """/v1/chat/completions, streaming, through the proxy (P + D1): the proxy takes the prompt's
+    ids from an instance's /tokenize (its chat template), the service places them, and the
+    streamed tokens equal the same chat answered by one instance without disaggregation (D2, no
+    kv_transfer_params). A first block hash that did not match the instances' own would have
+    failed the request (the connectors check it)."""
+    c = cluster
+    proxy = Proxy(c.work, str(c.work / "sched.sock"), (c.p, f"127.0.0.1:{c.ports['p0']}"),
+                  [(c.d1, f"127.0.0.1:{c.ports['d1']}")])
+    rnd = random.Random(9)
+    content = " ".join(f"t{rnd.randrange(3, 1024)}" for _ in range(150))
+    body = {"model": "tiny", "messages": [{"role": "user", "content": content}],
+            "max_tokens": GEN, "temperature": 0, "ignore_eos": True, "return_token_ids": True}
+    status, _, single = _post(c.d2.url + "/v1/chat/completions", body)
+    assert status == 200, single
+    want = single["choices"][0]["token_ids"]
+    req = urllib.request.Request(proxy.url + "/v1/chat/completions",
+                                 data=json.dumps(dict(body, stream=True)).encode(),
+                                 headers={"Content-Type": "application/json"})
+    got, text = [], ""
+    with urllib.request.urlopen(req, timeout=PROXY_TIMEOUT_S + 60) as r:
+        assert r.headers["x-dualpath-decode"] == "d1" and r.headers["x-dualpath-prefill"] == "p0"
+        for raw in r:
+            line = raw.decode().strip()
+            if line.startswith("data: ") and line != "data: [DONE]":
+                event = json.loads(line[6:])
+                assert "error" not in event, event
+                got += event["choices"][0].get("token_ids") or []
+                text += event["choices"][0]["delta"].get("content") or ""
+    proxy.stop()
+    assert greedy_mismatch(got, want) is None, greedy_mismatch(got, want)
+    assert text.split() == [f"t{t}" for t in want if t >= 3]  # detokenized by D (no specials)
 
 
 def _stream(proxy, prompt, max_tokens, on_first_chunk):

@@ -33,6 +33,7 @@ no pool), ``pool_size`` (bytes, default 4 GiB), ``store_path`` (default: none), 
 
 from __future__ import annotations
 
+import concurrent.futures
 import logging
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -208,6 +209,14 @@ class DualPathConnector(KVConnectorBase_V1, SupportsHMA):
         self._load_errors: set[int] = set()
         self._pd: PdWorker | None = None
         self._pd_extra = extra
+        # write_behind: a step's save is handed to the store's background threads instead of
+        # being waited for in wait_for_save (the rows are copied out of the cache first), so a
+        # slow store never stalls the step; DualPath's decode instances write behind this way.
+        # Its own thread, so that queued writes never delay a load (the store's async pool).
+        self._write_behind = bool(extra.get("write_behind", False))
+        self._save_executor = (concurrent.futures.ThreadPoolExecutor(
+            1, thread_name_prefix="dualpath-write-behind") if self._write_behind else None)
+        self._saves_in_flight: list[tuple[Any, int]] = []  # (Future, blocks)
         # Worker-side counters (stats()); the model runner's thread is the only writer.
         self._counts = dict(loaded_blocks=0, load_error_blocks=0, saved_blocks=0,
                             save_failed_blocks=0)
@@ -245,9 +254,14 @@ class DualPathConnector(KVConnectorBase_V1, SupportsHMA):
             return n - num_computed_tokens, True
         side = pd.get("side", "prefill")
         if side != "decode" or fail:
-            # PE read (or a failed check: no load, compute everything; D fails the request).
+            # PE read (or a failed check: no load, compute everything; D fails the request). P
+            # reads at most the hit the service placed (and counted in P's read queue), even if
+            # more blocks landed in the store since.
             self._pd_wait[req_id] = dict(params=pd, local=num_computed_tokens, pull=None)
-            return (0, False) if fail else self._store_matched(request, num_computed_tokens)
+            if fail:
+                return 0, False
+            return self._store_matched(request, num_computed_tokens,
+                                       limit=int(pd.get("hit_tokens", 0)))
         usable = min(len(request.block_hashes), (n - 1) // self._block_size)
         hit = min(int(pd.get("hit_tokens", 0)), usable * self._block_size)
         hit -= hit % self._block_size
@@ -258,11 +272,13 @@ class DualPathConnector(KVConnectorBase_V1, SupportsHMA):
                                      pull=(num_computed_tokens, hit))
         return hit - num_computed_tokens, True
 
-    def _store_matched(self, request: "Request", num_computed_tokens: int
-                       ) -> tuple[int | None, bool]:
+    def _store_matched(self, request: "Request", num_computed_tokens: int,
+                       limit: int | None = None) -> tuple[int | None, bool]:
         hashes = list(request.block_hashes)
         # vLLM must compute at least one token, so a whole-prompt hit loads one block less.
         usable = min(len(hashes), (request.num_tokens - 1) // self._block_size)
+        if limit is not None:
+            usable = min(usable, limit // self._block_size)
         hits = self._store.batch_exists(hashes[:usable]) if usable > 0 else 0
         first = num_computed_tokens // self._block_size
         self._pending[request.request_id] = request
@@ -483,14 +499,37 @@ class DualPathConnector(KVConnectorBase_V1, SupportsHMA):
 
     def wait_for_save(self) -> None:
         self._pd_push_computed()
+        self._reap_saves(block=False)
         save, self._save = self._save, None
         if save is None:
             return
         try:
+            if self._write_behind:
+                self._saves_in_flight.append((save.finish_behind(self._store,
+                                                                 self._save_executor),
+                                              len(save.block_ids)))
+                return
             rcs = save.finish(self._store)
         except RuntimeError as e:  # a layer never reported: never store a block missing a layer
             logger.warning("%s; %d blocks not saved", e, len(save.block_ids))
             return
+        self._count_saved(rcs)
+
+    def _reap_saves(self, block: bool) -> None:
+        """Accounts the write-behind puts that finished (all of them, waiting, when `block`)."""
+        pending = []
+        for handle, n in self._saves_in_flight:
+            if block or handle.done():
+                try:
+                    self._count_saved(handle.result())
+                except Exception as e:  # the store failed the batch: those blocks stay misses
+                    logger.warning("dualpath: write-behind of %d blocks failed: %s", n, e)
+                    self._counts["save_failed_blocks"] += n
+            else:
+                pending.append((handle, n))
+        self._saves_in_flight = pending
+
+    def _count_saved(self, rcs: list[int]) -> None:
         failed = [dualpath.error_name(rc) for rc in rcs if rc != 0]
         self._counts["saved_blocks"] += len(rcs) - len(failed)
         self._counts["save_failed_blocks"] += len(failed)
@@ -538,6 +577,7 @@ class DualPathConnector(KVConnectorBase_V1, SupportsHMA):
         size of one stored block (``block_bytes``: all layers' pages), and
         ``store``: the ``KVStore.stats()`` of this connector's store attachment (its pool and
         store hits, misses, ``corrupt`` = copies that failed their checksum)."""
+        self._reap_saves(block=False)
         block_bytes = self._layers.block_bytes if self._layers is not None else 0
         out = {**self._counts, "block_bytes": block_bytes, "store": self._store.stats()}
         if self._pd is not None:
@@ -547,6 +587,9 @@ class DualPathConnector(KVConnectorBase_V1, SupportsHMA):
     def shutdown(self) -> None:
         if self._pd is not None:
             self._pd.close()
+        self._reap_saves(block=True)
+        if self._save_executor is not None:
+            self._save_executor.shutdown(wait=True)
         self._store.close()
 
     def _check_registered(self) -> PagedLayers:

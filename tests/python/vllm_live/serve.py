@@ -38,16 +38,19 @@ class ServerProcess:
     def __init__(self, name: str, model: str, log_dir: str | os.PathLike, port: int,
                  kv_transfer_config: dict | None = None, cpu: int | None = None,
                  extra_args: list[str] | None = None, env: dict[str, str] | None = None,
-                 host: str = "127.0.0.1", wrapper: list[str] | None = None) -> None:
+                 host: str = "127.0.0.1", wrapper: list[str] | None = None,
+                 tokenizer: bool = False) -> None:
         """`wrapper`: a command the server runs under (e.g. entering a testbed node's network
-        namespace); `host`: the address it listens on."""
+        namespace); `host`: the address it listens on; `tokenizer`: the model has one
+        (tiny_llama(tokenizer=True)), else the server runs without (prompts as token ids)."""
         self.name = name
         self.port = port
         self.url = f"http://{host}:{port}"
         self.log_path = Path(log_dir) / f"server-{name}.log"
         args = list(wrapper or []) + [
                 sys.executable, "-m", "vllm.entrypoints.openai.api_server", "--model", model,
-                "--host", host, "--port", str(port), "--skip-tokenizer-init",
+                "--host", host, "--port", str(port)] + (
+                    [] if tokenizer else ["--skip-tokenizer-init"]) + [
                 "--block-size", str(BLOCK_SIZE), "--dtype", "bfloat16", "--enforce-eager",
                 "--max-model-len", "2048", "--max-num-seqs", "8", "--seed", "0",
                 "--disable-log-stats"]
