@@ -28,7 +28,14 @@ is never copied into the cache: it and the request's later loaded blocks are rep
 
 Extra config keys (all optional): ``pool_path`` (default ``/dev/shm/dualpath-vllm``; ``""`` for
 no pool), ``pool_size`` (bytes, default 4 GiB), ``store_path`` (default: none), ``namespace``
-(default: the model name, dtype and block size), ``sync`` (``none|data|full``, default ``data``).
+(default: the model name, dtype and block size), ``sync`` (``none|data|full``, default ``data``),
+``write_behind`` (default false: saves are waited for in the step).
+
+Prefill/decode disaggregation (DualPath §4.1; ``kv_role`` ``kv_producer`` / ``kv_consumer``): with
+``transfer_listen`` (and ``transfer_token_file`` or ``transfer_insecure``) the instance moves KV to
+and from other instances over dualpath's transfer engine, for requests whose
+``kv_transfer_params`` carry ``{"dualpath": {...}}`` (set by ``python -m dualpath.proxy``); the
+worker side of the protocol is ``dualpath.integrations._pd``. docs/integrations/vllm.md.
 """
 
 from __future__ import annotations
@@ -209,10 +216,10 @@ class DualPathConnector(KVConnectorBase_V1, SupportsHMA):
         self._load_errors: set[int] = set()
         self._pd: PdWorker | None = None
         self._pd_extra = extra
-        # write_behind: a step's save is handed to the store's background threads instead of
-        # being waited for in wait_for_save (the rows are copied out of the cache first), so a
-        # slow store never stalls the step; DualPath's decode instances write behind this way.
-        # Its own thread, so that queued writes never delay a load (the store's async pool).
+        # write_behind: a step's save is handed to a thread of its own instead of being waited
+        # for in wait_for_save (the rows are copied out of the cache first), so a slow store never
+        # stalls the step; DualPath's decode instances write behind this way. Not the store's
+        # async pool: queued writes must never delay a load.
         self._write_behind = bool(extra.get("write_behind", False))
         self._save_executor = (concurrent.futures.ThreadPoolExecutor(
             1, thread_name_prefix="dualpath-write-behind") if self._write_behind else None)
