@@ -44,6 +44,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO / "tests" / "python"))
 
+from dualpath_bin import dualpath_binary  # noqa: E402
 from vllm_live import tiny_llama  # noqa: E402
 from vllm_live.serve import ServerProcess, kv_config  # noqa: E402
 
@@ -204,7 +205,7 @@ def main() -> int:
     p.add_argument("--json", help="write the summary here")
     p.add_argument("--keep", action="store_true", help="leave the cluster up")
     p.add_argument("--inner", action="store_true", help=argparse.SUPPRESS)
-    p.add_argument("--binary", help=argparse.SUPPRESS)
+    p.add_argument("--binary", help="the dualpath binary (default: as the Python tests find it)")
     p.add_argument("--work", help=argparse.SUPPRESS)
     p.add_argument("--p-addr", help=argparse.SUPPRESS)
     p.add_argument("--d-addr", help=argparse.SUPPRESS)
@@ -226,9 +227,10 @@ def main() -> int:
     if os.geteuid() != 0:
         print("pd_testbed_bench: needs root (network namespaces, GlusterFS)", file=sys.stderr)
         return 1
-    binary = args.binary or str(max(
-        (q for q in (REPO / "build" / b / "bin" / "dualpath" for b in ("release", "dev", "debug"))
-         if q.exists()), key=lambda q: q.stat().st_mtime))
+    binary = args.binary or dualpath_binary()
+    if binary is None:
+        print("pd_testbed_bench: no dualpath binary (build it or pass --binary)", file=sys.stderr)
+        return 1
     subprocess.run([binary, "cluster", "down", "--name", NAME], capture_output=True)
     up = subprocess.run([binary, "cluster", "up", "--name", NAME, "--pd", "1P1D",
                          "--stor-rate", args.stor_rate, "--comp-rate", args.comp_rate],

@@ -16,29 +16,20 @@ import threading
 import time
 import urllib.error
 import urllib.request
-from pathlib import Path
 
 import pytest
 
+from dualpath_bin import dualpath_binary
+
 import dualpath
 
-_REPO = Path(__file__).resolve().parents[2]
 GUARD_S = 60  # hang guard of one HTTP call, not a timing assertion
 TIMEOUT_S = 3  # the proxy's per-request bound in these tests
 
 
-def _binary():
-    env = os.environ.get("DUALPATH_BIN")
-    if env:
-        return env
-    found = [p for p in (_REPO / "build" / b / "bin" / "dualpath"
-                         for b in ("debug", "dev", "release")) if p.exists()]
-    return str(max(found, key=lambda p: p.stat().st_mtime)) if found else None
-
-
 @pytest.fixture
 def service(tmp_path):
-    binary = _binary()
+    binary = dualpath_binary()
     if binary is None:
         pytest.skip("needs the dualpath binary (the scheduler service)")
     sock = str(tmp_path / "sched.sock")

@@ -34,6 +34,8 @@ from pathlib import Path
 
 import pytest
 
+from dualpath_bin import dualpath_binary
+
 from vllm_live import EngineProcess, cpu_engine_available, greedy_mismatch, tiny_llama
 
 _why_not = cpu_engine_available()
@@ -43,22 +45,12 @@ if _why_not:
 from vllm_live.engine import BLOCK_SIZE  # noqa: E402
 from vllm_live.serve import ServerProcess, free_port, kv_config  # noqa: E402
 
-_REPO = Path(__file__).resolve().parents[2]
 AGENTS, TURNS = 8, 6
 FIRST_PROMPT, APPEND, GEN = 150, 40, 10
 NAMESPACE = "vllm-pd-test"
 SEED = "vllm-none-hash"  # vLLM's NONE_HASH seed with PYTHONHASHSEED unset (sha256_cbor)
 PROXY_TIMEOUT_S = 60  # the proxy's per-request bound (--timeout-s)
 TRANSFER_TIMEOUT_S = 20  # the connectors' wait for a peer (transfer_timeout_s)
-
-
-def _dualpath_bin():
-    env = os.environ.get("DUALPATH_BIN")
-    if env:
-        return env
-    found = [p for p in (_REPO / "build" / b / "bin" / "dualpath"
-                         for b in ("debug", "dev", "release")) if p.exists()]
-    return str(max(found, key=lambda p: p.stat().st_mtime)) if found else None
 
 
 def _workload():
@@ -123,7 +115,7 @@ class Cluster:
 
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory):
-    binary = _dualpath_bin()
+    binary = dualpath_binary()
     if binary is None:
         pytest.skip("needs the dualpath binary (the scheduler service): build it or set "
                     "DUALPATH_BIN")
