@@ -147,9 +147,9 @@ def _hashes(n):
 
 @pytest.mark.parametrize("side", ["prefill", "decode"])
 def test_prefill_pushes_the_prompt_and_decode_receives_only_what_it_lacks(tmp_path, side):
-    """PE read: P holds the hit (it loaded it itself) and pushes all 10 prompt blocks. DE read: D
-    loads the 4 hit blocks from its store, P pulls them from D, and P pushes only the 6 miss
-    blocks. Every block in D ends up byte-identical to P's."""
+    """PE read: P loads the 4 hit blocks from its store itself (asynchronously) and pushes all 10
+    prompt blocks. DE read: D loads the 4 hit blocks from its store, P pulls them from D, and P
+    pushes only the 6 miss blocks. Every block in D ends up byte-identical to P's."""
     P = Instance(tmp_path / "p", stats_path=str(tmp_path / "stats.jsonl"))
     D = Instance(tmp_path / "d", stats_path=str(tmp_path / "stats.jsonl"))
     prompt, hit = 10 * BS - 1, 4 * BS  # 10 blocks, the last partial
@@ -161,14 +161,21 @@ def test_prefill_pushes_the_prompt_and_decode_receives_only_what_it_lacks(tmp_pa
         D.store.batch_put(hashes, [P.full_block(b) for b in p_blocks[:4]])
     params = dict(id="r1", side=side, hit_tokens=hit, prefill_addr=P.pd.address)
     D.pd.start_recv("d-req", params, d_blocks, 0, prompt, hashes if side == "decode" else [])
+    fresh = [0, 1, 2, 14]  # P's own blocks for the hit, not holding it yet
     if side == "decode":
-        pulled_into = [0, 1, 2, 14]  # P's own fresh blocks for the hit, not yet holding it
-        P.pd.start_pull("p-req", params, prompt, 0, hit, pulled_into)
+        P.pd.start_pull("p-req", params, prompt, 0, hit, fresh)
         out = _run([P, D], lambda o: "p-req" in o[0][1])
         assert not out[0][3], "no pulled block may be reported invalid"
-        for b_p, b_d in zip(pulled_into, d_blocks[:4]):
+        for b_p, b_d in zip(fresh, d_blocks[:4]):
             assert torch.equal(P.full_block(b_p), D.full_block(b_d))
-        p_blocks = pulled_into + p_blocks[4:]
+    else:
+        P.store.batch_put(hashes, [P.full_block(b) for b in p_blocks[:4]])
+        P.pd.start_load("p-req", params, prompt, fresh, hashes)
+        out = _run([P, D], lambda o: "p-req" in o[0][1])
+        assert not out[0][3], "no loaded block may be reported invalid"
+        for b_p, b_s in zip(fresh, p_blocks[:4]):
+            assert torch.equal(P.full_block(b_p), P.full_block(b_s))
+    p_blocks = fresh + p_blocks[4:]
     P.pd.computed("p-req", params, prompt, p_blocks)
     P.pd.finished({"p-req"})
     out = _run([P, D], lambda o: "d-req" in o[1][1] and "p-req" in o[0][0])
@@ -179,6 +186,7 @@ def test_prefill_pushes_the_prompt_and_decode_receives_only_what_it_lacks(tmp_pa
     assert P.pd.counts["pushed_blocks"] == pushed
     assert D.pd.counts["received_blocks"] == pushed
     assert D.pd.counts["store_read_blocks"] == (4 if side == "decode" else 0)
+    assert P.pd.counts["store_read_blocks"] == (4 if side == "prefill" else 0)
     assert P.pd.counts["pulled_blocks"] == (4 if side == "decode" else 0)
     import json
 

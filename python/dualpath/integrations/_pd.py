@@ -133,6 +133,8 @@ class _Send:
     block_ids: list[int] = field(default_factory=list)
     pull: tuple[int, int, list[int]] | None = None  # (from, to tokens, P's blocks) DE read
     pull_batch: int | None = None
+    load: Any = None  # PE read: the PendingLoad of P's own store load (asynchronous)
+    load_blocks: list[int] = field(default_factory=list)
     computed: bool = False
     peer: int | None = None
     ready: dict | None = None
@@ -293,6 +295,15 @@ class PdWorker:
         st.pull = (first, end, list(block_ids))
         self._advance(st)
 
+    def start_load(self, vreq: str, params: dict, prompt_tokens: int, block_ids: list[int],
+                   hashes: list[bytes]) -> None:
+        """P, PE read: vLLM waits for the stored hit blocks `hashes` in `block_ids`; P loads them
+        from the store itself, asynchronously, so its engine computes other requests meanwhile
+        (DualPath overlaps loading with computation)."""
+        st = self.start_send(vreq, params, prompt_tokens)
+        st.load_blocks = list(block_ids)
+        st.load = self._layers.start_load(self._store, hashes, private=True)
+
     def computed(self, vreq: str, params: dict, prompt_tokens: int,
                  block_ids: list[int]) -> None:
         """P: the forward pass that completed the prompt's KV ran (called after it)."""
@@ -366,6 +377,8 @@ class PdWorker:
                     self._finished_recving.add(st.vreq)
                     if st.vreq in self._finished_seen and not st.computed:
                         self._resolve(st)  # ended while pulling: nothing will be pushed
+                    else:
+                        self._maybe_release(st)
 
                 st.pull_batch = self._submit(st.peer, "get", la, ra, n, pulled)
                 if st.pull_batch == -1:  # refused at once (pulled already ran)
@@ -421,7 +434,10 @@ class PdWorker:
     def _maybe_release(self, st: _Send) -> None:
         # finished_sending only for requests vLLM has finished (base.get_finished's contract),
         # and only once the push can no longer write from P's blocks.
-        if st.resolved and st.vreq in self._finished_seen and st.rid in self._sends:
+        # A load or pull still in flight writes into P's blocks and owes vLLM its
+        # finished_recving: the send stays until it completed.
+        if st.resolved and st.vreq in self._finished_seen and st.rid in self._sends \
+                and st.load is None and st.pull_batch is None:
             if st.computed:
                 self._finished_sending.add(st.vreq)
             del self._sends[st.rid]
@@ -442,7 +458,8 @@ class PdWorker:
         for st in list(self._sends.values()):
             if st.vreq in finished_req_ids:
                 self._finished_seen.add(st.vreq)
-                if not st.computed and st.pull is None and st.pull_batch is None:
+                if not st.computed and st.pull is None and st.pull_batch is None \
+                        and st.load is None:
                     # Ended before its prompt was computed: nothing to push; tell D if it asked.
                     if st.peer is not None and not st.resolved:
                         self._message(st.peer, TAG_DONE, dict(id=st.rid, ok=False,
@@ -509,6 +526,21 @@ class PdWorker:
                     self._message(st.peer, TAG_ABORT, dict(id=st.rid, why=st.aborted))
                     st.deadline = now + self._timeout
         for st in list(self._sends.values()):
+            if st.load is not None and st.load.done_now():
+                # P's PE-read load: the verified prefix is in its blocks; a block that failed its
+                # checksum and everything after it are recomputed (reported invalid).
+                load, st.load = st.load, None
+                errors = load.resolve([(st.load_blocks, 0)])
+                ok = len(st.load_blocks) - len(errors)
+                st.stats["store_read_blocks"] += ok
+                self.counts["store_read_blocks"] += ok
+                self.counts["store_read_bytes"] += ok * self.geo.block_bytes
+                self._invalid.update(errors)
+                self._finished_recving.add(st.vreq)
+                if st.vreq in self._finished_seen and not st.computed:
+                    self._resolve(st)  # ended while loading: nothing will be pushed
+                else:
+                    self._maybe_release(st)
             if st.peer is not None and st.peer not in live and not st.resolved \
                     and st.push_batch is None and st.pull_batch is None:
                 logger.warning("dualpath P/D: request %s: the decode instance went away", st.rid)

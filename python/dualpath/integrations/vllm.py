@@ -107,13 +107,15 @@ class PdRecv:
 @dataclass
 class PdPrefill:
     """P: a prefill request of the P/D protocol. pull: DE read's [first, end) from D into
-    block_ids; computed: the prompt's KV is complete after this step (push it)."""
+    block_ids; load_hashes: PE read's stored hit blocks to load into block_ids; computed: the
+    prompt's KV is complete after this step (push it)."""
 
     req_id: str
     params: dict
     prompt_tokens: int
     block_ids: list[int]
     pull: tuple[int, int] | None = None
+    load_hashes: list[bytes] = field(default_factory=list)
     computed: bool = False
 
 
@@ -260,15 +262,20 @@ class DualPathConnector(KVConnectorBase_V1, SupportsHMA):
             self._pd_wait[req_id] = dict(params=pd, local=num_computed_tokens, fail=fail)
             return n - num_computed_tokens, True
         side = pd.get("side", "prefill")
-        if side != "decode" or fail:
-            # PE read (or a failed check: no load, compute everything; D fails the request). P
-            # reads at most the hit the service placed (and counted in P's read queue), even if
-            # more blocks landed in the store since.
+        if fail:  # no load, compute everything; D fails the request
             self._pd_wait[req_id] = dict(params=pd, local=num_computed_tokens, pull=None)
-            if fail:
-                return 0, False
-            return self._store_matched(request, num_computed_tokens,
-                                       limit=int(pd.get("hit_tokens", 0)))
+            return 0, False
+        if side != "decode":
+            # PE read: P loads the stored hit itself, asynchronously (its engine computes other
+            # requests meanwhile), at most the hit the service placed and counted in P's read
+            # queue, even if more blocks landed in the store since.
+            hits, _ = self._store_matched(request, num_computed_tokens,
+                                          limit=int(pd.get("hit_tokens", 0)))
+            self._hits.pop(req_id, None)  # not the synchronous load path
+            end = num_computed_tokens + (hits or 0)
+            self._pd_wait[req_id] = dict(params=pd, local=num_computed_tokens, pull=None,
+                                         load=(num_computed_tokens, end) if hits else None)
+            return (hits, True) if hits else (0, False)
         usable = min(len(request.block_hashes), (n - 1) // self._block_size)
         hit = min(int(pd.get("hit_tokens", 0)), usable * self._block_size)
         hit -= hit % self._block_size
@@ -322,10 +329,15 @@ class DualPathConnector(KVConnectorBase_V1, SupportsHMA):
             return
         del self._pd_wait[request.request_id]
         entry = PdPrefill(request.request_id, pd, request.num_prompt_tokens, [])
-        if wait.get("pull") is not None and num_external_tokens > 0:
-            first, end = wait["pull"]
-            entry.pull = (first, end)
-            entry.block_ids = block_ids[first // self._block_size:end // self._block_size]
+        span = wait.get("pull") or wait.get("load")
+        if span is not None and num_external_tokens > 0:
+            first, end = span
+            i0, i1 = first // self._block_size, end // self._block_size
+            entry.block_ids = block_ids[i0:i1]
+            if wait.get("pull") is not None:
+                entry.pull = (first, end)
+            else:
+                entry.load_hashes = [bytes(h) for h in request.block_hashes[i0:i1]]
         self._pd_meta_prefill.append(entry)
 
     def build_connector_meta(self, scheduler_output: "SchedulerOutput") -> KVConnectorMetadata:
@@ -458,6 +470,9 @@ class DualPathConnector(KVConnectorBase_V1, SupportsHMA):
                 if p.pull is not None:
                     self._pd.start_pull(p.req_id, p.params, p.prompt_tokens, p.pull[0],
                                         p.pull[1], p.block_ids)
+                elif p.load_hashes:
+                    self._pd.start_load(p.req_id, p.params, p.prompt_tokens, p.block_ids,
+                                        p.load_hashes)
                 elif not p.computed:
                     self._pd.start_send(p.req_id, p.params, p.prompt_tokens)
         if not meta.loads:
