@@ -59,6 +59,7 @@ class ClusterStore(_BatchVerbs):
         host: str | None = None,
         local_node: int = 0,
         local_shm: bool = True,
+        shm_dir: str = "/dev/shm",
         ucx_tls: str = "tcp",
         transfer_token_file: str | None = None,
         replicas: int = 1,
@@ -83,6 +84,10 @@ class ClusterStore(_BatchVerbs):
                            never)
         local_node         the store node beside this client (the master prefers it for puts);
                            0: none
+        shm_dir            where this host's store nodes keep their tier files (their --shm-dir):
+                           a same-host node's file is mapped only at <shm_dir>/dualpath-store-
+                           <cluster>-<id>, owned by this user, with a header naming this cluster,
+                           the node and its incarnation (else the network is used)
         ucx_tls            UCX_TLS of the transfer engine ("tcp"; "" keeps UCX's default)
         transfer_token_file  the cluster's transfer token, when the nodes require one
         replicas           copies per put, on distinct nodes (1 .. 3)
@@ -117,6 +122,7 @@ class ClusterStore(_BatchVerbs):
         o.host = host
         o.local_node = local_node
         o.local_shm = bool(local_shm)
+        o.shm_dir = str(shm_dir)
         o.ucx_tls = ucx_tls
         o.transfer_token_file = transfer_token_file
         o.replicas = replicas

@@ -6,6 +6,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <iostream>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -79,7 +80,7 @@ struct MasterArgs {
   GrpcTlsFiles tls;
   GrpcTlsFiles node_tls;
   double election_ttl_s = 10;
-  double join_grace_s = 2;
+  std::optional<double> join_grace_s;  // unset: derived from the nodes' leases
   double put_timeout_s = 30;
   double pin_ttl_s = 10;
 };
@@ -102,7 +103,8 @@ int Master(const MasterArgs& a) {
   if (!node_tls.ok()) return ReportError("store master: node TLS", node_tls.status());
   o.node_tls = *node_tls;
   for (auto [v, name] :
-       {std::pair{a.election_ttl_s, "--election-ttl"}, std::pair{a.join_grace_s, "--join-grace"},
+       {std::pair{a.election_ttl_s, "--election-ttl"},
+        std::pair{a.join_grace_s.value_or(0), "--join-grace"},
         std::pair{a.put_timeout_s, "--put-timeout"}, std::pair{a.pin_ttl_s, "--pin-ttl"}}) {
     if (!(v >= 0) || v > 86400) {
       return ReportError("store master",
@@ -110,7 +112,7 @@ int Master(const MasterArgs& a) {
     }
   }
   o.election_ttl = static_cast<Nanos>(a.election_ttl_s * 1e9);
-  o.join_grace = static_cast<Nanos>(a.join_grace_s * 1e9);
+  if (a.join_grace_s) o.join_grace = static_cast<Nanos>(*a.join_grace_s * 1e9);
   o.state.put_timeout = static_cast<Nanos>(a.put_timeout_s * 1e9);
   o.state.pin_ttl = static_cast<Nanos>(a.pin_ttl_s * 1e9);
 
@@ -207,6 +209,7 @@ struct BenchArgs {
   std::string host;
   uint32_t local_node = 0;
   bool no_local_shm = false;
+  std::string shm_dir = "/dev/shm";
   std::string ucx_tls = "tcp";
   std::string ucx_net_devices;
   std::string transfer_token_file;
@@ -267,6 +270,7 @@ int Bench(const BenchArgs& a) {
   o.local_node = NodeId(a.local_node);
   o.host = a.host;
   o.local_shm = !a.no_local_shm;
+  o.shm_dir = a.shm_dir;
   o.transfer.ucx_tls = a.ucx_tls;
   if (!a.transfer_token_file.empty()) {
     Result<std::string> token = transfer::ReadTransferToken(a.transfer_token_file);
@@ -349,9 +353,9 @@ int Bench(const BenchArgs& a) {
     const double t = seconds(t0);
     std::cout << fmt::format(
                      "get: {} objects x {} B in {:.3f} s = {:.3f} Gbit/s of hits; hits {} (local "
-                     "{}, remote {}), misses {}, wrong {}",
+                     "{}, remote {}), misses {}, wrong {}; replicas rejected {}",
                      a.count, a.size, t, 8.0 * hits * a.size / t / 1e9, hits, local, remote, misses,
-                     wrong)
+                     wrong, c.Stats().rejected)
               << std::endl;
     if (wrong > 0) return kExitFailure;
     if (a.expect_all && misses > 0) return kExitFailure;
@@ -422,10 +426,9 @@ void Register(CLI::App& root, int* exit_code) {
   master->add_flag("--node-insecure", m->node_tls.insecure, "plaintext towards the nodes");
   master->add_option("--election-ttl", m->election_ttl_s, "leader lease TTL, seconds")
       ->capture_default_str();
-  master
-      ->add_option("--join-grace", m->join_grace_s,
-                   "a new leader serves after this long even if listed nodes did not join")
-      ->capture_default_str();
+  master->add_option("--join-grace", m->join_grace_s,
+                     "a new leader serves after this long even if listed nodes did not join "
+                     "(default: the listed nodes' longest remaining lease TTL + 2 s)");
   master->add_option("--put-timeout", m->put_timeout_s, "uncommitted puts reclaimed after, s")
       ->capture_default_str();
   master->add_option("--pin-ttl", m->pin_ttl_s, "readers' pins expire after, s")
@@ -491,6 +494,8 @@ void Register(CLI::App& root, int* exit_code) {
   bench->add_option("--host", b->host, "this client's host name (default: gethostname)");
   bench->add_option("--local-node", b->local_node, "the node beside this client (0: none)");
   bench->add_flag("--no-local-shm", b->no_local_shm, "never map a same-host node's tier file");
+  bench->add_option("--shm-dir", b->shm_dir, "where same-host nodes keep their tier files")
+      ->capture_default_str();
   bench->add_option("--ucx-tls", b->ucx_tls, "UCX_TLS")->capture_default_str();
   bench->add_option("--ucx-net-devices", b->ucx_net_devices, "UCX_NET_DEVICES (e.g. comp0)");
   bench->add_option("--transfer-token-file", b->transfer_token_file, "the transfer token");

@@ -1,6 +1,7 @@
 // Membership against a real etcd: registration, listing, joins and leaves, a registration whose
 // lease expires, and re-registration on its own after the lease is revoked, after etcd restarts
-// on its data, and after etcd comes back without its data.
+// on its data, and after etcd comes back without its data; one live registration per name (a
+// second one refused, a dead one's name taken once its lease ran out), a deleted key put back.
 #include "dualpath/coord/membership.h"
 
 #include <gtest/gtest.h>
@@ -208,6 +209,72 @@ TEST_F(MembershipTest, RegistersAgainWhenEtcdComesBackWithoutItsData) {
   ASSERT_TRUE(watch_errors.WaitFor([](const auto& v) { return !v.empty(); }));
   EXPECT_EQ(watch_errors.Items()[0].code(), Code::kCoordCompacted)
       << watch_errors.Items()[0].ToString();
+}
+
+// A name is held by one live registration: a second process registering it is refused and the
+// key stays the first one's (issue 25 item 5: a second `store node` with a live node's id).
+TEST_F(MembershipTest, ASecondRegistrationOfALiveNameIsRefused) {
+  auto a_client = NewClient();
+  auto a = MakeMembership(a_client.get(), 2 * kNanosPerSecond);
+  ASSERT_TRUE(a->Register("only-one", "first", kWaitLimit).ok());
+  auto b_client = NewClient();
+  auto b = MakeMembership(b_client.get(), 2 * kNanosPerSecond);
+  Status second = b->Register("only-one", "second", kWaitLimit);
+  EXPECT_EQ(second.code(), Code::kAlreadyExists) << second.ToString();
+  EXPECT_NE(second.message().find("held by a live registration"), std::string::npos)
+      << second.ToString();
+  EXPECT_FALSE(b->registered());
+  EXPECT_EQ(b->registrations(), 0);
+  auto kv = client_->Get(Membership::NodeKey("c1", "only-one"));
+  ASSERT_TRUE(kv.ok() && kv.value().has_value());
+  EXPECT_EQ(kv.value()->value, "first");
+  EXPECT_EQ(kv.value()->lease, a->lease());
+  EXPECT_EQ(a->registrations(), 1);
+  // The refused one holds nothing: it can register under a free name.
+  EXPECT_TRUE(b->Register("another", "second", kWaitLimit).ok());
+}
+
+// A restarted process finds the key of its dead predecessor (same name, a lease nobody renews):
+// it waits for etcd to expire that lease and then takes the name.
+TEST_F(MembershipTest, ADeadHoldersNameIsTakenOnceItsLeaseRunsOut) {
+  auto old_client = NewClient();
+  auto old = MakeMembership(old_client.get(), kNanosPerSecond);
+  ASSERT_TRUE(old->Register("reborn", "v-old", kWaitLimit).ok());
+  const LeaseId dead = old->lease();
+  old->Abandon();  // the process died: the key stays until its lease expires
+  auto next_client = NewClient();
+  auto next = MakeMembership(next_client.get(), kNanosPerSecond);
+  ASSERT_TRUE(next->Register("reborn", "v-new", kWaitLimit).ok());
+  auto kv = client_->Get(Membership::NodeKey("c1", "reborn"));
+  ASSERT_TRUE(kv.ok() && kv.value().has_value());
+  EXPECT_EQ(kv.value()->value, "v-new");
+  EXPECT_NE(kv.value()->lease, dead);
+  EXPECT_EQ(kv.value()->lease, next->lease());
+}
+
+// The key deleted while the lease lives (an operator, a dead duplicate's expiry): put back under
+// the same lease, counted as a registration (watchers saw the node leave and come back).
+TEST_F(MembershipTest, ADeletedKeyIsPutBackUnderItsLease) {
+  auto node_client = NewClient();
+  auto node = MakeMembership(node_client.get(), 2 * kNanosPerSecond);
+  ASSERT_TRUE(node->Register("persistent", "v", kWaitLimit).ok());
+  const LeaseId lease = node->lease();
+  Inbox<NodeEvent> events;
+  auto observer = MakeMembership(client_.get(), 2 * kNanosPerSecond);
+  auto watch = observer->WatchNodes([&](const NodeEvent& e) { events.Push(e); });
+  ASSERT_TRUE(watch.ok());
+
+  ASSERT_TRUE(client_->Delete(Membership::NodeKey("c1", "persistent")).ok());
+  ASSERT_TRUE(events.WaitFor([](const auto& es) {
+    return Has(es, NodeEvent::Kind::kLeft, "persistent") &&
+           Has(es, NodeEvent::Kind::kJoined, "persistent");
+  })) << "the key was not put back";
+  ASSERT_TRUE(WaitUntil([&] { return node->registrations() == 2; }));
+  auto kv = client_->Get(Membership::NodeKey("c1", "persistent"));
+  ASSERT_TRUE(kv.ok() && kv.value().has_value());
+  EXPECT_EQ(kv.value()->lease, lease);
+  EXPECT_EQ(node->lease(), lease);
+  EXPECT_TRUE(node->registered());
 }
 
 }  // namespace

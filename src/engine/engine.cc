@@ -192,6 +192,7 @@ Status Engine::Impl::RegisterAndBuild() {
     lo.cluster = o.kv_store_cluster;
     lo.node_id = o.kv_store_node;
     lo.host = o.kv_store_host.empty() ? o.node : o.kv_store_host;
+    lo.shm_dir = o.kv_store_shm_dir;
     lo.ucx_tls = o.ucx_tls;
     lo.transfer_token = o.transfer_token;
     lo.model_fingerprint = so.model_fingerprint;

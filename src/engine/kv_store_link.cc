@@ -103,6 +103,7 @@ Result<std::unique_ptr<KvStoreLink>> MakeStoreLink(const StoreLinkOptions& optio
   o.master_tls.insecure = true;
   o.local_node = NodeId(options.node_id);
   o.host = options.host;
+  o.shm_dir = options.shm_dir;
   o.transfer.ucx_tls = options.ucx_tls;
   o.transfer.token = options.transfer_token;
   // A store that does not answer must not hold a request up for long: it is a cache.

@@ -61,6 +61,7 @@ struct StoreLinkOptions {
   std::string cluster;   // the store cluster's name
   uint32_t node_id = 0;  // the store node beside this engine (preferred for puts); 0: none
   std::string host;      // this engine's host name as the store nodes advertise theirs
+  std::string shm_dir = "/dev/shm";  // where same-host store nodes keep their tier files
   std::string ucx_tls = "tcp";
   std::string transfer_token;  // the cluster's transfer token (the store nodes hold the same)
   uint64_t model_fingerprint = 0;

@@ -47,6 +47,17 @@ uint64_t NamespaceFingerprint(std::string_view name_space) {
   return BlockChecksum(std::as_bytes(std::span(text.data(), text.size())));
 }
 
+uint64_t BlockChecksum(std::span<const std::byte> bytes, uint64_t seed) {
+  return XXH3_64bits_withSeed(bytes.data(), bytes.size(), seed);
+}
+
+uint64_t KeySeed(uint64_t model_fingerprint, const BlockHash& hash) {
+  std::byte text[8 + 32];
+  std::memcpy(text, &model_fingerprint, 8);  // little-endian (asserted above)
+  std::memcpy(text + 8, hash.bytes.data(), 32);
+  return XXH3_64bits(text, sizeof(text));
+}
+
 uint64_t ModelFingerprint(const ModelGeometry& m) {
   // A canonical text form: stable across compilers and struct layout changes, easy to document.
   std::string s = "dualpath-model-v1|" + m.name + "|" + std::to_string(m.num_layers) + "|" +

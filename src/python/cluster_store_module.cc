@@ -62,6 +62,7 @@ struct PyClusterOptions {
   std::optional<std::string> host;
   uint32_t local_node = 0;
   bool local_shm = true;
+  std::string shm_dir = "/dev/shm";
   std::string ucx_tls = "tcp";
   std::optional<std::string> transfer_token_file;
   uint32_t replicas = 1;
@@ -88,6 +89,7 @@ class PyClusterStore {
     o.local_node = NodeId(p.local_node);
     o.host = p.host.value_or("");
     o.local_shm = p.local_shm;
+    o.shm_dir = p.shm_dir;
     o.transfer.ucx_tls = p.ucx_tls;
     // Unmarked sockets: the engine marks its traffic classes (DSCP) by interposing socket(), which
     // cannot work from an extension module (libuct's calls bind to libc's socket() in the
@@ -394,6 +396,8 @@ class PyClusterStore {
     d["hits_remote"] = s.hits_remote;
     d["misses"] = s.misses;
     d["bad_replicas"] = s.bad_replicas;
+    d["rejected"] = s.rejected;
+    d["shm_refused"] = s.shm_refused;
     d["bytes_written"] = s.bytes_written;
     d["bytes_read"] = s.bytes_read;
     d["retries"] = s.retries;
@@ -455,6 +459,7 @@ void BindClusterStore(nb::module_& m) {
       .def_rw("host", &PyClusterOptions::host)
       .def_rw("local_node", &PyClusterOptions::local_node)
       .def_rw("local_shm", &PyClusterOptions::local_shm)
+      .def_rw("shm_dir", &PyClusterOptions::shm_dir)
       .def_rw("ucx_tls", &PyClusterOptions::ucx_tls)
       .def_rw("transfer_token_file", &PyClusterOptions::transfer_token_file)
       .def_rw("replicas", &PyClusterOptions::replicas)

@@ -16,8 +16,10 @@
 
 namespace dualpath::python {
 
-// Copies n bytes from src to dst (non-overlapping) and returns the XXH3-64 (seed 0) of the source
-// bytes: the same value as kv::BlockChecksum. The destination is not left in the CPU cache.
-uint64_t CopyAndChecksum(const std::byte* src, std::byte* dst, uint64_t n);
+// Copies n bytes from src to dst (non-overlapping) and returns the XXH3-64 with `seed` of the
+// source bytes: the same value as kv::BlockChecksum(bytes, seed) (KvStore seeds it with the key,
+// kv::KeySeed, so a block stored under another key fails the check). The destination is not left
+// in the CPU cache.
+uint64_t CopyAndChecksum(const std::byte* src, std::byte* dst, uint64_t n, uint64_t seed);
 
 }  // namespace dualpath::python

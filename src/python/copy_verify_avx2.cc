@@ -42,11 +42,11 @@ void StreamCopy(const std::byte* src, std::byte* dst, uint64_t n) {
 
 }  // namespace
 
-uint64_t CopyAndChecksumAvx2(const std::byte* src, std::byte* dst, uint64_t n) {
+uint64_t CopyAndChecksumAvx2(const std::byte* src, std::byte* dst, uint64_t n, uint64_t seed) {
   thread_local std::unique_ptr<XXH3_state_t, StateDeleter> state(XXH3_createState());
   DUALPATH_CHECK(state != nullptr, "XXH3_createState failed");
   XXH3_state_t* st = state.get();
-  XXH3_64bits_reset(st);
+  XXH3_64bits_reset_withSeed(st, seed);
   // Head: bring dst to a 32-byte boundary with an ordinary copy.
   uint64_t off = std::min<uint64_t>(n, (32 - (reinterpret_cast<uintptr_t>(dst) & 31)) & 31);
   XXH3_64bits_update(st, src, off);

@@ -21,6 +21,12 @@ kv::BlockShape ValueShape(uint64_t bytes) { return kv::BlockShape{1, 1, bytes}; 
 // Bounds the aligned staging memory one batch holds for the persistent tier.
 constexpr uint64_t kStageBytesPerRound = 64ull << 20;
 
+// The pool's checksum (each entry's user tag) is seeded with the entry's key: the pool's index
+// lies in memory every attached process may write, so a checksum of the bytes alone would let an
+// entry of key B that points at key A's block pass as B. No model fingerprint: the pool is not
+// per namespace (every namespace of a pool sees the same keys).
+uint64_t PoolSeed(const kv::BlockHash& key) { return kv::KeySeed(0, key); }
+
 Status Miss(const kv::BlockHash& key, std::string_view why) {
   return Status(Code::kStorageMiss, "block " + key.Hex().substr(0, 16) + ": " + std::string(why));
 }
@@ -114,7 +120,9 @@ std::vector<Status> KvStore::PutBatch(std::span<const kv::BlockHash> keys,
     }
     ForEachParallel(keys.size(), bytes, [&](size_t i) {
       const std::span<const std::byte> payload(bufs[i].data, bufs[i].size);
-      Status s = pool_->Put(keys[i], payload, kv::BlockChecksum(payload));
+      // Bound to the key (kv::KeySeed): an index entry pointing this key at another key's
+      // block, with that block's checksum, fails the check on read.
+      Status s = pool_->Put(keys[i], payload, kv::BlockChecksum(payload, PoolSeed(keys[i])));
       if (!s.ok() && s.code() != Code::kAlreadyExists) {
         out[i] = s.WithContext("pool");
       }
@@ -183,7 +191,7 @@ Result<uint64_t> KvStore::GetFromPool(const kv::BlockHash& key, MutBuf buf) {
     return OutOfRange("block " + key.Hex().substr(0, 16) + " has " + std::to_string(size) +
                       " bytes, more than the buffer's " + std::to_string(buf.size));
   }
-  const uint64_t sum = CopyAndChecksum(pin->data, buf.data, size);
+  const uint64_t sum = CopyAndChecksum(pin->data, buf.data, size, PoolSeed(key));
   const uint64_t want = pin->user_tag;
   (void)pool_->Unpin(*pin);
   if (sum != want) {
@@ -256,7 +264,8 @@ std::vector<Result<uint64_t>> KvStore::GetBatch(std::span<const kv::BlockHash> k
         }
         // The file's checksum was verified by the read; the copy computes the pool's checksum in
         // the same pass, so promotion does not read the payload once more.
-        const uint64_t sum = CopyAndChecksum(payload.data(), bufs[i].data, payload.size());
+        const uint64_t sum =
+            CopyAndChecksum(payload.data(), bufs[i].data, payload.size(), PoolSeed(keys[i]));
         out[i] = static_cast<uint64_t>(payload.size());
         counters_.store_hits.fetch_add(1, std::memory_order_relaxed);
         counters_.bytes_got.fetch_add(payload.size(), std::memory_order_relaxed);

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "dualpath/kv/block_file.h"
+#include "dualpath/pool/pool.h"
 #include "python/copy_verify.h"
 
 namespace dualpath::python {
@@ -25,16 +26,20 @@ std::vector<std::byte> RandomBytes(size_t n, uint32_t seed) {
   return v;
 }
 
-// The streaming AVX2 path and the plain path must both copy exactly and return kv::BlockChecksum,
-// for every size class and every destination misalignment.
+// The streaming AVX2 path and the plain path must both copy exactly and return kv::BlockChecksum
+// with the same seed, for every size class and every destination misalignment.
 TEST(CopyAndChecksumTest, CopiesExactlyAndMatchesBlockChecksum) {
   const std::vector<size_t> sizes = {0, 1, 63, 64 << 10, (64 << 10) + 1, (256 << 10) + 77, 1 << 20};
   for (size_t n : sizes) {
     const auto src = RandomBytes(n + 64, static_cast<uint32_t>(n));
     for (size_t shift : {0, 1, 16, 31, 33}) {
       std::vector<std::byte> dst(n + 64, std::byte{0});
-      const uint64_t sum = CopyAndChecksum(src.data() + 3, dst.data() + shift, n);
-      EXPECT_EQ(sum, kv::BlockChecksum(std::span(src.data() + 3, n))) << n << " " << shift;
+      const uint64_t seed = 0x5EED0000 + n;
+      const uint64_t sum = CopyAndChecksum(src.data() + 3, dst.data() + shift, n, seed);
+      EXPECT_EQ(sum, kv::BlockChecksum(std::span(src.data() + 3, n), seed)) << n << " " << shift;
+      if (n > 0) {
+        EXPECT_NE(sum, kv::BlockChecksum(std::span(src.data() + 3, n), seed + 1));
+      }
       EXPECT_EQ(std::memcmp(dst.data() + shift, src.data() + 3, n), 0) << n << " " << shift;
       EXPECT_EQ(dst[n + shift], std::byte{0}) << "wrote past the end";
     }
@@ -160,6 +165,39 @@ TEST_F(KvStoreTest, ParallelCopiesAreExactAndCorruptionStaysPerBlock) {
   EXPECT_EQ(st.pool_hits, kBlocks - 1);
   EXPECT_EQ(st.corrupt, 1u);
   EXPECT_EQ(st.misses, 1u);
+}
+
+// Issue 25 item 2, the pool's instance: the pool's index is shared memory every attached process
+// may write. A peer that makes key B's entry hold key A's bytes with A's checksum tag (exactly
+// what A's entry holds) does not get A's bytes served as B's: the tag is seeded with the key, so
+// B's read fails the check and is a miss (counted as corrupt), and A still reads back.
+TEST_F(KvStoreTest, APoolEntryHoldingAnotherKeysBlockAndTagIsAMiss) {
+  const auto a = RandomBytes(128 << 10, 7);
+  auto s = Open(true, false);
+  const kv::BlockHash put_keys[] = {Key(1)};
+  const ConstBuf put_bufs[] = {{a.data(), a.size()}};
+  ASSERT_TRUE(s->PutBatch(put_keys, put_bufs)[0].ok());
+  {
+    auto peer = pool::Pool::Open(pool_);
+    ASSERT_TRUE(peer.ok()) << peer.status().ToString();
+    auto pin = (*peer)->Pin(Key(1));
+    ASSERT_TRUE(pin.ok()) << pin.status().ToString();
+    const std::vector<std::byte> copy(pin->data, pin->data + pin->size);
+    const uint64_t tag = pin->user_tag;
+    ASSERT_TRUE((*peer)->Unpin(*pin).ok());
+    ASSERT_TRUE((*peer)->Put(Key(2), copy, tag).ok());
+  }
+  std::vector<std::byte> out(a.size());
+  const kv::BlockHash keys[] = {Key(2), Key(1)};
+  std::vector<std::byte> out_a(a.size());
+  const MutBuf bufs[] = {{out.data(), out.size()}, {out_a.data(), out_a.size()}};
+  auto r = s->GetBatch(keys, bufs);
+  EXPECT_EQ(r[0].status().code(), Code::kStorageMiss) << "key 2 was served key 1's bytes";
+  ASSERT_TRUE(r[1].ok()) << r[1].status().ToString();
+  EXPECT_TRUE(out_a == a);
+  auto st = *s->Stats();
+  EXPECT_EQ(st.corrupt, 1u);
+  EXPECT_EQ(st.pool_hits, 1u);
 }
 
 TEST_F(KvStoreTest, RegistrationBoundsRawRanges) {

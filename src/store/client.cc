@@ -144,6 +144,9 @@ Result<std::unique_ptr<StoreClient>> StoreClient::Create(ClientOptions options) 
     return InvalidArgument(
         fmt::format("store client replicas {} is outside 1..{}", options.replicas, kMaxReplicas));
   }
+  if (options.local_shm && options.shm_dir.empty()) {
+    return InvalidArgument("store client shm_dir is empty (same-host tier files live there)");
+  }
   if (options.host.empty()) {
     char buf[256] = {};
     if (::gethostname(buf, sizeof(buf) - 1) == 0) options.host = buf;

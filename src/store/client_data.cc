@@ -1,6 +1,7 @@
 // StoreClient's data path: puts (reserve, write every replica, commit or abort) and gets (pin,
 // read a replica, verify, unpin), moving bytes through same-host shm files or the transfer engine.
 #include <fmt/format.h>
+#include <unistd.h>
 
 #include <chrono>
 #include <condition_variable>
@@ -9,7 +10,6 @@
 #include <optional>
 
 #include "dualpath/common/log.h"
-#include "dualpath/kv/block_file.h"
 #include "store/client_impl.h"
 #include "store/node_proto.h"
 
@@ -128,18 +128,30 @@ bool StoreClient::Impl::IsLocal(const v1::NodeEndpoint& ep) const {
 ShmTier* StoreClient::Impl::LocalTier(const v1::NodeEndpoint& ep) {
   if (!IsLocal(ep)) return nullptr;
   auto it = mappings.find(ep.node());
-  // A restarted node made a new file: map that one.
+  // A restarted node made a new file (a new incarnation): map that one, once it is verified.
   if (it != mappings.end() &&
-      (it->second->path() != ep.shm_path() || it->second->size() < ep.dram_bytes() ||
-       !it->second->StillAtPath())) {
+      (it->second->path() != ep.shm_path() || it->second->incarnation() != ep.incarnation() ||
+       it->second->size() < ep.dram_bytes() || !it->second->StillAtPath())) {
     mappings.erase(it);
     it = mappings.end();
   }
   if (it == mappings.end()) {
-    auto tier = ShmTier::Open(ep.shm_path(), ep.dram_bytes());
+    const std::string refusal_key =
+        fmt::format("{}/{:016x}/{}", ep.node(), ep.incarnation(), ep.shm_path());
+    if (refused_tiers.contains(refusal_key)) return nullptr;
+    TierExpectation expect{options.shm_dir,
+                           TierIdentity{options.cluster, NodeId(ep.node()), ep.incarnation()},
+                           ep.dram_bytes(), ::geteuid()};
+    auto tier = ShmTier::Open(ep.shm_path(), expect);
     if (!tier.ok()) {
-      log::Debug("store client: node {} on this host, but {}: using the network", ep.node(),
-                 tier.status().ToString());
+      // Refused (not the node's file, or not there): never mapped, never written. The location
+      // came from a peer (the node's JoinNode, passed on by the master), so it is logged.
+      refused_tiers.insert(refusal_key);
+      Count([](ClientStats& st) { ++st.shm_refused; });
+      log::Warn(
+          "store client: node {} is on this host, but its tier file is refused: {}; using "
+          "the network",
+          ep.node(), tier.status().ToString());
       return nullptr;
     }
     it = mappings.emplace(ep.node(), std::move(tier).value()).first;
@@ -284,7 +296,8 @@ Result<std::vector<Status>> StoreClient::Impl::PutLocked(std::span<const PutItem
       const PutItem& item = items[todo[t]];
       if (ticket.code() != 0 || !ticket_status[t].ok()) continue;
       const uint64_t len = item.bytes.size();
-      if (!checksums[todo[t]]) checksums[todo[t]] = kv::BlockChecksum(item.bytes);
+      // Bound to the key: a reader of another key whose record points here fails it.
+      if (!checksums[todo[t]]) checksums[todo[t]] = ObjectChecksum(item.key, item.bytes);
       if (staging_at[t] != UINT64_MAX) {
         std::memcpy(staging.get() + staging_at[t], item.bytes.data(), len);
       }
@@ -447,16 +460,22 @@ Result<std::vector<ReadResult>> StoreClient::Impl::GetLocked(std::span<const Get
     pending.push_back(i);
   }
 
-  // Checks the bytes at `got` against the object; a hit copies them to dest if needed.
+  // Checks the bytes at `got` against the object under the key this caller asked for (the
+  // checksum is seeded with it: ObjectChecksum); a hit copies them to dest if needed. Whatever
+  // the master answered (location, size, checksum), bytes that are not this key's are rejected.
   auto verify = [&](size_t i, const std::byte* got, const v1::Replica& r, ReadSource source) {
     const v1::ObjectInfo& obj = resp.objects(i);
-    const uint64_t sum = kv::BlockChecksum(std::span<const std::byte>(got, obj.size()));
+    const uint64_t sum = ObjectChecksum(items[i].key, std::span<const std::byte>(got, obj.size()));
     if (r.size() != obj.size() || sum != obj.checksum()) {
-      last_error[i] = Corruption(
-          fmt::format("{} on node {} @{}: checksum {:016x}, committed {:016x} (size {} / {})",
-                      items[i].key.ShortString(), r.node(), r.offset(), sum, obj.checksum(),
-                      r.size(), obj.size()));
-      Count([](ClientStats& st) { ++st.bad_replicas; });
+      last_error[i] = Corruption(fmt::format(
+          "{} on node {} @{}: checksum {:016x} under this key, committed {:016x} (size {} / {}): "
+          "damaged, stale or another key's bytes",
+          items[i].key.ShortString(), r.node(), r.offset(), sum, obj.checksum(), r.size(),
+          obj.size()));
+      Count([](ClientStats& st) {
+        ++st.bad_replicas;
+        ++st.rejected;
+      });
       return false;
     }
     if (got != items[i].dest.data()) std::memcpy(items[i].dest.data(), got, obj.size());

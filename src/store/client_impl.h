@@ -15,6 +15,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <set>
 #include <string>
 #include <thread>
 #include <unordered_map>
@@ -49,6 +50,8 @@ struct StoreClient::Impl {
   transfer::RegionId staging_region;
   std::unordered_map<std::string, ClientPeer> peers;                // by transfer address
   std::unordered_map<uint32_t, std::unique_ptr<ShmTier>> mappings;  // by node id
+  // Tier files refused once ("<node>/<incarnation>/<path>"): not tried (nor logged) again.
+  std::set<std::string> refused_tiers;
 
   mutable std::mutex buffers_mu;
   std::map<uint64_t, std::pair<uint64_t, transfer::RegionId>> buffers;  // addr -> (length, id)
@@ -85,7 +88,9 @@ struct StoreClient::Impl {
   Status EnsureStaging(uint64_t bytes);
   Result<ClientPeer> Peer(const v1::NodeEndpoint& ep);
   void DropPeer(const std::string& transfer_addr);
-  // The node's shm file mapped, when it is on this host and can be mapped; nullptr otherwise.
+  // The node's shm file mapped, when it is on this host and verified to be the node's
+  // (ShmTier::Open against ClientOptions::shm_dir, the cluster and the endpoint's incarnation);
+  // nullptr otherwise (the caller uses the network).
   ShmTier* LocalTier(const v1::NodeEndpoint& ep);
   bool IsLocal(const v1::NodeEndpoint& ep) const;
   Result<std::vector<Status>> PutLocked(std::span<const PutItem> items);

@@ -88,6 +88,9 @@ struct PendingPut {
 struct Term {
   std::string id;
   Nanos started = 0;
+  // Until then (or until every listed node joined) the term answers reads and writes with
+  // UNAVAILABLE "rebuilding": the join grace, fixed or derived from the listed nodes' leases.
+  Nanos serve_by = 0;
   std::unique_ptr<MasterState> state;
   std::atomic<bool> alive{true};
   std::atomic<bool> ready{false};
@@ -200,11 +203,42 @@ class MasterServer::Impl final : public pb::StoreMaster::Service {
     ASSIGN_OR_RETURN(t->state, MasterState::Create(options.state, clock));
     // Readers may still read under pins they took on the previous leader.
     t->state->HoldEviction(clock.Now() + options.state.pin_ttl);
-    RETURN_IF_ERROR(WatchNodes(t));
+    std::vector<coord::NodeInfo> listed;
+    RETURN_IF_ERROR(WatchNodes(t, &listed));
+    const Nanos grace = options.join_grace ? *options.join_grace : DerivedJoinGrace(listed);
+    t->serve_by = t->started + grace;
+    log::Info("store master {}: waiting up to {:.2f} s for {} listed store nodes to join",
+              advertise, ToSeconds(grace), listed.size());
     return t;
   }
 
-  Status WatchNodes(const std::shared_ptr<Term>& t) {
+  // How long a new leader waits for the listed nodes: every node etcd lists either joins (a live
+  // node notices the new leader from its watch of the leader key at once) or its key goes when
+  // its lease runs out (a dead node), which takes at most the lease's remaining TTL (etcd answers
+  // it rounded down, and expires leases in a sweep every 500 ms: 2 s of slack). Waiting that long
+  // means no reader sees the rebuilt map before a live node's objects are in it; a node that is
+  // alive but cannot reach this master holds the readers up for one TTL, not forever.
+  Nanos DerivedJoinGrace(const std::vector<coord::NodeInfo>& listed) {
+    int64_t longest_s = -1;
+    for (const coord::NodeInfo& n : listed) {
+      if (!ParseStoreNodeMemberName(n.name) || n.lease == 0) continue;
+      Result<int64_t> ttl = etcd->LeaseTimeToLive(n.lease);
+      // A lease etcd no longer knows: its key is going; nothing to wait for.
+      if (ttl.ok()) {
+        longest_s = std::max(longest_s, *ttl);
+      } else if (ttl.status().code() != Code::kCoordLeaseLost) {
+        // etcd did not answer: assume the longest lease a node may hold.
+        longest_s = std::max<int64_t>(longest_s, kMaxDerivedGraceS);
+      }
+    }
+    if (longest_s < 0) return 0;
+    return (std::min<int64_t>(longest_s, kMaxDerivedGraceS) + 2) * kNanosPerSecond;
+  }
+  // Bounds a derived grace (a node with an hour-long lease would hold every reader for an hour).
+  static constexpr int64_t kMaxDerivedGraceS = 60;
+
+  Status WatchNodes(const std::shared_ptr<Term>& t,
+                    std::vector<coord::NodeInfo>* listed_out = nullptr) {
     std::weak_ptr<Term> weak = t;
     ASSIGN_OR_RETURN(coord::NodeWatch w, membership->WatchNodes(
                                              [this, weak](const coord::NodeEvent& ev) {
@@ -221,6 +255,7 @@ class MasterServer::Impl final : public pb::StoreMaster::Service {
     for (const coord::NodeInfo& n : w.nodes) {
       if (auto id = ParseStoreNodeMemberName(n.name)) listed.insert(*id);
     }
+    if (listed_out != nullptr) *listed_out = w.nodes;
     std::unique_ptr<coord::Watch> old;
     {
       std::lock_guard lock(t->mu);
@@ -312,10 +347,10 @@ class MasterServer::Impl final : public pb::StoreMaster::Service {
     if (!t->ready) {
       bool all = true;
       for (NodeId id : t->listed) all = all && t->joined.count(id) > 0;
-      if (all || now >= t->started + options.join_grace) {
+      if (all || now >= t->serve_by) {
         t->ready = true;
-        log::Info("store master {}: serving: {} of {} listed nodes joined", advertise,
-                  t->joined.size(), t->listed.size());
+        log::Info("store master {}: serving {:.3f} s after winning: {} of {} listed nodes joined",
+                  advertise, ToSeconds(now - t->started), t->joined.size(), t->listed.size());
       }
     }
   }
@@ -715,7 +750,9 @@ Result<std::unique_ptr<MasterServer>> MasterServer::Start(MasterServerOptions op
   RETURN_IF_ERROR(coord::CheckCoordName(options.cluster, "cluster", 64));
   if (options.listen.empty()) return InvalidArgument("store master: empty --listen address");
   if (options.tick_interval <= 0) return InvalidArgument("store master: tick interval must be > 0");
-  if (options.join_grace < 0) return InvalidArgument("store master: join grace must be >= 0");
+  if (options.join_grace && *options.join_grace < 0) {
+    return InvalidArgument("store master: join grace must be >= 0");
+  }
   auto impl = std::make_unique<Impl>();
   Impl& m = *impl;
   m.options = std::move(options);

@@ -8,6 +8,7 @@
 #include <chrono>
 #include <condition_variable>
 #include <mutex>
+#include <random>
 #include <thread>
 
 #include "dualpath/common/grpc_channel.h"
@@ -60,6 +61,15 @@ Status CheckOptions(const NodeOptions& o) {
 
 grpc::Status BadRequest(const Status& s) { return ToGrpc(s); }
 
+// A node process's incarnation: 64 random bits (never 0), so that a client never takes a
+// restarted node's tier file for the one the master named, nor the other way round.
+uint64_t NewIncarnation() {
+  std::random_device rd;
+  uint64_t v = 0;
+  while (v == 0) v = (uint64_t{rd()} << 32) ^ rd();
+  return v;
+}
+
 }  // namespace
 
 // The StoreNode gRPC service: the leader's Record and Forget calls.
@@ -102,6 +112,13 @@ struct StoreNode::Impl {
   uint64_t join_done = 0;
   std::string leader_addr;
   NodeStats stats;
+  // The master call the joiner has in flight (JoinNode, or the Stats that asks whether the leader
+  // still lists this node) and the address it went to. When the leader key names another
+  // address, OnLeader cancels it at once: a leader that hangs (frozen, cut off) would otherwise
+  // hold the join to its successor up for a whole rpc_timeout, while the successor serves
+  // without this node's objects.
+  grpc::ClientContext* inflight = nullptr;
+  std::string inflight_addr;
 
   explicit Impl(NodeOptions o) : options(std::move(o)), table({options.dram_bytes, /*ssd=*/0}) {}
 
@@ -113,8 +130,18 @@ struct StoreNode::Impl {
       stats.leader_addr = leader_addr;
       // A put of the key (even with the same address: a restarted master) is a new leadership.
       if (value.has_value()) ++join_wanted;
+      if (inflight != nullptr && inflight_addr != leader_addr) inflight->TryCancel();
     }
     cv.notify_all();
+  }
+
+  // Marks `ctx` as the joiner's call in flight to `addr` (nullptr: none). A call to an address
+  // that is no longer the leader's is cancelled right away.
+  void SetInflight(grpc::ClientContext* ctx, const std::string& addr) {
+    std::lock_guard lock(mu);
+    inflight = ctx;
+    inflight_addr = addr;
+    if (ctx != nullptr && addr != leader_addr) ctx->TryCancel();
   }
 
   void Trigger() {
@@ -134,6 +161,7 @@ struct StoreNode::Impl {
     ep->set_rpc_addr(address.rpc_addr);
     ep->set_shm_path(address.shm_path);
     ep->set_dram_bytes(address.dram_bytes);
+    ep->set_incarnation(address.incarnation);
     req.mutable_dram()->set_capacity(options.dram_bytes);
     req.mutable_dram()->set_high_watermark(options.high_watermark);
     req.mutable_dram()->set_low_watermark(options.low_watermark);
@@ -152,8 +180,10 @@ struct StoreNode::Impl {
     grpc::ClientContext ctx;
     ctx.set_deadline(std::chrono::system_clock::now() +
                      std::chrono::nanoseconds(options.rpc_timeout));
-    return FromGrpc((*stub)->JoinNode(&ctx, req, resp),
-                    fmt::format("store master JoinNode at {}", addr));
+    SetInflight(&ctx, addr);
+    grpc::Status g = (*stub)->JoinNode(&ctx, req, resp);
+    SetInflight(nullptr, "");
+    return FromGrpc(g, fmt::format("store master JoinNode at {}", addr));
   }
 
   // Whether the leader at `addr` answers Stats as the incarnation we joined (`joined_id`) or a
@@ -169,7 +199,10 @@ struct StoreNode::Impl {
                      std::chrono::nanoseconds(options.rpc_timeout));
     v1::StatsRequest req;
     v1::StatsResponse resp;
-    if (!(*stub)->Stats(&ctx, req, &resp).ok() || !resp.leader()) return false;
+    SetInflight(&ctx, addr);
+    const bool answered = (*stub)->Stats(&ctx, req, &resp).ok();
+    SetInflight(nullptr, "");
+    if (!answered || !resp.leader()) return false;
     if (resp.leader_id() != joined_id) return true;  // another incarnation: it never saw our join
     for (const v1::NodeUsage& u : resp.usage()) {
       if (u.node() == options.id.value()) return false;
@@ -360,7 +393,9 @@ Result<std::unique_ptr<StoreNode>> StoreNode::Start(NodeOptions options) {
   n.address.dram_bytes = o.dram_bytes;
   n.address.shm_path = ShmPath(o.shm_dir, o.cluster, o.id);
 
-  ASSIGN_OR_RETURN(n.shm, ShmTier::Create(n.address.shm_path, o.dram_bytes));
+  n.address.incarnation = NewIncarnation();
+  ASSIGN_OR_RETURN(n.shm, ShmTier::Create(n.address.shm_path, o.dram_bytes,
+                                          TierIdentity{o.cluster, o.id, n.address.incarnation}));
   ASSIGN_OR_RETURN(n.engine, transfer::TransferEngine::Create(o.transfer));
   // Registered before Listen: every peer's HELLO carries the region.
   RETURN_IF_ERROR(n.engine->RegisterRegion(n.shm->data(), n.shm->size()).status());
@@ -378,7 +413,11 @@ Result<std::unique_ptr<StoreNode>> StoreNode::Start(NodeOptions options) {
   ASSIGN_OR_RETURN(n.membership,
                    coord::Membership::Create(
                        n.etcd.get(), coord::MembershipOptions{o.cluster, o.membership_ttl}));
-  RETURN_IF_ERROR(n.membership->Register(MemberName(o.id), n.address.rpc_addr, o.register_timeout));
+  // A node restarted after a crash waits for its predecessor's key to go (at most one TTL), and a
+  // duplicate of a live node is refused within about one TTL: the wait covers both.
+  RETURN_IF_ERROR(
+      n.membership->Register(MemberName(o.id), n.address.rpc_addr,
+                             std::max(o.register_timeout, o.membership_ttl + 5 * kNanosPerSecond)));
   ASSIGN_OR_RETURN(n.observer,
                    coord::LeaderElection::Create(
                        n.etcd.get(), coord::ElectionOptions{o.cluster, o.membership_ttl, {}}, ""));

@@ -10,7 +10,8 @@
 // same-host shm file; a corrupted replica is skipped for a good one, and when every replica is
 // corrupted the get is a miss, never wrong bytes; exists and remove; a leader change makes the
 // node join the new leader with its full report, and a client with the old leader cached retries
-// on its own and reads the objects the new leader rebuilt from that report.
+// on its own and reads the objects the new leader rebuilt from that report; a forged record (key
+// B at key A's location and checksum) is a miss and a counted rejection (issue 25).
 #include <fcntl.h>
 #include <grpcpp/grpcpp.h>
 #include <gtest/gtest.h>
@@ -324,6 +325,22 @@ class FakeMaster final : public v1::StoreMaster::Service {
     ASSERT_TRUE(state_->RemoveNode(NodeId(node)).ok());
   }
 
+  // Where the master holds `key` now (found, size, checksum, replicas), without a pin.
+  ObjectInfo Locate(const ObjectKey& key) {
+    std::lock_guard lock(mu_);
+    GetResult got = state_->Get(std::span<const ObjectKey>(&key, 1));
+    if (got.pin) {
+      EXPECT_TRUE(state_->Unpin(*got.pin).ok());
+    }
+    return got.objects[0];
+  }
+  // Puts a report straight into the master's state, as a peer that lies could (a forged Record
+  // the node then reports, a forged JoinNode, a node with a stolen credential).
+  Result<RebuildOutcome> Forge(uint32_t node, const ReportedReplica& report) {
+    std::lock_guard lock(mu_);
+    return state_->RebuildFromReports(NodeId(node), std::span<const ReportedReplica>(&report, 1));
+  }
+
   uint64_t gets() const { return gets_.load(); }
   uint64_t renewals() const { return renewals_.load(); }
   // 0: every pin a reader gets is already in the second half of its lease.
@@ -628,6 +645,46 @@ TEST_F(StoreNodeTest, EtcdWipedTheNodeReRegistersAndRejoinsWithItsReport) {
     ASSERT_TRUE(got.results[i].status.ok()) << got.results[i].status.ToString();
     EXPECT_EQ(got.bufs[i], Bytes(i));
   }
+}
+
+// Issue 25 acceptance 3: a forged record — key B mapped to key A's location, size and checksum,
+// injected through the master's state (the peer has every credential it needs) — is a miss and a
+// counted rejection for every reader, through the same-host shm file and over the network, never
+// A's bytes served as B's: the checksum is recomputed under the key the reader asked for.
+TEST_F(StoreNodeTest, AForgedRecordOfAnotherKeysLocationIsAMissNeverBytes) {
+  FakeMaster* master = AddMaster("A");
+  master->Campaign();
+  ASSERT_TRUE(WaitUntil([&] { return master->IsLeader(); }));
+  StoreNode* n1 = AddNode(1);
+  ASSERT_NE(n1, nullptr);
+  ASSERT_TRUE(WaitUntil([&] { return master->JoinsOf(1) >= 1; }));
+  auto local = NewStoreClient("host-1", 1, 1);  // beside node 1: reads its shm file
+  auto remote = NewStoreClient("", 1);          // reads over the transfer engine
+  ASSERT_TRUE(local && remote);
+  PutAll(*remote, 0, 1);
+  const ObjectInfo a = master->Locate(Key(0));
+  ASSERT_TRUE(a.found);
+  ASSERT_EQ(a.replicas.size(), 1u);
+  // A is removed (its space is free in the master; its bytes stay in the tier), then a peer
+  // claims B lives there, with A's size and checksum.
+  ASSERT_EQ(remote->Remove(std::vector<ObjectKey>{Key(0)}).value(), 1u);
+  Result<RebuildOutcome> forged = master->Forge(
+      1, ReportedReplica{Key(1), Tier::kDram, a.replicas[0].offset, a.size, a.checksum});
+  ASSERT_TRUE(forged.ok()) << forged.status().ToString();
+  ASSERT_EQ(forged->accepted, 1u);
+  ASSERT_TRUE(master->Locate(Key(1)).found);
+
+  for (StoreClient* c : {local.get(), remote.get()}) {
+    Read got = GetAll(*c, 1, 1);
+    ASSERT_EQ(got.results.size(), 1u);
+    EXPECT_FALSE(got.results[0].status.ok()) << "key 1 served key 0's bytes";
+    EXPECT_EQ(got.results[0].status.code(), Code::kCorruption) << got.results[0].status.ToString();
+    const ClientStats st = c->Stats();
+    EXPECT_EQ(st.rejected, 1u);
+    EXPECT_EQ(st.misses, 1u);
+    EXPECT_EQ(st.hits_local + st.hits_remote, 0u);
+  }
+  EXPECT_EQ(local->Stats().shm_refused, 0u);  // node 1's own file: mapped, and the bytes rejected
 }
 
 TEST_F(StoreNodeTest, ASameHostNodeWhoseFileCannotBeMappedIsUsedOverTheNetwork) {

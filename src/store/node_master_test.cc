@@ -2,23 +2,33 @@
 // real UCX (tcp on loopback) and real gRPC: a put and get round trip through the elected leader,
 // the same-host path, remove; kill -9 of the leader (Abandon) -> the standby takes over, the nodes
 // join it with their reports, and a client that still has the dead leader cached retries on its
-// own and reads every committed object; a dead node's replicas are never handed out.
+// own and reads every committed object; a dead node's replicas are never handed out; a forged
+// JoinNode never makes a client map or write another file (issue 25).
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <fstream>
+#include <iterator>
 #include <memory>
+#include <string>
 #include <thread>
 #include <vector>
 
+#include "dualpath/common/grpc_channel.h"
 #include "dualpath/store/client.h"
 #include "dualpath/store/master_server.h"
 #include "dualpath/store/node.h"
+#include "dualpath/store/v1/store.grpc.pb.h"
 #include "store/node_test_util.h"
 
 namespace dualpath::store {
 namespace {
 
 using namespace ::dualpath::store::testing;  // NOLINT(google-build-using-namespace)
+
+// The tier file's header page (store/node_shm.h kTierHeaderBytes): a victim file as large as a
+// tier file passes every size check.
+constexpr uint64_t kTierHeaderBytesForTest = 4096;
 
 class StoreNodeMasterTest : public StoreEtcdFixture {
  protected:
@@ -150,6 +160,58 @@ TEST_F(StoreNodeMasterTest, ADeadNodesReplicasAreNeverHandedOut) {
   auto r = c->Put(items);
   ASSERT_TRUE(r.ok()) << r.status().ToString();
   EXPECT_FALSE((*r)[0].ok());
+}
+
+// Issue 25 item 2: a JoinNode a peer forges (plaintext, or with a stolen credential) — the id of
+// a registered node, the client's host name and some other file as the tier's shm path — never
+// makes a client map that file or write into it: the client refuses the file (logged once,
+// counted in shm_refused) and reaches the node over the network with the addresses the join gave.
+TEST_F(StoreNodeMasterTest, AForgedJoinNeverMakesAClientMapAnotherFile) {
+  MasterServer* m = AddMaster();
+  ASSERT_NE(m, nullptr);
+  ASSERT_TRUE(m->WaitUntilServing(kWaitLimit).ok());
+  StoreNode* n1 = AddNode(1);
+  ASSERT_NE(n1, nullptr);
+  ASSERT_TRUE(WaitUntil([&] { return LiveNodes(m) == 1; }));
+
+  // The victim: any file the client's user may write, as large as a tier file.
+  const std::string victim = shm_dir_ + "/victim";
+  const std::string original(kTierHeaderBytesForTest + kDram, 'v');
+  {
+    std::ofstream out(victim, std::ios::binary);
+    out.write(original.data(), static_cast<std::streamsize>(original.size()));
+  }
+  v1::JoinNodeRequest forged;
+  v1::NodeEndpoint* ep = forged.mutable_endpoint();
+  ep->set_node(1);
+  ep->set_host("forged-host");  // the client's host name
+  ep->set_transfer_addr(n1->address().transfer_addr);
+  ep->set_rpc_addr(n1->address().rpc_addr);
+  ep->set_shm_path(victim);
+  ep->set_dram_bytes(kDram);
+  ep->set_incarnation(n1->address().incarnation);
+  forged.mutable_dram()->set_capacity(kDram);
+  forged.set_member_name("store-node-1");
+  auto stub = v1::StoreMaster::NewStub(MakeChannel(m->address(), Insecure()));
+  grpc::ClientContext ctx;
+  v1::JoinNodeResponse joined;
+  ASSERT_TRUE(stub->JoinNode(&ctx, forged, &joined).ok());  // plaintext: the master takes it
+
+  auto c = NewStoreClient("forged-host", 1, 1);
+  ASSERT_NE(c, nullptr);
+  PutAll(*c, 0, 2);
+  Read got = GetAll(*c, 0, 2);
+  for (uint32_t i = 0; i < 2; ++i) {
+    ASSERT_TRUE(got.results[i].status.ok()) << got.results[i].status.ToString();
+    EXPECT_EQ(got.results[i].source, ReadSource::kRemote);
+    EXPECT_EQ(got.bufs[i], Bytes(i));
+  }
+  const ClientStats st = c->Stats();
+  EXPECT_EQ(st.hits_local, 0u);
+  EXPECT_EQ(st.shm_refused, 1u);  // refused once, not tried again for the same location
+  std::ifstream in(victim, std::ios::binary);
+  const std::string now((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  EXPECT_TRUE(now == original) << "the client wrote into a file a forged join named";
 }
 
 TEST_F(StoreNodeMasterTest, OneClientManyThreads) {

@@ -165,6 +165,7 @@ class StoreEtcdFixture : public ::testing::Test {
     o.etcd = Etcd();
     o.master_tls = Insecure();
     o.host = host.empty() ? "client-host" : host;
+    o.shm_dir = shm_dir_;  // where the nodes keep their tier files
     o.local_node = NodeId(local_node);
     o.transfer.ucx_tls = "tcp";
     o.replicas = replicas;

@@ -2,6 +2,8 @@
 
 #include <cstdio>
 
+#include "dualpath/kv/block_file.h"
+
 namespace dualpath::store {
 
 std::string_view TierName(Tier tier) {
@@ -23,6 +25,14 @@ std::string ObjectKey::ShortString() const {
 }
 
 std::ostream& operator<<(std::ostream& os, const ObjectKey& key) { return os << key.ShortString(); }
+
+uint64_t ObjectKeySeed(const ObjectKey& key) {
+  return kv::KeySeed(key.model_fingerprint, key.hash);
+}
+
+uint64_t ObjectChecksum(const ObjectKey& key, std::span<const std::byte> bytes) {
+  return kv::BlockChecksum(bytes, ObjectKeySeed(key));
+}
 
 std::ostream& operator<<(std::ostream& os, const Replica& r) {
   return os << "node " << r.node << " " << TierName(r.tier) << " @" << r.offset << " +" << r.size;

@@ -167,6 +167,7 @@ class EngineStoreTest : public ::testing::Test {
     o.request_timeout = 30 * kNanosPerSecond;
     o.kv_store_etcd = etcd_.endpoint();
     o.kv_store_cluster = kCluster;
+    o.kv_store_shm_dir = root_ + "/shm";  // where the test's store nodes keep their tier files
     o.kv_store_stats_path = root_ + "/" + name + ".stats.json";
     auto e = Engine::Create(o, sched_.Link());
     EXPECT_TRUE(e.ok()) << e.status().ToString();

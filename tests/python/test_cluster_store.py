@@ -147,7 +147,8 @@ class Cluster:
             return False
 
     def client(self, **kw) -> dualpath.ClusterStore:
-        opts = dict(etcd_insecure=True, master_insecure=True, host="node1", retry_deadline=30.0)
+        opts = dict(etcd_insecure=True, master_insecure=True, host="node1", retry_deadline=30.0,
+                    shm_dir=str(self.tmp))
         opts.update(kw)
         return dualpath.ClusterStore(self.name, self.etcd, **opts)
 

@@ -6,13 +6,20 @@
 // keep-alives stop, etcd expires the lease after at most `ttl` and deletes the key: every watcher
 // sees the node leave. So "registered" means "its process answered etcd within the last TTL".
 //
+// A name is held by one registration at a time: the key is put with a transaction that succeeds
+// only if the key does not exist, so a second process registering a name another live process
+// holds is refused (kAlreadyExists), and a registration never takes the key from another lease.
+//
 // On its own, without a restart of the process, the registration survives:
 //   - etcd restarting on its data dir: etcd restores the lease with a fresh TTL; the keep-alive
 //     stream breaks, is re-opened and answered again; the key is then checked and put back if it
 //     is missing;
 //   - etcd losing the lease (it expired while we could not reach etcd for a whole TTL, someone
 //     revoked it, or etcd came back without its data): a new lease is granted and the key is put
-//     again under it (registrations() counts each time).
+//     again under it (registrations() counts each time);
+//   - the key deleted while the lease lives (an operator's delete, the expiry of a duplicate's
+//     lease that had overwritten it with an older build): a watch of the key sees it go, and it is
+//     put back under the lease (registrations() counts it: watchers saw the node leave).
 // Meanwhile the node may be absent from the list for up to the outage plus one TTL.
 //
 // Anyone (a master, a client) lists the live nodes (ListNodes) and follows joins and leaves
@@ -75,7 +82,11 @@ class Membership {
   // Registers this node as `name` (same rules as the cluster name, 1..128 characters) with
   // `value`, and keeps it registered until Deregister. Returns once the key is in etcd, or with the
   // error if that did not happen within `timeout` (the background thread then keeps trying).
-  // A key of the same name left by an earlier incarnation of the node is overwritten.
+  // A key of the same name under another lease is never overwritten: Register waits while that
+  // lease runs down (an earlier incarnation of the node that died: etcd deletes its key within
+  // its TTL) and takes the name when it is free, and returns kAlreadyExists, registering nothing,
+  // once the holder shows it is alive (its lease is renewed, or outlives its remaining TTL + 2 s).
+  // So a duplicate is refused within about one TTL; `timeout` should exceed the TTL + 2 s.
   // kFailedPrecondition if already registered.
   Status Register(const std::string& name, const std::string& value, Nanos timeout);
   // Deletes the key, revokes the lease and stops the thread.

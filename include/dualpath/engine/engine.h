@@ -88,6 +88,9 @@ struct EngineOptions {
   std::string kv_store_cluster;  // the store cluster's name
   uint32_t kv_store_node = 0;    // the store node beside this engine (preferred for puts)
   std::string kv_store_host;     // host name that store nodes on this node advertise ("": node)
+  // Where the store nodes on this host keep their tier files (their --shm-dir): a same-host
+  // node's file is mapped only at its path there (docs/formats/store_tier_file.md).
+  std::string kv_store_shm_dir = "/dev/shm";
   // Written at exit (JSON: the store link's counters), when set.
   std::string kv_store_stats_path;
   // Tests only: a link to use instead of connecting through kv_store_etcd; not owned, must

@@ -84,6 +84,15 @@ uint64_t NamespaceFingerprint(std::string_view name_space);
 
 // XXH3-64 (seed 0): the payload checksum.
 uint64_t BlockChecksum(std::span<const std::byte> bytes);
+// XXH3-64 with `seed`: a checksum bound to something besides the bytes. The store seeds it with
+// a hash of the object's key (store::ObjectChecksum), so bytes read under another key fail it; it
+// costs the same single pass as seed 0 (XXH3 derives its secret from the seed once per call).
+uint64_t BlockChecksum(std::span<const std::byte> bytes, uint64_t seed);
+// The seed that binds a checksum to a key: XXH3-64 (seed 0) of the 40 bytes model_fingerprint
+// (u64, little-endian) || hash. A reader that recomputes BlockChecksum(bytes, KeySeed(its key))
+// rejects bytes stored under another key, whatever an index or a peer says their checksum is
+// (docs/formats/store_tier_file.md "Object checksum").
+uint64_t KeySeed(uint64_t model_fingerprint, const BlockHash& hash);
 
 // Rounds `n` up to a multiple of kBlockFileAlignment.
 constexpr uint64_t AlignToBlockFile(uint64_t n) {

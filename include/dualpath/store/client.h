@@ -4,13 +4,16 @@
 // The client finds the leader master through etcd (the cluster's leader key holds its StoreMaster
 // address), asks it where to write or read, and moves the bytes itself:
 //   - to or from a node on the same host (NodeEndpoint.host == ClientOptions::host) with memcpy
-//     through the node's DRAM tier file (mapped MAP_SHARED);
+//     through the node's DRAM tier file (mapped MAP_SHARED), once the file is verified to be that
+//     node's (ClientOptions::shm_dir; a file that is not is never mapped nor written);
 //   - to or from another node with the transfer engine: one-sided puts and gets at the node's
 //     advertised region base + offset. A get lands straight in the caller's buffer when that lies
 //     inside a region registered with RegisterBuffer, else in a staging buffer and then a memcpy.
-// Every read is checked against the committed size and checksum (kv::BlockChecksum); a failed
-// read or a mismatch tries the next replica, and an object none of whose replicas reads back
-// right is a miss: a hit never leaves wrong bytes in the caller's buffer (a miss may leave any).
+// Every read is checked against the committed size and checksum, recomputed under the key the
+// caller asked for (ObjectChecksum: seeded with the key, so another key's bytes fail it whatever
+// location and checksum the master hands out); a failed read or a mismatch tries the next
+// replica, and an object none of whose replicas reads back right is a miss: a hit never leaves
+// wrong bytes in the caller's buffer (a miss may leave any).
 //
 // Retries: a call that meets UNAVAILABLE, a timeout, "not the leader" (kCoordNotLeader) or no
 // leader in etcd re-reads the leader from etcd and tries again, with backoff, until
@@ -53,6 +56,13 @@ struct ClientOptions {
   // the node's shm file. Empty: gethostname(). local_shm false: never (always the network).
   std::string host;
   bool local_shm = true;
+  // Where this host's store nodes keep their tier files (their --shm-dir). A same-host node's
+  // file is mapped only at the path the client names itself (<shm_dir>/dualpath-store-<cluster>-
+  // <id>), as a regular file owned by this process's effective user and writable by no one else,
+  // whose header names this cluster, the node and the incarnation the master handed out; any
+  // other file is refused (logged once, counted in shm_refused) and the node is used over the
+  // network instead.
+  std::string shm_dir = "/dev/shm";
   transfer::EngineConfig transfer;
   // Deadline of each master call.
   Nanos rpc_timeout = 5 * kNanosPerSecond;
@@ -100,6 +110,9 @@ struct ClientStats {
   uint64_t hits_remote = 0;     // gets served over the transfer engine
   uint64_t misses = 0;          // gets that were misses, for any reason
   uint64_t bad_replicas = 0;    // replica reads that failed or mismatched (a next one was tried)
+  uint64_t rejected = 0;        // of those, replicas whose bytes failed the key-bound checksum
+                                // (damaged, stale, or another key's: a forged record)
+  uint64_t shm_refused = 0;     // same-host tier files refused (not the node's: see LocalTier)
   uint64_t bytes_written = 0;   // bytes written to replicas (each copy counted)
   uint64_t bytes_read = 0;      // bytes of hits
   uint64_t retries = 0;         // master calls tried again (leader change, unreachable)

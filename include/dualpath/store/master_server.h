@@ -12,9 +12,10 @@
 //   - accepts JoinNode only from a node that etcd lists, and rebuilds the node's objects from the
 //     replicas it reports (a re-join of a live node replaces it: a restarted node reports what it
 //     still holds);
-//   - answers reads and writes only once every node etcd lists has joined, or `join_grace` after
-//     it won (until then UNAVAILABLE "rebuilding", which clients retry): a client never sees the
-//     half-rebuilt metadata as misses;
+//   - answers reads and writes only once every node etcd lists has joined (or its key went), or
+//     the join grace after it won (by default the listed nodes' longest remaining lease TTL + 2 s;
+//     until then UNAVAILABLE "rebuilding", which clients retry): a client never sees the
+//     half-rebuilt metadata as misses of objects on live nodes;
 //   - records each commit on the replicas' nodes (StoreNode.Record) before PutCommit answers, and
 //     forgets removed objects on every node (StoreNode.Forget) before Remove answers, so that the
 //     nodes' reports to the next leader hold every acknowledged commit and no acknowledged removal;
@@ -60,8 +61,10 @@ struct MasterServerOptions {
   MasterConfig state;
   // The campaign lease's TTL: how long a dead leader blocks a standby at most (1 s .. 1 h).
   Nanos election_ttl = 10 * kNanosPerSecond;
-  // How long a new leader waits for the listed nodes to join before it serves anyway.
-  Nanos join_grace = 2 * kNanosPerSecond;
+  // How long a new leader waits for the listed nodes to join before it serves anyway. nullopt
+  // (the default): derived from the listed nodes' etcd leases, the longest remaining TTL + 2 s
+  // (at most 62 s): a dead listed node's key is gone by then, a live one has joined.
+  std::optional<Nanos> join_grace;
   Nanos tick_interval = 100 * kNanosPerMilli;
   // Deadline of each Record/Forget call to a node.
   Nanos node_rpc_timeout = 2 * kNanosPerSecond;

@@ -2,15 +2,19 @@
 // docs/store.md "Store node and client").
 //
 // A store node contributes one DRAM tier to the cluster-wide store:
-//   - the tier is a file <shm_dir>/dualpath-store-<cluster>-<id> of dram_bytes (space reserved with
-//     posix_fallocate, so a full /dev/shm is an error at start, never SIGBUS later), mapped
-//     MAP_SHARED and registered with the node's own TransferEngine, which listens for writers and
-//     readers: they move bytes with one-sided puts and gets at region base + offset, where offset
-//     is what the master handed out. A client on the same host maps the same file instead. The node
+//   - the tier is a file <shm_dir>/dualpath-store-<cluster>-<id>: a header page naming the cluster,
+//     the node and its incarnation (random per start; docs/formats/store_tier_file.md), then
+//     dram_bytes of data (space reserved with posix_fallocate, so a full /dev/shm is an error at
+//     start, never SIGBUS later), mapped MAP_SHARED; the data is registered with the node's own
+//     TransferEngine, which listens for writers and readers: they move bytes with one-sided puts
+//     and gets at region base + offset, where offset is what the master handed out. A client on
+//     the same host maps the same file instead, once it verified the header. The node
 //     holds an exclusive flock on the file while it lives; a file left by a dead node (no lock) is
 //     replaced at start, one held by a live node makes the start fail. Shutdown removes the file.
 //   - it registers in etcd (coord::Membership) as `store-node-<id>` under a lease of
-//     membership_ttl; the value is its StoreNode gRPC address;
+//     membership_ttl; the value is its StoreNode gRPC address. The registration refuses an id a
+//     live node holds (Start fails with kAlreadyExists), and a key deleted while the lease lives is
+//     put back (a new registration: the node joins again);
 //   - it follows the leader master (coord::LeaderElection::Observe on the cluster's leader key,
 //     whose value is the leader's StoreMaster address, plus a periodic re-read in case the watch
 //     ends) and sends JoinNode (endpoint, DRAM TierSpec, member name and every replica it holds)
@@ -67,7 +71,9 @@ struct NodeOptions {
   GrpcTls master_tls;
   // The etcd membership lease: how long after a crash the node is still listed. 1 s .. 1 h.
   Nanos membership_ttl = 10 * kNanosPerSecond;
-  // Start waits this long for the registration in etcd.
+  // Start waits this long (at least membership_ttl + 5 s) for the registration in etcd. The id is
+  // held by one live registration: a predecessor's key (a crashed node) is waited out, and a live
+  // node holding the id makes Start fail with kAlreadyExists (coord::Membership::Register).
   Nanos register_timeout = 30 * kNanosPerSecond;
   // Deadline of each JoinNode call.
   Nanos rpc_timeout = 5 * kNanosPerSecond;
@@ -86,6 +92,9 @@ struct NodeAddress {
   std::string rpc_addr;
   std::string shm_path;
   uint64_t dram_bytes = 0;
+  // Drawn at random at each start and written in the tier file's header: a same-host client
+  // maps the file only when the header names the incarnation the master handed out.
+  uint64_t incarnation = 0;
 };
 
 // One replica in the node's table (what it reports to a leader).

@@ -14,6 +14,7 @@
 #include <cstdint>
 #include <functional>
 #include <ostream>
+#include <span>
 #include <string>
 #include <string_view>
 
@@ -53,9 +54,19 @@ struct ObjectKey {
 
 std::ostream& operator<<(std::ostream& os, const ObjectKey& key);
 
+// The checksum of an object: XXH3-64 of its bytes seeded with ObjectKeySeed(key). The writer
+// computes it and commits it; every reader recomputes it under the key it asked for. Bytes that
+// belong to another key (a forged or stale record pointing key B at key A's location, with A's
+// checksum) fail it, whatever the master, a node's report or a Record claims, so they are a miss,
+// never data. One pass over the bytes, as an unseeded checksum (docs/store.md "Consistency
+// promises", docs/formats/store_tier_file.md "Objects").
+uint64_t ObjectChecksum(const ObjectKey& key, std::span<const std::byte> bytes);
+// kv::KeySeed(fingerprint, hash): XXH3-64 of the key's 40 bytes.
+uint64_t ObjectKeySeed(const ObjectKey& key);
+
 // One copy of an object: on `node`, in `tier`, at byte `offset` of that node's tier space,
-// `size` bytes whose checksum is `checksum` (set by the writer at commit; 0 in a PutStart answer,
-// which hands out locations before anything is written).
+// `size` bytes whose checksum is `checksum` (ObjectChecksum, set by the writer at commit; 0 in a
+// PutStart answer, which hands out locations before anything is written).
 struct Replica {
   NodeId node;
   Tier tier = Tier::kDram;
