@@ -29,6 +29,13 @@ registration. Bad input raises (ValueError, TypeError, KeyError) naming what was
 anything is sent. The calls run with the GIL released; they retry leader changes and unreachable
 masters until ``retry_deadline`` seconds have passed, then raise ``dualpath.Error`` (gets, exists,
 remove) or return the code per key (puts: ``-9`` kUnavailable, ``-8`` kTimeout, ...).
+
+After ``os.fork()``: gRPC and the transfer engine cannot be used again in a child of a process
+that used them (the child would poll the parent's inherited sockets and consume its events), so
+in a process forked from one that had opened a ClusterStore, the inherited client and a new one
+both raise ``dualpath.Error`` naming fork and saying what to do: open the ClusterStore only after
+forking, in each worker (a process that never had one opens its own as usual), or use the
+'spawn' start method. The parent's client is left alone; nothing hangs.
 """
 
 from __future__ import annotations
@@ -48,6 +55,9 @@ class ClusterStore(_BatchVerbs):
         etcd: str,
         *,
         model_fingerprint: int = 0,
+        tls_cert: str | None = None,
+        tls_key: str | None = None,
+        tls_ca: str | None = None,
         etcd_insecure: bool = False,
         etcd_tls_cert: str | None = None,
         etcd_tls_key: str | None = None,
@@ -75,6 +85,10 @@ class ClusterStore(_BatchVerbs):
         cluster            the store's cluster name (etcd keys /dualpath/<cluster>/)
         etcd               etcd endpoints, "HOST:PORT[,HOST:PORT...]" or "unix:PATH"
         model_fingerprint  the first half of every object key, 0 .. 2^64-1
+        tls_cert, tls_key, tls_ca
+                           the client certificate, its key and the CA, towards etcd and the
+                           masters (the CLI's --tls-*; `cluster up --store` prints where its store
+                           keeps them), unless the etcd_* / master_* options below are given
         etcd_insecure / etcd_tls_cert, etcd_tls_key, etcd_tls_ca
                            plaintext towards etcd, or the TLS files (the CLI's --etcd-* flags)
         master_insecure / master_tls_cert, master_tls_key, master_tls_ca
@@ -114,11 +128,19 @@ class ClusterStore(_BatchVerbs):
         o.cluster = cluster
         o.etcd = etcd
         o.model_fingerprint = model_fingerprint
+        # Towards etcd and the masters: their own options when any is given, else tls_* (as the
+        # CLI's --etcd-* / --master-* default to --tls-*).
+        shared = (tls_cert, tls_key, tls_ca)
+        etcd = (etcd_tls_cert, etcd_tls_key, etcd_tls_ca)
+        if not etcd_insecure and etcd == (None, None, None):
+            etcd = shared
+        master = (master_tls_cert, master_tls_key, master_tls_ca)
+        if not master_insecure and master == (None, None, None):
+            master = shared
         o.etcd_insecure = bool(etcd_insecure)
-        o.etcd_tls_cert, o.etcd_tls_key, o.etcd_tls_ca = etcd_tls_cert, etcd_tls_key, etcd_tls_ca
+        o.etcd_tls_cert, o.etcd_tls_key, o.etcd_tls_ca = etcd
         o.master_insecure = bool(master_insecure)
-        o.master_tls_cert, o.master_tls_key = master_tls_cert, master_tls_key
-        o.master_tls_ca = master_tls_ca
+        o.master_tls_cert, o.master_tls_key, o.master_tls_ca = master
         o.host = host
         o.local_node = local_node
         o.local_shm = bool(local_shm)
@@ -130,7 +152,7 @@ class ClusterStore(_BatchVerbs):
         o.rpc_timeout = float(rpc_timeout)
         o.etcd_timeout = float(etcd_timeout)
         o.staging_bytes = staging_bytes
-        self._init_verbs(_core.ClusterStore(o), async_threads)
+        self._init_verbs(lambda: _core.ClusterStore(o), async_threads)
         self.cluster = cluster
         self.etcd = etcd
 
@@ -143,4 +165,4 @@ class ClusterStore(_BatchVerbs):
         removed. Absent keys are not an error (another client may have removed them)."""
         if isinstance(keys, (bytes, str)):
             keys = [keys]
-        return self._s.remove(keys)
+        return self._native().remove(keys)

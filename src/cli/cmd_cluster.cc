@@ -176,10 +176,19 @@ void RegisterUpDown(CLI::App* cluster, int* exit_code) {
               down.ok() ? "cluster " + c.name + " taken down again"
                         : "taking cluster " + c.name + " down again failed: " + down.ToString());
         }
+        // What a user of the store needs (docs/store.md "Security"): its client certificate
+        // towards etcd and the masters, and the nodes' transfer token.
+        const std::string tls = fmt::format(
+            "--tls-cert {0}/client.crt --tls-key {0}/client.key "
+            "--tls-ca {0}/ca.crt",
+            info->auth_dir);
         std::cout << fmt::format(
-            "store {}: etcd {} (plaintext); e.g. dualpath cluster exec {} -- dualpath store stats "
-            "--cluster {} --etcd {} --etcd-insecure --master-insecure\n",
-            info->cluster, info->etcd, c.nodes[0].name, info->cluster, info->etcd);
+            "store {}: etcd {}, mutual TLS and a transfer token (credentials in {}); e.g. "
+            "dualpath cluster exec {} -- dualpath store stats --cluster {} --etcd {} {}; "
+            "store bench also takes --transfer-token-file {}/transfer.token --ucx-net-devices "
+            "comp0\n",
+            info->cluster, info->etcd, info->auth_dir, c.nodes[0].name, info->cluster, info->etcd,
+            tls, info->auth_dir);
       }
       return Status::Ok();
     }();

@@ -31,6 +31,7 @@ struct ServeArgs {
   std::string store_subdir;
   std::string kv_store_etcd;
   std::string kv_store_cluster;
+  GrpcTlsFiles kv_store_tls;  // --kv-store-tls-*; none given: --tls-*
   std::string engines;
   int expect_prefill = 0;
   int expect_decode = 0;
@@ -97,6 +98,9 @@ int Serve(const ServeArgs& a) {
   if (*metrics_server != nullptr) o.metrics = &registry;
   Result<GrpcTls> tls = LoadGrpcTls(a.tls);
   if (!tls.ok()) return ReportError("control serve", tls.status());
+  Result<GrpcTls> kv_store_tls = LoadGrpcTlsOr(a.kv_store_tls, a.tls);
+  if (!kv_store_tls.ok()) return ReportError("control serve", kv_store_tls.status());
+  o.kv_store_tls = std::move(*kv_store_tls);
 
   // SIGTERM/SIGINT are taken by one thread (sigwait) rather than a handler: blocked here, before
   // gRPC starts its threads, so every thread inherits the mask.
@@ -190,8 +194,9 @@ void Register(CLI::App& root, int* exit_code) {
                     "tiers): a block is stored when any of them holds it");
   serve->add_option("--kv-store-etcd", a->kv_store_etcd,
                     "distributed KV store the hit probe also asks: etcd HOST:PORT[,...] "
-                    "(plaintext; docs/store.md \"In the system\")");
+                    "(docs/store.md \"In the system\")");
   serve->add_option("--kv-store-cluster", a->kv_store_cluster, "the store cluster's name");
+  AddPeerTlsFlags(serve, &a->kv_store_tls, "kv-store", "the KV store's etcd and masters");
   serve->add_option("--engines", a->engines,
                     "expected engines NAME:ROLE:NODE,... (e.g. p0.0:prefill:p0,d0.0:decode:d0)");
   serve->add_option("--expect-prefill", a->expect_prefill,

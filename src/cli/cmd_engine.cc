@@ -45,6 +45,7 @@ struct EngineArgs {
   std::string ucx_net_devices;
   MetricsFlags metrics;
   GrpcTlsFiles tls;
+  GrpcTlsFiles kv_store_tls;  // --kv-store-tls-*; none given: --tls-*
   std::string transfer_token_file;
   engine::EngineOptions o;
 };
@@ -103,6 +104,9 @@ int RunEngine(EngineArgs& a) {
   Result<GrpcTls> tls = LoadGrpcTls(a.tls);
   if (!tls.ok()) return ReportError("engine", tls.status());
   o.tls = std::move(*tls);
+  Result<GrpcTls> kv_store_tls = LoadGrpcTlsOr(a.kv_store_tls, a.tls);
+  if (!kv_store_tls.ok()) return ReportError("engine", kv_store_tls.status());
+  o.kv_store_tls = std::move(*kv_store_tls);
   if (!a.transfer_token_file.empty()) {
     Result<std::string> token = transfer::ReadTransferToken(a.transfer_token_file);
     if (!token.ok()) return ReportError("engine", token.status());
@@ -209,10 +213,11 @@ void Register(CLI::App& root, int* exit_code) {
                   "they hold it (required unless --insecure)");
   sub->add_option("--kv-store-etcd", a->o.kv_store_etcd,
                   "Distributed KV store (docs/store.md \"In the system\"): etcd endpoints "
-                  "HOST:PORT[,...] (plaintext); hit blocks missing in the node's tier are read "
+                  "HOST:PORT[,...]; hit blocks missing in the node's tier are read "
                   "from the store, written blocks are put into it (default: no store)");
   sub->add_option("--kv-store-cluster", a->o.kv_store_cluster,
                   "The store cluster's name (with --kv-store-etcd)");
+  AddPeerTlsFlags(sub, &a->kv_store_tls, "kv-store", "the KV store's etcd and masters");
   sub->add_option("--kv-store-node", a->o.kv_store_node,
                   "The id of the store node on this node (preferred for puts; 0: none)");
   sub->add_option("--kv-store-host", a->o.kv_store_host,

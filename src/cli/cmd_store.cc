@@ -13,6 +13,7 @@
 #include "cli/command.h"
 #include "cli/tls_flags.h"
 #include "dualpath/common/log.h"
+#include "dualpath/common/numeric.h"
 #include "dualpath/common/splitmix.h"
 #include "dualpath/common/stop_signal.h"
 #include "dualpath/store/client.h"
@@ -23,33 +24,45 @@
 namespace dualpath::cli {
 namespace {
 
+// Input ranges (docs/store.md "Input ranges"), checked before anything binds or connects.
+constexpr double kMaxRpcTimeoutS = 3600;  // one etcd call: beyond, a dead etcd is never noticed
+constexpr double kMaxLeaseS = 3600;       // coord's lease TTL limit (election, membership)
+constexpr double kMaxWaitS = 86'400;      // grace, put timeout, pin TTL, retry deadline: a day
+constexpr uint64_t kMaxDramMib = uint64_t{1} << 30;  // 1 PiB: more than any node's DRAM
+constexpr uint64_t kMaxObjectBytes = uint64_t{1} << 30;
+constexpr uint64_t kMaxBenchObjects = uint64_t{1} << 32;
+constexpr uint64_t kMaxBenchBufferBytes = uint64_t{8} << 30;  // --size x --batch, one buffer
+constexpr uint64_t kMaxNodeId = UINT32_MAX;
+
+// A seconds flag checked against [lo, hi] and converted: nothing out of range reaches the
+// conversion (1e300 s would not fit in Nanos).
+Status SecondsFlag(std::string_view flag, double seconds, double lo, double hi, Nanos* out) {
+  RETURN_IF_ERROR(CheckRange(flag, seconds, lo, hi, "s"));
+  *out = FromSeconds(seconds);
+  return Status::Ok();
+}
+
 struct EtcdArgs {
   std::string endpoints;
-  GrpcTlsFiles tls;
+  GrpcTlsFiles tls;  // --etcd-tls-*, --etcd-insecure; none given: the command's --tls-*
   double rpc_timeout_s = 5.0;
 };
 
 void AddEtcdFlags(CLI::App* app, EtcdArgs* a) {
   app->add_option("--etcd", a->endpoints, "etcd endpoints: HOST:PORT[,HOST:PORT...] or unix:PATH")
       ->required();
-  app->add_option("--etcd-tls-cert", a->tls.cert, "client certificate towards etcd (PEM)");
-  app->add_option("--etcd-tls-key", a->tls.key, "its private key (PEM, mode 0600)");
-  app->add_option("--etcd-tls-ca", a->tls.ca, "CA that signed etcd's certificate (PEM)");
-  app->add_flag("--etcd-insecure", a->tls.insecure, "plaintext towards etcd (warned)");
+  AddPeerTlsFlags(app, &a->tls, "etcd", "etcd");
   app->add_option("--etcd-timeout", a->rpc_timeout_s, "deadline of each etcd call, seconds")
       ->capture_default_str();
 }
 
-Result<coord::EtcdOptions> LoadEtcd(const EtcdArgs& a) {
+// `own`: the command's --tls-* / --insecure, what etcd is reached with unless --etcd-* are given.
+Result<coord::EtcdOptions> LoadEtcd(const EtcdArgs& a, const GrpcTlsFiles& own) {
   coord::EtcdOptions o;
   o.endpoints = a.endpoints;
-  if (!(a.rpc_timeout_s > 0)) return InvalidArgument("--etcd-timeout must be > 0 seconds");
-  o.rpc_timeout = static_cast<Nanos>(a.rpc_timeout_s * 1e9);
-  Result<GrpcTls> tls = LoadGrpcTls(a.tls);
-  if (!tls.ok()) {
-    return Status(tls.status().code(), "etcd TLS (--etcd-tls-*): " + tls.status().message());
-  }
-  o.tls = *tls;
+  RETURN_IF_ERROR(
+      SecondsFlag("--etcd-timeout", a.rpc_timeout_s, 0.001, kMaxRpcTimeoutS, &o.rpc_timeout));
+  ASSIGN_OR_RETURN(o.tls, LoadGrpcTlsOr(a.tls, own));
   return o;
 }
 
@@ -72,6 +85,13 @@ class SignalWaiter {
   sigset_t signals_;
 };
 
+// After a clean stop on `sig`: the one line and the exit status every service gives (docs/cli.md
+// "Exit statuses": 130 for SIGINT, 143 for SIGTERM).
+int StoppedBy(std::string_view what, int sig) {
+  std::cerr << "dualpath " << what << ": stopped by " << StopSignalName(sig) << "\n";
+  return StopExitCode(sig);
+}
+
 struct MasterArgs {
   std::string cluster;
   EtcdArgs etcd;
@@ -85,45 +105,39 @@ struct MasterArgs {
   double pin_ttl_s = 10;
 };
 
-int Master(const MasterArgs& a) {
+// Every flag of `store master` checked and loaded (bad input: kInvalidArgument naming the flag).
+Result<store::MasterServerOptions> MasterOptions(const MasterArgs& a) {
   store::MasterServerOptions o;
   o.cluster = a.cluster;
-  Result<coord::EtcdOptions> etcd = LoadEtcd(a.etcd);
-  if (!etcd.ok()) return ReportError("store master", etcd.status());
-  o.etcd = *etcd;
+  ASSIGN_OR_RETURN(o.etcd, LoadEtcd(a.etcd, a.tls));
   o.listen = a.listen;
   o.advertise = a.advertise;
-  Result<GrpcTls> tls = LoadGrpcTls(a.tls);
-  if (!tls.ok()) return ReportError("store master", tls.status());
-  o.tls = *tls;
-  // Towards the nodes: the same files unless given (--node-tls-*).
-  GrpcTlsFiles nf = a.node_tls;
-  if (nf.cert.empty() && nf.key.empty() && nf.ca.empty() && !nf.insecure) nf = a.tls;
-  Result<GrpcTls> node_tls = LoadGrpcTls(nf);
-  if (!node_tls.ok()) return ReportError("store master: node TLS", node_tls.status());
-  o.node_tls = *node_tls;
-  for (auto [v, name] :
-       {std::pair{a.election_ttl_s, "--election-ttl"},
-        std::pair{a.join_grace_s.value_or(0), "--join-grace"},
-        std::pair{a.put_timeout_s, "--put-timeout"}, std::pair{a.pin_ttl_s, "--pin-ttl"}}) {
-    if (!(v >= 0) || v > 86400) {
-      return ReportError("store master",
-                         InvalidArgument(std::string(name) + " must be 0 .. 86400 seconds"));
-    }
+  ASSIGN_OR_RETURN(o.tls, LoadGrpcTls(a.tls));
+  // Towards the nodes: the same files unless --node-tls-* are given.
+  ASSIGN_OR_RETURN(o.node_tls, LoadGrpcTlsOr(a.node_tls, a.tls));
+  RETURN_IF_ERROR(SecondsFlag("--election-ttl", a.election_ttl_s, 1, kMaxLeaseS, &o.election_ttl));
+  if (a.join_grace_s) {  // unset: the leader derives it from the listed nodes' leases
+    Nanos grace = 0;
+    RETURN_IF_ERROR(SecondsFlag("--join-grace", *a.join_grace_s, 0, kMaxWaitS, &grace));
+    o.join_grace = grace;
   }
-  o.election_ttl = static_cast<Nanos>(a.election_ttl_s * 1e9);
-  if (a.join_grace_s) o.join_grace = static_cast<Nanos>(*a.join_grace_s * 1e9);
-  o.state.put_timeout = static_cast<Nanos>(a.put_timeout_s * 1e9);
-  o.state.pin_ttl = static_cast<Nanos>(a.pin_ttl_s * 1e9);
+  RETURN_IF_ERROR(
+      SecondsFlag("--put-timeout", a.put_timeout_s, 0.001, kMaxWaitS, &o.state.put_timeout));
+  RETURN_IF_ERROR(SecondsFlag("--pin-ttl", a.pin_ttl_s, 0.001, kMaxWaitS, &o.state.pin_ttl));
+  return o;
+}
 
+int Master(const MasterArgs& a) {
+  Result<store::MasterServerOptions> o = MasterOptions(a);
+  if (!o.ok()) return ReportError("store master", o.status());
   SignalWaiter signals;
-  auto server = store::MasterServer::Start(std::move(o));
+  auto server = store::MasterServer::Start(std::move(*o));
   if (!server.ok()) return ReportError("store master", server.status());
   std::cout << "listening on " << (*server)->address() << std::endl;
   const int sig = signals.Wait();
   log::Info("store master: signal {}: resigning", sig);
   (*server)->Shutdown();
-  return kExitOk;
+  return StoppedBy("store master", sig);
 }
 
 // --ucx-net-devices as UCX_NET_DEVICES (the testbed's namespaces have two interfaces: comp0 keeps
@@ -136,7 +150,7 @@ void SetUcxNetDevices(const std::string& devices) {
 struct NodeArgs {
   std::string cluster;
   EtcdArgs etcd;
-  uint32_t id = 0;
+  uint64_t id = 0;
   std::string host;
   uint64_t dram_mib = 1024;
   double high = 0;
@@ -152,46 +166,41 @@ struct NodeArgs {
   double ttl_s = 10;
 };
 
-int Node(const NodeArgs& a) {
+// Every flag of `store node` checked and loaded (bad input: kInvalidArgument naming the flag).
+Result<store::NodeOptions> NodeOptionsOf(const NodeArgs& a) {
   store::NodeOptions o;
   o.cluster = a.cluster;
-  Result<coord::EtcdOptions> etcd = LoadEtcd(a.etcd);
-  if (!etcd.ok()) return ReportError("store node", etcd.status());
-  o.etcd = *etcd;
-  if (a.id == 0) return ReportError("store node", InvalidArgument("--id must be >= 1"));
-  o.id = NodeId(a.id);
+  ASSIGN_OR_RETURN(o.etcd, LoadEtcd(a.etcd, a.tls));
+  RETURN_IF_ERROR(CheckCountRange("--id", a.id, 1, kMaxNodeId, ""));
+  o.id = NodeId(static_cast<uint32_t>(a.id));
   o.host = a.host;
-  if (a.dram_mib == 0 || a.dram_mib > (1ull << 30)) {
-    return ReportError("store node", InvalidArgument("--dram-mib must be 1 .. 2^30"));
-  }
+  RETURN_IF_ERROR(CheckCountRange("--dram-mib", a.dram_mib, 1, kMaxDramMib, "MiB"));
   o.dram_bytes = a.dram_mib << 20;
+  RETURN_IF_ERROR(CheckRange("--high-watermark", a.high, 0, 1, "(fraction; 0: the default)"));
+  RETURN_IF_ERROR(CheckRange("--low-watermark", a.low, 0, 1, "(fraction; 0: the default)"));
   o.high_watermark = a.high;
   o.low_watermark = a.low;
   o.shm_dir = a.shm_dir;
   o.transfer_listen = a.transfer_listen;
   o.transfer.ucx_tls = a.ucx_tls;
   if (!a.transfer_token_file.empty()) {
-    Result<std::string> token = transfer::ReadTransferToken(a.transfer_token_file);
-    if (!token.ok()) return ReportError("store node", token.status());
-    o.transfer.token = *token;
+    ASSIGN_OR_RETURN(o.transfer.token, transfer::ReadTransferToken(a.transfer_token_file));
   }
   o.rpc_listen = a.rpc_listen;
-  Result<GrpcTls> tls = LoadGrpcTls(a.tls);
-  if (!tls.ok()) return ReportError("store node", tls.status());
-  o.rpc_tls = *tls;
-  GrpcTlsFiles mf = a.master_tls;
-  if (mf.cert.empty() && mf.key.empty() && mf.ca.empty() && !mf.insecure) mf = a.tls;
-  Result<GrpcTls> master_tls = LoadGrpcTls(mf);
-  if (!master_tls.ok()) return ReportError("store node: master TLS", master_tls.status());
-  o.master_tls = *master_tls;
-  if (!(a.ttl_s >= 1) || a.ttl_s > 3600) {
-    return ReportError("store node", InvalidArgument("--ttl must be 1 .. 3600 seconds"));
-  }
-  o.membership_ttl = static_cast<Nanos>(a.ttl_s * 1e9);
+  ASSIGN_OR_RETURN(o.rpc_tls, LoadGrpcTls(a.tls));
+  // Towards the masters: the same files unless --master-tls-* are given.
+  ASSIGN_OR_RETURN(o.master_tls, LoadGrpcTlsOr(a.master_tls, a.tls));
+  RETURN_IF_ERROR(SecondsFlag("--ttl", a.ttl_s, 1, kMaxLeaseS, &o.membership_ttl));
+  return o;
+}
+
+int Node(const NodeArgs& a) {
+  Result<store::NodeOptions> o = NodeOptionsOf(a);
+  if (!o.ok()) return ReportError("store node", o.status());
   SetUcxNetDevices(a.ucx_net_devices);
 
   SignalWaiter signals;
-  auto node = store::StoreNode::Start(std::move(o));
+  auto node = store::StoreNode::Start(std::move(*o));
   if (!node.ok()) return ReportError("store node", node.status());
   const store::NodeAddress& ad = (*node)->address();
   std::cout << "store node " << ad.id.value() << ": transfer " << ad.transfer_addr << " rpc "
@@ -199,15 +208,38 @@ int Node(const NodeArgs& a) {
   const int sig = signals.Wait();
   log::Info("store node: signal {}: leaving", sig);
   if (Status s = (*node)->Shutdown(); !s.ok()) return ReportError("store node", s);
-  return kExitOk;
+  return StoppedBy("store node", sig);
+}
+
+// What `store bench` and `store stats` share: how they reach etcd and the leader master.
+struct ClientArgs {
+  std::string cluster;
+  EtcdArgs etcd;
+  GrpcTlsFiles tls;         // --tls-*, --insecure: towards etcd and the masters
+  GrpcTlsFiles master_tls;  // --master-tls-*, --master-insecure; none given: --tls-*
+  double retry_s = 15;
+};
+
+void AddClientFlags(CLI::App* app, ClientArgs* a) {
+  app->add_option("--cluster", a->cluster, "cluster name")->required();
+  AddEtcdFlags(app, &a->etcd);
+  AddTlsFlags(app, &a->tls, /*serves=*/false);
+  AddPeerTlsFlags(app, &a->master_tls, "master", "the masters");
+}
+
+Result<store::ClientOptions> ClientOptionsOf(const ClientArgs& a) {
+  store::ClientOptions o;
+  o.cluster = a.cluster;
+  ASSIGN_OR_RETURN(o.etcd, LoadEtcd(a.etcd, a.tls));
+  ASSIGN_OR_RETURN(o.master_tls, LoadGrpcTlsOr(a.master_tls, a.tls));
+  RETURN_IF_ERROR(SecondsFlag("--retry", a.retry_s, 0, kMaxWaitS, &o.retry_deadline));
+  return o;
 }
 
 struct BenchArgs {
-  std::string cluster;
-  EtcdArgs etcd;
-  GrpcTlsFiles master_tls;
+  ClientArgs client;
   std::string host;
-  uint32_t local_node = 0;
+  uint64_t local_node = 0;
   bool no_local_shm = false;
   std::string shm_dir = "/dev/shm";
   std::string ucx_tls = "tcp";
@@ -216,12 +248,11 @@ struct BenchArgs {
   uint64_t size = 1 << 20;
   uint64_t count = 256;
   uint64_t batch = 8;
-  uint32_t replicas = 1;
+  uint64_t replicas = 1;
   uint64_t seed = 1;
   std::string phase = "both";
   bool registered = false;
   bool expect_all = false;
-  double retry_s = 15;
 };
 
 // Object i of a bench run: its key and its bytes are functions of (seed, i), so a later process
@@ -245,42 +276,37 @@ void BenchFill(uint64_t seed, uint64_t i, std::span<std::byte> out) {
   }
 }
 
-int Bench(const BenchArgs& a) {
-  if (a.size == 0 || a.size > (1ull << 30)) {
-    return ReportError("store bench", InvalidArgument("--size must be 1 .. 2^30 bytes"));
-  }
-  if (a.count == 0 || a.batch == 0 || a.batch > a.count) {
-    return ReportError("store bench", InvalidArgument("--count and --batch must be >= 1, "
-                                                      "--batch <= --count"));
-  }
+// Every flag of `store bench` checked and loaded (bad input: kInvalidArgument naming the flag).
+Result<store::ClientOptions> BenchOptions(const BenchArgs& a) {
+  RETURN_IF_ERROR(CheckCountRange("--size", a.size, 1, kMaxObjectBytes, "bytes"));
+  RETURN_IF_ERROR(CheckCountRange("--count", a.count, 1, kMaxBenchObjects, "objects"));
+  RETURN_IF_ERROR(CheckCountRange("--batch", a.batch, 1, a.count, "objects (at most --count)"));
+  RETURN_IF_ERROR(CheckCountRange("--replicas", a.replicas, 1, 3, ""));
+  RETURN_IF_ERROR(CheckCountRange("--local-node", a.local_node, 0, kMaxNodeId, "(0: none)"));
   if (a.phase != "put" && a.phase != "get" && a.phase != "both") {
-    return ReportError("store bench", InvalidArgument("--phase must be put, get or both"));
+    return InvalidArgument("--phase must be put, get or both");
   }
-  if (a.size * a.batch > (8ull << 30)) {
-    return ReportError("store bench", InvalidArgument("--size x --batch must be <= 8 GiB"));
-  }
-  store::ClientOptions o;
-  o.cluster = a.cluster;
-  Result<coord::EtcdOptions> etcd = LoadEtcd(a.etcd);
-  if (!etcd.ok()) return ReportError("store bench", etcd.status());
-  o.etcd = *etcd;
-  Result<GrpcTls> mt = LoadGrpcTls(a.master_tls);
-  if (!mt.ok()) return ReportError("store bench: master TLS", mt.status());
-  o.master_tls = *mt;
-  o.local_node = NodeId(a.local_node);
+  // --size and --batch are each within range, so the product fits in 64 bits.
+  RETURN_IF_ERROR(CheckCountRange("--size x --batch", a.size * a.batch, 1, kMaxBenchBufferBytes,
+                                  "bytes (one batch's buffer)"));
+  ASSIGN_OR_RETURN(store::ClientOptions o, ClientOptionsOf(a.client));
+  o.local_node = NodeId(static_cast<uint32_t>(a.local_node));
   o.host = a.host;
   o.local_shm = !a.no_local_shm;
   o.shm_dir = a.shm_dir;
   o.transfer.ucx_tls = a.ucx_tls;
   if (!a.transfer_token_file.empty()) {
-    Result<std::string> token = transfer::ReadTransferToken(a.transfer_token_file);
-    if (!token.ok()) return ReportError("store bench", token.status());
-    o.transfer.token = *token;
+    ASSIGN_OR_RETURN(o.transfer.token, transfer::ReadTransferToken(a.transfer_token_file));
   }
-  o.replicas = a.replicas;
-  o.retry_deadline = static_cast<Nanos>(a.retry_s * 1e9);
+  o.replicas = static_cast<uint32_t>(a.replicas);
+  return o;
+}
+
+int Bench(const BenchArgs& a) {
+  Result<store::ClientOptions> o = BenchOptions(a);
+  if (!o.ok()) return ReportError("store bench", o.status());
   SetUcxNetDevices(a.ucx_net_devices);
-  auto client = store::StoreClient::Create(std::move(o));
+  auto client = store::StoreClient::Create(std::move(*o));
   if (!client.ok()) return ReportError("store bench", client.status());
   store::StoreClient& c = **client;
 
@@ -364,27 +390,20 @@ int Bench(const BenchArgs& a) {
 }
 
 struct StatsArgs {
-  std::string cluster;
-  EtcdArgs etcd;
-  GrpcTlsFiles master_tls;
-  double retry_s = 5;
+  ClientArgs client{.retry_s = 5};
   uint64_t min_nodes = 0;
 };
 
 // One JSON line: the leader's Stats (`cluster run --store` reads it for each node's DRAM used and
 // to wait until every node joined). With --min-nodes, exit 1 while fewer nodes are joined.
 int Stats(const StatsArgs& a) {
-  store::ClientOptions o;
-  o.cluster = a.cluster;
-  Result<coord::EtcdOptions> etcd = LoadEtcd(a.etcd);
-  if (!etcd.ok()) return ReportError("store stats", etcd.status());
-  o.etcd = *etcd;
-  Result<GrpcTls> mt = LoadGrpcTls(a.master_tls);
-  if (!mt.ok()) return ReportError("store stats: master TLS", mt.status());
-  o.master_tls = *mt;
-  o.local_shm = false;
-  o.retry_deadline = static_cast<Nanos>(a.retry_s * 1e9);
-  auto client = store::StoreClient::Create(std::move(o));
+  Result<store::ClientOptions> o = ClientOptionsOf(a.client);
+  if (!o.ok()) return ReportError("store stats", o.status());
+  if (Status s = CheckCountRange("--min-nodes", a.min_nodes, 0, kMaxNodeId, "nodes"); !s.ok()) {
+    return ReportError("store stats", s);
+  }
+  o->local_shm = false;
+  auto client = store::StoreClient::Create(std::move(*o));
   if (!client.ok()) return ReportError("store stats", client.status());
   Result<store::LeaderStatsReply> st = (*client)->LeaderStats();
   if (!st.ok()) return ReportError("store stats", st.status());
@@ -420,10 +439,7 @@ void Register(CLI::App& root, int* exit_code) {
   master->add_option("--advertise", m->advertise,
                      "address clients dial, written in the leader key (default: the bound one)");
   AddTlsFlags(master, &m->tls, /*serves=*/true);
-  master->add_option("--node-tls-cert", m->node_tls.cert, "towards the nodes (default: --tls-*)");
-  master->add_option("--node-tls-key", m->node_tls.key, "its key");
-  master->add_option("--node-tls-ca", m->node_tls.ca, "CA of the nodes' certificates");
-  master->add_flag("--node-insecure", m->node_tls.insecure, "plaintext towards the nodes");
+  AddPeerTlsFlags(master, &m->node_tls, "node", "the store nodes");
   master->add_option("--election-ttl", m->election_ttl_s, "leader lease TTL, seconds")
       ->capture_default_str();
   master->add_option("--join-grace", m->join_grace_s,
@@ -457,14 +473,12 @@ void Register(CLI::App& root, int* exit_code) {
       ->capture_default_str();
   node->add_option("--ucx-net-devices", n->ucx_net_devices, "UCX_NET_DEVICES (e.g. comp0)");
   node->add_option("--transfer-token-file", n->transfer_token_file,
-                   "the cluster's transfer token (peers must hold the same)");
+                   "the cluster's transfer token (owner-only file; peers must hold the same); "
+                   "required unless --insecure");
   node->add_option("--rpc-listen", n->rpc_listen, "StoreNode gRPC listener HOST:PORT or unix:PATH")
       ->capture_default_str();
   AddTlsFlags(node, &n->tls, /*serves=*/true);
-  node->add_option("--master-tls-cert", n->master_tls.cert, "towards the master (default --tls-*)");
-  node->add_option("--master-tls-key", n->master_tls.key, "its key");
-  node->add_option("--master-tls-ca", n->master_tls.ca, "CA of the masters' certificates");
-  node->add_flag("--master-insecure", n->master_tls.insecure, "plaintext towards the masters");
+  AddPeerTlsFlags(node, &n->master_tls, "master", "the masters");
   node->add_option("--ttl", n->ttl_s, "etcd membership lease TTL, seconds")->capture_default_str();
   node->callback([n, exit_code] { *exit_code = Node(*n); });
 
@@ -472,25 +486,15 @@ void Register(CLI::App& root, int* exit_code) {
   auto st = std::make_shared<StatsArgs>();
   CLI::App* stats = store->add_subcommand(
       "stats", "print the leader master's Stats as one JSON line (nodes, objects, DRAM per node)");
-  stats->add_option("--cluster", st->cluster, "cluster name")->required();
-  AddEtcdFlags(stats, &st->etcd);
-  stats->add_option("--master-tls-cert", st->master_tls.cert, "client certificate (PEM)");
-  stats->add_option("--master-tls-key", st->master_tls.key, "its key");
-  stats->add_option("--master-tls-ca", st->master_tls.ca, "CA of the masters' certificates");
-  stats->add_flag("--master-insecure", st->master_tls.insecure, "plaintext towards the masters");
-  stats->add_option("--retry", st->retry_s, "how long to look for a leader, seconds")
+  AddClientFlags(stats, &st->client);
+  stats->add_option("--retry", st->client.retry_s, "how long to look for a leader, seconds")
       ->capture_default_str();
   stats->add_option("--min-nodes", st->min_nodes, "exit 1 unless at least this many nodes joined");
   stats->callback([st, exit_code] { *exit_code = Stats(*st); });
 
   CLI::App* bench = store->add_subcommand(
       "bench", "put and get-into objects through the store client; check every byte read");
-  bench->add_option("--cluster", b->cluster, "cluster name")->required();
-  AddEtcdFlags(bench, &b->etcd);
-  bench->add_option("--master-tls-cert", b->master_tls.cert, "client certificate (PEM)");
-  bench->add_option("--master-tls-key", b->master_tls.key, "its key");
-  bench->add_option("--master-tls-ca", b->master_tls.ca, "CA of the masters' certificates");
-  bench->add_flag("--master-insecure", b->master_tls.insecure, "plaintext towards the masters");
+  AddClientFlags(bench, &b->client);
   bench->add_option("--host", b->host, "this client's host name (default: gethostname)");
   bench->add_option("--local-node", b->local_node, "the node beside this client (0: none)");
   bench->add_flag("--no-local-shm", b->no_local_shm, "never map a same-host node's tier file");
@@ -508,7 +512,7 @@ void Register(CLI::App& root, int* exit_code) {
   bench->add_option("--phase", b->phase, "put, get or both")->capture_default_str();
   bench->add_flag("--registered", b->registered, "gets land in a registered buffer (zero-copy)");
   bench->add_flag("--expect-all", b->expect_all, "exit 1 on any failed put or missed get");
-  bench->add_option("--retry", b->retry_s, "retry deadline of each call, seconds")
+  bench->add_option("--retry", b->client.retry_s, "retry deadline of each call, seconds")
       ->capture_default_str();
   bench->callback([b, exit_code] { *exit_code = Bench(*b); });
 }

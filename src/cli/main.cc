@@ -19,6 +19,7 @@
 #include <system_error>
 
 #include "cli/command.h"
+#include "cli/number_flags.h"
 #include "dualpath/common/bad_input.h"
 #include "dualpath/common/log.h"
 #include "dualpath/common/stop_signal.h"
@@ -168,6 +169,8 @@ int main(int argc, char** argv) {
   for (cli::RegisterFn fn : cli::Registry()) {
     fn(app, &exit_code);
   }
+  // A negative unsigned, a number beyond 64 bits, nan or inf: refused for every flag, naming it.
+  cli::GuardNumberOptions(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {

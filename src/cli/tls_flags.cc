@@ -16,4 +16,17 @@ void AddTlsFlags(CLI::App* app, GrpcTlsFiles* files, bool serves) {
                 "Plaintext gRPC on TCP, without authentication (prints a warning)");
 }
 
+void AddPeerTlsFlags(CLI::App* app, GrpcTlsFiles* files, const std::string& peer,
+                     const std::string& whom) {
+  files->flag_prefix = peer + "-";
+  app->add_option(files->Flag("tls-cert"), files->cert,
+                  "PEM client certificate towards " + whom + " (default: --tls-cert)");
+  app->add_option(files->Flag("tls-key"), files->key,
+                  "its PEM private key (owner-only; default: --tls-key)");
+  app->add_option(files->Flag("tls-ca"), files->ca,
+                  "PEM CA that verifies " + whom + " (default: --tls-ca)");
+  app->add_flag(files->Flag("insecure"), files->insecure,
+                "plaintext towards " + whom + " (warned; default: --insecure)");
+}
+
 }  // namespace dualpath::cli

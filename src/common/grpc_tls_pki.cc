@@ -14,22 +14,15 @@
 #include <cerrno>
 #include <memory>
 
+#include "common/grpc_tls_openssl.h"
 #include "dualpath/common/file.h"
 
 namespace dualpath {
 namespace {
 
-struct FreeKey {
-  void operator()(EVP_PKEY* k) const { EVP_PKEY_free(k); }
-};
-struct FreeCert {
-  void operator()(X509* c) const { X509_free(c); }
-};
-struct FreeBio {
-  void operator()(BIO* b) const { BIO_free(b); }
-};
-using KeyPtr = std::unique_ptr<EVP_PKEY, FreeKey>;
-using CertPtr = std::unique_ptr<X509, FreeCert>;
+using tls_internal::BioPtr;
+using tls_internal::CertPtr;
+using tls_internal::KeyPtr;
 
 // kIoError naming the call and OpenSSL's first queued error.
 Status SslError(const std::string& what) {
@@ -98,7 +91,7 @@ Result<CertPtr> MakeCert(const std::string& cn, EVP_PKEY* key, X509* issuer, EVP
 // Writes the PEM produced by `write` (on a memory BIO) to `path` with `mode`.
 template <typename Write>
 Status WritePem(const std::string& path, mode_t mode, Write write) {
-  std::unique_ptr<BIO, FreeBio> bio(BIO_new(BIO_s_mem()));
+  BioPtr bio(BIO_new(BIO_s_mem()));
   if (bio == nullptr || write(bio.get()) != 1) return SslError("PEM write " + path);
   char* data = nullptr;
   const long len = BIO_get_mem_data(bio.get(), &data);

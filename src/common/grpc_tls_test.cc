@@ -100,6 +100,53 @@ TEST_F(GrpcTlsTest, BadOptionCombinationsAndFilesAreRefused) {
   refused({.cert = cert, .key = key}, "must be owner-only");
 }
 
+// Issue 25 item 8: a key that is not the certificate's, or a certificate file that holds none, is
+// bad input naming the flag when the files are loaded (it used to pass and surface as a server
+// that did not start, or a failed handshake, with a raw gRPC log line).
+TEST_F(GrpcTlsTest, KeyOfAnotherCertificateOrNoCertificateIsRefusedNamingTheFlag) {
+  ASSERT_TRUE(WriteClusterPki(dir_ + "/other", {{"node", {"127.0.0.1"}}}).ok());
+  const std::string cert = PkiCertPath(pki_, "node"), key = PkiKeyPath(pki_, "node");
+  const std::string other_key = PkiKeyPath(dir_ + "/other", "node");
+  auto refused = [](const GrpcTlsFiles& f, const std::string& want) {
+    Result<GrpcTls> t = LoadGrpcTls(f);
+    ASSERT_FALSE(t.ok()) << want;
+    EXPECT_EQ(t.status().code(), Code::kInvalidArgument) << t.status().ToString();
+    EXPECT_NE(t.status().message().find(want), std::string::npos) << t.status().ToString();
+  };
+  refused({.cert = cert, .key = other_key},
+          "--tls-key " + other_key + " is not the private key of the certificate in --tls-cert " +
+              cert);
+  // The flags named as the user typed them (--etcd-tls-*).
+  refused({.cert = cert, .key = other_key, .flag_prefix = "etcd-"},
+          "--etcd-tls-key " + other_key + " is not the private key of the certificate in " +
+              "--etcd-tls-cert " + cert);
+  refused({.cert = cert, .key = key, .insecure = true, .flag_prefix = "master-"},
+          "--master-insecure cannot be combined with --master-tls-cert");
+  // A key file as the certificate, a key file as the CA: no certificate in them.
+  refused({.cert = key, .key = key}, "--tls-cert " + key + " holds no X.509 certificate");
+  refused({.ca = key}, "--tls-ca " + key + " holds no X.509 certificate");
+  // A certificate as the key.
+  std::ofstream(dir_ + "/cert_as.key") << std::ifstream(cert).rdbuf();
+  ASSERT_EQ(::chmod((dir_ + "/cert_as.key").c_str(), 0600), 0);
+  refused({.cert = cert, .key = dir_ + "/cert_as.key"}, "holds no private key that parses");
+  // The matching pair loads.
+  EXPECT_TRUE(LoadGrpcTls({.cert = cert, .key = key, .ca = PkiCaPath(pki_)}).ok());
+}
+
+TEST_F(GrpcTlsTest, PeerOptionsDefaultToTheCommandsOwn) {
+  const GrpcTlsFiles own{.cert = PkiCertPath(pki_, "node"), .key = PkiKeyPath(pki_, "node")};
+  Result<GrpcTls> fallback = LoadGrpcTlsOr(GrpcTlsFiles{.flag_prefix = "etcd-"}, own);
+  ASSERT_TRUE(fallback.ok()) << fallback.status().ToString();
+  EXPECT_FALSE(fallback->cert_pem.empty());
+  EXPECT_FALSE(fallback->insecure);
+  // Any peer option given: the peer's options alone (here plaintext), not the command's.
+  Result<GrpcTls> given =
+      LoadGrpcTlsOr(GrpcTlsFiles{.insecure = true, .flag_prefix = "etcd-"}, own);
+  ASSERT_TRUE(given.ok()) << given.status().ToString();
+  EXPECT_TRUE(given->insecure);
+  EXPECT_TRUE(given->cert_pem.empty());
+}
+
 TEST_F(GrpcTlsTest, ClusterPkiWritesOwnerOnlyKeysAndNoCaKey) {
   EXPECT_EQ(Mode(pki_), 0700u);
   EXPECT_EQ(Mode(PkiKeyPath(pki_, "node")), 0600u);

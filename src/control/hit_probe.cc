@@ -50,8 +50,8 @@ Result<std::unique_ptr<HitProbe>> HitProbe::Open(const std::vector<std::string>&
     store::ClientOptions o;
     o.cluster = kv_store.cluster;
     o.etcd.endpoints = kv_store.etcd;
-    o.etcd.tls.insecure = true;
-    o.master_tls.insecure = true;
+    o.etcd.tls = kv_store.tls;
+    o.master_tls = kv_store.tls;
     o.local_shm = false;
     // A probe is on Submit's path: a store that does not answer is empty, quickly.
     o.retry_deadline = kNanosPerSecond;

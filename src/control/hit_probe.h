@@ -29,6 +29,7 @@
 #include <string>
 #include <vector>
 
+#include "dualpath/common/grpc_tls.h"
 #include "dualpath/common/status.h"
 #include "dualpath/kv/hasher.h"
 #include "dualpath/kv/model.h"
@@ -40,10 +41,11 @@ class StoreClient;
 
 namespace dualpath::control {
 
-// The distributed KV store the probe asks (plaintext gRPC, as `cluster run --store` runs it).
+// The distributed KV store the probe asks.
 struct KvStoreProbeOptions {
   std::string etcd;     // etcd endpoints HOST:PORT[,...]; empty: no store
   std::string cluster;  // the store cluster's name
+  GrpcTls tls;          // towards etcd and the masters (`cluster run --store`: the run's PKI)
 };
 
 // What the service learns about a prompt at Submit.

@@ -28,7 +28,8 @@ Result<std::unique_ptr<SchedulerService>> SchedulerService::Create(const Service
   ASSIGN_OR_RETURN(
       std::unique_ptr<HitProbe> probe,
       HitProbe::Open(roots, model.Geometry(), algo, options.hash_seed, options.block_tokens,
-                     KvStoreProbeOptions{options.kv_store_etcd, options.kv_store_cluster},
+                     KvStoreProbeOptions{options.kv_store_etcd, options.kv_store_cluster,
+                                         options.kv_store_tls},
                      options.store_namespace));
   std::unique_ptr<SchedulerService> service(
       new SchedulerService(std::make_unique<ControlState>(options, model, std::move(probe))));

@@ -7,10 +7,12 @@
 #include <algorithm>
 #include <optional>
 #include <random>
+#include <string_view>
 #include <utility>
 
 #include "dualpath/common/check.h"
 #include "dualpath/common/log.h"
+#include "dualpath/sched/types.h"
 
 namespace dualpath::control {
 namespace {
@@ -249,30 +251,31 @@ void ControlState::RebuildLocked() {
 
 std::string ControlState::UnplaceableLocked(const RequestState& st) const {
   const int64_t prompt = st.spec.prompt_size();
-  const int64_t need[2] = {prompt, prompt + static_cast<int64_t>(st.spec.gen_tokens())};
+  const auto gen = static_cast<int64_t>(st.spec.gen_tokens());
   const v1::Role roles[2] = {v1::ROLE_PREFILL, v1::ROLE_DECODE};
-  const char* const names[2] = {"prefill", "decode"};
+  // The largest live engine of each role; 0 (unbounded for sched::CheckTooLong) while none is
+  // live or some live one has not reported its capacity: the request may fit there.
+  int64_t largest[2] = {0, 0};
   for (int k = 0; k < 2; ++k) {
-    int64_t largest = 0;
-    bool any = false;
-    bool unknown = false;  // some live engine of the role has not reported: it may fit there
+    bool unknown = false;
     for (const EngineState& e : engines_) {
       if (!e.registered || !e.alive || e.info.role() != roles[k]) continue;
-      any = true;
       unknown |= e.capacity_tokens <= 0;
-      largest = std::max(largest, e.capacity_tokens);
+      largest[k] = std::max(largest[k], e.capacity_tokens);
     }
-    if (any && !unknown && need[k] > largest) {
-      return fmt::format(
-          "request {} needs {} tokens of {} engine buffer ({}) but the largest live {} engine "
-          "holds {} (raise the engines' --buffer-mib / --hbm-tokens)",
-          st.spec.request_id(), need[k], names[k],
-          k == 0 ? fmt::format("prompt {}", prompt)
-                 : fmt::format("prompt {} + gen {}", prompt, st.spec.gen_tokens()),
-          names[k], largest);
-    }
+    if (unknown) largest[k] = 0;
   }
-  return "";
+  // The one rule the simulator applies too (sched/types.h).
+  const sched::TooLong too_long = sched::CheckTooLong(prompt, gen, largest[0], largest[1]);
+  if (too_long == sched::TooLong::kFits) return "";
+  const int k = too_long == sched::TooLong::kPrefill ? 0 : 1;
+  const std::string_view name = sched::TooLongName(too_long);
+  return fmt::format(
+      "request {} needs {} tokens of {} engine buffer ({}) but the largest live {} engine holds {} "
+      "(raise the engines' --buffer-mib / --hbm-tokens)",
+      st.spec.request_id(), k == 0 ? prompt : prompt + gen, name,
+      k == 0 ? fmt::format("prompt {}", prompt) : fmt::format("prompt {} + gen {}", prompt, gen),
+      name, largest[k]);
 }
 
 bool ControlState::AnyQueuedUnplaceableLocked() const {

@@ -69,30 +69,21 @@ Status EtcdTestServer::Start() {
     ASSIGN_OR_RETURN(peer_port_, FreePort());
     endpoint_ = fmt::format("127.0.0.1:{}", client_port_);
   }
-  const std::string client_url = fmt::format("http://127.0.0.1:{}", client_port_);
-  const std::string peer_url = fmt::format("http://127.0.0.1:{}", peer_port_);
+  EtcdServerConfig config;
+  config.binary = bin;
+  config.name = "dp-test";
+  config.data_dir = dir_ + "/data";
+  config.client_addr = endpoint_;
+  config.peer_addr = fmt::format("127.0.0.1:{}", peer_port_);
+  config.tls = tls_;
+  config.fast_election = true;
   SpawnOptions spawn;
-  spawn.argv = {bin,
-                "--name=dp-test",
-                "--data-dir=" + dir_ + "/data",
-                "--listen-client-urls=" + client_url,
-                "--advertise-client-urls=" + client_url,
-                "--listen-peer-urls=" + peer_url,
-                "--initial-advertise-peer-urls=" + peer_url,
-                "--initial-cluster=dp-test=" + peer_url,
-                "--heartbeat-interval=50",
-                "--election-timeout=500",
-                "--logger=zap",
-                "--log-level=warn"};
+  spawn.argv = EtcdServerArgv(config);
   spawn.log_path = log_path_;
   spawn.own_process_group = true;
   ASSIGN_OR_RETURN(pid_, SpawnProcess(spawn));
 
-  EtcdOptions options;
-  options.endpoints = endpoint_;
-  options.tls.insecure = true;
-  options.rpc_timeout = kNanosPerSecond;
-  ASSIGN_OR_RETURN(std::unique_ptr<EtcdClient> client, EtcdClient::Connect(options));
+  ASSIGN_OR_RETURN(std::unique_ptr<EtcdClient> client, EtcdClient::Connect(ClientOptions()));
   Status ready = client->WaitForReady(30 * kNanosPerSecond);
   if (!ready.ok()) {
     Kill();
@@ -100,6 +91,19 @@ Status EtcdTestServer::Start() {
                                    ready.message()));
   }
   return Status::Ok();
+}
+
+void EtcdTestServer::UseTls(EtcdServerTls server, GrpcTls client) {
+  tls_ = std::move(server);
+  client_tls_ = std::move(client);
+}
+
+EtcdOptions EtcdTestServer::ClientOptions() const {
+  EtcdOptions options;
+  options.endpoints = endpoint_;
+  options.tls = client_tls_;
+  options.rpc_timeout = kNanosPerSecond;
+  return options;
 }
 
 void EtcdTestServer::Kill() {

@@ -195,6 +195,7 @@ Status Engine::Impl::RegisterAndBuild() {
     lo.shm_dir = o.kv_store_shm_dir;
     lo.ucx_tls = o.ucx_tls;
     lo.transfer_token = o.transfer_token;
+    lo.tls = o.kv_store_tls;
     lo.model_fingerprint = so.model_fingerprint;
     Result<std::unique_ptr<KvStoreLink>> link = MakeStoreLink(lo);
     if (!link.ok()) return link.status().WithContext("engine: kv store client");
@@ -359,16 +360,17 @@ void Engine::Impl::WriteKvStoreStats() const {
   const KvStoreStats s = ctx.kv_store->Stats();
   log::Info(
       "engine {}: kv store: hits_local={} hits_remote={} misses={} rejected={} puts_ok={} "
-      "puts_failed={}",
-      ctx.options.name, s.hits_local, s.hits_remote, s.misses, s.rejected, s.puts_ok,
-      s.puts_failed);
+      "puts_failed={} puts_pending={}",
+      ctx.options.name, s.hits_local, s.hits_remote, s.misses, s.rejected, s.puts_ok, s.puts_failed,
+      s.puts_pending);
   if (ctx.options.kv_store_stats_path.empty()) return;
   std::ofstream out(ctx.options.kv_store_stats_path, std::ios::trunc);
   out << fmt::format(
       "{{\"engine\":\"{}\",\"node\":\"{}\",\"hits_local\":{},\"hits_remote\":{},"
-      "\"misses\":{},\"rejected\":{},\"puts_ok\":{},\"puts_failed\":{}}}\n",
+      "\"misses\":{},\"rejected\":{},\"puts_ok\":{},\"puts_failed\":{},"
+      "\"puts_pending\":{}}}\n",
       ctx.options.name, ctx.options.node, s.hits_local, s.hits_remote, s.misses, s.rejected,
-      s.puts_ok, s.puts_failed);
+      s.puts_ok, s.puts_failed, s.puts_pending);
   if (!out) log::Warn("engine: cannot write {}", ctx.options.kv_store_stats_path);
 }
 

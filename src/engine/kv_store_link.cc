@@ -63,6 +63,9 @@ class StoreLink final : public KvStoreLink {
     for (const Status& s : *r) {
       if (s.ok()) {
         puts_ok_.fetch_add(1, std::memory_order_relaxed);
+      } else if (s.code() == Code::kStorePutPending) {
+        // Two engines wrote the same block at once (a shared prefix): the other one stores it.
+        puts_pending_.fetch_add(1, std::memory_order_relaxed);
       } else {
         if (puts_failed_.fetch_add(1, std::memory_order_relaxed) == 0) {
           log::Warn("engine: kv store put failed (first of its kind logged): {}", s.ToString());
@@ -81,6 +84,7 @@ class StoreLink final : public KvStoreLink {
     s.rejected = rejected_.load(std::memory_order_relaxed);
     s.puts_ok = puts_ok_.load(std::memory_order_relaxed);
     s.puts_failed = puts_failed_.load(std::memory_order_relaxed);
+    s.puts_pending = puts_pending_.load(std::memory_order_relaxed);
     return s;
   }
 
@@ -88,7 +92,7 @@ class StoreLink final : public KvStoreLink {
   std::unique_ptr<store::StoreClient> client_;
   const uint64_t fingerprint_;
   std::atomic<uint64_t> local_{0}, remote_{0}, misses_{0}, rejected_{0}, puts_ok_{0},
-      puts_failed_{0};
+      puts_failed_{0}, puts_pending_{0};
 };
 
 }  // namespace
@@ -97,10 +101,10 @@ Result<std::unique_ptr<KvStoreLink>> MakeStoreLink(const StoreLinkOptions& optio
   store::ClientOptions o;
   o.cluster = options.cluster;
   o.etcd.endpoints = options.etcd;
-  // The testbed's store runs plaintext gRPC on the emulated compute network (docs/store.md "In
-  // the system"); the transfer engine still checks the cluster's token.
-  o.etcd.tls.insecure = true;
-  o.master_tls.insecure = true;
+  // One set of files towards etcd and the masters: in `cluster run --store` the engine's own
+  // certificate of the run's PKI (docs/store.md "Security").
+  o.etcd.tls = options.tls;
+  o.master_tls = options.tls;
   o.local_node = NodeId(options.node_id);
   o.host = options.host;
   o.shm_dir = options.shm_dir;

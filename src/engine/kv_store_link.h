@@ -22,6 +22,7 @@
 #include <string>
 #include <vector>
 
+#include "dualpath/common/grpc_tls.h"
 #include "dualpath/common/status.h"
 #include "dualpath/kv/block_hash.h"
 #include "dualpath/storage/block_store.h"
@@ -38,6 +39,9 @@ struct KvStoreStats {
   uint64_t rejected = 0;     // objects read that failed the engine's block-file verification
   uint64_t puts_ok = 0;      // written blocks stored (or already present)
   uint64_t puts_failed = 0;  // written blocks the store did not take
+  // Written blocks whose key another writer was putting at that moment (kStorePutPending): not
+  // a failure, since equal keys mean equal bytes; the block is there once that put commits.
+  uint64_t puts_pending = 0;
 };
 
 class KvStoreLink {
@@ -64,6 +68,7 @@ struct StoreLinkOptions {
   std::string shm_dir = "/dev/shm";  // where same-host store nodes keep their tier files
   std::string ucx_tls = "tcp";
   std::string transfer_token;  // the cluster's transfer token (the store nodes hold the same)
+  GrpcTls tls;                 // towards etcd and the masters (the engine's --kv-store-tls-*)
   uint64_t model_fingerprint = 0;
 };
 

@@ -13,10 +13,21 @@
 // Lifetime: close() marks the client closed (later calls raise ValueError), waits for the calls in
 // flight on other threads, then destroys the StoreClient (its unpin thread, channels, transfer
 // engine) with the GIL released.
+//
+// fork(): a client is the parent's (fork_guard.h). Unlike KVStore's, its state cannot be re-created
+// in a child: gRPC's polling engine (one epoll set, shared with the parent across fork) and the
+// connections' sockets are inherited, and a child that makes any gRPC call, even on a client of
+// its own, polls that set and consumes the parent's events (we saw the parent's next call then
+// fail with "Deadline Exceeded", or with HTTP/2 errors when gRPC's fork support was enabled). So in
+// a process forked from one that had opened a ClusterStore, using the inherited client and opening
+// a new one both raise dualpath.Error naming fork; close() and destruction abandon the client
+// without touching its threads, channels or locks. A process that never had a client (a worker
+// forked before any was opened) opens its own as usual.
 #include <nanobind/nanobind.h>
 #include <nanobind/stl/optional.h>
 #include <nanobind/stl/string.h>
 
+#include <atomic>
 #include <condition_variable>
 #include <cstdint>
 #include <iterator>
@@ -25,6 +36,7 @@
 #include <mutex>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -35,6 +47,7 @@
 #include "dualpath/transfer/class_config.h"
 #include "dualpath/transfer/token.h"
 #include "python/convert.h"
+#include "python/fork_guard.h"
 #include "python/kv_store.h"
 
 namespace dualpath::python {
@@ -42,6 +55,17 @@ namespace {
 
 // Largest object a verb accepts: KVStore's limit, so a block that one stores the other does too.
 constexpr uint64_t kMaxObjectBytes = KvStore::kMaxValueBytes;
+
+// What a process forked from one with a client must do instead (see the file comment).
+constexpr std::string_view kForkAdvice =
+    "gRPC and the transfer engine cannot be used again in a child forked from a process that used "
+    "them (the child would consume the parent's socket events): open the ClusterStore only after "
+    "forking, in each worker process and not in the parent, or start the workers with the "
+    "'spawn' or 'forkserver' start method.";
+
+// The process that opened this module's first client: its gRPC and transfer engine state is
+// then in every process forked from it (0: none yet).
+std::atomic<pid_t> g_client_process{0};
 
 int64_t ErrorCode(const Status& s) {
   // "Not in the store" is a miss, the same code as KVStore's (-200).
@@ -116,6 +140,12 @@ class PyClusterStore {
                       ": must be 1 .. " + std::to_string(kMaxObjectBytes));
     }
     o.staging_bytes = p.staging_bytes;
+    // Before any gRPC or UCX call: a process forked from one with a client must not start its own.
+    const pid_t self = CurrentPid();
+    pid_t first = 0;
+    if (!g_client_process.compare_exchange_strong(first, self) && first != self) {
+      Raise(ForkedError("a ClusterStore", first, kForkAdvice), "ClusterStore");
+    }
     Result<std::unique_ptr<store::StoreClient>> c = [&] {
       nb::gil_scoped_release release;
       return store::StoreClient::Create(std::move(o));
@@ -129,6 +159,10 @@ class PyClusterStore {
   }
 
   ~PyClusterStore() {
+    if (owner_.forked()) {
+      (void)client_.release();  // the parent's: its threads do not exist in this process
+      return;
+    }
     // Python dropped the object without close(): no call can be in flight (each holds a reference
     // to the object), so destroy the client here, without the GIL when we hold it.
     if (client_ != nullptr) {
@@ -141,11 +175,19 @@ class PyClusterStore {
     }
   }
 
-  // Marks one call in flight for its lifetime; raises ValueError if the store is closed. Made and
-  // destroyed with the GIL held or not (the mutex is never held across anything that blocks).
+  // Marks one call in flight for its lifetime; raises ValueError if the store is closed and
+  // dualpath.Error in a process forked from the owner (checked before the mutex, which a copy of
+  // a parent thread may hold there). Made and destroyed with the GIL held or not (the mutex is
+  // never held across anything that blocks).
   class Use {
    public:
     explicit Use(PyClusterStore* s) : s_(s) {
+      if (s_->owner_.forked()) {
+        if (s_->closed()) {
+          RaiseValueError("ClusterStore is closed");
+        }
+        Raise(ForkedError("ClusterStore", s_->owner_.pid(), kForkAdvice));
+      }
       {
         std::lock_guard lock(s_->mu_);
         if (!s_->closed_) {
@@ -409,6 +451,11 @@ class PyClusterStore {
   }
 
   void Close() {
+    if (owner_.forked()) {
+      closed_ = true;
+      (void)client_.release();  // abandon the parent's client (see ~PyClusterStore)
+      return;
+    }
     {
       std::lock_guard lock(mu_);
       if (closed_) {
@@ -424,19 +471,18 @@ class PyClusterStore {
     c.reset();  // stops the unpin thread (a last Unpin try), closes channels and the engine
   }
 
-  bool closed() {
-    std::lock_guard lock(mu_);
-    return closed_;
-  }
+  // Lock-free, so that a forked child can read it (see Use).
+  bool closed() const { return closed_.load(std::memory_order_acquire); }
   uint64_t model_fingerprint() const { return fingerprint_; }
 
  private:
   const uint64_t fingerprint_;
+  OwnerProcess owner_;
   std::unique_ptr<store::StoreClient> client_;
   std::mutex mu_;
   std::condition_variable idle_;
-  bool closed_ = false;                      // guarded by mu_
-  int inflight_ = 0;                         // guarded by mu_
+  std::atomic<bool> closed_{false};  // written under mu_ (but in a forked child), read freely
+  int inflight_ = 0;                 // guarded by mu_
   std::map<uint64_t, uint64_t> registered_;  // guarded by mu_: address -> size
 };
 

@@ -1,6 +1,10 @@
 // Python binding of KvStore (dualpath._core.KVStore; python/dualpath/store.py adds the async
 // variants and documentation). Arguments are converted and checked with the GIL held, before
 // anything is written; the I/O itself runs with the GIL released.
+//
+// After fork() the object belongs to the parent (fork_guard.h): in a child every call raises
+// dualpath.Error naming fork (python/dualpath/store.py opens a new one there instead), and close()
+// and destruction abandon the KvStore without touching its threads, rings or pool attachment.
 #include <nanobind/nanobind.h>
 #include <nanobind/stl/optional.h>
 #include <nanobind/stl/string.h>
@@ -11,6 +15,7 @@
 #include <vector>
 
 #include "python/convert.h"
+#include "python/fork_guard.h"
 #include "python/kv_store.h"
 
 namespace dualpath::python {
@@ -51,9 +56,21 @@ class PyKvStore {
     store_ = std::move(*s);
   }
 
+  ~PyKvStore() {
+    if (owner_.forked()) {
+      (void)store_.release();  // the parent's: ~KvStore would join threads this process lacks
+    }
+  }
+
+  // The open store of this process; raises if it is closed or was opened before fork().
   KvStore& Live() {
-    if (store_->closed()) {
+    if (closed()) {
       Raise(Status(Code::kStorageClosed, "KVStore is closed"));
+    }
+    if (owner_.forked()) {
+      Raise(ForkedError("KVStore", owner_.pid(),
+                        "Open a new KVStore in this process (after forking); dualpath.KVStore "
+                        "does that by itself on its first call after fork()."));
     }
     return *store_;
   }
@@ -267,19 +284,29 @@ class PyKvStore {
   }
 
   void Close() {
+    if (owner_.forked()) {
+      // A child of the owner: abandon the parent's store (its close lock may be held by a copy
+      // of a parent thread's call, and closing would unregister the parent's pool attachment).
+      (void)store_.release();
+      return;
+    }
     nb::gil_scoped_release release;  // waits for calls in flight on other threads
     store_->Close();
   }
-  bool closed() const { return store_->closed(); }
+  bool closed() const { return store_ == nullptr || store_->closed(); }
 
  private:
-  std::unique_ptr<KvStore> store_;
+  OwnerProcess owner_;
+  std::unique_ptr<KvStore> store_;  // null once abandoned in a forked child
 };
 
 }  // namespace
 
 void BindStore(nb::module_& m) {
   m.attr("MAX_VALUE_BYTES") = KvStore::kMaxValueBytes;
+  // The code of the error a store used in a forked child raises (python/dualpath/store.py raises
+  // it too, for a batch still in flight at fork()).
+  m.attr("FORKED_CODE") = static_cast<int>(Code::kFailedPrecondition);
   m.def(
       "error_name", [](int64_t code) { return std::string(CodeName(static_cast<Code>(-code))); },
       nb::arg("code"), "Name of a negative return code of the batch verbs (-200: 'kStorageMiss').");

@@ -310,6 +310,11 @@ std::vector<std::string> ServeArgv(const SystemSetup& s) {
   if (s.kv_store != nullptr) {
     serve.insert(serve.end(),
                  {"--kv-store-etcd", s.kv_store->etcd(), "--kv-store-cluster", s.kv_store->name()});
+    // The hit probe's client certificate towards the store's etcd and masters (the service's
+    // own listener is a unix socket: it has no --tls-* to default to).
+    for (std::string& a : s.run.auth->TlsArgs(RunCredentials::kClient, "kv-store-")) {
+      serve.push_back(std::move(a));
+    }
     // Inside the first node's namespace: etcd and the masters are on the compute network.
     serve.insert(serve.begin(), {"ip", "netns", "exec", s.run.cluster.nodes[0].netns});
   }
@@ -346,6 +351,7 @@ std::vector<std::string> EngineArgv(const SystemSetup& s, const testbed::Node& n
   if (s.kv_store != nullptr) {
     argv.insert(argv.end(), {"--kv-store-etcd", s.kv_store->etcd(), "--kv-store-cluster",
                              s.kv_store->name(), "--kv-store-stats", KvStoreStatsPath(s, n.name)});
+    // Towards the store's etcd and masters the engine uses its --tls-* (its node's certificate).
     // No --kv-store-node: puts go to the node with the most free DRAM, so the cluster's DRAM
     // fills evenly (a preferred writer's node would evict at its high watermark before a put
     // spills elsewhere, and only decode engines write). Same-node reads still go through shm.
@@ -545,9 +551,10 @@ std::string KvStoreReport(const SystemSetup& s, RunStore& kv_store, std::ostream
     j["master"] = nullptr;
     log::Warn("cluster run: store stats: {}", master.status().ToString());
   }
-  uint64_t sums[6] = {};
-  static constexpr const char* kKeys[6] = {"hits_local", "hits_remote", "misses",
-                                           "rejected",   "puts_ok",     "puts_failed"};
+  static constexpr const char* kKeys[] = {"hits_local", "hits_remote", "misses",      "rejected",
+                                          "puts_ok",    "puts_failed", "puts_pending"};
+  static constexpr int kNumKeys = static_cast<int>(std::size(kKeys));
+  uint64_t sums[kNumKeys] = {};
   j["engines"] = json::array();
   for (const testbed::Node& n : s.run.cluster.nodes) {
     std::ifstream in(KvStoreStatsPath(s, n.name));
@@ -557,13 +564,14 @@ std::string KvStoreReport(const SystemSetup& s, RunStore& kv_store, std::ostream
                 KvStoreStatsPath(s, n.name));
       continue;
     }
-    for (int k = 0; k < 6; ++k) sums[k] += e.value(kKeys[k], uint64_t{0});
+    for (int k = 0; k < kNumKeys; ++k) sums[k] += e.value(kKeys[k], uint64_t{0});
     j["engines"].push_back(std::move(e));
   }
-  for (int k = 0; k < 6; ++k) j[kKeys[k]] = sums[k];
+  for (int k = 0; k < kNumKeys; ++k) j[kKeys[k]] = sums[k];
   progress << s.system << ": store: blocks read local " << sums[0] << ", remote " << sums[1]
            << ", missed " << sums[2] << ", rejected " << sums[3] << "; puts " << sums[4] << " ok, "
-           << sums[5] << " failed; DRAM used per node:";
+           << sums[5] << " failed, " << sums[6]
+           << " pending (another engine's put); DRAM used per node:";
   const json& m = j["master"];
   if (m.is_object() && m.contains("usage")) {
     for (const json& u : m["usage"]) {
@@ -613,7 +621,7 @@ Result<SystemRun> RunSystem(const SystemSetup& setup, std::ostream& progress) {
     sc.name = r.cluster.name + "." + setup.system;
     sc.work = r.work;
     sc.data_dir = r.cluster.state_dir + "/" + setup.subdir + "-etcd";
-    sc.token_path = r.auth->token_path();
+    sc.auth = r.auth.get();
     sc.dram_mib = o.store_dram_mib;
     sc.ttl_s = o.store_ttl_s;
     sc.start_timeout_s = o.start_timeout_s;
@@ -836,7 +844,8 @@ Result<ClusterRunReport> RunOnCluster(const ClusterRunOptions& o, std::ostream& 
     return InvalidArgument("--fault: no node '" + o.fault->node + "' in " + cluster.PdSpec());
   }
   ASSIGN_OR_RETURN(run.auth, RunCredentials::Create(cluster, run.run_id));
-  progress << "auth: engines use mutual TLS and a transfer token (" << run.auth->dir() << ")\n";
+  progress << "auth: engines" << (o.store ? " and the store (etcd, masters, nodes)" : "")
+           << " use mutual TLS and a transfer token (" << run.auth->dir() << ")\n";
 
   // Declared after the cluster guard: the pools go before the cluster does.
   NodePools pools(cluster, o.pool);

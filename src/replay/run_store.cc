@@ -11,6 +11,7 @@
 #include "dualpath/common/log.h"
 #include "dualpath/common/numeric.h"
 #include "dualpath/common/stop_signal.h"
+#include "dualpath/coord/etcd_server.h"
 #include "dualpath/replay/cluster_store.h"
 #include "dualpath/replay/replayer.h"
 
@@ -41,6 +42,8 @@ Result<std::unique_ptr<RunStore>> RunStore::Start(const testbed::Cluster& cluste
                                                   const RunStoreConfig& config,
                                                   std::ostream& progress) {
   if (cluster.nodes.empty()) return InvalidArgument("store: the cluster has no nodes");
+  if (config.auth == nullptr) return InvalidArgument("store: no credentials");
+  const RunCredentials& auth = *config.auth;
   std::unique_ptr<RunStore> s(new RunStore(cluster, config));
   const testbed::Node& first = cluster.nodes[0];
   s->etcd_ = first.compute_addr + ":" + std::to_string(config.etcd_port);
@@ -49,30 +52,30 @@ Result<std::unique_ptr<RunStore>> RunStore::Start(const testbed::Cluster& cluste
   std::filesystem::create_directories(config.data_dir, ec);
   if (ec) return IoError("create " + config.data_dir + ": " + ec.message());
 
-  const std::string client_url = "http://" + s->etcd_;
-  const std::string peer_url = "http://127.0.0.1:" + std::to_string(config.etcd_peer_port);
-  const std::string member = "dp-store";
-  ASSIGN_OR_RETURN(
-      Child etcd,
-      Child::Spawn(
-          InNetns(
-              first,
-              {"/usr/bin/etcd", "--name=" + member, "--data-dir=" + config.data_dir + "/data",
-               "--listen-client-urls=" + client_url, "--advertise-client-urls=" + client_url,
-               "--listen-peer-urls=" + peer_url, "--initial-advertise-peer-urls=" + peer_url,
-               "--initial-cluster=" + member + "=" + peer_url, "--logger=zap", "--log-level=warn"}),
-          config.work + "/" + config.name + "_etcd.log", {}, config.daemons));
+  // etcd, its masters and nodes all speak mutual TLS with the run's certificates (nothing here
+  // passes --insecure): etcd's client and peer listeners require a client certificate of the
+  // run's CA, and the masters and nodes reach etcd with their own (store master/node use their
+  // --tls-* towards etcd when no --etcd-tls-* is given).
+  coord::EtcdServerConfig etcd_config;
+  etcd_config.name = "dp-store";
+  etcd_config.data_dir = config.data_dir + "/data";
+  etcd_config.client_addr = s->etcd_;
+  etcd_config.peer_addr = "127.0.0.1:" + std::to_string(config.etcd_peer_port);
+  etcd_config.tls = auth.EtcdFiles();
+  ASSIGN_OR_RETURN(Child etcd,
+                   Child::Spawn(InNetns(first, coord::EtcdServerArgv(etcd_config)),
+                                config.work + "/" + config.name + "_etcd.log", {}, config.daemons));
   s->etcd_child_.emplace(std::move(etcd));
 
-  const std::vector<std::string> etcd_flags = {"--cluster", config.name, "--etcd", s->etcd_,
-                                               "--etcd-insecure"};
+  const std::vector<std::string> etcd_flags = {"--cluster", config.name, "--etcd", s->etcd_};
   // Two masters (one if the cluster has a single node): the first two nodes.
   for (size_t i = 0; i < cluster.nodes.size() && i < 2; ++i) {
     const testbed::Node& n = cluster.nodes[i];
     std::vector<std::string> argv = {config.bin, "store", "master"};
     argv.insert(argv.end(), etcd_flags.begin(), etcd_flags.end());
     argv.insert(argv.end(), {"--listen", n.compute_addr + ":" + std::to_string(config.master_port),
-                             "--insecure", "--election-ttl", FormatNumber(config.ttl_s)});
+                             "--election-ttl", FormatNumber(config.ttl_s)});
+    for (std::string& a : auth.TlsArgs(n.name)) argv.push_back(std::move(a));
     argv = InNetns(n, argv);
     s->master_argv_.push_back(argv);
     s->master_down_.push_back(false);
@@ -89,10 +92,9 @@ Result<std::unique_ptr<RunStore>> RunStore::Start(const testbed::Cluster& cluste
                 {"--id", std::to_string(i + 1), "--host", n.name, "--dram-mib",
                  std::to_string(config.dram_mib), "--transfer-listen", n.compute_addr + ":0",
                  "--rpc-listen", n.compute_addr + ":0", "--ucx-tls", "tcp", "--ucx-net-devices",
-                 n.compute_if, "--insecure", "--ttl", FormatNumber(config.ttl_s)});
-    if (!config.token_path.empty()) {
-      argv.insert(argv.end(), {"--transfer-token-file", config.token_path});
-    }
+                 n.compute_if, "--ttl", FormatNumber(config.ttl_s), "--transfer-token-file",
+                 auth.token_path()});
+    for (std::string& a : auth.TlsArgs(n.name)) argv.push_back(std::move(a));
     argv = InNetns(n, argv);
     s->node_argv_.push_back(argv);
     s->node_down_.push_back(false);
@@ -127,17 +129,11 @@ Result<std::unique_ptr<RunStore>> RunStore::Start(const testbed::Cluster& cluste
 Result<int> RunStore::RunStats(uint64_t min_nodes, const std::string& log, double retry_s) {
   std::error_code ec;
   std::filesystem::remove(log, ec);
-  std::vector<std::string> argv = {config_.bin,
-                                   "store",
-                                   "stats",
-                                   "--cluster",
-                                   config_.name,
-                                   "--etcd",
-                                   etcd_,
-                                   "--etcd-insecure",
-                                   "--master-insecure",
-                                   "--retry",
-                                   std::to_string(retry_s)};
+  std::vector<std::string> argv = {config_.bin, "store",      "stats",
+                                   "--cluster", config_.name, "--etcd",
+                                   etcd_,       "--retry",    std::to_string(retry_s)};
+  for (std::string& a : config_.auth->TlsArgs(RunCredentials::kClient))
+    argv.push_back(std::move(a));
   if (min_nodes > 0) {
     argv.push_back("--min-nodes");
     argv.push_back(std::to_string(min_nodes));
@@ -408,6 +404,10 @@ std::string RunStore::EndWatch() {
 
 RunStore::~RunStore() { Stop(); }
 
+std::string ClusterStoreAuthDir(const testbed::Cluster& cluster) {
+  return cluster.state_dir + "/store-auth";
+}
+
 Result<ClusterStoreInfo> StartClusterStore(const testbed::Cluster& cluster,
                                            const ClusterStoreOptions& options,
                                            std::ostream& progress) {
@@ -428,9 +428,14 @@ Result<ClusterStoreInfo> StartClusterStore(const testbed::Cluster& cluster,
   sc.daemons = true;
   std::error_code ec;
   std::filesystem::create_directories(sc.work, ec);
+  // The store's PKI and token stay in the state directory for its users until `cluster down`.
+  ASSIGN_OR_RETURN(std::unique_ptr<RunCredentials> auth,
+                   RunCredentials::CreateIn(cluster, ClusterStoreAuthDir(cluster)));
+  sc.auth = auth.get();
   ASSIGN_OR_RETURN(std::unique_ptr<RunStore> store, RunStore::Start(cluster, sc, progress));
-  ClusterStoreInfo info{cluster.name, store->etcd()};
+  ClusterStoreInfo info{cluster.name, store->etcd(), auth->dir()};
   store->Detach();
+  auth->Keep();
   return info;
 }
 

@@ -5,13 +5,16 @@
 //   - etcd (Debian's /usr/bin/etcd) in the first node's namespace, on its compute address (port
 //     2379; peers on 127.0.0.1:2380 there), data in <state_dir>/<name>-etcd, removed at the end;
 //   - `dualpath store master` in the first two nodes' namespaces, on their compute addresses
-//     (port 7400), plaintext gRPC;
+//     (port 7400);
 //   - `dualpath store node --id i+1 --host <node name>` in every node's namespace: transfers on its
 //     compute address over UCX tcp pinned to comp0 (store traffic crosses the shaped compute
 //     link), --dram-mib of DRAM tier in /dev/shm, the run's transfer token.
+// Nothing runs with --insecure (docs/store.md "Security"): etcd serves HTTPS with client
+// certificates required (its certificate from the run's credentials, run_credentials.h), every
+// master and node serves mutual TLS with its node's certificate and uses the same certificate
+// towards etcd and its peers, and every node's transfer engine checks the run's token.
 // Start returns once the leader answers Stats with every node joined (`dualpath store stats
-// --min-nodes N` run in the first node's namespace). Everything runs plaintext on the emulated
-// compute network (the transfer engine still checks the run's token).
+// --min-nodes N` run in the first node's namespace, with the credentials' client certificate).
 //
 // Faults (`cluster run --fault store-node:NODE|store-leader`, docs/faults.md): KillNode and
 // KillLeader SIGKILL one child and reap it; Health() passes over it until RestartNode /
@@ -39,15 +42,18 @@
 #include "child.h"
 #include "dualpath/common/status.h"
 #include "dualpath/testbed/testbed.h"
+#include "run_credentials.h"
 
 namespace dualpath::replay {
 
 struct RunStoreConfig {
-  std::string bin;         // the dualpath executable
-  std::string name;        // the store cluster's name (etcd keys, shm file names)
-  std::string work;        // log directory
-  std::string data_dir;    // etcd's data directory (created; removed at the end)
-  std::string token_path;  // the run's transfer token file
+  std::string bin;       // the dualpath executable
+  std::string name;      // the store cluster's name (etcd keys, shm file names)
+  std::string work;      // log directory
+  std::string data_dir;  // etcd's data directory (created; removed at the end)
+  // Certificates and transfer token (not owned; must outlive the RunStore's Start and, for
+  // restarts after a fault, the RunStore). Required.
+  const RunCredentials* auth = nullptr;
   uint64_t dram_mib = 256;
   // The nodes' etcd membership lease (`store node --ttl`) and the masters' leader lease
   // (`store master --election-ttl`), seconds: how long a dead node stays listed, a dead leader

@@ -6,6 +6,8 @@
 #include <cmath>
 #include <string>
 
+#include "dualpath/common/check.h"
+
 namespace dualpath::sched {
 namespace {
 
@@ -63,6 +65,17 @@ Status PackBatch(std::span<const PrefillWork> queue, const AttentionTimeModel& m
     }
     const int64_t c = w.cached_tokens;
     const int64_t b = w.remaining_tokens;
+    // A head whose whole prompt (cached + remaining) exceeds the KV limit can never finish: each
+    // chunk would grow its cached KV until it fills the limit exactly, and then no token fits
+    // (the old error then read "N cached tokens, more than max_batch_kv_tokens N allows"). Say so
+    // before any chunk is spent on it; callers refuse such requests (sched::CheckTooLong). A
+    // prompt that fits the limit alone always makes progress at the head (the rule below).
+    if (i == 0 && kv_limit != 0 && b > kv_limit - c) {
+      return ResourceExhausted(fmt::format(
+          "PackBatch: queue[0] needs {} tokens of KV ({} cached + {} to compute), more than "
+          "max_batch_kv_tokens {}: it can never run on this engine",
+          c + b, c, b, kv_limit));
+    }
     const bool fits_time = used + model.ItemNs(c, b) <= quota;
     const bool fits_kv = kv_limit == 0 || kv + c + b <= kv_limit;
     if (fits_time && fits_kv) {
@@ -90,12 +103,9 @@ Status PackBatch(std::span<const PrefillWork> queue, const AttentionTimeModel& m
       if (!out->entries.empty()) break;  // a tiny tail chunk is not worth it; batch is closed
       // Progress: the head runs even if it alone exceeds the quota.
       take = std::min(b, limits.min_chunk_tokens);
+      // The head fits the limit (checked above), so at least one token does.
       if (kv_limit != 0) take = std::min(take, kv_limit - c);
-      if (take <= 0) {
-        return ResourceExhausted(fmt::format(
-            "PackBatch: queue[0] has {} cached tokens, more than max_batch_kv_tokens {} allows", c,
-            kv_limit));
-      }
+      DUALPATH_CHECK(take > 0, "PackBatch: the head cannot make progress");
     }
     out->entries.push_back(BatchEntry{static_cast<uint32_t>(i), take, take < b});
     used += model.ItemNs(c, take);

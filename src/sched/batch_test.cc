@@ -4,7 +4,10 @@
 
 #include <gtest/gtest.h>
 
+#include <limits>
 #include <vector>
+
+#include "dualpath/sched/types.h"
 
 namespace dualpath::sched {
 namespace {
@@ -130,6 +133,80 @@ TEST(BatchTest, KvTokenLimitWithoutLayerwisePrefill) {
   // A head whose cached KV alone exceeds HBM can never run: an error, not a silent stall.
   std::vector<PrefillWork> big = {{60'000, 10}};
   EXPECT_EQ(PackBatch(big, m, l, &plan).code(), Code::kResourceExhausted);
+}
+
+// Issue 25 item 10: `dualpath sim --trace weka-claude-code --system basic` stopped with "queue[0]
+// has 332571 cached tokens, more than max_batch_kv_tokens 332571 allows". The two equal numbers
+// were no off-by-one: a prompt longer than the limit had been chunked until its cached KV filled
+// the limit exactly. Such a head is refused before any chunk is spent, naming both sizes.
+TEST(BatchTest, PromptOverTheKvLimitIsRefusedBeforeAnyChunk) {
+  AttentionTimeModel m;
+  m.per_token_ns = 1;
+  BatchLimits l = Limits();
+  l.max_batch_kv_tokens = 50'000;
+  BatchPlan plan;
+  const std::vector<PrefillWork> fresh = {{0, 50'001}, {0, 10}};
+  Status s = PackBatch(fresh, m, l, &plan);
+  EXPECT_EQ(s.code(), Code::kResourceExhausted);
+  EXPECT_NE(s.message().find("needs 50001 tokens of KV (0 cached + 50001 to compute), more than "
+                             "max_batch_kv_tokens 50000"),
+            std::string::npos)
+      << s.message();
+  EXPECT_TRUE(plan.entries.empty());
+  // The state the old code reached after its chunks: cached KV exactly at the limit.
+  const std::vector<PrefillWork> filled = {{50'000, 7}};
+  s = PackBatch(filled, m, l, &plan);
+  EXPECT_EQ(s.code(), Code::kResourceExhausted);
+  EXPECT_NE(s.message().find("needs 50007 tokens of KV (50000 cached + 7 to compute)"),
+            std::string::npos)
+      << s.message();
+}
+
+// The per-batch KV budget never stalls a request that fits it alone: a prompt of exactly the
+// limit, fed back chunk by chunk as the simulator does, runs to completion.
+TEST(BatchTest, PromptAtTheKvLimitRunsToCompletion) {
+  AttentionTimeModel m;
+  m.per_token_ns = 1;
+  m.per_token_sq_ns = 1;  // chunks well below the whole prompt: 300 ms fits ~17K new tokens
+  BatchLimits l = Limits();
+  l.max_batch_kv_tokens = 50'000;
+  PrefillWork w{1'000, 49'000};  // 1,000 hit tokens + 49,000 to compute = the limit
+  BatchPlan plan;
+  int forwards = 0;
+  while (w.remaining_tokens > 0) {
+    ASSERT_LT(++forwards, 100);
+    ASSERT_TRUE(PackBatch(std::vector<PrefillWork>{w}, m, l, &plan).ok());
+    ASSERT_EQ(plan.entries.size(), 1u);
+    const int64_t bsz = plan.entries[0].bsz;
+    ASSERT_GT(bsz, 0);
+    EXPECT_LE(w.cached_tokens + bsz, l.max_batch_kv_tokens);
+    w.cached_tokens += bsz;
+    w.remaining_tokens -= bsz;
+  }
+  EXPECT_GT(forwards, 1);  // it was chunked, and its last chunk ended exactly at the limit
+  EXPECT_EQ(w.cached_tokens, 50'000);
+  // The last token of a prompt at the limit: cached = limit - 1.
+  ASSERT_TRUE(PackBatch(std::vector<PrefillWork>{{49'999, 1}}, m, l, &plan).ok());
+  ASSERT_EQ(plan.entries.size(), 1u);
+  EXPECT_EQ(plan.entries[0].bsz, 1);
+}
+
+TEST(TooLongTest, EachSideAgainstItsLargestEngine) {
+  // Capacities: prefill 1,000, decode 1,200 tokens.
+  EXPECT_EQ(CheckTooLong(1'000, 200, 1'000, 1'200), TooLong::kFits);  // both exactly full
+  EXPECT_EQ(CheckTooLong(1'001, 0, 1'000, 1'200), TooLong::kPrefill);
+  EXPECT_EQ(CheckTooLong(1'000, 201, 1'000, 1'200), TooLong::kDecode);
+  // The prefill side is named first when both fail.
+  EXPECT_EQ(CheckTooLong(5'000, 5'000, 1'000, 1'200), TooLong::kPrefill);
+  // <= 0: unbounded (layerwise prefill holds one layer at a time) or not known yet.
+  EXPECT_EQ(CheckTooLong(5'000, 5'000, 0, 1'200), TooLong::kDecode);
+  EXPECT_EQ(CheckTooLong(5'000, 5'000, 0, 0), TooLong::kFits);
+  EXPECT_EQ(CheckTooLong(5'000, 5'000, -1, -1), TooLong::kFits);
+  // No wrap-around on huge sizes.
+  const int64_t big = std::numeric_limits<int64_t>::max();
+  EXPECT_EQ(CheckTooLong(big, big, 0, big), TooLong::kDecode);
+  EXPECT_EQ(CheckTooLong(1, big - 1, 0, big), TooLong::kFits);
+  EXPECT_EQ(TooLongName(TooLong::kDecode), "decode");
 }
 
 TEST(BatchTest, EmptyQueueGivesEmptyPlan) {

@@ -32,4 +32,29 @@ std::string_view ReadSideName(ReadSide side) {
   return "unknown";
 }
 
+std::string_view TooLongName(TooLong t) {
+  switch (t) {
+    case TooLong::kFits:
+      return "fits";
+    case TooLong::kPrefill:
+      return "prefill";
+    case TooLong::kDecode:
+      return "decode";
+  }
+  return "unknown";
+}
+
+TooLong CheckTooLong(int64_t prompt_tokens, int64_t gen_tokens, int64_t prefill_capacity_tokens,
+                     int64_t decode_capacity_tokens) {
+  if (prefill_capacity_tokens > 0 && prompt_tokens > prefill_capacity_tokens) {
+    return TooLong::kPrefill;
+  }
+  // prompt + gen > capacity, written so that no sum of two large inputs can wrap.
+  if (decode_capacity_tokens > 0 && (gen_tokens > decode_capacity_tokens ||
+                                     prompt_tokens > decode_capacity_tokens - gen_tokens)) {
+    return TooLong::kDecode;
+  }
+  return TooLong::kFits;
+}
+
 }  // namespace dualpath::sched

@@ -43,6 +43,13 @@ void SimMetrics::RequestDone(uint32_t agent, double arrival, double first_token,
   last_completion_ = std::max(last_completion_, now);
 }
 
+void SimMetrics::TooLong(uint32_t agent, sched::TooLong side, double now) {
+  too_long_.requests++;
+  (side == sched::TooLong::kPrefill ? too_long_.prefill : too_long_.decode)++;
+  agent_path_[agent].finish_s = now;
+  last_completion_ = std::max(last_completion_, now);
+}
+
 void SimMetrics::AgentDone(uint32_t agent, double now) {
   agent_jct_sum_ += now - agent_path_[agent].start_s;
   agents_done_++;
@@ -53,6 +60,7 @@ SimResult SimMetrics::Collect(std::string system, ClusterState& cluster, double 
   SimResult r;
   r.system = std::move(system);
   r.requests = requests_done_;
+  r.too_long = too_long_;
   r.agents = agents_done_;
   r.jct_s = last_completion_;
   r.mean_agent_jct_s = agents_done_ ? agent_jct_sum_ / static_cast<double>(agents_done_) : 0;

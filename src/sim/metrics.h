@@ -15,6 +15,7 @@
 #include <utility>
 #include <vector>
 
+#include "dualpath/sched/types.h"
 #include "dualpath/sim/simulator.h"
 #include "sim/cluster_state.h"
 #include "sim/time_bins.h"
@@ -54,9 +55,14 @@ class SimMetrics {
   // second at `second_token`, and completed at `now` after generating `gen` tokens.
   void RequestDone(uint32_t agent, double arrival, double first_token, double second_token,
                    double now, uint64_t gen);
+  // A request of `agent` that no engine can hold (sched::CheckTooLong) was refused at `now`, on
+  // arrival: counted by side; it answers the turn (the agent's finish and the JCT move to `now`)
+  // but adds no latency sample.
+  void TooLong(uint32_t agent, sched::TooLong side, double now);
   // The agent's last turn completed at `now`.
   void AgentDone(uint32_t agent, double now);
   uint64_t requests_done() const { return requests_done_; }
+  const TooLongRequests& too_long() const { return too_long_; }
 
   // The summary of the run for `system`: reads the cluster's storage-NIC bins and coarsens every
   // series to one window width (time_bins.h). `events` is the event count.
@@ -80,7 +86,8 @@ class SimMetrics {
   double prefill_busy_s_ = 0;  // summed over prefill groups
   double agent_jct_sum_ = 0;
   uint64_t agents_done_ = 0;
-  uint64_t requests_done_ = 0;
+  uint64_t requests_done_ = 0;  // served (not refused) requests
+  TooLongRequests too_long_;    // counts only; the simulation sets the capacities
   double last_completion_ = 0;
   std::vector<std::pair<double, double>> attn_ratio_;  // (time, max/avg) per prefill step
   std::vector<AgentPath> agent_path_;  // per agent: its start and where its time went

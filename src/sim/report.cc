@@ -89,6 +89,13 @@ std::string ReportJson(const Report& report) {
     o["snic_avg_utilization"] = r.snic_avg_utilization;
     o["prefill_busy_fraction"] = r.prefill_busy_fraction;
     o["requests"] = r.requests;
+    const TooLongRequests& t = r.too_long;
+    o["too_long"] = {{"requests", t.requests},
+                     {"prefill", t.prefill},
+                     {"decode", t.decode},
+                     {"prefill_capacity_tokens",
+                      t.prefill_capacity_tokens > 0 ? json(t.prefill_capacity_tokens) : Null()},
+                     {"decode_capacity_tokens", t.decode_capacity_tokens}};
     o["agents"] = r.agents;
     o["events"] = r.events;
     const AgentPath& p = r.last_agent;
@@ -159,6 +166,32 @@ std::string ReportTable(const Report& report) {
                     p.decode_s, per_token);
       os << line;
     }
+  }
+  // Requests no engine could hold, refused on arrival (docs/sim.md "Requests too long for an
+  // engine"); printed only when there were some, so other runs' output is unchanged.
+  bool any_too_long = false;
+  for (const ReportEntry& e : report.entries) any_too_long |= e.result.too_long.requests > 0;
+  if (any_too_long) {
+    os << "requests too long for any engine (refused, as an engine refuses a prompt over its "
+          "maximum):\n";
+    for (const ReportEntry& e : report.entries) {
+      const SimResult& r = e.result;
+      const TooLongRequests& t = r.too_long;
+      const std::string prefill = t.prefill_capacity_tokens > 0
+                                      ? std::to_string(t.prefill) + " over the prefill HBM's " +
+                                            std::to_string(t.prefill_capacity_tokens) + " tokens"
+                                      : "no prefill limit (layerwise)";
+      std::snprintf(line, sizeof(line),
+                    "  %-13s %llu of %llu requests: %s; %llu over the decode HBM's %lld tokens "
+                    "(prompt + generation)\n",
+                    r.system.c_str(), static_cast<unsigned long long>(t.requests),
+                    static_cast<unsigned long long>(t.requests + r.requests), prefill.c_str(),
+                    static_cast<unsigned long long>(t.decode),
+                    static_cast<long long>(t.decode_capacity_tokens));
+      os << line;
+    }
+    os << "  (JCTs and speedups of systems that refused different requests compare different "
+          "work)\n";
   }
   std::snprintf(line, sizeof(line), "simulated %.0f requests/s of wall time; wall %.2f s\n",
                 report.sim_requests_per_s, report.wall_s);

@@ -87,6 +87,8 @@ class Simulation {
         spec_(spec),
         layerwise_(sched::PresetFor(spec.system).layerwise_prefill),
         moves_kv_(sched::MovesKv(spec.system)),
+        pe_kv_tokens_(layerwise_ ? 0 : KvTokens(cost_.pe_kv_capacity_bytes(), cost_)),
+        de_kv_tokens_(KvTokens(cost_.de_kv_capacity_bytes(), cost_)),
         attn_model_(FitAttentionModel(cost_)),
         rng_(spec.seed ^ 0x9e3779b97f4a7c15ULL),
         metrics_(config, spec.online) {}
@@ -120,7 +122,13 @@ class Simulation {
   void AccumulateDecodeSeries(DeGroup& g, double now);
   void RetimeDecode(uint32_t group, double now);
   void Complete(uint32_t slot, double now);
+  void NextTurn(uint32_t slot, double now);
   uint32_t NewReq();
+  // Whole KV tokens in `bytes` of HBM; at least 1, so that a capacity below one token never reads
+  // as "unbounded" (0) to PackBatch and sched::CheckTooLong.
+  static int64_t KvTokens(double bytes, const CostModel& cost) {
+    return std::max<int64_t>(1, static_cast<int64_t>(bytes / cost.kv_bytes_per_token()));
+  }
 
   const SimConfig& cfg_;
   CostModel cost_;
@@ -128,6 +136,11 @@ class Simulation {
   RunSpec spec_;
   bool layerwise_;  // the system's preset: layerwise prefill (ablation step 1 on)
   bool moves_kv_;   // the Oracle rule (sched/system.h): false = no KV read or transfer
+  // KV tokens one engine holds (sched::CheckTooLong): a PE without layerwise prefill holds its
+  // whole batch's KV in HBM (0 = unbounded: layerwise holds one layer at a time); a DE reserves
+  // prompt + generation for the request's whole decode.
+  int64_t pe_kv_tokens_;
+  int64_t de_kv_tokens_;
   sched::AttentionTimeModel attn_model_;
   std::unique_ptr<SchedDriver> driver_;
   std::vector<bool> fetch_armed_;  // per scheduler group: its fetch timer is running
@@ -224,6 +237,16 @@ Status Simulation::Arrive(uint32_t agent, uint32_t turn, double now) {
     r.prompt = std::max<uint64_t>(r.hit + 1, static_cast<uint64_t>(r.prompt + extra));
   }
   r.arrival = now;
+  // A request no engine can hold would wait forever (in sched's phase 2 for decode HBM, or in
+  // PackBatch for prefill HBM): it is refused at once, as a serving engine refuses a prompt longer
+  // than its maximum, counted, and the agent's session goes on (its next recorded turn).
+  const sched::TooLong too_long = sched::CheckTooLong(
+      static_cast<int64_t>(r.prompt), static_cast<int64_t>(r.gen), pe_kv_tokens_, de_kv_tokens_);
+  if (too_long != sched::TooLong::kFits) {
+    metrics_.TooLong(agent, too_long, now);
+    NextTurn(slot, now);
+    return Status::Ok();
+  }
   r.de_hbm = static_cast<double>(r.prompt + r.gen) * cost_.kv_bytes_per_token();
   // Routing: the turn's index within its agent picks a fixed PE (none for the dualpath choice).
   const SimAgent& sa = w_.agents[agent % w_.agents.size()];
@@ -341,14 +364,12 @@ Status Simulation::KickPrefill(uint32_t gi, double now) {
   PeGroup& g = pe_groups_[gi];
   if (g.busy) return Status::Ok();
   g.batch.clear();
-  const double kvb = cost_.kv_bytes_per_token();
   const double link = cost_.kv_link_bytes_per_s();
   sched::BatchLimits limits;
   limits.compute_quota = static_cast<Nanos>(cfg_.engine.compute_quota_ms * 1e6);
   limits.min_chunk_tokens = cfg_.engine.block_tokens;
   // Without layerwise prefill the whole batch's KV (all layers) must sit in HBM.
-  limits.max_batch_kv_tokens =
-      layerwise_ ? 0 : static_cast<int64_t>(cost_.pe_kv_capacity_bytes() / kvb);
+  limits.max_batch_kv_tokens = pe_kv_tokens_;
   double max_attn = 0, sum_attn = 0, max_load = 0, max_out = 0, tokens_total = 0;
   for (uint32_t pi : g.pes) {
     PeState& pe = c_.pes[pi];
@@ -543,6 +564,13 @@ void Simulation::Complete(uint32_t slot, double now) {
   d.tokens -= r.prompt + r.gen;
   d.requests--;
   d.hbm_free += r.de_hbm;
+  NextTurn(slot, now);
+}
+
+// The request in `slot` is answered (served or refused) at `now`: frees the slot and sends the
+// agent's next turn, or ends the agent.
+void Simulation::NextTurn(uint32_t slot, double now) {
+  const Req& r = reqs_[slot];
   const SimAgent& a = w_.agents[r.agent % w_.agents.size()];
   const uint32_t next = r.turn + 1;
   const uint32_t agent = r.agent;
@@ -646,14 +674,17 @@ Result<SimResult> Simulation::Run() {
     if (!decode_out_.empty() || !prefill_out_.empty()) last_placement_ = e.time;
     if (Stalled(e.time)) break;
   }
-  if (metrics_.requests_done() != expected_requests) {
-    return Status(
-        Code::kSimBadConfig,
-        "simulation stalled: " + std::to_string(expected_requests - metrics_.requests_done()) +
-            " requests never ran (a request needs more decode HBM than a DE has?)");
+  const uint64_t answered = metrics_.requests_done() + metrics_.too_long().requests;
+  if (answered != expected_requests) {
+    return Status(Code::kSimBadConfig,
+                  "simulation stalled: " + std::to_string(expected_requests - answered) +
+                      " requests never ran");
   }
-  return metrics_.Collect(std::string(SystemName(spec_.system)), c_, cost_.snic_bytes_per_s(),
-                          q_.Processed());
+  SimResult result = metrics_.Collect(std::string(SystemName(spec_.system)), c_,
+                                      cost_.snic_bytes_per_s(), q_.Processed());
+  result.too_long.prefill_capacity_tokens = pe_kv_tokens_;
+  result.too_long.decode_capacity_tokens = de_kv_tokens_;
+  return result;
 }
 
 }  // namespace

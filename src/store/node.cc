@@ -56,6 +56,16 @@ Status CheckOptions(const NodeOptions& o) {
     return InvalidArgument("store node join_backoff_max must be >= 50 ms");
   }
   if (o.leader_poll <= 0) return InvalidArgument("store node leader_poll must be > 0");
+  // As an engine's, before anything starts: the StoreNode listener's TLS (the one rule of
+  // grpc_tls.h, applied again when it binds), then the transfer token: without it anyone who
+  // reaches the transfer listener can read and write the DRAM tier (docs/store.md "Security").
+  // Plaintext is asked for (--insecure), never a default.
+  RETURN_IF_ERROR(GrpcServerCredentials(o.rpc_tls, "StoreNode", o.rpc_listen).status());
+  if (o.transfer.token.empty() && !o.rpc_tls.insecure) {
+    return InvalidArgument(
+        "store node: the transfer engine needs the cluster's token (--transfer-token-file), or "
+        "--insecure");
+  }
   return Status::Ok();
 }
 

@@ -27,6 +27,7 @@
 #include <thread>
 #include <vector>
 
+#include "dualpath/common/grpc_channel.h"
 #include "dualpath/common/grpc_tls.h"
 #include "dualpath/coord/etcd_test_server.h"
 #include "dualpath/engine/engine.h"
@@ -37,6 +38,8 @@
 #include "dualpath/store/client.h"
 #include "dualpath/store/master_server.h"
 #include "dualpath/store/node.h"
+#include "dualpath/store/v1/store.grpc.pb.h"
+#include "engine/kv_store_link.h"
 #include "engine/local_scheduler.h"
 
 namespace dualpath::engine {
@@ -167,6 +170,7 @@ class EngineStoreTest : public ::testing::Test {
     o.request_timeout = 30 * kNanosPerSecond;
     o.kv_store_etcd = etcd_.endpoint();
     o.kv_store_cluster = kCluster;
+    o.kv_store_tls.insecure = true;       // the in-process store above runs plaintext on loopback
     o.kv_store_shm_dir = root_ + "/shm";  // where the test's store nodes keep their tier files
     o.kv_store_stats_path = root_ + "/" + name + ".stats.json";
     auto e = Engine::Create(o, sched_.Link());
@@ -325,6 +329,51 @@ TEST_F(EngineStoreTest, BlocksMissingInTheOwnTierComeFromTheStoreAndBadObjectsAr
   EXPECT_NE(stats.find("\"misses\":1,"), std::string::npos) << stats;
   EXPECT_EQ(stats.find("\"hits_local\":0,\"hits_remote\":0,"), std::string::npos)
       << "turn 2's hits were counted: " << stats;
+}
+
+// Two engines writing the same block at once (a prefix agents share): the second put finds the
+// first one pending on the master (kStorePutPending). That is not a failed put: equal keys mean
+// equal bytes, and the block is there once the other put commits. It is counted apart, so
+// `cluster run --store`'s "0 failed puts" check does not fail on a race of two healthy writers.
+TEST_F(EngineStoreTest, ABlockAnotherWriterIsPuttingCountsAsPendingNotFailed) {
+  kv::BlockHash hash;
+  for (size_t i = 0; i < hash.bytes.size(); ++i) hash.bytes[i] = static_cast<uint8_t>(0xa0 + i);
+  constexpr uint64_t kBytes = 4096;
+
+  // The other writer: a put started on the leader and not committed.
+  auto stub = store::v1::StoreMaster::NewStub(MakeChannel(master_->address(), Insecure()));
+  store::v1::PutStartRequest ps;
+  store::v1::PutItem* item = ps.add_items();
+  item->mutable_key()->set_model_fingerprint(fingerprint_);
+  item->mutable_key()->set_hash(
+      std::string(reinterpret_cast<const char*>(hash.bytes.data()), hash.bytes.size()));
+  item->set_size(kBytes);
+  store::v1::PutStartResponse started;
+  grpc::ClientContext ctx;
+  ctx.set_deadline(std::chrono::system_clock::now() + kGuard);
+  ASSERT_TRUE(stub->PutStart(&ctx, ps, &started).ok());
+  ASSERT_EQ(started.tickets_size(), 1);
+  ASSERT_EQ(started.tickets(0).code(), 0) << started.tickets(0).message();
+
+  StoreLinkOptions lo;
+  lo.etcd = etcd_.endpoint();
+  lo.cluster = kCluster;
+  lo.host = "test";
+  lo.shm_dir = root_ + "/shm";
+  lo.tls.insecure = true;
+  lo.model_fingerprint = fingerprint_;
+  auto link = MakeStoreLink(lo);
+  ASSERT_TRUE(link.ok()) << link.status().ToString();
+
+  storage::EncodedBlock block{hash, storage::AlignedBuffer(kBytes), kBytes};
+  std::memset(block.file.data(), 0x5a, kBytes);
+  const Status written = Status::Ok();
+  (*link)->Put(std::span<const storage::EncodedBlock>(&block, 1),
+               std::span<const Status>(&written, 1));
+  const KvStoreStats s = (*link)->Stats();
+  EXPECT_EQ(s.puts_pending, 1u);
+  EXPECT_EQ(s.puts_failed, 0u);
+  EXPECT_EQ(s.puts_ok, 0u);
 }
 
 }  // namespace

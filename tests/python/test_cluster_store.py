@@ -5,6 +5,11 @@ binary ($DUALPATH_BIN, else $DUALPATH_BINARY_DIR/dualpath, else the newest of
 build/{dev,release,debug}/bin/dualpath). The cluster tests skip, saying why, when etcd or the
 binary is missing; the bad-endpoint and option tests need neither.
 
+The store runs as `cluster run --store` runs it (docs/store.md "Security"): etcd with mutual TLS,
+master and nodes with certificates of a CA the fixture makes with `openssl` and a transfer token,
+none with --insecure; the clients pass the files (tls_cert/tls_key/tls_ca,
+transfer_token_file).
+
 Waits poll a condition with a generous deadline (a hang guard only); nothing asserts speed.
 """
 
@@ -13,9 +18,11 @@ from __future__ import annotations
 import ctypes
 import hashlib
 import os
+import secrets
 import shutil
 import signal
 import socket
+import ssl
 import subprocess
 import threading
 import time
@@ -54,6 +61,38 @@ def _die_with_parent() -> None:
     # The children get SIGKILL if pytest dies (prctl(PR_SET_PDEATHSIG)), so none outlives the run.
     libc = ctypes.CDLL(None, use_errno=True)
     libc.prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG = 1
+
+
+def make_pki(d: Path) -> dict[str, str]:
+    """A CA (its key deleted once used) and one certificate for every process here (SANs
+    127.0.0.1 and localhost, server and client use), made with the openssl command line; and a
+    transfer token. Returns the paths the flags and options take."""
+    d.mkdir(mode=0o700)
+
+    def openssl(*args: str) -> None:
+        subprocess.run(["openssl", *args], check=True, capture_output=True)
+
+    ec = ["-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes"]
+    openssl("req", "-x509", *ec, "-days", "1", "-subj", "/CN=pytest store CA",
+            "-addext", "basicConstraints=critical,CA:TRUE",
+            "-addext", "keyUsage=critical,keyCertSign,cRLSign",
+            "-keyout", str(d / "ca.key"), "-out", str(d / "ca.crt"))
+    openssl("req", *ec, "-subj", "/CN=store", "-keyout", str(d / "store.key"),
+            "-out", str(d / "store.csr"))
+    (d / "ext.cnf").write_text("basicConstraints=critical,CA:FALSE\n"
+                               "keyUsage=critical,digitalSignature,keyEncipherment\n"
+                               "extendedKeyUsage=serverAuth,clientAuth\n"
+                               "subjectAltName=IP:127.0.0.1,DNS:localhost\n")
+    openssl("x509", "-req", "-in", str(d / "store.csr"), "-CA", str(d / "ca.crt"),
+            "-CAkey", str(d / "ca.key"), "-CAcreateserial", "-days", "1",
+            "-extfile", str(d / "ext.cnf"), "-out", str(d / "store.crt"))
+    (d / "ca.key").unlink()
+    (d / "store.key").chmod(0o600)
+    token = d / "transfer.token"
+    token.write_text(secrets.token_hex(32) + "\n")
+    token.chmod(0o600)
+    return {"cert": str(d / "store.crt"), "key": str(d / "store.key"), "ca": str(d / "ca.crt"),
+            "token": str(token)}
 
 
 class Child:
@@ -98,26 +137,36 @@ class Cluster:
 
     def _boot(self, binary: str, etcd_bin: str) -> None:
         tmp = self.tmp
+        self.pki = make_pki(tmp / "pki")
+        pki = self.pki
         client_port, peer_port = free_port(), free_port()
         self.etcd = f"127.0.0.1:{client_port}"
-        client_url, peer_url = f"http://{self.etcd}", f"http://127.0.0.1:{peer_port}"
+        client_url, peer_url = f"https://{self.etcd}", f"https://127.0.0.1:{peer_port}"
+        # As coord::EtcdServerArgv starts etcd with TLS (docs/coord.md "etcd with TLS").
+        tls = [f"--cert-file={pki['cert']}", f"--key-file={pki['key']}", "--client-cert-auth",
+               f"--trusted-ca-file={pki['ca']}", f"--peer-cert-file={pki['cert']}",
+               f"--peer-key-file={pki['key']}", "--peer-client-cert-auth",
+               f"--peer-trusted-ca-file={pki['ca']}"]
         etcd = self._start(
             [etcd_bin, "--name=dp-pytest", f"--data-dir={tmp}/etcd",
              f"--listen-client-urls={client_url}", f"--advertise-client-urls={client_url}",
              f"--listen-peer-urls={peer_url}", f"--initial-advertise-peer-urls={peer_url}",
              f"--initial-cluster=dp-pytest={peer_url}", "--heartbeat-interval=50",
-             "--election-timeout=500", "--log-level=warn"], "etcd")
+             "--election-timeout=500", "--log-level=warn", *tls], "etcd")
         wait_until(lambda: etcd.proc.poll() is not None or self._etcd_healthy(client_url),
                    f"etcd on {self.etcd}")
         assert etcd.proc.poll() is None, f"etcd exited:\n{etcd.text()}"
-        flags = ["--cluster", self.name, "--etcd", self.etcd, "--etcd-insecure"]
-        master = self._start([binary, "store", "master", *flags, "--listen", "127.0.0.1:0",
-                              "--insecure"], "master")
+        # No --insecure anywhere: etcd is reached with the --tls-* files too.
+        flags = ["--cluster", self.name, "--etcd", self.etcd, "--tls-cert", pki["cert"],
+                 "--tls-key", pki["key"], "--tls-ca", pki["ca"]]
+        master = self._start([binary, "store", "master", *flags, "--listen", "127.0.0.1:0"],
+                             "master")
         master.wait_for("listening on")
         for node_id in (1, 2):
             node = self._start(
                 [binary, "store", "node", *flags, "--id", str(node_id), "--host", f"node{node_id}",
-                 "--dram-mib", "16", "--shm-dir", str(tmp), "--insecure", "--ttl", "5"],
+                 "--dram-mib", "16", "--shm-dir", str(tmp), "--rpc-listen", "127.0.0.1:0",
+                 "--transfer-token-file", pki["token"], "--ttl", "5"],
                 f"node{node_id}")
             node.wait_for(f"store node {node_id}:")
         # Ready when the leader has both nodes: a put of 2 replicas needs two live, joined nodes.
@@ -138,16 +187,18 @@ class Cluster:
         self.children.append(c)
         return c
 
-    @staticmethod
-    def _etcd_healthy(url: str) -> bool:
+    def _etcd_healthy(self, url: str) -> bool:
+        ctx = ssl.create_default_context(cafile=self.pki["ca"])
+        ctx.load_cert_chain(self.pki["cert"], self.pki["key"])
         try:
-            with urllib.request.urlopen(url + "/health", timeout=2) as r:
+            with urllib.request.urlopen(url + "/health", timeout=2, context=ctx) as r:
                 return b'"health":"true"' in r.read()
         except OSError:
             return False
 
     def client(self, **kw) -> dualpath.ClusterStore:
-        opts = dict(etcd_insecure=True, master_insecure=True, host="node1", retry_deadline=30.0,
+        opts = dict(tls_cert=self.pki["cert"], tls_key=self.pki["key"], tls_ca=self.pki["ca"],
+                    transfer_token_file=self.pki["token"], host="node1", retry_deadline=30.0,
                     shm_dir=str(self.tmp))
         opts.update(kw)
         return dualpath.ClusterStore(self.name, self.etcd, **opts)
@@ -190,6 +241,18 @@ def client(cluster, request):
 def arrays(n: int, seed: int) -> list[np.ndarray]:
     rng = np.random.default_rng(seed)
     return [rng.integers(0, 256, size=65536 + 4096 * i, dtype=np.uint8) for i in range(n)]
+
+
+def test_fork(cluster, forkcheck, request):
+    """Issue 25 item 11 for ClusterStore (forkcheck.py "cluster"): a worker forked before any
+    client was opened opens its own; in a child of a process with a client, the inherited client
+    and a new one raise naming fork (gRPC state cannot be re-created there without breaking the
+    parent's connections), a child that exits at once does not hang, and the parent's client
+    still works."""
+    fp = int.from_bytes(hashlib.sha256(request.node.name.encode()).digest()[:8], "little")
+    pki = cluster.pki
+    forkcheck("cluster", cluster.name, cluster.etcd, str(fp), str(cluster.tmp), pki["cert"],
+              pki["key"], pki["ca"], pki["token"])
 
 
 def test_put_and_get_numpy_arrays(client):
@@ -377,6 +440,22 @@ def test_bad_input_raises_naming_it(cluster, client):
     with pytest.raises(ValueError, match="cluster"):
         dualpath.ClusterStore("bad cluster/name", cluster.etcd, etcd_insecure=True,
                               master_insecure=True)
+
+
+def test_store_refuses_a_client_without_its_certificate(cluster):
+    # Plaintext towards etcd and the masters: the TLS handshake fails, nothing is read; the same
+    # with TLS but no client certificate. Only the options differ from the fixture's client.
+    for opts in (dict(tls_cert=None, tls_key=None, tls_ca=None, etcd_insecure=True,
+                      master_insecure=True),
+                 dict(tls_cert=None, tls_key=None)):
+        with cluster.client(retry_deadline=1.0, rpc_timeout=0.5, etcd_timeout=0.5,
+                            **opts) as c:
+            with pytest.raises(dualpath.Error, match="etcd"):
+                c.batch_is_exist(["a"])
+    # The store's certificate towards etcd, none towards the masters: refused by the master.
+    with cluster.client(retry_deadline=1.0, rpc_timeout=0.5, master_tls_ca=cluster.pki["ca"]) as c:
+        with pytest.raises(dualpath.Error):
+            c.batch_is_exist(["a"])
 
 
 def test_closed_store_raises(cluster):

@@ -7,6 +7,11 @@
 #  - the store served the cross-instance hits: hit tokens loaded >= 90% of the ideal (the tokens
 #    carried over between turns), store blocks read > 0, none rejected;
 #  - the leader's Stats listed every node with DRAM used > 0 (puts spread over the cluster);
+#  - the store ran authenticated (issue 25 item 1, docs/store.md "Security"): the run says so,
+#    and the engines and the service reached it with the run's certificates (the hit and put
+#    checks above fail otherwise: a store they cannot reach is all misses). That the store's
+#    processes refuse plaintext and foreign certificates is the cluster_store_auth test's (the
+#    same RunStore start, through `cluster up --store`);
 #  - afterwards nothing is left: no namespace, no etcd or store process of the run, no store tier
 #    file, no pool file, no state dir.
 #
@@ -71,6 +76,9 @@ PY
 else
   fail "no JSON written"
 fi
+
+grep -q "auth: engines and the store (etcd, masters, nodes) use mutual TLS and a transfer token" \
+  "$tmp/progress.txt" || fail "the run did not say the store is authenticated"
 
 # Nothing left behind.
 if ip netns list | grep -q "^dp-$NAME\."; then

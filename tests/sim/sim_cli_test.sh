@@ -1,7 +1,10 @@
 #!/usr/bin/env bash
-# `dualpath sim` end to end at small sizes: modes, JSON, determinism, plots, bad input.
+# `dualpath sim` end to end at small sizes: modes, JSON, determinism, plots, requests too long for
+# an engine, bad input.
+#   sim_cli_test.sh BIN SOURCE_DIR
 set -u
 bin=$1
+data=$2/data/traces
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 fail() { echo "FAIL: $*"; exit 1; }
@@ -77,6 +80,42 @@ python3 -c "import json,sys; assert [r['system'] for r in json.load(open(sys.arg
   "$tmp/ab.json" || fail "ablation systems"
 for f in jct.png snic_basic.png snic_dualpath.png decode_basic.png decode_dualpath.png; do
   [[ -s "$tmp/plots/$f" ]] || fail "plot $f missing"
+done
+
+# Issue 25 item 10: a real Claude Code session (data/traces/weka-claude-code-long: prompts of
+# 799K-838K tokens) ran into "PackBatch: queue[0] has 332571 cached tokens, more than
+# max_batch_kv_tokens 332571 allows" (exit 1) under Basic, whose PE holds ~333K tokens of KV in HBM.
+# The run completes, refuses and counts such requests per system (prefill side: Basic; the decode
+# side too once decode HBM is made smaller than some prompt + generation), and says so in the table.
+long=$data/weka-claude-code-long
+echo '{"engine": {"de_hbm_reserved_gb": 47.59}}' >"$tmp/de.json"  # ~810K tokens of KV per DE
+for cfg in default small-de; do
+  extra=()
+  [[ $cfg == small-de ]] && extra=(--config "$tmp/de.json")
+  "$bin" sim --trace "$long" --system all "${extra[@]}" --json "$tmp/long-$cfg.json" \
+    >"$tmp/long-$cfg.txt" 2>&1 || fail "long prompts ($cfg) exited $?: $(cat "$tmp/long-$cfg.txt")"
+  grep -q "^requests too long for any engine" "$tmp/long-$cfg.txt" || fail "table lacks too-long ($cfg)"
+  python3 - "$tmp/long-$cfg.json" "$long/trace_0061.json" <<'PY' || fail "too-long counts ($cfg)"
+import json, sys
+d = json.load(open(sys.argv[1]))
+reqs = json.load(open(sys.argv[2]))["requests"]  # one agent, no sub-agents
+assert len(reqs) == 6 and min(r["in"] for r in reqs) > 790_000
+for r in d["results"]:
+    t = r["too_long"]
+    pe, de = t["prefill_capacity_tokens"], t["decode_capacity_tokens"]
+    # Only Basic prefills without layerwise prefill, i.e. with the whole prompt's KV in HBM.
+    assert (pe is not None) == (r["system"] == "basic"), r
+    # The counts the trace implies: the prefill side first (sched::CheckTooLong).
+    want_pe = sum(1 for q in reqs if pe is not None and q["in"] > pe)
+    want_de = sum(1 for q in reqs if not (pe is not None and q["in"] > pe) and q["in"] + q["out"] > de)
+    assert (t["prefill"], t["decode"]) == (want_pe, want_de), (r["system"], t, want_pe, want_de)
+    assert t["requests"] == want_pe + want_de and r["requests"] == 6 - t["requests"], r
+    assert r["agents"] == 1, r  # the session went on past its refused turns
+basic = d["results"][0]["too_long"]
+assert basic["prefill"] == 6, basic  # 332,571 tokens of PE HBM: every prompt is longer
+if sys.argv[1].endswith("small-de.json"):
+    assert d["results"][1]["too_long"]["decode"] > 0, d["results"][1]
+PY
 done
 
 # Bad input: one line on stderr naming the problem, exit status 2.

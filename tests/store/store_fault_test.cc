@@ -9,6 +9,10 @@
 // deleted registers again; a frozen leader's successor never answers without the live nodes'
 // objects.
 //
+// The store runs as `cluster run --store` runs it (docs/store.md "Security"): etcd with mutual TLS,
+// masters and nodes with certificates of a CA made for the test and a transfer token, none with
+// --insecure; the test's own calls use the CA's client certificate.
+//
 // The times from the fault to the recovery are printed (and recorded as test properties) for
 // docs/store.md; they are not asserted (shared machines). Waits poll a condition every 10 ms with
 // a 60 s hang guard.
@@ -32,53 +36,29 @@
 #include <vector>
 
 #include "dualpath/common/grpc_channel.h"
-#include "dualpath/common/spawn.h"
 #include "dualpath/common/splitmix.h"
 #include "dualpath/coord/etcd_client.h"
 #include "dualpath/coord/etcd_test_server.h"
 #include "dualpath/kv/block_file.h"
 #include "dualpath/store/client.h"
 #include "dualpath/store/v1/store.grpc.pb.h"
+#include "dualpath/transfer/token.h"
+#include "store_procs.h"
 
 namespace dualpath::store {
 namespace {
 
 namespace pb = ::dualpath::store::v1;
 using Clock = std::chrono::steady_clock;
+using test::Proc;
+using test::ReadFile;
+using test::WaitUntil;
 
-constexpr auto kGuard = std::chrono::seconds(60);
 constexpr int kTtlS = 2;  // node membership and election TTL of these clusters
 constexpr uint64_t kObject = 256 * 1024;
 
-bool WaitUntil(const std::function<bool()>& done) {
-  const auto deadline = Clock::now() + kGuard;
-  while (!done()) {
-    if (Clock::now() >= deadline) return false;
-    std::this_thread::sleep_for(std::chrono::milliseconds(10));
-  }
-  return true;
-}
-
 double SecondsSince(Clock::time_point t0) {
   return std::chrono::duration<double>(Clock::now() - t0).count();
-}
-
-std::string ReadFile(const std::string& path) {
-  std::ifstream in(path);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
-
-std::string Binary() {
-  const char* dir = std::getenv("DUALPATH_BINARY_DIR");
-  return std::string(dir != nullptr ? dir : "build/dev") + "/bin/dualpath";
-}
-
-GrpcTls Insecure() {
-  GrpcTls t;
-  t.insecure = true;
-  return t;
 }
 
 ObjectKey Key(uint64_t i) {
@@ -102,33 +82,6 @@ std::vector<std::byte> Content(uint64_t i) {
   return out;
 }
 
-// A child `dualpath` process with its output in a log file.
-struct Proc {
-  pid_t pid = -1;
-  std::string log;
-  bool frozen = false;  // SIGSTOPped by the test: not asked anything
-
-  void Kill() {
-    if (pid <= 0) return;
-    kill(pid, SIGKILL);
-    int st = 0;
-    waitpid(pid, &st, 0);
-    pid = -1;
-  }
-  bool Alive() const { return pid > 0 && kill(pid, 0) == 0; }
-  // The exit status once the process ended (reaped here), else nullopt.
-  std::optional<int> Exited() {
-    if (pid <= 0) return exit_status;
-    int st = 0;
-    if (waitpid(pid, &st, WNOHANG) != pid) return std::nullopt;
-    pid = -1;
-    exit_status = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
-    return exit_status;
-  }
-  std::optional<int> exit_status;
-  ~Proc() { Kill(); }
-};
-
 class StoreFaultTest : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -139,6 +92,13 @@ class StoreFaultTest : public ::testing::Test {
     ASSERT_NE(mkdtemp(tmpl.data()), nullptr);
     dir_ = tmpl;
     cluster_ = "sf" + std::to_string(getpid());
+    // The test's CA (one certificate for every master and node, etcd's, the client's) and token.
+    Result<test::StoreCredentials> creds = test::StoreCredentials::Create(dir_);
+    ASSERT_TRUE(creds.ok()) << creds.status().ToString();
+    creds_ = *creds;
+    tls_ = creds_.client;
+    token_ = creds_.token;
+    etcd_.UseTls(creds_.EtcdFiles(), tls_);
     ASSERT_TRUE(etcd_.Start().ok());
   }
 
@@ -155,35 +115,26 @@ class StoreFaultTest : public ::testing::Test {
     }
   }
 
-  std::vector<std::string> EtcdFlags() const {
-    return {"--cluster", cluster_, "--etcd", etcd_.endpoint(), "--etcd-insecure"};
+  // The cluster, etcd and the TLS files of `identity` ("node" or "client"): etcd is reached with
+  // the --tls-* files too.
+  std::vector<std::string> EtcdFlags(const std::string& identity = "client") const {
+    std::vector<std::string> flags = {"--cluster", cluster_, "--etcd", etcd_.endpoint()};
+    for (std::string& f : creds_.TlsFlags(identity)) flags.push_back(std::move(f));
+    return flags;
   }
 
   // Starts a child and waits for `ready` in its log.
   std::unique_ptr<Proc> Spawn(std::vector<std::string> args, const std::string& name,
                               const std::string& ready) {
-    auto p = std::make_unique<Proc>();
-    p->log = dir_ + "/" + name + ".log";
-    SpawnOptions o;
-    o.argv.push_back(Binary());
-    for (auto& a : args) o.argv.push_back(std::move(a));
-    o.log_path = p->log;
-    Result<pid_t> pid = SpawnProcess(o);
-    EXPECT_TRUE(pid.ok()) << pid.status().ToString();
-    if (!pid.ok()) return nullptr;
-    p->pid = *pid;
-    const bool up =
-        WaitUntil([&] { return ReadFile(p->log).find(ready) != std::string::npos || !p->Alive(); });
-    EXPECT_TRUE(up && p->Alive()) << name << " did not start:\n" << ReadFile(p->log);
-    return p;
+    return test::SpawnDualpath(std::move(args), dir_ + "/" + name + ".log", ready);
   }
 
   void StartMaster() {
     std::vector<std::string> a = {"store", "master"};
-    for (auto& f : EtcdFlags()) a.push_back(f);
+    for (auto& f : EtcdFlags("node")) a.push_back(f);
     // No --join-grace: a new leader waits for the listed nodes as long as their leases say.
-    for (const char* f : {"--listen", "127.0.0.1:0", "--insecure", "--election-ttl", "2",
-                          "--put-timeout", "3", "--pin-ttl", "5"}) {
+    for (const char* f : {"--listen", "127.0.0.1:0", "--election-ttl", "2", "--put-timeout", "3",
+                          "--pin-ttl", "5"}) {
       a.push_back(f);
     }
     masters_.push_back(Spawn(a, "master" + std::to_string(masters_.size()), "listening on"));
@@ -191,11 +142,12 @@ class StoreFaultTest : public ::testing::Test {
 
   std::vector<std::string> NodeArgs(uint32_t id, int dram_mib) const {
     std::vector<std::string> a = {"store", "node"};
-    for (auto& f : EtcdFlags()) a.push_back(f);
+    for (auto& f : EtcdFlags("node")) a.push_back(f);
     const std::string sid = std::to_string(id);
     for (const std::string& f :
          {std::string("--id"), sid, std::string("--host"), "node" + sid, std::string("--dram-mib"),
-          std::to_string(dram_mib), std::string("--insecure"), std::string("--ttl"),
+          std::to_string(dram_mib), std::string("--rpc-listen"), std::string("127.0.0.1:0"),
+          std::string("--transfer-token-file"), token_, std::string("--ttl"),
           std::to_string(kTtlS)}) {
       a.push_back(f);
     }
@@ -218,9 +170,7 @@ class StoreFaultTest : public ::testing::Test {
   // The etcd client of the test (made once).
   coord::EtcdClient& Etcd() {
     if (etcd_client_ == nullptr) {
-      coord::EtcdOptions o;
-      o.endpoints = etcd_.endpoint();
-      o.tls.insecure = true;
+      coord::EtcdOptions o = etcd_.ClientOptions();
       o.rpc_timeout = 2 * kNanosPerSecond;
       auto c = coord::EtcdClient::Connect(o);
       EXPECT_TRUE(c.ok()) << c.status().ToString();
@@ -235,7 +185,7 @@ class StoreFaultTest : public ::testing::Test {
       if (m == nullptr || !m->Alive() || m->frozen) continue;
       const std::string addr = MasterAddress(*m);
       if (addr.empty()) continue;
-      auto stub = pb::StoreMaster::NewStub(MakeChannel(addr, Insecure()));
+      auto stub = pb::StoreMaster::NewStub(MakeChannel(addr, tls_));
       grpc::ClientContext ctx;
       ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(2));
       pb::StatsResponse st;
@@ -256,7 +206,7 @@ class StoreFaultTest : public ::testing::Test {
     pb::StatsResponse st;
     std::optional<std::string> addr = LeaderAddress();
     if (!addr) return st;
-    auto stub = pb::StoreMaster::NewStub(MakeChannel(*addr, Insecure()));
+    auto stub = pb::StoreMaster::NewStub(MakeChannel(*addr, tls_));
     grpc::ClientContext ctx;
     ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(2));
     (void)stub->Stats(&ctx, pb::StatsRequest(), &st);
@@ -265,9 +215,8 @@ class StoreFaultTest : public ::testing::Test {
 
   // Asks the master at `addr` for keys [first, first + n) with one raw Get (no retries) and
   // unpins at once: the gRPC status and the answer.
-  static grpc::Status RawGet(const std::string& addr, uint64_t first, uint64_t n,
-                             pb::GetResponse* gr) {
-    auto stub = pb::StoreMaster::NewStub(MakeChannel(addr, Insecure()));
+  grpc::Status RawGet(const std::string& addr, uint64_t first, uint64_t n, pb::GetResponse* gr) {
+    auto stub = pb::StoreMaster::NewStub(MakeChannel(addr, tls_));
     pb::GetRequest g;
     for (uint64_t i = first; i < first + n; ++i) {
       pb::ObjectKey* k = g.add_keys();
@@ -321,9 +270,12 @@ class StoreFaultTest : public ::testing::Test {
     if (client_ == nullptr) {
       ClientOptions o;
       o.cluster = cluster_;
-      o.etcd.endpoints = etcd_.endpoint();
-      o.etcd.tls.insecure = true;
-      o.master_tls = Insecure();
+      o.etcd = etcd_.ClientOptions();
+      o.etcd.rpc_timeout = 5 * kNanosPerSecond;
+      o.master_tls = tls_;
+      Result<std::string> token = transfer::ReadTransferToken(token_);
+      EXPECT_TRUE(token.ok()) << token.status().ToString();
+      o.transfer.token = token.ok() ? *token : "";
       o.host = "test-client";  // no node shares this host: every byte crosses the network
       o.retry_deadline = 30 * kNanosPerSecond;
       auto c = StoreClient::Create(o);
@@ -381,6 +333,9 @@ class StoreFaultTest : public ::testing::Test {
   std::unique_ptr<coord::EtcdClient> etcd_client_;  // for EtcdHasLeaderAndNodes, made once
   std::string dir_;
   std::string cluster_;
+  test::StoreCredentials creds_;  // the test's CA, certificates and transfer token
+  std::string token_;             // creds_.token: every node and client holds it
+  GrpcTls tls_;                   // creds_.client: the test's own calls
   std::vector<std::unique_ptr<Proc>> masters_;
   std::map<uint32_t, std::unique_ptr<Proc>> nodes_;
   std::unique_ptr<StoreClient> client_;
@@ -525,8 +480,10 @@ TEST_F(StoreFaultTest, WriterKilledMidPutNeverVisibleAndSpaceReturns) {
   // shows a put in progress.
   std::vector<std::string> a = {"store", "bench"};
   for (auto& f : EtcdFlags()) a.push_back(f);
-  for (const char* f : {"--master-insecure", "--host", "writer", "--size", "1048576", "--count",
-                        "4096", "--batch", "4", "--phase", "put", "--seed", "77"}) {
+  a.push_back("--transfer-token-file");
+  a.push_back(token_);
+  for (const char* f : {"--host", "writer", "--size", "1048576", "--count", "4096", "--batch", "4",
+                        "--phase", "put", "--seed", "77"}) {
     a.push_back(f);
   }
   auto writer = Spawn(a, "writer", "");
@@ -574,8 +531,10 @@ TEST_F(StoreFaultTest, WriterKilledMidPutNeverVisibleAndSpaceReturns) {
   // Every visible object of the writer reads back exactly (the bench checks every byte).
   std::vector<std::string> r = {"store", "bench"};
   for (auto& f : EtcdFlags()) r.push_back(f);
-  for (const char* f : {"--master-insecure", "--host", "reader", "--size", "1048576", "--count",
-                        "4096", "--batch", "16", "--phase", "get", "--seed", "77"}) {
+  r.push_back("--transfer-token-file");
+  r.push_back(token_);
+  for (const char* f : {"--host", "reader", "--size", "1048576", "--count", "4096", "--batch", "16",
+                        "--phase", "get", "--seed", "77"}) {
     r.push_back(f);
   }
   auto reader = Spawn(r, "reader", "get: ");
@@ -600,7 +559,10 @@ TEST_F(StoreFaultTest, AForgedRecordSurvivingAFailoverIsAMissNeverAnotherKeysByt
   // The node's StoreNode address is its etcd registration's value.
   auto reg = Etcd().Get("/dualpath/" + cluster_ + "/nodes/store-node-" + std::to_string(node));
   ASSERT_TRUE(reg.ok() && reg->has_value());
-  auto stub = pb::StoreNode::NewStub(MakeChannel((*reg)->value, Insecure()));
+  // With TLS on, only a holder of a certificate of the store's CA gets this far (store_auth_test
+  // shows everyone else refused at the handshake); such a holder is trusted alike (no roles,
+  // docs/store.md "Security"), so the checksum's key binding is what stops the forgery here.
+  auto stub = pb::StoreNode::NewStub(MakeChannel((*reg)->value, tls_));
   pb::RecordRequest rec;
   rec.set_leader_id("forged");
   pb::ReportedReplica* r = rec.add_replicas();
@@ -614,7 +576,7 @@ TEST_F(StoreFaultTest, AForgedRecordSurvivingAFailoverIsAMissNeverAnotherKeysByt
   grpc::ClientContext ctx;
   ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(5));
   pb::RecordResponse rr;
-  ASSERT_TRUE(stub->Record(&ctx, rec, &rr).ok());  // plaintext: nothing refuses it
+  ASSERT_TRUE(stub->Record(&ctx, rec, &rr).ok());  // the CA's client certificate: accepted
 
   Proc* leader = LeaderProc();
   ASSERT_NE(leader, nullptr);
@@ -643,25 +605,17 @@ TEST_F(StoreFaultTest, ASecondNodeWithALiveNodesIdIsRefused) {
   ASSERT_TRUE(std::filesystem::create_directories(dup_dir));
   std::vector<std::string> args = NodeArgs(1, 16);
   args.insert(args.end(), {"--shm-dir", dup_dir});
-  Proc dup;
-  dup.log = dir_ + "/dup.log";
-  SpawnOptions o;
-  o.argv.push_back(Binary());
-  for (auto& x : args) o.argv.push_back(x);
-  o.log_path = dup.log;
   const auto t0 = Clock::now();
-  Result<pid_t> pid = SpawnProcess(o);
-  ASSERT_TRUE(pid.ok()) << pid.status().ToString();
-  dup.pid = *pid;
+  std::unique_ptr<Proc> dup = test::SpawnDualpath(args, dir_ + "/dup.log", "");
+  ASSERT_NE(dup, nullptr);
   ASSERT_TRUE(WaitUntil([&] {
-    return dup.Exited().has_value() || ReadFile(dup.log).find("store node 1:") != std::string::npos;
+    return !dup->Alive() || ReadFile(dup->log).find("store node 1:") != std::string::npos;
   }));
   const double refused = SecondsSince(t0);
-  ASSERT_TRUE(dup.Exited().has_value()) << "the duplicate node 1 is running:\n"
-                                        << ReadFile(dup.log);
-  EXPECT_NE(*dup.Exited(), 0);
-  EXPECT_NE(ReadFile(dup.log).find("held by a live registration"), std::string::npos)
-      << ReadFile(dup.log);
+  ASSERT_FALSE(dup->Alive()) << "the duplicate node 1 is running:\n" << ReadFile(dup->log);
+  EXPECT_NE(dup->ExitCode(), 0);
+  EXPECT_NE(ReadFile(dup->log).find("held by a live registration"), std::string::npos)
+      << ReadFile(dup->log);
   std::printf("store fault: a second node 1 refused after %.2f s (lease TTL %d s)\n", refused,
               kTtlS);
   RecordProperty("duplicate_refused_seconds", std::to_string(refused));

@@ -42,6 +42,14 @@ struct GrpcTlsFiles {
   std::string key;   // --tls-key: its PEM private key; must be owner-only (mode 0600 or 0400)
   std::string ca;    // --tls-ca: PEM CA certificate(s): verifies peers; on a server, enables mTLS
   bool insecure = false;  // --insecure: plaintext on TCP (a warning is printed)
+  // What the messages call the flags: "" names --tls-cert, --tls-key, --tls-ca and --insecure;
+  // "etcd-" names --etcd-tls-cert, ..., --etcd-insecure (the options towards one kind of peer).
+  std::string flag_prefix;
+
+  // True when none of the four options was given.
+  bool empty() const { return cert.empty() && key.empty() && ca.empty() && !insecure; }
+  // The flag `name` ("tls-cert", "insecure") as the user typed it: "--" + flag_prefix + name.
+  std::string Flag(std::string_view name) const;
 };
 
 // The options loaded: PEM text, read once at start-up (a client or server built from it cannot
@@ -57,10 +65,18 @@ struct GrpcTls {
 inline constexpr std::string_view kGrpcTlsFlagsHint =
     "--tls-cert and --tls-key (plus --tls-ca for mutual TLS), or --insecure";
 
-// Checks the combination and reads the files. kInvalidArgument naming the flag for: --tls-cert
-// without --tls-key or the reverse, --insecure together with any file, a file that is missing, not
-// a regular file, larger than 1 MiB or without a PEM block, a key file readable by group or others.
+// Checks the combination and reads the files. kInvalidArgument naming the flag (files.Flag) for:
+// --tls-cert without --tls-key or the reverse, --insecure together with any file, a file that is
+// missing, not a regular file, larger than 1 MiB or without a PEM block, a key file readable by
+// group or others, a certificate or CA file whose first PEM block is no X.509 certificate, a key
+// that does not parse, and a key that is not the private half of --tls-cert's certificate. All of
+// these would otherwise surface later as a server that does not start or a handshake that fails,
+// with no flag named.
 Result<GrpcTls> LoadGrpcTls(const GrpcTlsFiles& files);
+
+// `given` when any of its options was set, else `fallback`: a process's options towards one kind
+// of peer (--etcd-tls-*, --master-tls-*) default to its own --tls-* / --insecure.
+Result<GrpcTls> LoadGrpcTlsOr(const GrpcTlsFiles& given, const GrpcTlsFiles& fallback);
 
 // True for unix: and unix-abstract: addresses (no TLS there).
 bool IsUnixAddress(std::string_view address);

@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "dualpath/common/clock.h"
+#include "dualpath/common/grpc_tls.h"
 #include "dualpath/common/status.h"
 #include "dualpath/sched/cluster.h"
 #include "dualpath/sched/routing.h"
@@ -66,9 +67,11 @@ struct ServiceOptions {
   // block counts as stored when any of them holds it; docs/store.md "In the system").
   std::string store_subdir;
   // The distributed KV store the hit probe also asks (StoreClient::Exists on the leader master):
-  // etcd endpoints and the store cluster's name. Empty: no store.
+  // etcd endpoints and the store cluster's name. Empty: no store. kv_store_tls: the transport
+  // security towards its etcd and masters (grpc_tls.h; `--kv-store-tls-*`).
   std::string kv_store_etcd;
   std::string kv_store_cluster;
+  GrpcTls kv_store_tls;
   // Prompt block hashing (kv::BlockHasher), announced to engines at registration.
   std::string hash_algo = "sha256_cbor";
   std::string hash_seed = "0";

@@ -84,8 +84,9 @@ struct EngineOptions {
   // then another node's over the compute network) and verified like a file read, and every block
   // the write-behind persists is also put into the store. Empty: the store is not used (the
   // default; nothing changes).
-  std::string kv_store_etcd;     // etcd endpoints, HOST:PORT[,...] (plaintext)
+  std::string kv_store_etcd;     // etcd endpoints, HOST:PORT[,...]
   std::string kv_store_cluster;  // the store cluster's name
+  GrpcTls kv_store_tls;          // towards the store's etcd and masters (grpc_tls.h rules)
   uint32_t kv_store_node = 0;    // the store node beside this engine (preferred for puts)
   std::string kv_store_host;     // host name that store nodes on this node advertise ("": node)
   // Where the store nodes on this host keep their tier files (their --shm-dir): a same-host

@@ -84,8 +84,9 @@ struct BatchPlan {
 //    min(remaining, min_chunk_tokens) tokens (a forward pass over the quota beats a stall);
 //    an empty queue gives an empty plan.
 // kInvalidArgument for a malformed queue entry, kSchedBadConfig for a bad model or limits,
-// kResourceExhausted when the head's cached KV alone exceeds max_batch_kv_tokens (it could never
-// run; the caller must not admit such a request to a non-layerwise PE).
+// kResourceExhausted when the head's whole prompt (cached + remaining) exceeds
+// max_batch_kv_tokens: it could never finish, so the caller must not admit such a request to a
+// non-layerwise PE (sched::CheckTooLong, types.h). A head that fits the limit always progresses.
 Status PackBatch(std::span<const PrefillWork> queue, const AttentionTimeModel& model,
                  const BatchLimits& limits, BatchPlan* out);
 

@@ -42,6 +42,25 @@ struct SchedRequest {
   Status Validate() const;
 };
 
+// Requests no engine can ever hold. An engine holds at most a fixed number of KV tokens: a PE its
+// prompt (all layers in HBM without layerwise prefill; the buffer of a real engine), a DE the
+// prompt plus the generation (SchedRequest::decode_tokens). A request above the largest engine of
+// a side would wait forever: phase 2 waits for free HBM that cannot appear, and PackBatch cannot
+// fit its prompt. Real traces contain such requests (agentic contexts of 800K tokens), so every
+// driver refuses them before Submit, as a serving engine refuses a prompt longer than its
+// maximum: the scheduler service fails them with a result naming the sizes (docs/control.md), the
+// simulator counts and reports them (docs/sim.md). This is the one rule both use.
+enum class TooLong : uint8_t {
+  kFits,     // some engine of each side can hold it
+  kPrefill,  // prompt > the largest prefill engine's capacity
+  kDecode,   // prompt + generation > the largest decode engine's capacity
+};
+std::string_view TooLongName(TooLong t);  // "fits", "prefill", "decode"
+// Capacities in tokens of the largest engine of each side; <= 0 means unbounded (or not known
+// yet: it may fit). The prefill side is checked first. Inputs are the request's sizes (>= 0).
+TooLong CheckTooLong(int64_t prompt_tokens, int64_t gen_tokens, int64_t prefill_capacity_tokens,
+                     int64_t decode_capacity_tokens);
+
 // What an engine reports when its group fetches (§6.1). Each report overwrites the scheduler's
 // view of that engine; between reports the scheduler adds what it assigned itself.
 struct EngineReport {

@@ -73,9 +73,24 @@ struct AgentPath {
   double decode_s = 0;
 };
 
+// Requests no engine of the simulated cluster can hold (sched::CheckTooLong), refused on arrival
+// as a serving engine refuses a prompt longer than its maximum; the agent's session goes on with
+// its next turn. Real traces contain them: the longest WEKA Claude Code prompts (838K tokens) do
+// not fit a Basic PE's HBM (docs/sim.md "Requests too long for an engine").
+struct TooLongRequests {
+  uint64_t requests = 0;  // refused, = prefill + decode
+  uint64_t prefill = 0;   // prompt > prefill_capacity_tokens
+  uint64_t decode = 0;    // prompt + generation > decode_capacity_tokens
+  // KV tokens one PE holds in HBM without layerwise prefill; 0 = no limit (layerwise prefill
+  // holds one layer at a time).
+  int64_t prefill_capacity_tokens = 0;
+  int64_t decode_capacity_tokens = 0;  // KV tokens one DE reserves for its requests
+};
+
 struct SimResult {
   std::string system;
-  uint64_t requests = 0;
+  uint64_t requests = 0;  // served; requests too long for any engine are in too_long
+  TooLongRequests too_long;
   uint64_t agents = 0;
   double jct_s = 0;  // offline: last completion; online: also reported (makespan)
   double mean_agent_jct_s = 0;
