@@ -86,7 +86,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
         v1::ListEnginesReply reply;
         fuzz::CheckRefusal(s.ListEngines(&ctx, &call.list_engines(), &reply));
         if (reply.engines_size() != reply.engine_ids_size() ||
-            reply.engines_size() != reply.alive_size()) {
+            reply.engines_size() != reply.alive_size() ||
+            reply.engines_size() != reply.reachable_size()) {
           fuzz::Broken("ListEngines columns of different lengths");
         }
         break;

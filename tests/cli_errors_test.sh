@@ -4,7 +4,9 @@
 #    FIFO with no writer, exits 2 at once with one line naming the path (never hangs or throws);
 #  - no exception reaches the user raw: a number no double holds, a buffer size beyond RAM;
 #  - output that cannot be written (missing directory, /dev/full, a directory, stdout on a full
-#    device) is one line naming the output and a non-zero status, and leaves no partial file.
+#    device) is one line naming the output and a non-zero status, and leaves no partial file;
+#  - (issue 25 item 3) an output is never written through a symlink, a FIFO or block device target
+#    is refused (exit 2), a 255-byte name works.
 # Each run is bounded by `timeout 20`: a hang fails the test instead of hanging it.
 set -u
 bin=$1
@@ -101,7 +103,47 @@ expect 2 "--plot" "${small[@]}" --plot "$tmp/it's"
 # A good --json still works and leaves only the file.
 timeout 60 "$bin" "${small[@]}" --json "$tmp/ok.json" >/dev/null || fail "--json ok.json failed"
 [[ -s $tmp/ok.json ]] || fail "--json ok.json is empty"
-[[ -z $(ls "$tmp" | grep 'ok.json.tmp') ]] || fail "--json left a temporary file"
+[[ -z $(ls -A "$tmp" | grep -e 'ok.json.tmp' -e '.dualpath-out') ]] || fail "--json left a temporary file"
+
+# Output files in a shared directory (issue 25 item 3). A symlink planted at the name of the old
+# temporary (<target>.tmp.<pid>: the pid is known here because the shell execs the command) must
+# not make the output land on the link's target.
+echo precious >"$tmp/victim"
+timeout 60 bash -c 'ln -s "$1" "$2.tmp.$$" && exec "$3" sim --agents 4 --max-len 16K --system basic --json "$2"' \
+  _ "$tmp/victim" "$tmp/planted.json" "$bin" >/dev/null 2>"$tmp/err.txt" ||
+  fail "--json beside a planted temporary name failed: $(cat "$tmp/err.txt")"
+[[ $(cat "$tmp/victim") == precious ]] || fail "--json wrote through a planted symlink"
+grep -q '"system"' "$tmp/planted.json" || fail "--json planted.json lacks the results"
+# A target that is a symlink is refused, whatever it points to; FIFOs and block devices too.
+ln -s "$tmp/victim" "$tmp/link.json"
+expect 2 "--json $tmp/link.json is a symbolic link" "${small[@]}" --json "$tmp/link.json"
+[[ $(cat "$tmp/victim") == precious ]] || fail "--json wrote through a symlink target"
+mkfifo "$tmp/out.fifo"
+expect 2 "--json $tmp/out.fifo is not a regular file (a FIFO)" "${small[@]}" --json "$tmp/out.fifo"
+if mknod "$tmp/blockdev" b 7 250 2>/dev/null; then
+  expect 2 "is not a regular file (a block device)" "${small[@]}" --json "$tmp/blockdev"
+else
+  echo "cli_errors: block device target not checked (mknod needs root)"
+fi
+# A name of 255 bytes works (the old temporary's name was longer than the file system allows).
+long=$tmp/$(printf 'n%.0s' {1..250}).json
+timeout 60 "$bin" "${small[@]}" --json "$long" >/dev/null 2>"$tmp/err.txt" ||
+  fail "--json with a 255-byte name failed: $(cat "$tmp/err.txt")"
+[[ -s $long ]] || fail "--json with a 255-byte name wrote nothing"
+# gnuplot writes the plots itself: a symlink planted at a plot's name in --plot DIR is replaced,
+# never written through.
+if command -v gnuplot >/dev/null; then
+  mkdir "$tmp/plots"
+  ln -s "$tmp/victim" "$tmp/plots/jct.png"
+  ln -s "$tmp/victim" "$tmp/plots/gnuplot.log"
+  expect 2 "gnuplot.log is a symbolic link" "${small[@]}" --plot "$tmp/plots"
+  rm "$tmp/plots/gnuplot.log"
+  timeout 60 "$bin" "${small[@]}" --plot "$tmp/plots" >/dev/null 2>"$tmp/err.txt" ||
+    fail "--plot beside a planted symlink failed: $(cat "$tmp/err.txt")"
+  [[ $(cat "$tmp/victim") == precious ]] || fail "--plot wrote through a symlink at jct.png"
+  [[ -f $tmp/plots/jct.png && ! -L $tmp/plots/jct.png ]] || fail "--plot did not write jct.png"
+  [[ -z $(ls -A "$tmp/plots" | grep dualpath-plot) ]] || fail "--plot left its private directory"
+fi
 
 # The store's processes (issue 16): bad flags are refused before anything connects or binds.
 etcd=(--etcd 127.0.0.1:1 --etcd-insecure)

@@ -8,6 +8,7 @@
 #   testbed.sh up   STATE_DIR NAME STOR_RATE_BIT COMP_RATE_BIT DSCP(0|1) STOR_ADDR/PREFIX \
 #                   COMP_PREFIX NODE:STOR_ADDR:COMP_ADDR...
 #   testbed.sh down STATE_DIR NAME
+#   testbed.sh shm-files NAME        (the /dev/shm files `down` removes, one per line)
 #
 # Layout (see docs/testbed.md):
 #   netns dp-NAME.stor  bridge sbr (STOR_ADDR), glusterd + one brick, admin FUSE mount
@@ -261,6 +262,32 @@ kill_pids() {
   done
 }
 
+# shm_files NAME: the /dev/shm files of cluster NAME, one per line, matched exactly (docs/testbed.md
+# "What down removes"): the nodes' shared-memory pools that `cluster run` gives its engines
+# (dualpath-NAME-NODE.pool, NODE = p<i> or d<i>, docs/replay.md), and the DRAM tier files of store
+# nodes killed rather than stopped (dualpath-store-STORE-ID, ID = 1, 2, ...; STORE = NAME for
+# `cluster up --store`, NAME.SYSTEM for `cluster run --store`, docs/store.md "In the system").
+# A cluster name has no '.' and no glob characters, but may contain '-': an open-ended pattern
+# such as dualpath-NAME-* would also match cluster NAME-b's files, so every part after NAME is
+# spelled out.
+shm_files() {
+  local name=$1 f rest
+  # A glob for the fixed prefix, then the rest of the name checked whole.
+  for f in "/dev/shm/dualpath-$name-"*.pool; do
+    rest=${f#"/dev/shm/dualpath-$name-"}
+    [[ -e $f && $rest =~ ^[pd][0-9]+\.pool$ ]] && printf '%s\n' "$f"
+  done
+  for f in "/dev/shm/dualpath-store-$name-"*; do
+    rest=${f#"/dev/shm/dualpath-store-$name-"}
+    [[ -e $f && $rest =~ ^[0-9]+$ ]] && printf '%s\n' "$f"
+  done
+  for f in "/dev/shm/dualpath-store-$name."*; do
+    rest=${f#"/dev/shm/dualpath-store-$name."}
+    [[ -e $f && $rest =~ ^[a-z]+(-[a-z]+)*-[0-9]+$ ]] && printf '%s\n' "$f"
+  done
+  return 0
+}
+
 cmd_down() {
   (($# == 2)) || die "usage: down STATE NAME"
   STATE=$1 NAME=$2
@@ -312,12 +339,11 @@ cmd_down() {
     }
   done
 
-  # 4. The nodes' shared-memory pools that `cluster run` gives its engines
-  # (/dev/shm/dualpath-NAME-NODE.pool, docs/replay.md): every engine of the cluster is gone now.
-  rm -f "/dev/shm/dualpath-$NAME-"*.pool || failed=1
-  # The DRAM tier files of store nodes killed rather than stopped (`cluster up --store`: store
-  # cluster NAME; `cluster run --store`: NAME.SYSTEM; docs/store.md "In the system").
-  rm -f "/dev/shm/dualpath-store-$NAME-"* "/dev/shm/dualpath-store-$NAME."* || failed=1
+  # 4. The cluster's own files in /dev/shm (shm_files below): every engine and store node of the
+  # cluster is gone now.
+  local -a shm=()
+  while IFS= read -r f; do shm+=("$f"); done < <(shm_files "$NAME")
+  ((${#shm[@]} == 0)) || rm -f -- "${shm[@]}" || failed=1
 
   # 5. State, but never while anything is still mounted below it (rm would recurse into it).
   if [[ -e $STATE ]]; then
@@ -332,6 +358,10 @@ cmd_down() {
 }
 
 case "${1:-}" in
+  shm-files) # for tests: what `down` would remove from /dev/shm
+    shift
+    shm_files "$1"
+    ;;
   up)
     shift
     cmd_up "$@"

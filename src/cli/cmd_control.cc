@@ -137,10 +137,11 @@ int Serve(const ServeArgs& a) {
   const control::ServiceStats st = s.service().stats();
   log::Info(
       "control: {} submitted={} assigned={} completed={} failed={} resubmitted={} "
-      "engines_dead={} stale_results={} routing={} routed={} route_fallbacks={}",
+      "engines_dead={} engines_cut_off={} engines_reconnected={} stale_results={} routing={} "
+      "routed={} route_fallbacks={}",
       finished ? "run finished" : "stopped", st.submitted, st.assigned, st.completed, st.failed,
-      st.resubmitted, st.engines_dead, st.stale_results, sched::RoutingName(o.routing), st.routed,
-      st.route_fallbacks);
+      st.resubmitted, st.engines_dead, st.engines_cut_off, st.engines_reconnected, st.stale_results,
+      sched::RoutingName(o.routing), st.routed, st.route_fallbacks);
   server->reset();
   if (const int sig = StopSignal(); sig != 0) {
     // Stopped, not finished: say so and exit 128 + signal (the server is down by now).
@@ -156,12 +157,15 @@ int Engines(const ClientArgs& args) {
   Result<control::v1::ListEnginesReply> listed = client->ListEngines();
   if (!listed.ok()) return ReportError("control engines", listed.status());
   const control::v1::ListEnginesReply& reply = *listed;
-  std::printf("%-4s %-12s %-8s %-8s %-6s %s\n", "id", "name", "role", "node", "alive", "peer");
+  // reachable: over the compute network, as the service judges it from the engines' probes.
+  std::printf("%-4s %-12s %-8s %-8s %-6s %-9s %s\n", "id", "name", "role", "node", "alive",
+              "reachable", "peer");
   for (int i = 0; i < reply.engines_size(); ++i) {
     const auto& e = reply.engines(i);
-    std::printf("%-4u %-12s %-8s %-8s %-6s %s\n", reply.engine_ids(i), e.name().c_str(),
+    const bool reachable = i >= reply.reachable_size() || reply.reachable(i);
+    std::printf("%-4u %-12s %-8s %-8s %-6s %-9s %s\n", reply.engine_ids(i), e.name().c_str(),
                 e.role() == control::v1::ROLE_DECODE ? "decode" : "prefill", e.node().c_str(),
-                reply.alive(i) ? "yes" : "no", e.peer_addr().c_str());
+                reply.alive(i) ? "yes" : "no", reachable ? "yes" : "no", e.peer_addr().c_str());
   }
   return kExitOk;
 }

@@ -3,12 +3,14 @@
 #include <fcntl.h>
 #include <fmt/format.h>
 #include <spawn.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
+#include <cstdlib>
 #include <filesystem>
 #include <string>
 #include <vector>
@@ -30,6 +32,14 @@ const char* KindOf(mode_t mode) {
   if (S_ISFIFO(mode)) return "a FIFO";
   if (S_ISSOCK(mode)) return "a socket";
   return "not a file";
+}
+
+// Back to blocking I/O on a descriptor opened O_NONBLOCK (so that opening a FIFO could not block).
+Status ClearNonBlock(int fd, const std::string& name) {
+  const int fl = ::fcntl(fd, F_GETFL);
+  if (fl < 0 || ::fcntl(fd, F_SETFL, fl & ~O_NONBLOCK) != 0)
+    return ErrnoStatus("fcntl " + name, errno);
+  return Status::Ok();
 }
 
 Status WriteAll(int fd, std::string_view text, const std::string& name) {
@@ -78,10 +88,7 @@ Result<UniqueFd> OpenRegularFile(const std::string& path, std::string_view what,
   if (!S_ISREG(st.st_mode)) {
     return InvalidArgument(name + " is not a regular file (" + KindOf(st.st_mode) + ")");
   }
-  const int fl = ::fcntl(fd.get(), F_GETFL);
-  if (fl < 0 || ::fcntl(fd.get(), F_SETFL, fl & ~O_NONBLOCK) != 0) {
-    return ErrnoStatus("fcntl " + name, errno);
-  }
+  RETURN_IF_ERROR(ClearNonBlock(fd.get(), name));
   return fd;
 }
 
@@ -164,27 +171,92 @@ Status CheckDirectory(const std::string& path, std::string_view what) {
   return Status::Ok();
 }
 
+namespace {
+
+// The process's umask without changing it (umask(2) can only set it, and setting it twice would
+// race with other threads creating files): Linux reports it in /proc/self/status since 4.7.
+mode_t CurrentUmask() {
+  Result<std::string> status = ReadRegularFile("/proc/self/status", "status", 1 << 16);
+  if (status.ok()) {
+    const size_t pos = status->find("\nUmask:");
+    if (pos != std::string::npos) {
+      return static_cast<mode_t>(std::strtoul(status->c_str() + pos + 8, nullptr, 8) & 0777);
+    }
+  }
+  return 022;
+}
+
+constexpr mode_t kOutputMode = 0644;
+
+// What lstat says is at an output path: Ok(true) when a regular file or nothing is there (write a
+// new file), Ok(false) for a character device (written in place), kInvalidArgument for anything
+// else; the symlink itself is looked at, not what it points to.
+Result<bool> CheckOutputTarget(const std::string& path, const std::string& name) {
+  if (path.empty()) return InvalidArgument(name + ": empty path");
+  struct stat st {};
+  if (::lstat(path.c_str(), &st) != 0) {
+    // A missing directory is reported when the file is created (kNotFound, exit 1), as before.
+    if (errno == ENOENT) return true;
+    return ErrnoStatus("stat " + name, errno);
+  }
+  if (S_ISREG(st.st_mode)) return true;
+  if (S_ISCHR(st.st_mode)) return false;
+  if (S_ISLNK(st.st_mode)) {
+    return InvalidArgument(name +
+                           " is a symbolic link: outputs are never written through a link; name "
+                           "the file itself");
+  }
+  if (S_ISDIR(st.st_mode)) return InvalidArgument(name + " is a directory");
+  return InvalidArgument(name + " is not a regular file (" + KindOf(st.st_mode) + ")");
+}
+
+// Opens the character device at `path` for writing; fstat() of the opened descriptor checks it is
+// still one (O_NONBLOCK: a FIFO swapped in meanwhile must not block the open).
+Result<UniqueFd> OpenCharDevice(const std::string& path, const std::string& name) {
+  UniqueFd fd(::open(path.c_str(), O_WRONLY | O_CLOEXEC | O_NOCTTY | O_NOFOLLOW | O_NONBLOCK));
+  if (!fd.valid()) return ErrnoStatus("open " + name, errno);
+  struct stat st {};
+  if (::fstat(fd.get(), &st) != 0) return ErrnoStatus("fstat " + name, errno);
+  if (!S_ISCHR(st.st_mode)) {
+    return InvalidArgument(name + " is not a regular file (" + KindOf(st.st_mode) + ")");
+  }
+  RETURN_IF_ERROR(ClearNonBlock(fd.get(), name));
+  return fd;
+}
+
+}  // namespace
+
 Status WriteOutputFile(const std::string& path, std::string_view text, std::string_view what) {
   const std::string name = Named(what, path);
   if (path.empty()) return InvalidArgument(std::string(what) + ": empty path");
-  struct stat st {};
-  if (::stat(path.c_str(), &st) == 0 && !S_ISREG(st.st_mode)) {
-    if (S_ISDIR(st.st_mode)) return InvalidArgument(name + " is a directory");
-    // A device or FIFO the user chose (/dev/stdout, a pipe): written in place, nothing to replace.
-    UniqueFd fd(::open(path.c_str(), O_WRONLY | O_CLOEXEC | O_NOCTTY));
-    if (!fd.valid()) return ErrnoStatus("open " + name, errno);
+  ASSIGN_OR_RETURN(const bool replace, CheckOutputTarget(path, name));
+  if (!replace) {
+    // A character device the user chose (/dev/null, /dev/full, a terminal): nothing to replace.
+    ASSIGN_OR_RETURN(UniqueFd fd, OpenCharDevice(path, name));
     RETURN_IF_ERROR(WriteAll(fd.get(), text, name));
     if (::close(fd.release()) != 0) return ErrnoStatus("close " + name, errno);
     return Status::Ok();
   }
-  // A new or regular file: write a temporary beside it, rename it over the target when complete.
-  const std::string tmp = path + ".tmp." + std::to_string(::getpid());
-  UniqueFd fd(::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOCTTY, 0644));
+  // A new or regular file: a temporary of our own beside it, renamed over the target when
+  // complete. mkostemp creates it with O_CREAT | O_EXCL (a planted name or symlink makes it pick
+  // another name, never reuse or follow one); its short fixed name keeps 255-byte targets working.
+  const size_t slash = path.rfind('/');
+  const std::string dir =
+      slash == std::string::npos ? std::string(".") : (slash == 0 ? "/" : path.substr(0, slash));
+  std::string tmp = dir + "/.dualpath-out.XXXXXX";
+  UniqueFd fd(::mkostemp(tmp.data(), O_CLOEXEC));
   if (!fd.valid()) return ErrnoStatus("create " + name, errno);
-  Status st_write = WriteAll(fd.get(), text, name);
+  // mkostemp makes the file 0600; an output gets the mode a plain create would give it.
+  Status st_write = Status::Ok();
+  if (::fchmod(fd.get(), kOutputMode & ~CurrentUmask()) != 0) {
+    st_write = ErrnoStatus("chmod " + tmp, errno);
+  }
+  if (st_write.ok()) st_write = WriteAll(fd.get(), text, name);
   if (st_write.ok() && ::close(fd.release()) != 0) {
     st_write = ErrnoStatus("close " + name, errno);
   }
+  // rename() replaces the name: had someone swapped a symlink in at `path` since the check, the
+  // link is replaced, never written through.
   if (st_write.ok() && ::rename(tmp.c_str(), path.c_str()) != 0) {
     st_write = ErrnoStatus("rename " + tmp + " to " + path, errno);
   }
@@ -193,6 +265,48 @@ Status WriteOutputFile(const std::string& path, std::string_view text, std::stri
     ::unlink(tmp.c_str());
   }
   return st_write;
+}
+
+Result<UniqueFd> CreateOutputFile(const std::string& path, std::string_view what) {
+  const std::string name = Named(what, path);
+  if (path.empty()) return InvalidArgument(std::string(what) + ": empty path");
+  ASSIGN_OR_RETURN(const bool regular, CheckOutputTarget(path, name));
+  if (!regular) return OpenCharDevice(path, name);
+  // O_NOFOLLOW: a symlink planted since the check fails the open (ELOOP) instead of being
+  // followed; O_NONBLOCK: so does a FIFO, found by the fstat below without blocking.
+  UniqueFd fd(::open(path.c_str(),
+                     O_WRONLY | O_CREAT | O_CLOEXEC | O_NOCTTY | O_NOFOLLOW | O_NONBLOCK,
+                     kOutputMode));
+  if (!fd.valid()) return ErrnoStatus("create " + name, errno);
+  struct stat st {};
+  if (::fstat(fd.get(), &st) != 0) return ErrnoStatus("fstat " + name, errno);
+  if (!S_ISREG(st.st_mode)) {
+    return InvalidArgument(name + " is not a regular file (" + KindOf(st.st_mode) + ")");
+  }
+  RETURN_IF_ERROR(ClearNonBlock(fd.get(), name));
+  if (::ftruncate(fd.get(), 0) != 0) return ErrnoStatus("truncate " + name, errno);
+  return fd;
+}
+
+Result<FileLock> FileLock::TryAcquire(const std::string& path) {
+  // No O_TRUNC: the holder's pid must stay readable until the claim is ours.
+  UniqueFd fd(::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0644));
+  if (!fd.valid()) return ErrnoStatus("open lock " + path, errno);
+  if (::flock(fd.get(), LOCK_EX | LOCK_NB) != 0) {
+    const int err = errno;
+    if (err != EWOULDBLOCK) return ErrnoStatus("flock " + path, err);
+    char buf[32] = {};
+    const ssize_t n = ::pread(fd.get(), buf, sizeof buf - 1, 0);
+    std::string holder = n > 0 ? std::string(buf, static_cast<size_t>(n)) : "";
+    while (!holder.empty() && (holder.back() == '\n' || holder.back() == ' ')) holder.pop_back();
+    return Unavailable("pid " + (holder.empty() ? std::string("unknown") : holder) + " holds " +
+                       path);
+  }
+  const std::string pid = std::to_string(::getpid()) + "\n";
+  if (::ftruncate(fd.get(), 0) != 0 || ::pwrite(fd.get(), pid.data(), pid.size(), 0) < 0) {
+    return ErrnoStatus("write lock " + path, errno);
+  }
+  return FileLock(std::move(fd), path);
 }
 
 Status PreparePlotDir(const std::string& dir) {
@@ -207,27 +321,54 @@ Status PreparePlotDir(const std::string& dir) {
   return CheckDirectory(dir, "--plot");
 }
 
-Status RunGnuplot(const std::string& script_path, const std::string& log_path) {
+Status RunGnuplot(const std::string& dir, const std::string& script_path) {
+  const std::string log_path = dir + "/gnuplot.log";
+  ASSIGN_OR_RETURN(UniqueFd log, CreateOutputFile(log_path, "--plot"));
+  // gnuplot writes its outputs where it runs: a private directory of ours (see file.h).
+  std::string work = dir + "/.dualpath-plot.XXXXXX";
+  if (::mkdtemp(work.data()) == nullptr) return ErrnoStatus("create --plot " + work, errno);
   posix_spawn_file_actions_t actions;
   posix_spawn_file_actions_init(&actions);
-  posix_spawn_file_actions_addopen(&actions, STDERR_FILENO, log_path.c_str(),
-                                   O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  posix_spawn_file_actions_adddup2(&actions, log.get(), STDERR_FILENO);
+  posix_spawn_file_actions_addchdir_np(&actions, work.c_str());
   std::string prog = "gnuplot";
-  std::vector<char*> argv = {prog.data(), const_cast<char*>(script_path.c_str()), nullptr};
+  // gnuplot resolves the script's path in its own working directory.
+  std::error_code abs_ec;
+  std::string script = std::filesystem::absolute(script_path, abs_ec).string();
+  if (abs_ec) script = script_path;
+  std::vector<char*> argv = {prog.data(), script.data(), nullptr};
   pid_t pid = -1;
   const int err = ::posix_spawnp(&pid, "gnuplot", &actions, nullptr, argv.data(), environ);
   posix_spawn_file_actions_destroy(&actions);
+  Status status = Status::Ok();
   if (err != 0) {
-    return ErrnoStatus(err == ENOENT ? "run gnuplot (is it installed?)" : "run gnuplot", err);
+    status = ErrnoStatus(err == ENOENT ? "run gnuplot (is it installed?)" : "run gnuplot", err);
+  } else {
+    int wstatus = 0;
+    while (::waitpid(pid, &wstatus, 0) < 0) {
+      if (errno != EINTR) {
+        status = ErrnoStatus("wait for gnuplot", errno);
+        break;
+      }
+    }
+    if (status.ok() && !(WIFEXITED(wstatus) && WEXITSTATUS(wstatus) == 0)) {
+      const std::string how = WIFEXITED(wstatus) ? "exit " + std::to_string(WEXITSTATUS(wstatus))
+                                                 : "signal " + std::to_string(WTERMSIG(wstatus));
+      status = IoError("gnuplot " + script_path + " failed (" + how + "); see " + log_path);
+    }
   }
-  int wstatus = 0;
-  while (::waitpid(pid, &wstatus, 0) < 0) {
-    if (errno != EINTR) return ErrnoStatus("wait for gnuplot", errno);
+  // Whatever gnuplot wrote goes to `dir` (rename replaces a name, it never follows a link there);
+  // the private directory goes in any case.
+  std::error_code ec;
+  for (const auto& e : std::filesystem::directory_iterator(work, ec)) {
+    const std::string to = dir + "/" + e.path().filename().string();
+    if (status.ok() && e.is_regular_file(ec) && ::rename(e.path().c_str(), to.c_str()) != 0) {
+      status = ErrnoStatus("rename " + e.path().string() + " to " + to, errno);
+    }
+    if (!status.ok()) ::unlink(e.path().c_str());
   }
-  if (WIFEXITED(wstatus) && WEXITSTATUS(wstatus) == 0) return Status::Ok();
-  const std::string how = WIFEXITED(wstatus) ? "exit " + std::to_string(WEXITSTATUS(wstatus))
-                                             : "signal " + std::to_string(WTERMSIG(wstatus));
-  return IoError("gnuplot " + script_path + " failed (" + how + "); see " + log_path);
+  ::rmdir(work.c_str());
+  return status;
 }
 
 }  // namespace dualpath

@@ -1,10 +1,12 @@
 #include "dualpath/common/grpc_server.h"
 
 #include <grpcpp/grpcpp.h>
+#include <grpcpp/resource_quota.h>
 #include <sys/stat.h>
 
 #include <cerrno>
 #include <cstring>
+#include <string>
 
 #include "dualpath/common/listen.h"
 
@@ -21,15 +23,30 @@ std::string UnixSocketPath(const std::string& listen) {
 
 }  // namespace
 
+int64_t GrpcTransportQuota(int64_t max_receive_bytes) {
+  return kGrpcQuotaFactor * max_receive_bytes + kGrpcQuotaSlackBytes;
+}
+
 Result<GrpcServerStart> StartGrpcServer(grpc::ServerBuilder& builder, const std::string& what,
-                                        const std::string& listen, const GrpcTls& tls) {
+                                        const std::string& listen, const GrpcTls& tls,
+                                        int64_t max_receive_bytes) {
   if (listen.empty()) return InvalidArgument(what + ": empty listen address");
+  if (max_receive_bytes < 1 || max_receive_bytes > kGrpcMaxReceiveLimit) {
+    return InvalidArgument(what + ": largest request of " + std::to_string(max_receive_bytes) +
+                           " bytes is outside [1, " + std::to_string(kGrpcMaxReceiveLimit) + "]");
+  }
   // A TCP listener without TLS and without --insecure is refused here, before anything binds.
   ASSIGN_OR_RETURN(std::shared_ptr<grpc::ServerCredentials> credentials,
                    GrpcServerCredentials(tls, what, listen));
   // Before gRPC unlinks a unix socket that is in use, or shares a TCP port.
   RETURN_IF_ERROR(CheckListenAddress(listen).WithContext(what));
   builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
+  // Bounded requests (grpc_server.h): the size check itself, and the quota on what the transport
+  // buffers before that check can run. The builder keeps its own reference to the quota.
+  builder.SetMaxReceiveMessageSize(static_cast<int>(max_receive_bytes));
+  grpc::ResourceQuota quota(what + " transport");
+  quota.Resize(static_cast<size_t>(GrpcTransportQuota(max_receive_bytes)));
+  builder.SetResourceQuota(quota);
   GrpcServerStart out;
   builder.AddListeningPort(listen, credentials, &out.port);
   const std::string socket_path = UnixSocketPath(listen);

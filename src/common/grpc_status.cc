@@ -111,6 +111,13 @@ Status FromGrpc(const grpc::Status& status, std::string_view what) {
   if (GrpcCodeFor(code) != status.error_code()) {
     message += fmt::format(" (gRPC code {})", static_cast<int>(status.error_code()));
   }
+  // gRPC's words for a request above the server's limit say nothing of why (grpc_server.h).
+  const std::string& text = status.error_message();
+  if (status.error_code() == grpc::StatusCode::RESOURCE_EXHAUSTED &&
+      (text.rfind("Received message larger than max", 0) == 0 ||
+       text.find("RST_STREAM with error code 11") != std::string::npos)) {
+    message += ": the request is larger than the server accepts (its request limit)";
+  }
   return Status(code, std::move(message));
 }
 

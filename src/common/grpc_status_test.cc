@@ -97,5 +97,21 @@ TEST(GrpcStatusTest, NamesakesAndComponentCodes) {
   EXPECT_EQ(no_room.error_message(), Status(Code::kEngineNoRoom, "area of 4096 bytes").ToString());
 }
 
+TEST(GrpcStatusTest, AnOverLimitRequestIsNamedForTheClient) {
+  for (const char* grpc_text : {"Received message larger than max (268435462 vs. 2097152)",
+                                "Received RST_STREAM with error code 11"}) {
+    const Status s = FromGrpc(grpc::Status(grpc::StatusCode::RESOURCE_EXHAUSTED, grpc_text),
+                              "store master Exists at 127.0.0.1:7400");
+    EXPECT_EQ(s.code(), Code::kResourceExhausted);
+    EXPECT_NE(s.message().find(grpc_text), std::string::npos) << s.ToString();
+    EXPECT_NE(s.message().find("larger than the server accepts"), std::string::npos)
+        << s.ToString();
+  }
+  // The service's own RESOURCE_EXHAUSTED (a full pool, no room) keeps its text.
+  const Status own =
+      FromGrpc(grpc::Status(grpc::StatusCode::RESOURCE_EXHAUSTED, "pool index full"), "pool");
+  EXPECT_EQ(own.message().find("larger than the server accepts"), std::string::npos);
+}
+
 }  // namespace
 }  // namespace dualpath

@@ -42,7 +42,7 @@ class GrpcTlsTest : public ::testing::Test {
     services_.push_back(std::make_unique<grpc::CallbackGenericService>());
     builder_ = std::make_unique<grpc::ServerBuilder>();
     builder_->RegisterCallbackGenericService(services_.back().get());
-    return StartGrpcServer(*builder_, "test", listen, tls);
+    return StartGrpcServer(*builder_, "test", listen, tls, 1 << 20);
   }
 
   std::string dir_, pki_;

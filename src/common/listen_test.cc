@@ -104,7 +104,7 @@ TEST_F(ListenTest, SecondGrpcServerRefusesAndTheFirstKeepsServing) {
   grpc::ServerBuilder* builders[] = {&b1, &b2, &b3, &b4};
   for (int i = 0; i < 4; ++i) builders[i]->RegisterCallbackGenericService(&svc[i]);
   const mode_t umask_before = ::umask(0022);
-  Result<GrpcServerStart> first = StartGrpcServer(b1, "first", unix_addr, kPlain);
+  Result<GrpcServerStart> first = StartGrpcServer(b1, "first", unix_addr, kPlain, 1 << 20);
   ASSERT_TRUE(first.ok()) << first.status().ToString();
   struct stat before {};
   ASSERT_EQ(stat((dir_ + "/g.sock").c_str(), &before), 0);
@@ -113,7 +113,7 @@ TEST_F(ListenTest, SecondGrpcServerRefusesAndTheFirstKeepsServing) {
   EXPECT_TRUE(S_ISSOCK(before.st_mode));
   EXPECT_EQ(before.st_mode & 0777, 0600u) << std::oct << (before.st_mode & 0777);
   EXPECT_EQ(::umask(umask_before), 0022u);
-  Result<GrpcServerStart> second = StartGrpcServer(b2, "second", unix_addr, kPlain);
+  Result<GrpcServerStart> second = StartGrpcServer(b2, "second", unix_addr, kPlain, 1 << 20);
   ASSERT_FALSE(second.ok());
   EXPECT_EQ(second.status().code(), Code::kAlreadyExists) << second.status().ToString();
   EXPECT_NE(second.status().message().find("address in use"), std::string::npos);
@@ -122,11 +122,11 @@ TEST_F(ListenTest, SecondGrpcServerRefusesAndTheFirstKeepsServing) {
   EXPECT_EQ(before.st_ino, after.st_ino) << "the first server's socket was replaced";
   EXPECT_TRUE(Answers(dir_ + "/g.sock"));
 
-  Result<GrpcServerStart> tcp = StartGrpcServer(b3, "tcp", "127.0.0.1:0", kPlain);
+  Result<GrpcServerStart> tcp = StartGrpcServer(b3, "tcp", "127.0.0.1:0", kPlain, 1 << 20);
   ASSERT_TRUE(tcp.ok()) << tcp.status().ToString();
   ASSERT_GT(tcp->port, 0);
   EXPECT_EQ(tcp->address, "127.0.0.1:" + std::to_string(tcp->port));
-  Result<GrpcServerStart> tcp2 = StartGrpcServer(b4, "tcp2", tcp->address, kPlain);
+  Result<GrpcServerStart> tcp2 = StartGrpcServer(b4, "tcp2", tcp->address, kPlain, 1 << 20);
   ASSERT_FALSE(tcp2.ok());
   EXPECT_EQ(tcp2.status().code(), Code::kAlreadyExists) << tcp2.status().ToString();
 

@@ -15,6 +15,7 @@
 #include <chrono>
 #include <cstring>
 #include <string>
+#include <vector>
 
 #include "dualpath/common/listen.h"
 #include "dualpath/common/log.h"
@@ -126,40 +127,6 @@ std::string Error(int code, std::string_view reason, std::string_view extra = ""
                   std::to_string(code) + " " + std::string(reason) + "\n", false, extra);
 }
 
-// Reads until the end of the headers, the size limit or the timeout. The raw bytes, or "" after
-// a timeout or a closed connection; `too_big` when the limit was hit first.
-std::string ReadRequest(int conn, bool* too_big) {
-  std::string buf;
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::nanoseconds(kReadTimeout);
-  char chunk[1024];
-  while (buf.find("\r\n\r\n") == std::string::npos && buf.find("\n\n") == std::string::npos) {
-    if (buf.size() >= kMaxRequestBytes) {
-      *too_big = true;
-      return buf;
-    }
-    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
-        deadline - std::chrono::steady_clock::now());
-    pollfd p{conn, POLLIN, 0};
-    if (left.count() <= 0 || poll(&p, 1, static_cast<int>(left.count())) <= 0) return "";
-    const ssize_t n = recv(conn, chunk, sizeof chunk, 0);
-    if (n <= 0) return "";
-    buf.append(chunk, static_cast<size_t>(n));
-  }
-  return buf;
-}
-
-// True if every byte was sent.
-bool SendAll(int conn, const std::string& data) {
-  size_t off = 0;
-  while (off < data.size()) {
-    const ssize_t n = send(conn, data.data() + off, data.size() - off, MSG_NOSIGNAL);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) return false;  // the client went away (or SO_SNDTIMEO passed)
-    off += static_cast<size_t>(n);
-  }
-  return true;
-}
-
 }  // namespace
 
 Result<int> ListenMetrics(std::string_view addr) { return BindAddr(addr); }
@@ -246,48 +213,122 @@ bool MetricsServer::WaitForScrape(Nanos timeout) {
   return cv_.wait_for(lock, std::chrono::nanoseconds(timeout), [&] { return mark_seen_ >= mark; });
 }
 
+// One connection: its request as it arrives, then its response as it leaves.
+struct MetricsServer::Conn {
+  int fd = -1;
+  std::chrono::steady_clock::time_point deadline;  // of the current phase (request or response)
+  std::string in;
+  std::string out;  // non-empty once the request is complete: the response
+  size_t sent = 0;
+  uint64_t mark = 0;     // mark_ when the request was complete (what this scrape has seen)
+  bool metrics = false;  // a 200 to /metrics: counted as a scrape once sent in full
+};
+
 void MetricsServer::Serve() {
-  pollfd fds[2] = {{fd_, POLLIN, 0}, {wake_[0], POLLIN, 0}};
+  // Non-blocking: a connection that the peer abandons between poll() and accept() must not block
+  // the loop in accept (for an inherited socket the parent never accepts on it).
+  fcntl(fd_, F_SETFL, fcntl(fd_, F_GETFL) | O_NONBLOCK);
+  std::vector<Conn> conns;  // oldest first
+  std::vector<pollfd> fds;
+  auto close_all = [&] {
+    for (Conn& c : conns) close(c.fd);
+  };
   while (true) {
-    if (poll(fds, 2, -1) < 0) {
+    fds.assign({{fd_, POLLIN, 0}, {wake_[0], POLLIN, 0}});
+    auto now = std::chrono::steady_clock::now();
+    auto next_deadline = std::chrono::steady_clock::time_point::max();
+    for (const Conn& c : conns) {
+      fds.push_back({c.fd, static_cast<short>(c.out.empty() ? POLLIN : POLLOUT), 0});
+      next_deadline = std::min(next_deadline, c.deadline);
+    }
+    // Wake for the first deadline (rounded up: a connection is dropped once it has passed).
+    const int timeout_ms =
+        conns.empty()
+            ? -1
+            : static_cast<int>(std::max<int64_t>(
+                  0, std::chrono::duration_cast<std::chrono::milliseconds>(next_deadline - now)
+                             .count() +
+                         1));
+    if (poll(fds.data(), fds.size(), timeout_ms) < 0) {
       if (errno == EINTR) continue;
       log::Error("metrics: poll: {}", std::strerror(errno));
+      close_all();
       return;
     }
-    if (fds[1].revents != 0) return;
-    if ((fds[0].revents & POLLIN) == 0) continue;
-    const int conn = accept4(fd_, nullptr, nullptr, SOCK_CLOEXEC);
-    if (conn < 0) continue;  // the peer gave up before we accepted: nothing to answer
-    Handle(conn);
-    close(conn);
+    if (fds[1].revents != 0) {
+      close_all();
+      return;
+    }
+    now = std::chrono::steady_clock::now();
+    // Connections first (indices match fds[2..]), then the new one, which may push out the oldest.
+    std::vector<Conn> kept;
+    kept.reserve(conns.size() + 1);
+    for (size_t i = 0; i < conns.size(); ++i) {
+      Conn& c = conns[i];
+      const short revents = fds[i + 2].revents;
+      const bool alive = (revents == 0 || Step(c, revents)) && now < c.deadline;
+      if (alive) {
+        kept.push_back(std::move(c));
+      } else {
+        close(c.fd);
+      }
+    }
+    conns = std::move(kept);
+    if ((fds[0].revents & POLLIN) != 0) {
+      const int conn = accept4(fd_, nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK);
+      if (conn >= 0) {  // else the peer gave up before we accepted: nothing to answer
+        if (conns.size() >= kMaxConnections) {
+          close(conns.front().fd);  // the oldest has had the most time
+          conns.erase(conns.begin());
+        }
+        Conn c;
+        c.fd = conn;
+        c.deadline = now + std::chrono::nanoseconds(kReadTimeout);
+        conns.push_back(std::move(c));
+      }
+    }
   }
 }
 
-void MetricsServer::Handle(int conn) {
-  // A stalled reader cannot hold the server for longer than the read timeout either.
-  timeval tv{static_cast<time_t>(kReadTimeout / kNanosPerSecond), 0};
-  setsockopt(conn, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
-  bool too_big = false;
-  const std::string request = ReadRequest(conn, &too_big);
-  if (too_big) {
-    (void)SendAll(conn, Error(431, "Request Header Fields Too Large"));
-    return;
+bool MetricsServer::Step(Conn& c, short revents) {
+  if (c.out.empty()) {
+    // Reading the request line and headers.
+    char chunk[1024];
+    const ssize_t n = recv(c.fd, chunk, sizeof chunk, MSG_DONTWAIT);
+    if (n < 0 && (errno == EAGAIN || errno == EINTR)) return true;
+    if (n <= 0) return false;  // closed or failed before a whole request: no one to answer
+    c.in.append(chunk, static_cast<size_t>(n));
+    if (c.in.find("\r\n\r\n") == std::string::npos && c.in.find("\n\n") == std::string::npos) {
+      if (c.in.size() < kMaxRequestBytes) return true;
+      c.out = Error(431, "Request Header Fields Too Large");
+    } else {
+      {
+        std::lock_guard<std::mutex> lock(mu_);
+        c.mark = mark_;  // this scrape renders every count made before now
+      }
+      c.out = HttpResponse(c.in, registry_, &c.metrics);
+    }
+    // The answer has its own deadline: a client that stops reading is dropped after it.
+    c.deadline = std::chrono::steady_clock::now() + std::chrono::nanoseconds(kReadTimeout);
+    revents = POLLOUT;  // try to send at once
   }
-  if (request.empty()) return;  // timed out or closed: no one to answer
-  uint64_t mark;
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    mark = mark_;  // this scrape renders every count made before now
-  }
-  bool metrics = false;
+  if ((revents & (POLLOUT | POLLERR | POLLHUP)) == 0) return true;
+  const ssize_t n =
+      send(c.fd, c.out.data() + c.sent, c.out.size() - c.sent, MSG_NOSIGNAL | MSG_DONTWAIT);
+  if (n < 0 && (errno == EAGAIN || errno == EINTR)) return true;
+  if (n <= 0) return false;  // the client went away
+  c.sent += static_cast<size_t>(n);
+  if (c.sent < c.out.size()) return true;
   // Only a response sent in full counts as a scrape.
-  if (!SendAll(conn, HttpResponse(request, registry_, &metrics)) || !metrics) return;
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    ++scrapes_;
-    mark_seen_ = std::max(mark_seen_, mark);
+  if (c.metrics) {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      ++scrapes_;
+      mark_seen_ = std::max(mark_seen_, c.mark);
+    }
+    cv_.notify_all();
   }
-  cv_.notify_all();
+  return false;
 }
 
 }  // namespace dualpath::metrics

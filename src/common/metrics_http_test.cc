@@ -9,14 +9,17 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <cerrno>
 #include <string>
 #include <thread>
+#include <vector>
 
 namespace dualpath::metrics {
 namespace {
 
-// One request over a fresh connection; the whole response (the server closes after it).
-std::string Exchange(const std::string& address, const std::string& request) {
+// A TCP connection to `address` (127.0.0.1:PORT); alone, a client that sends nothing (a slow or
+// stuck one).
+int Connect(const std::string& address) {
   const size_t colon = address.rfind(':');
   sockaddr_in a{};
   a.sin_family = AF_INET;
@@ -24,6 +27,12 @@ std::string Exchange(const std::string& address, const std::string& request) {
   inet_pton(AF_INET, address.substr(0, colon).c_str(), &a.sin_addr);
   const int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
   EXPECT_EQ(connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a), 0);
+  return fd;
+}
+
+// One request over a fresh connection; the whole response (the server closes after it).
+std::string Exchange(const std::string& address, const std::string& request) {
+  const int fd = Connect(address);
   EXPECT_EQ(send(fd, request.data(), request.size(), MSG_NOSIGNAL),
             static_cast<ssize_t>(request.size()));
   std::string out;
@@ -32,6 +41,14 @@ std::string Exchange(const std::string& address, const std::string& request) {
   while ((n = recv(fd, buf, sizeof buf, 0)) > 0) out.append(buf, static_cast<size_t>(n));
   close(fd);
   return out;
+}
+
+// Whether the server still holds the connection: a non-blocking read finds nothing yet (EAGAIN),
+// not the end of the stream that the server's close produces.
+bool StillOpen(int fd) {
+  char c;
+  const ssize_t n = recv(fd, &c, 1, MSG_DONTWAIT);
+  return n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK);
 }
 
 class MetricsServerTest : public ::testing::Test {
@@ -103,6 +120,40 @@ TEST_F(MetricsServerTest, WaitForScrapeNeedsAScrapeAfterTheMark) {
   while (!done.load()) Exchange(server_->address(), "GET /metrics HTTP/1.1\r\n\r\n");
   waiter.join();
   EXPECT_TRUE(served);
+}
+
+// Issue 25 item 7: the server used to take one connection at a time, each for up to its read
+// timeout, so N clients that connect and send nothing put every scrape N x 5 s behind them (and it
+// was answered only after each of them had been timed out and closed).
+TEST_F(MetricsServerTest, AnswersAScrapeWhileSlowClientsHoldConnections) {
+  std::vector<int> idle;
+  for (int i = 0; i < 4; ++i) idle.push_back(Connect(server_->address()));
+  const std::string r = Exchange(server_->address(), "GET /metrics HTTP/1.1\r\n\r\n");
+  EXPECT_EQ(r.rfind("HTTP/1.1 200 OK\r\n", 0), 0u) << r;
+  // Answered while they were held: none of them was timed out and closed first.
+  for (int fd : idle) {
+    EXPECT_TRUE(StillOpen(fd));
+    close(fd);
+  }
+  EXPECT_EQ(server_->scrapes(), 1u);
+}
+
+TEST_F(MetricsServerTest, BoundsItsConnectionsAndServesTheNewest) {
+  const size_t n = kMaxConnections + 4;
+  std::vector<int> idle;
+  for (size_t i = 0; i < n; ++i) idle.push_back(Connect(server_->address()));
+  const std::string r = Exchange(server_->address(), "GET /metrics HTTP/1.1\r\n\r\n");
+  EXPECT_EQ(r.rfind("HTTP/1.1 200 OK\r\n", 0), 0u) << r;
+  // The server holds at most kMaxConnections: to take the scrape's it dropped the oldest idle
+  // ones (accepted in order, so each idle connection was accepted before the scrape's).
+  size_t open = 0;
+  for (int fd : idle) {
+    open += StillOpen(fd) ? 1 : 0;
+    close(fd);
+  }
+  RecordProperty("idle_connections", static_cast<int>(n));
+  RecordProperty("idle_still_open", static_cast<int>(open));
+  EXPECT_LE(open, kMaxConnections - 1);
 }
 
 TEST(MetricsServer, AdoptsAnInheritedListeningSocket) {

@@ -82,7 +82,8 @@ Result<pid_t> SpawnProcess(const SpawnOptions& o) {
     if (in < 0 || dup2(in, STDIN_FILENO) < 0) ChildFail(report[1]);
     int out = o.output_fd;
     if (!o.log_path.empty()) {
-      out = open(o.log_path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+      // O_NOFOLLOW: a log is never written through a symlink planted at its name.
+      out = open(o.log_path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC | O_NOFOLLOW, 0644);
     } else if (out < 0) {
       out = open("/dev/null", O_WRONLY | O_CLOEXEC);
     }

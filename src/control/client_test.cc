@@ -104,7 +104,8 @@ class ClientTest : public ::testing::Test {
   void StartService() {
     grpc::ServerBuilder builder;
     builder.RegisterService(&service_);
-    auto started = StartGrpcServer(builder, "scripted scheduler", address_, GrpcTls{});
+    auto started = StartGrpcServer(builder, "scripted scheduler", address_, GrpcTls{},
+                                   kMaxSchedulerRequestBytes);
     ASSERT_TRUE(started.ok()) << started.status().ToString();
     server_ = std::move(started->server);
   }

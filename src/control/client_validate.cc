@@ -34,6 +34,17 @@ Status ValidateRequest(const v1::RequestSpec& spec, uint32_t vocab, bool teacher
         fmt::format("request {}: teacher has {} tokens, needs >= gen_tokens - 1 = {}", id,
                     spec.teacher_size(), spec.gen_tokens() - 1));
   }
+  // The context bound that keeps every message within its limit (client.h); 64-bit sums.
+  if (static_cast<uint64_t>(spec.prompt_size()) + spec.gen_tokens() > kMaxRequestTokens) {
+    return InvalidArgument(
+        fmt::format("request {}: {} prompt + {} generated tokens, more than kMaxRequestTokens = {}",
+                    id, spec.prompt_size(), spec.gen_tokens(), kMaxRequestTokens));
+  }
+  if (static_cast<uint64_t>(spec.teacher_size()) > kMaxRequestTokens) {
+    return InvalidArgument(
+        fmt::format("request {}: teacher has {} tokens, more than kMaxRequestTokens = {}", id,
+                    spec.teacher_size(), kMaxRequestTokens));
+  }
   RETURN_IF_ERROR(CheckTokens(id, "prompt", spec.prompt(), vocab));
   return CheckTokens(id, "teacher", spec.teacher(), vocab);
 }

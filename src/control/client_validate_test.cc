@@ -60,6 +60,20 @@ TEST(ValidateRequestTest, ChecksEveryTeacherTokenAndTheFirstProblemWins) {
   v1::RequestSpec huge = Spec(10, 1);
   huge.set_gen_tokens(UINT32_MAX);
   ExpectBad(huge, "request 7: teacher has 0 tokens, needs >= gen_tokens - 1 = 4294967294");
+  // Issue 25 item 7: the context and the teacher are bounded (what keeps a message in its limit).
+  v1::RequestSpec longest = Spec(10, 1);
+  longest.mutable_prompt()->Resize(static_cast<int>(kMaxRequestTokens) - 1, 1);
+  longest.set_gen_tokens(1);
+  EXPECT_TRUE(ValidateRequest(longest, kVocab).ok()) << "prompt + generated = the bound";
+  longest.set_gen_tokens(2);
+  longest.add_teacher(1);
+  ExpectBad(
+      longest,
+      "request 7: 1048575 prompt + 2 generated tokens, more than kMaxRequestTokens = 1048576");
+  v1::RequestSpec teacher = Spec(10, 1);
+  teacher.mutable_teacher()->Resize(static_cast<int>(kMaxRequestTokens) + 1, 1);
+  ExpectBad(teacher,
+            "request 7: teacher has 1048577 tokens, more than kMaxRequestTokens = 1048576");
 }
 
 }  // namespace

@@ -7,6 +7,7 @@
 
 #include "dualpath/common/grpc_server.h"
 #include "dualpath/common/log.h"
+#include "dualpath/control/client.h"
 
 namespace dualpath::control {
 
@@ -18,11 +19,12 @@ Result<std::unique_ptr<ControlServer>> ControlServer::Start(const std::string& l
   ASSIGN_OR_RETURN(s->service_, SchedulerService::Create(options));
 
   grpc::ServerBuilder builder;
-  builder.SetMaxReceiveMessageSize(-1);
   builder.SetMaxSendMessageSize(-1);
   builder.RegisterService(s->service_.get());
-  // Refuses an address another server holds ("address in use") instead of taking it over.
-  ASSIGN_OR_RETURN(GrpcServerStart started, StartGrpcServer(builder, "control", listen, tls));
+  // Refuses an address another server holds ("address in use") instead of taking it over, and a
+  // request larger than the protocol's largest (client.h: kMaxSchedulerRequestBytes).
+  ASSIGN_OR_RETURN(GrpcServerStart started,
+                   StartGrpcServer(builder, "control", listen, tls, kMaxSchedulerRequestBytes));
   s->server_ = std::move(started.server);
   s->address_ = std::move(started.address);
   s->liveness_ = std::thread([p = s.get()] { p->LivenessLoop(); });

@@ -69,6 +69,11 @@ ServiceMetrics::ServiceMetrics(metrics::Registry& registry, std::string system,
                 metrics::Type::kCounter, {"system"})
       .Add({system_}, field(&ServiceStats::engines_dead));
   group_
+      .Callback("dualpath_service_engines_cut_off_total",
+                "Times the service cut an engine off as unreachable over the compute network.",
+                metrics::Type::kCounter, {"system"})
+      .Add({system_}, field(&ServiceStats::engines_cut_off));
+  group_
       .Callback("dualpath_service_open_requests",
                 "Requests submitted and not yet finished (queued, assigned or being retried).",
                 metrics::Type::kGauge, {"system"})

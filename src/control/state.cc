@@ -53,7 +53,9 @@ ControlState::ControlState(const ServiceOptions& options, const model::RefModelC
       epoch_(DrawEpoch()),
       clock_(options.clock != nullptr ? options.clock : &SteadyClock::Default()),
       sched_config_(MakeSchedConfig(options)),
-      probe_(std::move(probe)) {
+      probe_(std::move(probe)),
+      // The same allowance as for fetches: 3 heartbeats without contact over the compute network.
+      reach_(FromSeconds(3 * options.heartbeat_s)) {
   DUALPATH_CHECK(probe_ != nullptr, "ControlState needs a HitProbe (it hashes every prompt)");
   // Named list: slots exist from the start, engine id = list position.
   for (const ExpectedEngine& e : options_.engines) {
@@ -142,6 +144,10 @@ Result<v1::RegisterEngineReply> ControlState::Register(const v1::EngineInfo& inf
   e.info = info;
   e.registered = true;
   e.alive = true;
+  // A (re-)registered process: judged afresh over the compute network, after a grace period.
+  e.reachable = true;
+  reach_.Forget(id);
+  ++peers_version_;  // a new engine, or a new address for the peers that probe it
   e.saw_shutdown = false;
   e.last_seen = clock_->Now();
   e.last_report = sched::EngineReport{};
@@ -217,7 +223,8 @@ void ControlState::RebuildLocked() {
   }
   for (uint32_t i = 0; i < engines_.size(); ++i) {
     const EngineState& e = engines_[i];
-    if (!e.registered || !e.alive) continue;
+    // A cut-off engine (unreachable over the compute network) gets no work until it is reachable.
+    if (!e.registered || !e.alive || !e.reachable) continue;
     const uint32_t sid = static_cast<uint32_t>(cluster.engines.size());
     // One engine per sched node (see options.h); one per group, except placement's prefill group.
     const bool shared = options_.placement && e.info.role() == v1::ROLE_PREFILL;
@@ -355,6 +362,7 @@ int ControlState::CheckLivenessLocked() {
   for (EngineState& e : engines_) {
     if (!e.registered || !e.alive || e.in_poll > 0 || now - e.last_seen <= limit) continue;
     e.alive = false;
+    ++peers_version_;  // its peers stop probing it
     ++dead;
     ++stats_.engines_dead;
     if (shutdown_) {
@@ -378,7 +386,78 @@ int ControlState::CheckLivenessLocked() {
     if (!shutdown_) RebuildLocked();
     cv_.notify_all();
   }
+  if (!shutdown_) CheckReachLocked(now);
   return dead;
+}
+
+std::vector<uint32_t> ControlState::LiveEnginesLocked() const {
+  std::vector<uint32_t> live;
+  for (uint32_t i = 0; i < engines_.size(); ++i) {
+    if (engines_[i].registered && engines_[i].alive) live.push_back(i);
+  }
+  return live;
+}
+
+void ControlState::CheckReachLocked(Nanos now) {
+  const std::vector<uint32_t> live = LiveEnginesLocked();
+  const std::vector<uint32_t> cut = reach_.CutOff(live, now);
+  bool changed = false;
+  // The engines a cut-off one must reach again both ways before it is taken back (the live ones
+  // not cut off themselves): DataReach::BackSince.
+  std::vector<uint32_t> others;
+  for (uint32_t id : live) {
+    if (std::find(cut.begin(), cut.end(), id) == cut.end()) others.push_back(id);
+  }
+  for (uint32_t id : live) {
+    EngineState& e = engines_[id];
+    bool reachable = std::find(cut.begin(), cut.end(), id) == cut.end();
+    if (reachable && !e.reachable) reachable = reach_.BackSince(id, others, e.cut_at);
+    if (reachable == e.reachable) continue;
+    changed = true;
+    e.reachable = reachable;
+    if (reachable) {
+      ++stats_.engines_reconnected;
+      log::Warn("control: engine {} ({}) reachable again over the compute network; scheduling it",
+                e.info.name(), e.info.node());
+      continue;
+    }
+    ++stats_.engines_cut_off;
+    e.cut_at = now;
+    const std::optional<Nanos> last = reach_.LastContact(id, live);
+    log::Error(
+        "control: engine {} ({}) cut off: unreachable over the compute network ({}; limit {:.3f} "
+        "s) while other engines reach each other; re-submitting its {} in-flight requests",
+        e.info.name(), e.info.node(),
+        last ? fmt::format("last reached {:.3f} s ago", ToSeconds(now - *last))
+             : std::string("never reached"),
+        ToSeconds(reach_.window()), e.in_flight.size());
+    // Its requests cannot finish (their KV cannot move): the next attempt goes elsewhere, and
+    // whatever the old attempt still reports is stale.
+    const std::vector<uint64_t> lost(e.in_flight.begin(), e.in_flight.end());
+    for (uint64_t rid : lost) {
+      RetryOrFailLocked(rid, "engine " + e.info.name() + " unreachable over the compute network",
+                        nullptr, false);
+    }
+    ReleaseDeferredLocked(id);
+  }
+  if (changed) {
+    RebuildLocked();
+    cv_.notify_all();
+  }
+}
+
+void ControlState::AddPeersLocked(uint32_t id, v1::FetchReply* reply) const {
+  const v1::Role mine = engines_[id].info.role();
+  for (uint32_t i = 0; i < engines_.size(); ++i) {
+    const EngineState& e = engines_[i];
+    if (i == id || !e.registered || !e.alive || e.info.role() == mine) continue;
+    v1::PeerEngine* p = reply->add_peers();
+    p->set_engine_id(i);
+    p->set_name(e.info.name());
+    p->set_peer_addr(e.info.peer_addr());
+    p->set_transfer_addr(e.info.transfer_addr());
+  }
+  reply->set_peers_version(peers_version_);
 }
 
 void ControlState::ReleaseInFlightLocked(RequestState& st, uint64_t request_id) {
@@ -500,6 +579,7 @@ void ControlState::ListEngines(v1::ListEnginesReply* reply) {
     *reply->add_engines() = e.info;
     reply->add_engine_ids(i);
     reply->add_alive(e.alive);
+    reply->add_reachable(e.reachable);
   }
 }
 

@@ -21,6 +21,12 @@
 // re-registered), re-submitting every kQueued request in submission order. Rebuilding instead of
 // patching keeps the pure scheduler unaware of failures.
 //
+// Liveness has two parts (docs/control.md "Liveness"): an engine that stops fetching for 3
+// heartbeats is dead (its process, or its link to the service, is gone); an engine the others
+// cannot reach over the compute network while they reach each other (DataReach, from the probes
+// the engines report with every Fetch) is cut off: still registered and fetching, but out of the
+// scheduler (no work, its in-flight requests re-submitted) until a probe reaches it again.
+//
 // Thread safety: all public methods may be called from any thread; one mutex guards the state and
 // one condition variable wakes long polls (Fetch, WaitResults) and WaitFinished on any change.
 #pragma once
@@ -36,6 +42,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "control/data_reach.h"
 #include "control/hit_probe.h"
 #include "dualpath/common/clock.h"
 #include "dualpath/common/status.h"
@@ -87,6 +94,10 @@ class ControlState {
     ExpectedEngine expected;  // from the list (name empty in count mode)
     bool registered = false;
     bool alive = false;
+    // Reachable over the compute network (DataReach): false while cut off. Scheduled only when
+    // registered, alive and reachable.
+    bool reachable = true;
+    Nanos cut_at = 0;  // when it was last cut off (service clock)
     bool saw_shutdown = false;
     bool ping = false;  // a deferred retry waits for this engine: end its current poll early
     int in_poll = 0;    // Fetch calls of this engine in progress: alive by definition
@@ -143,6 +154,14 @@ class ControlState {
   Status ApplyReportsLocked(const google::protobuf::RepeatedPtrField<v1::EngineReport>& reports,
                             const char* rpc);
   int CheckLivenessLocked();
+  // Cuts off the engines DataReach finds unreachable over the compute network (re-submitting
+  // their in-flight requests) and takes back those reachable again; rebuilds the scheduler when
+  // the set changed. Part of CheckLivenessLocked.
+  void CheckReachLocked(Nanos now);
+  // Registered engines that fetch (alive), reachable or not: what DataReach judges.
+  std::vector<uint32_t> LiveEnginesLocked() const;
+  // FetchReply.peers for engine `id`: the live engines of the other role.
+  void AddPeersLocked(uint32_t id, v1::FetchReply* reply) const;
   // The request's attempt failed (why): re-submit, or forward a failed result once attempts are
   // exhausted. `result` is the engine's failed result, or null when the service decided.
   // `defer`: wait for the failed attempt's engines to fetch again (see kDeferred).
@@ -174,7 +193,10 @@ class ControlState {
   mutable std::mutex mu_;
   mutable std::condition_variable cv_;
   std::vector<EngineState> engines_;  // index = service engine id
-  bool started_ = false;              // every expected engine has registered once
+  DataReach reach_;                   // window: 3 heartbeats
+  // Changes whenever the set of live engines does (FetchReply.peers_version); never 0.
+  uint64_t peers_version_ = 1;
+  bool started_ = false;  // every expected engine has registered once
   bool shutdown_ = false;
   bool stopping_ = false;
   std::unique_ptr<sched::Scheduler> sched_;

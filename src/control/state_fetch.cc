@@ -12,6 +12,10 @@
 namespace dualpath::control {
 namespace {
 
+// The largest probe age a report may carry: 31 years in milliseconds, so that its nanoseconds
+// (x 10^6) and the clock arithmetic on them stay far inside int64.
+constexpr int64_t kMaxReachAgeMs = 1'000'000'000'000;
+
 v1::ReadSide ToProtoSide(sched::ReadSide side) {
   switch (side) {
     case sched::ReadSide::kPrefill:
@@ -39,7 +43,19 @@ Status ControlState::ApplyReportsLocked(
       return InvalidArgument(
           fmt::format("{}: report of engine {} has a negative field", rpc, r.engine_id()));
     }
+    for (const v1::PeerReach& p : r.reach()) {
+      // Ages in [-1, kMaxReachAgeMs] ms: the service clock's arithmetic on them cannot overflow.
+      if (p.ok_age_ms() < -1 || p.ok_age_ms() > kMaxReachAgeMs || p.probing_ms() < 0 ||
+          p.probing_ms() > kMaxReachAgeMs) {
+        return InvalidArgument(fmt::format(
+            "fetch: report of engine {}: reach of engine {} has ok_age_ms {} (in [-1, {}]) and "
+            "probing_ms {} (in [0, {}])",
+            r.engine_id(), p.engine_id(), p.ok_age_ms(), kMaxReachAgeMs, p.probing_ms(),
+            kMaxReachAgeMs));
+      }
+    }
   }
+  const Nanos now = clock_->Now();
   std::vector<sched::EngineReport> mapped;
   bool capacity_changed = false;
   for (const v1::EngineReport& r : reports) {
@@ -52,6 +68,14 @@ Status ControlState::ApplyReportsLocked(
     e.last_report.unfinished_tokens = r.unfinished_tokens();
     e.last_report.read_queue_tokens = r.read_queue_tokens();
     e.last_report.hbm_free_tokens = r.hbm_free_tokens();
+    for (const v1::PeerReach& p : r.reach()) {
+      // A peer the service no longer knows (an engine of a previous service incarnation, whose
+      // peer list is not updated yet) is ignored; the next reply carries the list.
+      if (p.engine_id() >= engines_.size() || !engines_[p.engine_id()].registered) continue;
+      reach_.Record(r.engine_id(), p.engine_id(),
+                    p.ok_age_ms() < 0 ? -1 : p.ok_age_ms() * kNanosPerMilli,
+                    p.probing_ms() * kNanosPerMilli, now);
+    }
     const uint32_t sid =
         r.engine_id() < engine_to_sched_.size() ? engine_to_sched_[r.engine_id()] : kNone;
     if (sched_ == nullptr || sid == kNone) continue;  // stored; applied at the next rebuild
@@ -112,6 +136,13 @@ Status ControlState::Fetch(const v1::FetchRequest& request, v1::FetchReply* repl
   engines_[id].ping = false;
   ReleaseDeferredLocked(id);
   CheckLivenessLocked();
+  // The engines it probes over the compute network, when its list is out of date (after the
+  // liveness check: an engine it just declared dead is not on it).
+  if (request.peers_version() != peers_version_) AddPeersLocked(id, reply);
+  for (uint32_t i = 0; i < engines_.size(); ++i) {
+    const EngineState& e = engines_[i];
+    if (e.registered && e.alive && !e.reachable) reply->add_cut_off(i);
+  }
 
   const bool prefill = engines_[id].info.role() == v1::ROLE_PREFILL;
   for (;;) {

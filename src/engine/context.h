@@ -26,6 +26,7 @@
 #include "engine/engine_metrics.h"
 #include "engine/kv_arena.h"
 #include "engine/kv_store_link.h"
+#include "engine/peer_probe.h"
 #include "engine/peers.h"
 
 namespace dualpath::engine {
@@ -45,6 +46,9 @@ struct Context {
   transfer::TransferEngine* transfer = nullptr;
   KvArena* arena = nullptr;
   PeerDirectory* peers = nullptr;
+  // The engine's probes of the other role over the compute network (peer_probe.h); null in
+  // engines built without one (then nothing is ever unreachable by probe).
+  PeerProber* prober = nullptr;
   SchedulerLink* scheduler = nullptr;
   EngineMetrics* metrics = nullptr;  // set before the stages start (never null then)
   std::atomic<bool> stopping{false};
@@ -59,6 +63,11 @@ struct Context {
                std::chrono::nanoseconds(options.request_timeout));
   }
   uint64_t TokenBytes() const { return uint64_t{layers} * bpt; }  // all layers of one token
+  // Ok, or why `role` engine `name` cannot be worked with now: the prober found it unreachable
+  // over the compute network (fail fast instead of waiting out a deadline).
+  Status CheckPeer(const std::string& name, std::string_view role) const {
+    return prober != nullptr ? prober->CheckReachable(name, role) : Status::Ok();
+  }
 };
 
 // CLOCK_REALTIME in nanoseconds (the Timing fields of RequestResult).

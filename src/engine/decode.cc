@@ -313,7 +313,12 @@ void Decoder::ReadAndPush(const std::shared_ptr<DeReq>& r) {
     r->de_loaded = loaded;
     r->read_bytes = static_cast<int64_t>(rr.bytes_read);
   }
-  Result<transfer::PeerId> pe = ctx_.peers->Transfer(r->pe_transfer_addr);
+  // A PE this engine cannot reach over the compute network: say so at once instead of trying to
+  // connect (which would hold this reader, and every DE-path read behind it, for the connect's
+  // deadline).
+  Status reach = ctx_.CheckPeer(r->a.prefill().name(), "prefill");
+  Result<transfer::PeerId> pe =
+      reach.ok() ? ctx_.peers->Transfer(r->pe_transfer_addr) : Result<transfer::PeerId>(reach);
   if (!pe.ok()) {
     {
       std::lock_guard<std::mutex> lock(mu_);
@@ -391,10 +396,19 @@ void Decoder::ReapLocked(std::vector<std::shared_ptr<DeReq>>* freed) {
   for (auto it = reqs_.begin(); it != reqs_.end();) {
     DeReq& r = *it->second;
     bool expired = !r.queued && now >= r.deadline;
-    if ((r.aborted || expired) && !r.queued && !r.reading && r.puts_pending == 0) {
+    // A PE cut off from us (partition) never sends PrefillDone; once the prober has disconnected
+    // it (nothing of it can land in the buffer any more) the buffer need not wait for the timeout.
+    const bool pe_gone = !r.queued && !r.aborted && !expired && ctx_.prober != nullptr &&
+                         ctx_.prober->Released(r.a.prefill().name());
+    if ((r.aborted || expired || pe_gone) && !r.queued && !r.reading && r.puts_pending == 0) {
       if (expired && !r.aborted) {
         log::Warn("engine {}: request {} timed out waiting for its PE ({}); freeing it",
                   ctx_.options.name, r.a.request().request_id(), r.pe_name);
+      } else if (pe_gone) {
+        log::Warn(
+            "engine {}: request {} attempt {}: its PE {} is unreachable and disconnected; "
+            "freeing it",
+            ctx_.options.name, r.a.request().request_id(), r.a.attempt(), r.pe_name);
       }
       unfinished_tokens_ -= r.capacity;
       freed->push_back(it->second);

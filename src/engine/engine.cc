@@ -5,9 +5,9 @@
 
 #include <algorithm>
 #include <condition_variable>
-#include <fstream>
 #include <mutex>
 
+#include "dualpath/common/file.h"
 #include "dualpath/common/grpc_server.h"
 #include "dualpath/common/grpc_tls.h"
 #include "dualpath/common/log.h"
@@ -38,6 +38,9 @@ struct Engine::Impl {
   std::unique_ptr<transfer::TransferEngine> transfer;
   std::unique_ptr<KvArena> arena;
   std::unique_ptr<PeerDirectory> peers;
+  // After peers (it uses the directory); stopped first in Stop().
+  std::unique_ptr<PeerProber> prober;
+  uint64_t peers_version = 0;  // FetchReply.peers_version the prober has; Run()'s thread only
   PeerService service;
   std::unique_ptr<grpc::Server> server;
   std::unique_ptr<storage::BlockStore> store;
@@ -117,14 +120,8 @@ Status Engine::Impl::StartServers() {
   ctx.info.set_transfer_addr(*taddr);
 
   service.SetPrefill(o.role == Role::kPrefill);
-  grpc::ServerBuilder builder;
-  builder.RegisterService(&service);
-  // StartDecode carries every prompt token id (hundreds of KiB for long agentic contexts).
-  builder.SetMaxReceiveMessageSize(-1);
-  // Refuses a port another server holds ("address in use"): gRPC would share it (SO_REUSEPORT).
   ASSIGN_OR_RETURN(GrpcServerStart started,
-                   StartGrpcServer(builder, "EnginePeer",
-                                   fmt::format("{}:{}", o.listen_ip, o.peer_port), o.tls));
+                   StartPeerServer(service, fmt::format("{}:{}", o.listen_ip, o.peer_port), o.tls));
   server = std::move(started.server);
   const int port = started.port;
   ctx.info.set_peer_addr(fmt::format("{}:{}", o.listen_ip, port));
@@ -178,6 +175,16 @@ Status Engine::Impl::RegisterAndBuild() {
           ctx.block_tokens));
   ctx.hasher = std::make_unique<kv::BlockHasher>(std::move(hasher));
 
+  // Probes of the other role over the compute network (docs/engine.md "Failures"): twice per
+  // heartbeat, unreachable after the service's 3 heartbeats without an answer. Before the store
+  // link, which asks it which hosts to skip.
+  const double heartbeat_s = reply.heartbeat_s() > 0 ? reply.heartbeat_s() : 1.0;
+  prober = std::make_unique<PeerProber>(
+      *peers, PeerProber::Options{.self = o.name,
+                                  .interval = FromSeconds(heartbeat_s / 2),
+                                  .window = FromSeconds(3 * heartbeat_s)});
+  ctx.prober = prober.get();
+
   storage::StoreOptions so;
   so.root = o.store_subdir.empty() ? o.store_root : o.store_root + "/" + o.store_subdir;
   so.model_fingerprint = kv::ModelFingerprint(geometry);
@@ -197,6 +204,13 @@ Status Engine::Impl::RegisterAndBuild() {
     lo.transfer_token = o.transfer_token;
     lo.tls = o.kv_store_tls;
     lo.model_fingerprint = so.model_fingerprint;
+    // The store nodes and a leader master on a host this engine has let go of (partitioned)
+    // are skipped: a read of them is a miss at once, not after a connect, a transfer timeout or
+    // a master call's deadline.
+    lo.skip_addr = [p = prober.get()](const std::string& addr) {
+      const size_t colon = addr.rfind(':');
+      return colon != std::string::npos && p->HostGone(addr.substr(0, colon));
+    };
     Result<std::unique_ptr<KvStoreLink>> link = MakeStoreLink(lo);
     if (!link.ok()) return link.status().WithContext("engine: kv store client");
     own_kv_store = std::move(link).value();
@@ -271,6 +285,7 @@ Status Engine::Impl::Reregister() {
   ctx.engine_id = reply.engine_id();
   group_id = reply.group_id();
   registration.set_service_epoch(reply.service_epoch());
+  peers_version = 0;  // the service's engine ids may have changed: ask for the list again
   return Status::Ok();
 }
 
@@ -324,6 +339,7 @@ v1c::EngineReport Engine::Impl::Report() const {
                           queued_reads);
   r.set_hbm_free_tokens(std::max<int64_t>(0, capacity_tokens - arena->used_tokens()));
   r.set_capacity_tokens(capacity_tokens);
+  if (prober != nullptr) prober->AddReach(&r);
   return r;
 }
 
@@ -337,6 +353,9 @@ void Engine::Impl::Stop() {
   }
   stop_cv.notify_all();
   ctx.stopping.store(true);
+  if (prober != nullptr) {
+    prober->Stop();  // no new pings; every one in flight answered
+  }
   if (arena != nullptr) {
     arena->Cancel();
   }
@@ -364,14 +383,16 @@ void Engine::Impl::WriteKvStoreStats() const {
       ctx.options.name, s.hits_local, s.hits_remote, s.misses, s.rejected, s.puts_ok, s.puts_failed,
       s.puts_pending);
   if (ctx.options.kv_store_stats_path.empty()) return;
-  std::ofstream out(ctx.options.kv_store_stats_path, std::ios::trunc);
-  out << fmt::format(
-      "{{\"engine\":\"{}\",\"node\":\"{}\",\"hits_local\":{},\"hits_remote\":{},"
-      "\"misses\":{},\"rejected\":{},\"puts_ok\":{},\"puts_failed\":{},"
-      "\"puts_pending\":{}}}\n",
-      ctx.options.name, ctx.options.node, s.hits_local, s.hits_remote, s.misses, s.rejected,
-      s.puts_ok, s.puts_failed, s.puts_pending);
-  if (!out) log::Warn("engine: cannot write {}", ctx.options.kv_store_stats_path);
+  // An output file like every other (common/file.h): written whole, never through a symlink.
+  const Status written = WriteOutputFile(
+      ctx.options.kv_store_stats_path,
+      fmt::format("{{\"engine\":\"{}\",\"node\":\"{}\",\"hits_local\":{},\"hits_remote\":{},"
+                  "\"misses\":{},\"rejected\":{},\"puts_ok\":{},\"puts_failed\":{},"
+                  "\"puts_pending\":{}}}\n",
+                  ctx.options.name, ctx.options.node, s.hits_local, s.hits_remote, s.misses,
+                  s.rejected, s.puts_ok, s.puts_failed, s.puts_pending),
+      "--kv-store-stats");
+  if (!written.ok()) log::Warn("engine: {}", written.ToString());
 }
 
 Result<std::unique_ptr<Engine>> Engine::Create(const EngineOptions& options,
@@ -400,6 +421,7 @@ Status Engine::Run() {
     req.set_group_id(m.group_id);
     *req.add_reports() = m.Report();
     req.set_wait_ms(m.ctx.options.fetch_wait_ms);
+    req.set_peers_version(m.peers_version);
     Result<v1c::FetchReply> reply = m.scheduler->Fetch(req);
     if (!reply.ok() && (reply.status().code() == Code::kNotFound ||
                         reply.status().code() == Code::kFailedPrecondition)) {
@@ -427,6 +449,13 @@ Status Engine::Run() {
       continue;
     }
     failing_since = {};
+    if (m.prober != nullptr) {
+      if (reply->peers_version() != 0) {
+        m.peers_version = reply->peers_version();
+        m.prober->SetPeers(reply->peers());
+      }
+      m.prober->SetCutOff(reply->cut_off(), m.ctx.engine_id);
+    }
     if (reply->shutdown()) {
       log::Info("engine {}: scheduler says shutdown", m.ctx.options.name);
       m.Stop();

@@ -110,8 +110,13 @@ Result<std::unique_ptr<KvStoreLink>> MakeStoreLink(const StoreLinkOptions& optio
   o.shm_dir = options.shm_dir;
   o.transfer.ucx_tls = options.ucx_tls;
   o.transfer.token = options.transfer_token;
-  // A store that does not answer must not hold a request up for long: it is a cache.
+  // A store that does not answer must not hold a request up for long: it is a cache. Its master
+  // calls retry for 2 s at most; so long may a transfer to a node go without progress (the
+  // transfer engine's default, 5 s, held a read of a node behind a dead link, and every read
+  // behind it, for 5 s), and so long may a connect to one take.
   o.retry_deadline = 2 * kNanosPerSecond;
+  o.transfer.peer_timeout = 2 * kNanosPerSecond;
+  o.skip_addr = options.skip_addr;
   ASSIGN_OR_RETURN(std::unique_ptr<store::StoreClient> client,
                    store::StoreClient::Create(std::move(o)));
   return std::unique_ptr<KvStoreLink>(new StoreLink(std::move(client), options.model_fingerprint));

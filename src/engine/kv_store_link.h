@@ -17,6 +17,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <span>
 #include <string>
@@ -70,6 +71,10 @@ struct StoreLinkOptions {
   std::string transfer_token;  // the cluster's transfer token (the store nodes hold the same)
   GrpcTls tls;                 // towards etcd and the masters (the engine's --kv-store-tls-*)
   uint64_t model_fingerprint = 0;
+  // Store nodes and a leader master to skip as unreachable, by address (host:port;
+  // store::ClientOptions::skip_addr): the engine's prober says which hosts it has let go of.
+  // Empty: none.
+  std::function<bool(const std::string& addr)> skip_addr;
 };
 
 // Connects lazily: creation fails only for bad options.

@@ -1,7 +1,11 @@
 #include "engine/peer_service.h"
 
+#include <grpcpp/grpcpp.h>
+
 #include <algorithm>
 #include <chrono>
+
+#include "dualpath/engine/engine.h"
 
 namespace dualpath::engine {
 
@@ -83,6 +87,24 @@ grpc::Status PeerService::AbortDecode(grpc::ServerContext* ctx, const v1::AbortD
   }
   *reply = std::move(r).value();
   return grpc::Status::OK;
+}
+
+grpc::Status PeerService::Ping(grpc::ServerContext*, const v1::PingRequest*, v1::PingReply*) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (closed_) {
+    return grpc::Status(grpc::StatusCode::UNAVAILABLE, "engine closing");
+  }
+  return grpc::Status::OK;
+}
+
+Result<GrpcServerStart> StartPeerServer(PeerService& service, const std::string& listen,
+                                        const GrpcTls& tls) {
+  grpc::ServerBuilder builder;
+  builder.RegisterService(&service);
+  // Refuses a port another server holds ("address in use"): gRPC would share it (SO_REUSEPORT).
+  // StartDecode carries every prompt token id and block hash: bounded by kMaxPeerRequestBytes, and
+  // a larger request is refused before it is parsed.
+  return StartGrpcServer(builder, "EnginePeer", listen, tls, kMaxPeerRequestBytes);
 }
 
 }  // namespace dualpath::engine

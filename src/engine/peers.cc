@@ -51,6 +51,61 @@ std::shared_ptr<v1::EnginePeer::Stub> PeerDirectory::Stub(const std::string& add
   return stub;
 }
 
+void PeerDirectory::DropStub(const std::string& address) {
+  std::lock_guard<std::mutex> lock(mu_);
+  stubs_.erase(address);
+}
+
+int PeerDirectory::CancelCalls(const std::string& address, const std::string& why) {
+  std::lock_guard<std::mutex> lock(mu_);
+  int n = 0;
+  auto [first, last] = calls_.equal_range(address);
+  for (auto it = first; it != last; ++it) {
+    if (!it->second->why_.empty()) continue;  // cancelled already
+    it->second->why_ = why;
+    // Non-blocking: the call's own thread sees CANCELLED and returns.
+    it->second->ctx_.TryCancel();
+    ++n;
+  }
+  return n;
+}
+
+int PeerDirectory::Disconnect(const std::string& addr_port, const std::string& why) {
+  const size_t colon = addr_port.rfind(':');
+  if (colon == std::string::npos || colon == 0) return 0;
+  const std::string host = addr_port.substr(0, colon);
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    std::erase_if(transfer_peers_,
+                  [&](const auto& kv) { return kv.first.rfind(host + ":", 0) == 0; });
+  }
+  // Both directions: the peer we connected to (our puts) and the one that connected to us (its
+  // puts into our buffers, e.g. a DE's pushes into a PE's area). Waits until both are closed.
+  return transfer_.DisconnectHost(host, why);
+}
+
+PeerCall::PeerCall(PeerDirectory& dir, std::string address, grpc::ClientContext& ctx)
+    : dir_(dir), address_(std::move(address)), ctx_(ctx) {
+  std::lock_guard<std::mutex> lock(dir_.mu_);
+  dir_.calls_.emplace(address_, this);
+}
+
+PeerCall::~PeerCall() {
+  std::lock_guard<std::mutex> lock(dir_.mu_);
+  auto [first, last] = dir_.calls_.equal_range(address_);
+  for (auto it = first; it != last; ++it) {
+    if (it->second == this) {
+      dir_.calls_.erase(it);
+      break;
+    }
+  }
+}
+
+std::string PeerCall::cancelled() const {
+  std::lock_guard<std::mutex> lock(dir_.mu_);
+  return why_;
+}
+
 Status FromGrpc(const grpc::Status& s, std::string_view what) {
   Status read = dualpath::FromGrpc(s, what);
   switch (read.code()) {

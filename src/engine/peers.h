@@ -3,6 +3,14 @@
 // use and cached; a transfer peer the engine has declared dead is reconnected on the next use
 // (a restarted engine on the same address is a new peer).
 //
+// When the engine's prober (peer_probe.h) finds another engine unreachable over the compute
+// network, it uses the directory to let go of it: CancelCalls ends the EnginePeer calls in
+// progress to it (each registered by a PeerCall; otherwise they would wait out their deadline,
+// the request timeout), DropStub makes the next call open a new connection (the old one may sit
+// in TCP's retransmission backoff long after the link is back), and Disconnect declares its
+// transfer peers dead, both directions (their batches fail now, and nothing of them lands in our
+// buffers any more).
+//
 // Thread safety: all methods may be called from any thread. Connect may block for the transfer
 // handshake (control plane); it never holds the directory's lock while doing so.
 #pragma once
@@ -21,6 +29,8 @@
 
 namespace dualpath::engine {
 
+class PeerCall;
+
 class PeerDirectory {
  public:
   // `tls`: the EnginePeer clients' transport security (the engine's own certificate and CA).
@@ -34,13 +44,45 @@ class PeerDirectory {
   bool Alive(transfer::PeerId peer) const;
   // The EnginePeer stub for a gRPC address (channels reconnect by themselves).
   std::shared_ptr<v1::EnginePeer::Stub> Stub(const std::string& address);
+  // The next Stub(address) opens a new channel; calls holding the old stub keep it.
+  void DropStub(const std::string& address);
+  // Cancels every call to `address` registered by a PeerCall now (TryCancel), noting `why` in
+  // each. Returns how many.
+  int CancelCalls(const std::string& address, const std::string& why);
+  // Declares every transfer peer on `addr_port`'s host dead, whichever side connected
+  // (TransferEngine::DisconnectHost), and forgets the cached ones: the next Transfer connects
+  // anew. Returns once their endpoints are closed (nothing of them lands in our buffers after
+  // that), with how many there were.
+  int Disconnect(const std::string& addr_port, const std::string& why);
 
  private:
+  friend class PeerCall;
   transfer::TransferEngine& transfer_;
   const GrpcTls tls_;
   std::mutex mu_;
   std::map<std::string, transfer::PeerId> transfer_peers_;              // guarded by mu_
   std::map<std::string, std::shared_ptr<v1::EnginePeer::Stub>> stubs_;  // guarded by mu_
+  std::multimap<std::string, PeerCall*> calls_;                         // guarded by mu_
+};
+
+// An EnginePeer call in progress to `address`, registered for its lifetime so that
+// PeerDirectory::CancelCalls can end it. Declare it after the grpc::ClientContext it guards (it
+// must be unregistered before the context goes).
+class PeerCall {
+ public:
+  PeerCall(PeerDirectory& dir, std::string address, grpc::ClientContext& ctx);
+  ~PeerCall();
+  PeerCall(const PeerCall&) = delete;
+  PeerCall& operator=(const PeerCall&) = delete;
+  // Why CancelCalls cancelled the call (empty: it did not).
+  std::string cancelled() const;
+
+ private:
+  friend class PeerDirectory;
+  PeerDirectory& dir_;
+  const std::string address_;
+  grpc::ClientContext& ctx_;
+  std::string why_;  // guarded by dir_.mu_
 };
 
 // The EnginePeer protocol's reading of the one Status <-> gRPC table (common/grpc_status.h).

@@ -229,6 +229,9 @@ Status Prefiller::Admit(const std::shared_ptr<PeJob>& self) {
     job.xfer_id = last_xfer_id_;
     by_xfer_.emplace(job.xfer_id, self);
   }
+  // A DE this engine cannot reach over the compute network fails the request now: StartDecode
+  // would wait out its deadline (the request timeout) and hold up every admission behind it.
+  RETURN_IF_ERROR(ctx_.CheckPeer(job.a.decode().name(), "decode"));
   if (!p.none) {
     // Connect the transfer path first: a dead DE fails here, before it is asked to allocate.
     ASSIGN_OR_RETURN(job.de_peer, ctx_.peers->Transfer(job.a.decode().transfer_addr()));
@@ -245,14 +248,22 @@ Status Prefiller::Admit(const std::shared_ptr<PeJob>& self) {
   v1::StartDecodeReply reply;
   grpc::ClientContext cctx;
   cctx.set_deadline(ctx_.RpcDeadline());
+  PeerCall call(*ctx_.peers, job.a.decode().peer_addr(), cctx);  // the prober may end it
   job.start_sent = true;
   grpc::Status gs = job.de_stub->StartDecode(&cctx, req, &reply);
-  // A refusal the DE itself answered leaves nothing at the DE; a lost or timed-out call may have.
+  const std::string cancelled = call.cancelled();
+  // A refusal the DE itself answered leaves nothing at the DE; a lost or timed-out call may have,
+  // and so may one this engine cancelled (the DE may have started it).
   const grpc::StatusCode c = gs.error_code();
-  job.start_refused = c == grpc::StatusCode::RESOURCE_EXHAUSTED ||
-                      c == grpc::StatusCode::INVALID_ARGUMENT ||
-                      c == grpc::StatusCode::FAILED_PRECONDITION ||
-                      c == grpc::StatusCode::CANCELLED || c == grpc::StatusCode::NOT_FOUND;
+  job.start_refused =
+      cancelled.empty() &&
+      (c == grpc::StatusCode::RESOURCE_EXHAUSTED || c == grpc::StatusCode::INVALID_ARGUMENT ||
+       c == grpc::StatusCode::FAILED_PRECONDITION || c == grpc::StatusCode::CANCELLED ||
+       c == grpc::StatusCode::NOT_FOUND);
+  if (!gs.ok() && !cancelled.empty()) {
+    return Status(Code::kEnginePeerFailed,
+                  fmt::format("StartDecode at {} cancelled: {}", job.a.decode().name(), cancelled));
+  }
   RETURN_IF_ERROR(FromGrpc(gs, fmt::format("StartDecode at {} ({})", job.a.decode().name(),
                                            job.a.decode().peer_addr())));
   job.de_started = true;
@@ -549,11 +560,17 @@ Status Prefiller::Compute(const std::shared_ptr<PeJob>& self) {
 
 Status Prefiller::Complete(PeJob& job) {
   RETURN_IF_ERROR(WaitPuts(job));
+  RETURN_IF_ERROR(ctx_.CheckPeer(job.a.decode().name(), "decode"));
   v1::PrefillDoneReply reply;
   grpc::ClientContext cctx;
   cctx.set_deadline(ctx_.RpcDeadline());
-  return FromGrpc(job.de_stub->PrefillDone(&cctx, job.done, &reply),
-                  fmt::format("PrefillDone at {}", job.a.decode().name()));
+  PeerCall call(*ctx_.peers, job.a.decode().peer_addr(), cctx);
+  grpc::Status gs = job.de_stub->PrefillDone(&cctx, job.done, &reply);
+  if (!gs.ok() && !call.cancelled().empty()) {
+    return Status(Code::kEnginePeerFailed, fmt::format("PrefillDone at {} cancelled: {}",
+                                                       job.a.decode().name(), call.cancelled()));
+  }
+  return FromGrpc(gs, fmt::format("PrefillDone at {}", job.a.decode().name()));
 }
 
 bool Prefiller::ReleaseDe(PeJob& j, const Status& why) {
@@ -563,14 +580,28 @@ bool Prefiller::ReleaseDe(PeJob& j, const Status& why) {
   abort.set_reason(why.ToString());
   abort.set_attempt(j.a.attempt());
   v1::AbortDecodeReply reply;
-  grpc::ClientContext cctx;
-  cctx.set_deadline(ctx_.RpcDeadline());
-  grpc::Status s = j.de_stub->AbortDecode(&cctx, abort, &reply);
+  grpc::Status s;
+  if (Status reach = ctx_.CheckPeer(j.a.decode().name(), "decode"); !reach.ok()) {
+    // Let go of (partitioned): the call would only wait out its deadline. The prober disconnects
+    // the DE's transfer peers, after which nothing of it can land in the area (checked below).
+    s = grpc::Status(grpc::StatusCode::UNAVAILABLE, reach.ToString());
+  } else {
+    grpc::ClientContext cctx;
+    cctx.set_deadline(ctx_.RpcDeadline());
+    PeerCall call(*ctx_.peers, j.a.decode().peer_addr(), cctx);
+    s = j.de_stub->AbortDecode(&cctx, abort, &reply);
+  }
   const bool de_pushes = j.plan.decode_path();
-  if (!j.de_started && !s.ok()) {
+  const std::string& de = j.a.decode().name();
+  const bool gone = ctx_.prober != nullptr && ctx_.prober->Gone(de);
+  // Nothing of the DE's can land in the area any more: for a DE let go of (partitioned), once
+  // the prober has disconnected its transfer peers both ways (it pushes over its own connection,
+  // not ours); otherwise once the transfer engine declared it dead.
+  auto quiet = [&] { return gone ? ctx_.prober->Released(de) : !ctx_.peers->Alive(j.de_peer); };
+  if (!j.de_started && !s.ok() && !gone) {
     // StartDecode never answered and the DE does not answer now either; if it is alive it may
     // still start pushing, so only a dead DE makes the area safe.
-    return !de_pushes || !ctx_.peers->Alive(j.de_peer);
+    return !de_pushes || quiet();
   }
   if (!de_pushes || (s.ok() && reply.quiesced())) {
     return true;  // nothing of the DE's can still land in the area
@@ -580,7 +611,7 @@ bool Prefiller::ReleaseDe(PeJob& j, const Status& why) {
   auto deadline = ctx_.Deadline();
   std::unique_lock<std::mutex> lock(mu_);
   while (j.arrived_count < ctx_.layers) {
-    if (!ctx_.peers->Alive(j.de_peer)) {
+    if (quiet()) {
       return true;
     }
     if (std::chrono::steady_clock::now() >= deadline) {

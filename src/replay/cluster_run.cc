@@ -520,7 +520,8 @@ Status SweepKilledPool(const SystemSetup& s, SystemProcesses& procs, BufferRecla
 
 // The --fault injector of one system's run (null without --fault). Killing and restarting the
 // service happen on the replay's thread (the injector's hooks), which owns procs.service then.
-std::unique_ptr<FaultInjector> MakeFaultInjector(const SystemSetup& s, SystemProcesses& procs) {
+std::unique_ptr<FaultInjector> MakeFaultInjector(const SystemSetup& s, SystemProcesses& procs,
+                                                 control::Client& scheduler) {
   if (!s.run.o.fault) return nullptr;
   FaultInjector::ServiceHooks hooks;
   hooks.kill = [&procs]() -> Status {
@@ -532,6 +533,17 @@ std::unique_ptr<FaultInjector> MakeFaultInjector(const SystemSetup& s, SystemPro
                      Child::Spawn(ServeArgv(s), s.run.work + "/" + s.system + "_service.log"));
     *procs.service = std::move(again);
     return Status::Ok();
+  };
+  hooks.engine_reachable = [&scheduler](const std::string& node) -> Result<bool> {
+    ASSIGN_OR_RETURN(control::v1::ListEnginesReply l, scheduler.ListEngines());
+    for (int i = 0; i < l.engines_size(); ++i) {
+      if (l.engines(i).node() != node) continue;
+      const bool alive = i >= l.alive_size() || l.alive(i);
+      // A service without the field (before issue 25) judges by fetches only.
+      const bool reachable = i >= l.reachable_size() || l.reachable(i);
+      return alive && reachable;
+    }
+    return NotFound("no engine of node " + node + " registered");
   };
   return std::make_unique<FaultInjector>(
       *s.run.o.fault, s.run.cluster, s.run.work + "/" + s.system + "_fault.log", hooks, s.kv_store);
@@ -646,7 +658,7 @@ Result<SystemRun> RunSystem(const SystemSetup& setup, std::ostream& progress) {
     }
     killer.Start(&procs.engines[static_cast<size_t>(r.kill_index)], FromSeconds(o.kill_after_s));
   }
-  std::unique_ptr<FaultInjector> fault = MakeFaultInjector(s, procs);
+  std::unique_ptr<FaultInjector> fault = MakeFaultInjector(s, procs, scheduler);
   Result<ReplayResult> replay = ReplaySystem(s, procs, sampler, fault.get());
   if (replay.ok() && fault != nullptr) {
     Status done = fault->Finish(s.system, replay->records.size());

@@ -113,8 +113,13 @@ Result<FaultSpec> ParseFault(std::string_view spec) {
 }
 
 void MeasureRecovery(const ReplayResult& replay, FaultOutcome& o) {
-  o.results_before = o.results_during = 0;
+  o.results_before = o.results_during = o.results_after_cut_off = 0;
+  o.scheduler_resubmissions = o.requests_resubmitted = 0;
   o.recovery_s.reset();
+  for (const RequestRecord& r : replay.records) {
+    o.scheduler_resubmissions += r.result.attempt();
+    o.requests_resubmitted += r.result.attempt() > 0 ? 1 : 0;
+  }
   if (!o.injected) return;
   for (const RequestRecord& r : replay.records) {
     // When the request completed: the decode engine's stamp (the replayer may receive it later:
@@ -124,6 +129,7 @@ void MeasureRecovery(const ReplayResult& replay, FaultOutcome& o) {
       ++o.results_before;
     } else if (done < o.end_ns) {
       ++o.results_during;
+      if (o.cut_off_ns > 0 && done >= o.cut_off_ns) ++o.results_after_cut_off;
     } else if (!o.recovery_s || ToSeconds(done - o.end_ns) < *o.recovery_s) {
       o.recovery_s = ToSeconds(done - o.end_ns);
     }

@@ -79,10 +79,33 @@ Status FaultInjector::Tick(Nanos now) {
                                         : results_ >= spec_.after_results;
     return due ? Begin() : Status::Ok();
   }
+  WatchCutOff(now);
   if (active_ && WallClock().Now() - outcome_.start_ns >= FromSeconds(spec_.duration_s)) {
     return End();
   }
   return Status::Ok();
+}
+
+void FaultInjector::WatchCutOff(Nanos now) {
+  if (spec_.kind != FaultKind::kComputeLink || !service_.engine_reachable) return;
+  if (outcome_.back_ns != 0) return;  // seen cut off and back: nothing more to learn
+  Result<bool> reachable = service_.engine_reachable(spec_.node);
+  if (!reachable.ok()) {
+    log::Debug("cluster run: list engines: {}", reachable.status().ToString());
+    return;  // a look that failed is no observation
+  }
+  if (outcome_.cut_off_ns == 0) {
+    // Only while the link is down: a cut-off seen afterwards is not this fault's.
+    if (!*reachable && active_) {
+      outcome_.cut_off_ns = now;
+      log::Warn("cluster run: the service cut off {}'s engine {:.3f} s into the fault", spec_.node,
+                ToSeconds(now - outcome_.start_ns));
+    }
+  } else if (*reachable && !active_) {
+    outcome_.back_ns = now;
+    log::Warn("cluster run: the service has {}'s engine back {:.3f} s after the fault", spec_.node,
+              ToSeconds(now - outcome_.end_ns));
+  }
 }
 
 Status FaultInjector::Finish(const std::string& system, size_t results) {
@@ -103,11 +126,26 @@ void PrintFault(const std::string& system, const FaultOutcome& f, std::ostream& 
            << ToSeconds(f.end_ns - f.start_ns) << " s; " << f.results_before << " results before, "
            << f.results_during << " during; recovery ";
   if (f.recovery_s) {
-    progress << *f.recovery_s << " s (fault end to the next completed request)\n";
+    progress << *f.recovery_s << " s (fault end to the next completed request)";
   } else {
-    progress << "none: no request completed after the fault\n";
+    progress << "none: no request completed after the fault";
   }
-  progress << std::flush;
+  if (f.spec.kind == FaultKind::kComputeLink) {
+    progress << "; " << f.spec.node << "'s engine ";
+    if (f.cut_off_ns > 0) {
+      progress << "cut off by the service " << ToSeconds(f.cut_off_ns - f.start_ns)
+               << " s into the fault (" << f.results_after_cut_off
+               << " requests completed after that, during the fault), ";
+      progress << (f.back_ns > 0
+                       ? "back " + FormatNumber(ToSeconds(f.back_ns - f.end_ns)) + " s after it"
+                       : std::string("not seen back"));
+    } else {
+      progress << "never cut off by the service";
+    }
+  }
+  progress << "; " << f.scheduler_resubmissions << " re-submissions by the scheduler ("
+           << f.requests_resubmitted << " requests)\n"
+           << std::flush;
 }
 
 Status FaultInjector::Begin() {

@@ -31,6 +31,10 @@ class FaultInjector {
   struct ServiceHooks {
     std::function<Status()> kill;   // SIGKILL the service and reap it
     std::function<Status()> start;  // start it again (same socket, same arguments)
+    // Whether the service lists the engine of `node` alive and reachable over the compute network
+    // (ListEngines). Asked at every Tick from a comp-link fault's start until the engine is seen
+    // cut off and back (FaultOutcome::cut_off_ns, back_ns). Empty: not asked.
+    std::function<Result<bool>(const std::string& node)> engine_reachable;
   };
   // `log` collects the output of every command run (ip, gluster). `store`: the system's store
   // (`cluster run --store`), null without one; the store kinds need it.
@@ -60,6 +64,8 @@ class FaultInjector {
   Status StartBrick();
   Status StoreBegin();
   Status StoreEnd();
+  // comp-link: one look at the service's view of the node's engine (cut off, back).
+  void WatchCutOff(Nanos now);
 
   FaultSpec spec_;
   const testbed::Cluster& cluster_;

@@ -106,5 +106,34 @@ TEST(FaultTest, RecoveryIsFromTheFaultsEndToTheNextResult) {
   EXPECT_FALSE(o.recovery_s.has_value());
 }
 
+// A partition (docs/faults.md "Partitions"): what completed after the service cut the node off
+// and before its link came back, and how often the scheduler re-submitted.
+TEST(FaultTest, CompletionsAfterTheCutOffAndReSubmissionsAreCounted) {
+  ReplayResult r;
+  const std::pair<Nanos, uint32_t> done_attempt[] = {{1, 0}, {4, 0}, {6, 1}, {8, 2}, {12, 0}};
+  for (const auto& [t, attempt] : done_attempt) {
+    RequestRecord rec;
+    rec.result_ns = t * kNanosPerSecond;
+    rec.result.set_attempt(attempt);
+    r.records.push_back(rec);
+  }
+  FaultOutcome o;
+  o.injected = true;
+  o.start_ns = 2 * kNanosPerSecond;
+  o.end_ns = 10 * kNanosPerSecond;
+  o.cut_off_ns = 5 * kNanosPerSecond;
+  MeasureRecovery(r, o);
+  EXPECT_EQ(o.results_during, 3u);         // at 4, 6 and 8 s
+  EXPECT_EQ(o.results_after_cut_off, 2u);  // at 6 and 8 s
+  EXPECT_EQ(o.scheduler_resubmissions, 3u);
+  EXPECT_EQ(o.requests_resubmitted, 2u);
+  ASSERT_TRUE(o.recovery_s.has_value());
+  EXPECT_DOUBLE_EQ(*o.recovery_s, 2.0);
+  // Never cut off (the old service, or a fault the service did not see): none counted.
+  o.cut_off_ns = 0;
+  MeasureRecovery(r, o);
+  EXPECT_EQ(o.results_after_cut_off, 0u);
+}
+
 }  // namespace
 }  // namespace dualpath::replay

@@ -187,6 +187,12 @@ json FaultJson(const SystemRun& run) {
           {"recovery_s", f.recovery_s ? json(*f.recovery_s) : json(nullptr)},
           {"service_restarts", run.replay.service_restarts},
           {"resubmitted", run.replay.resubmitted},
+          {"scheduler_resubmissions", f.scheduler_resubmissions},
+          {"requests_resubmitted", f.requests_resubmitted},
+          {"cut_off_after_s",
+           f.cut_off_ns > 0 ? json(ToSeconds(f.cut_off_ns - f.start_ns)) : json(nullptr)},
+          {"back_after_s", f.back_ns > 0 ? json(ToSeconds(f.back_ns - f.end_ns)) : json(nullptr)},
+          {"results_after_cut_off", f.results_after_cut_off},
           {"detail", f.detail}};
 }
 
@@ -273,11 +279,12 @@ Status WriteRunPlots(const std::vector<SystemRun>& runs, const std::string& dir)
     std::ostringstream dat;
     for (const SystemRun& r : runs) dat << '"' << r.system << "\" " << r.replay.JctS() << "\n";
     RETURN_IF_ERROR(WriteOutputFile(dir + "/jct.dat", dat.str(), "--plot"));
-    gp << "set output '" << dir << "/jct.png'\n"
+    // Names relative to gnuplot's private working directory inside `dir` (RunGnuplot, file.h).
+    gp << "set output 'jct.png'\n"
        << "set title 'Job completion time per system (emulated cluster)'\n"
        << "set ylabel 'JCT (s)'\nset style fill solid 0.8 border -1\nset boxwidth 0.6\n"
        << "set yrange [0:*]\nset grid ytics\nunset key\n"
-       << "plot '" << dir << "/jct.dat' using 0:2:xtic(1) with boxes lc rgb '#4472c4', '' using "
+       << "plot '../jct.dat' using 0:2:xtic(1) with boxes lc rgb '#4472c4', '' using "
        << "0:2:(sprintf('%.1f',$2)) with labels offset 0,1 notitle\n";
   }
   // Each node's storage read rate between consecutive samples (Mbit/s), paper Figure 15.
@@ -300,13 +307,13 @@ Status WriteRunPlots(const std::vector<SystemRun>& runs, const std::string& dir)
       dat << '\n';
     }
     RETURN_IF_ERROR(WriteOutputFile(dat_path, dat.str(), "--plot"));
-    gp << "reset\nset output '" << dir << "/storage_" << r.system << ".png'\n"
+    gp << "reset\nset output 'storage_" << r.system << ".png'\n"
        << "set title 'Storage link read rate per node: " << r.system << "'\n"
        << "set xlabel 'time since first submit (s)'\nset ylabel 'Mbit/s'\nset yrange [0:*]\n"
        << "set grid\nset key outside right\nplot ";
     for (size_t n = 0; n < r.links.size(); ++n) {
       const bool prefill = r.links[n].role == "prefill";
-      gp << (n ? ", " : "") << "'" << dat_path << "' using 1:" << (n + 2)
+      gp << (n ? ", " : "") << "'../storage_" << r.system << ".dat' using 1:" << (n + 2)
          << " with lines lw 1.5 dt " << (prefill ? 1 : 2) << " title '" << r.links[n].node << "'";
     }
     if (!r.links.empty() && r.links[0].goodput_bps > 0) {
@@ -317,7 +324,7 @@ Status WriteRunPlots(const std::vector<SystemRun>& runs, const std::string& dir)
   }
   const std::string script = dir + "/plots.gp";
   RETURN_IF_ERROR(WriteOutputFile(script, gp.str(), "--plot"));
-  return RunGnuplot(script, dir + "/gnuplot.log");
+  return RunGnuplot(dir, script);
 }
 
 }  // namespace dualpath::replay

@@ -1,5 +1,6 @@
 // PE scheduling and read-side choice, DualPath §6.1 "PE Scheduling" and "KV-Cache Read Task
 // Scheduling".
+#include "dualpath/common/check.h"
 #include "sched/read_side.h"
 #include "sched/scheduler_impl.h"
 
@@ -52,6 +53,14 @@ int SchedulerImpl::ChoosePrefillEngine(GroupState& g, int* category) {
   }
   *category = best_cat;
   return best;
+}
+
+void SchedulerImpl::RefreshNodeQueue(uint32_t node) {
+  if (live_queues_ == nullptr || node_epoch_[node] == fetch_epoch_) return;
+  const int64_t q = live_queues_->ReadQueueTokens(NodeId(node));
+  DUALPATH_CHECK(q >= 0, "NodeReadQueueSource returned a negative read queue");
+  node_read_queue_[node] = q;
+  node_epoch_[node] = fetch_epoch_;
 }
 
 bool SchedulerImpl::AllOverloaded(const GroupState& g) const {
@@ -115,6 +124,7 @@ void SchedulerImpl::AssignPrefillEngines(uint32_t group, FetchResult* out) {
     const SchedRequest& req = rs.request;
     EngineState& pe = engines_[static_cast<uint32_t>(best)];
     const EngineState& de = engines_[rs.decode_engine];
+    RefreshNodeQueue(de.node);  // the first read of this node in a live-queue fetch
 
     const ReadChoice rc = ChooseReadSide(config_, req.hit_tokens, node_read_queue_[pe.node],
                                          node_read_queue_[de.node], &rr_read_counter_);

@@ -14,6 +14,7 @@ SchedulerImpl::SchedulerImpl(const ClusterDesc& cluster, const SchedConfig& conf
   engines_.resize(cluster.engines.size());
   groups_.resize(static_cast<size_t>(cluster.num_groups()));
   node_read_queue_.assign(static_cast<size_t>(cluster.num_nodes()), 0);
+  node_epoch_.assign(static_cast<size_t>(cluster.num_nodes()), 0);
   for (const EngineDesc& d : cluster.engines) {
     EngineState& e = engines_[d.id.value()];
     e.node = d.node.value();
@@ -96,7 +97,7 @@ Status SchedulerImpl::ApplyNodeReadQueue(NodeId node, int64_t read_queue_tokens)
 }
 
 Status SchedulerImpl::FetchForGroup(GroupId group, std::span<const EngineReport> reports,
-                                    FetchResult* out) {
+                                    FetchResult* out, const NodeReadQueueSource* live_queues) {
   DUALPATH_CHECK(out != nullptr, "FetchForGroup: out is null");
   if (group.value() >= groups_.size()) {
     return InvalidArgument(fmt::format("fetch: unknown group {}", group.value()));
@@ -105,8 +106,16 @@ Status SchedulerImpl::FetchForGroup(GroupId group, std::span<const EngineReport>
   if (groups_[group.value()].role == Role::kDecode) {
     DrainGlobalQueue();
     AssignDecodeEngines(group.value(), out);
-  } else {
+  } else if (live_queues == nullptr) {
     AssignPrefillEngines(group.value(), out);
+  } else {
+    // A new fetch: every node is stale except those the reports just refreshed.
+    ++fetch_epoch_;
+    for (const EngineReport& r : reports)
+      node_epoch_[engines_[r.engine.value()].node] = fetch_epoch_;
+    live_queues_ = live_queues;
+    AssignPrefillEngines(group.value(), out);
+    live_queues_ = nullptr;
   }
   return Status::Ok();
 }
@@ -136,7 +145,12 @@ Status Scheduler::ApplyNodeReadQueue(NodeId node, int64_t read_queue_tokens) {
 
 Status Scheduler::FetchForGroup(GroupId group, std::span<const EngineReport> reports,
                                 FetchResult* out) {
-  return impl_->FetchForGroup(group, reports, out);
+  return impl_->FetchForGroup(group, reports, out, nullptr);
+}
+
+Status Scheduler::FetchForGroup(GroupId group, std::span<const EngineReport> reports,
+                                FetchResult* out, const NodeReadQueueSource* live_queues) {
+  return impl_->FetchForGroup(group, reports, out, live_queues);
 }
 
 int64_t Scheduler::global_queue_size() const {

@@ -16,6 +16,7 @@
 
 #include "dualpath/sched/cluster.h"
 #include "dualpath/sched/config.h"
+#include "dualpath/sched/scheduler.h"
 #include "dualpath/sched/types.h"
 
 namespace dualpath::sched {
@@ -50,7 +51,8 @@ class SchedulerImpl {
   Status Submit(const SchedRequest& request);
   Status ApplyReports(std::span<const EngineReport> reports);
   Status ApplyNodeReadQueue(NodeId node, int64_t read_queue_tokens);
-  Status FetchForGroup(GroupId group, std::span<const EngineReport> reports, FetchResult* out);
+  Status FetchForGroup(GroupId group, std::span<const EngineReport> reports, FetchResult* out,
+                       const NodeReadQueueSource* live_queues);
 
   // decode_fetch.cc
   void DrainGlobalQueue();                                     // phase 1
@@ -61,6 +63,8 @@ class SchedulerImpl {
   // policy); -1 when every engine of the group is overloaded. *category: the PE's category.
   int ChoosePrefillEngine(GroupState& g, int* category);
   bool AllOverloaded(const GroupState& g) const;
+  // Under a live queue source (FetchForGroup), reads `node`'s queue from it once per fetch.
+  void RefreshNodeQueue(uint32_t node);
 
   uint32_t AllocSlot(const SchedRequest& request);
   void FreeSlot(uint32_t slot);
@@ -71,6 +75,11 @@ class SchedulerImpl {
   std::vector<GroupState> groups_;
   std::vector<uint32_t> decode_groups_;  // ids of decode groups, ascending
   std::vector<int64_t> node_read_queue_;
+  // Live queue source of the prefill fetch in progress (nullptr otherwise), and per node the
+  // fetch (fetch_epoch_) whose value node_read_queue_ holds: a node is read once per fetch.
+  const NodeReadQueueSource* live_queues_ = nullptr;
+  std::vector<uint64_t> node_epoch_;
+  uint64_t fetch_epoch_ = 0;
   std::vector<RequestSlot> slots_;
   std::vector<uint32_t> free_slots_;
   std::deque<uint32_t> global_queue_;

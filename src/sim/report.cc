@@ -210,13 +210,13 @@ Status PlotJct(const Report& report, const std::string& dir, std::ostringstream&
   }
   RETURN_IF_ERROR(WriteOutputFile(dir + "/jct.dat", dat.str(), "--plot"));
   const bool online = !report.entries.empty() && report.entries.front().online;
-  script << "set output '" << dir << "/jct.png'\n"
+  // Names relative to gnuplot's private working directory inside `dir` (RunGnuplot, file.h).
+  script << "set output 'jct.png'\n"
          << "set title '" << (online ? "Mean TTFT per system" : "Job completion time per system")
          << "'\nset ylabel '" << (online ? "TTFT (s)" : "JCT (s)") << "'\n"
          << "set style fill solid 0.8 border -1\nset boxwidth 0.6\nset yrange [0:*]\n"
          << "set grid ytics\nunset key\n"
-         << "plot '" << dir
-         << "/jct.dat' using 0:2:xtic(1) with boxes lc rgb '#4472c4', '' using "
+         << "plot '../jct.dat' using 0:2:xtic(1) with boxes lc rgb '#4472c4', '' using "
             "0:2:(sprintf('%.0f',$2)) "
             "with labels offset 0,1 notitle\n";
   return Status::Ok();
@@ -240,7 +240,7 @@ Status PlotSnic(const SimResult& r, double window_s, const std::string& dir,
     dat << '\n';
   }
   RETURN_IF_ERROR(WriteOutputFile(dat_path, dat.str(), "--plot"));
-  script << "reset\nset output '" << dir << "/snic_" << r.system << ".png'\n"
+  script << "reset\nset output 'snic_" << r.system << ".png'\n"
          << "set title 'Storage NIC read utilization per node: " << r.system << "'\n"
          << "set xlabel 'time (s)'\nset ylabel 'utilization (%)'\nset yrange [0:110]\n"
          << "set grid\nset key outside right\n";
@@ -255,8 +255,9 @@ Status PlotSnic(const SimResult& r, double window_s, const std::string& dir,
     for (size_t k = 0; k < idx; ++k) pcount += r.node_is_prefill[k] ? 1 : 0;
     const std::string name =
         prefill ? "P" + std::to_string(pcount) : "D" + std::to_string(idx - pcount);
-    script << (n ? ", " : "") << "'" << dat_path << "' using ($1*" << window_s << "):" << (idx + 2)
-           << " with lines lw 1.5 dt " << (prefill ? 1 : 2) << " title '" << name << "'";
+    script << (n ? ", " : "") << "'../snic_" << r.system << ".dat' using ($1*" << window_s
+           << "):" << (idx + 2) << " with lines lw 1.5 dt " << (prefill ? 1 : 2) << " title '"
+           << name << "'";
   }
   script << "\n";
   return Status::Ok();
@@ -284,12 +285,12 @@ Status PlotDecode(const SimResult& r, double window_s, const std::string& dir,
         << (active ? tau / static_cast<double>(active) : 0.0) << '\n';
   }
   RETURN_IF_ERROR(WriteOutputFile(dat_path, dat.str(), "--plot"));
-  script << "reset\nset output '" << dir << "/decode_" << r.system << ".png'\n"
+  script << "reset\nset output 'decode_" << r.system << ".png'\n"
          << "set title 'Decode side: " << r.system << "'\n"
          << "set xlabel 'time (s)'\nset ylabel 'requests in decode per decode GPU'\n"
          << "set y2label 'decode step (ms)'\nset ytics nomirror\nset y2tics\n"
          << "set yrange [0:*]\nset y2range [0:*]\nset grid\nset key top right\n"
-         << "plot '" << dat_path << "' using ($1*" << window_s
+         << "plot '../decode_" << r.system << ".dat' using ($1*" << window_s
          << "):2 with lines lw 1.5 title 'batch per GPU', '' using ($1*" << window_s
          << "):($3 > 0 ? $3 : 1/0) axes x1y2 with lines lw 1.5 dt 2 title 'step time'\n";
   return Status::Ok();
@@ -316,7 +317,7 @@ Status WritePlots(const Report& report, const std::string& dir) {
   }
   const std::string gp = dir + "/plots.gp";
   RETURN_IF_ERROR(WriteOutputFile(gp, script.str(), "--plot"));
-  return RunGnuplot(gp, dir + "/gnuplot.log");  // the one gnuplot runner (common/file.h)
+  return RunGnuplot(dir, gp);  // the one gnuplot runner (common/file.h)
 }
 
 }  // namespace dualpath::sim

@@ -39,10 +39,6 @@ void StorageNic::Release(double bytes) {
   buffer_used_ = std::max(0.0, buffer_used_);
 }
 
-double StorageNic::PendingBytes(double now) const {
-  return waiting_bytes_ + std::max(0.0, busy_until_ - now) * rate_;
-}
-
 void StorageNic::Record(double start, double end) {
   // Spread [start, end) at the full rate over the windows it overlaps.
   bins_.AddSpread(start, end, rate_);

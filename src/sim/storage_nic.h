@@ -11,6 +11,7 @@
 // Thread safety: none (owned by one simulation).
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <deque>
 #include <vector>
@@ -37,7 +38,10 @@ class StorageNic {
   void Release(double bytes);
 
   // Bytes not yet transferred at `now` (waiting + in service).
-  double PendingBytes(double now) const;
+  // Inline: read for every engine report of every fetch.
+  double PendingBytes(double now) const {
+    return waiting_bytes_ + std::max(0.0, busy_until_ - now) * rate_;
+  }
   double buffer_used() const { return buffer_used_; }
   double total_read_bytes() const { return total_bytes_; }
   // Bytes transferred per window (time_bins.h: the windows widen on long runs, so memory stays

@@ -142,13 +142,17 @@ Status BlockStore::Init() {
     int err = 0;
     if (made.ok()) {
       std::string probe = model_dir_ + "/.probe." + host_ + "." + std::to_string(::getpid());
-      int fd = ::open(probe.c_str(), O_CREAT | O_RDWR | O_DIRECT | O_CLOEXEC, kStoreFileMode);
+      // O_EXCL: the probe is always a new file of ours; a name already there (planted in a shared
+      // directory, a symlink included) is neither followed nor removed, and the first read
+      // decides instead, as when files cannot be created here.
+      int fd =
+          ::open(probe.c_str(), O_CREAT | O_EXCL | O_RDWR | O_DIRECT | O_CLOEXEC, kStoreFileMode);
       err = errno;
       if (fd >= 0) {
         ::close(fd);
         ::unlink(probe.c_str());
         direct = true;
-      } else if (err == EACCES || err == EPERM || err == EROFS) {
+      } else if (err == EACCES || err == EPERM || err == EROFS || err == EEXIST) {
         // Cannot create files here: decide at the first read instead (see ReadStreamImpl).
         direct = true;
       }

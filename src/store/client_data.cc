@@ -174,9 +174,14 @@ std::vector<Status> RunMoves(StoreClient::Impl& c, transfer::Op op,
   for (const auto& [node, moves] : by_node) {
     const v1::NodeEndpoint& ep = *endpoints.at(node);
     const std::vector<size_t>& idx = (*move_index)[node];
-    Result<ClientPeer> peer = c.Peer(ep);
     Status refused;
-    if (!peer.ok()) {
+    Result<ClientPeer> peer = Unavailable("not tried");
+    if (c.options.skip_addr && c.options.skip_addr(ep.transfer_addr())) {
+      // Known unreachable (its host is cut off): fail now rather than after a connect or a peer
+      // timeout; the caller treats it as any failed node (a miss, a failed put).
+      refused = Unavailable(fmt::format(
+          "store node {} at {} is unreachable over the compute network", node, ep.transfer_addr()));
+    } else if (peer = c.Peer(ep); !peer.ok()) {
       refused = peer.status();
     } else {
       transfer::Batch batch{.peer = peer->id, .cls = transfer::TrafficClass::kLow, .op = op};

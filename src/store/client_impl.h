@@ -43,6 +43,10 @@ struct StoreClient::Impl {
   mutable std::mutex leader_mu;
   std::string leader_addr;
   std::shared_ptr<v1::StoreMaster::Stub> stub;
+  // The last call to leader_addr gave up on an error that a leader change explains (unreachable,
+  // a timeout, "not the leader"): the next call re-reads etcd before asking it. Guarded by
+  // leader_mu.
+  bool leader_suspect = false;
 
   std::mutex batch_mu;
   std::unique_ptr<std::byte[]> staging;
@@ -71,8 +75,11 @@ struct StoreClient::Impl {
   void StopUnpinner();
 
   // --- client.cc ---
-  // The leader's stub: the cached one, or (refresh, or none cached) the one etcd names now.
+  // The leader's stub: the cached one, or (refresh, the cached one suspect, or none cached) the
+  // one etcd names now.
   Result<std::pair<std::shared_ptr<v1::StoreMaster::Stub>, std::string>> Leader(bool refresh);
+  // The cached leader gave a call up: the next Leader() re-reads etcd.
+  void MarkLeaderSuspect();
   // Runs one master RPC, retrying (see client.h) until `until` (steady clock).
   using RpcFn = std::function<grpc::Status(v1::StoreMaster::Stub*, grpc::ClientContext*)>;
   Status CallMaster(std::string_view rpc, Nanos until, const RpcFn& fn);

@@ -7,6 +7,7 @@
 #include <charconv>
 #include <chrono>
 #include <condition_variable>
+#include <cstdint>
 #include <map>
 #include <mutex>
 #include <set>
@@ -84,6 +85,12 @@ struct PendingPut {
   Nanos deadline = 0;
 };
 
+// A node's join report while its parts arrive (store.proto JoinNodeRequest).
+struct PendingJoin {
+  uint32_t next_part = 0;
+  std::vector<ReportedReplica> reports;
+};
+
 // One leadership: the metadata this master rebuilt when it won, dropped when it loses.
 struct Term {
   std::string id;
@@ -105,6 +112,8 @@ struct Term {
   std::map<NodeId, int64_t> joined_revision;
   std::map<NodeId, std::unique_ptr<pb::StoreNode::Stub>> stubs;
   std::unordered_map<uint64_t, PendingPut> puts;
+  // Joins reported in parts (JoinNodeRequest.more): the parts so far, applied with the last one.
+  std::map<NodeId, PendingJoin> joining;
   std::unique_ptr<coord::Watch> node_watch;
 };
 
@@ -300,6 +309,7 @@ class MasterServer::Impl final : public pb::StoreMaster::Service {
   void DropNodeLocked(Term& t, NodeId id, std::string_view why) {
     const bool was_joined = t.joined.erase(id) > 0;
     t.joined_revision.erase(id);
+    t.joining.erase(id);
     t.stubs.erase(id);
     Status s = t.state->RemoveNode(id);
     if (was_joined || s.ok()) {
@@ -664,6 +674,43 @@ class MasterServer::Impl final : public pb::StoreMaster::Service {
           ReportedReplica{*key, static_cast<Tier>(r.tier()), r.offset(), r.size(), r.checksum()});
     }
     std::lock_guard lock(t->mu);
+    // A report in parts (docs/store.md "Message limits"): the parts are kept, in order, and the
+    // whole report is applied with the last one, so the node is never half-joined.
+    if (req->part() > 0 || req->more()) {
+      auto pending = t->joining.find(id);
+      if (req->part() == 0) {
+        pending = t->joining.insert_or_assign(id, PendingJoin{}).first;
+      } else if (pending == t->joining.end() || pending->second.next_part != req->part()) {
+        t->joining.erase(id);
+        return ToGrpc(Status(Code::kFailedPrecondition,
+                             fmt::format("JoinNode: node {} sent part {} out of order; start again "
+                                         "at part 0",
+                                         raw, req->part())));
+      }
+      PendingJoin& p = pending->second;
+      // Every replica takes at least one aligned unit of the tiers: a longer report is not one.
+      const uint64_t unit = options.state.alignment;
+      uint64_t most = 0;
+      if (__builtin_add_overflow(spec.dram.capacity / unit, spec.ssd.capacity / unit, &most)) {
+        most = UINT64_MAX;
+      }
+      if (p.reports.size() + reports.size() > most) {
+        t->joining.erase(id);
+        return ToGrpc(InvalidArgument(fmt::format(
+            "JoinNode: node {} reports more than {} replicas, more than its tiers can hold", raw,
+            most)));
+      }
+      p.reports.insert(p.reports.end(), reports.begin(), reports.end());
+      ++p.next_part;
+      if (req->more()) {
+        resp->set_leader_id(t->id);
+        return grpc::Status::OK;
+      }
+      reports = std::move(p.reports);
+      t->joining.erase(pending);
+    } else {
+      t->joining.erase(id);  // a whole report in one message ends any join in parts of the node
+    }
     // A re-join replaces the node: what it reports now is what it holds.
     (void)t->state->RemoveNode(id);
     t->joined.erase(id);
@@ -762,11 +809,13 @@ Result<std::unique_ptr<MasterServer>> MasterServer::Start(MasterServerOptions op
   ASSIGN_OR_RETURN(m.etcd, coord::EtcdClient::Connect(m.options.etcd));
 
   grpc::ServerBuilder builder;
-  builder.SetMaxReceiveMessageSize(-1);
   builder.SetMaxSendMessageSize(-1);
   builder.RegisterService(&m);
+  // Requests are bounded (store/types.h: kMaxMasterRequestBytes); answers are not (a Get of a
+  // whole batch names every replica and node).
   ASSIGN_OR_RETURN(GrpcServerStart started,
-                   StartGrpcServer(builder, "store master", m.options.listen, m.options.tls));
+                   StartGrpcServer(builder, "store master", m.options.listen, m.options.tls,
+                                   kMaxMasterRequestBytes));
   m.server = std::move(started.server);
   m.address = std::move(started.address);
   m.advertise = m.options.advertise.empty() ? m.address : m.options.advertise;

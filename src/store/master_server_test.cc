@@ -10,6 +10,7 @@
 #include <functional>
 #include <mutex>
 #include <thread>
+#include <vector>
 
 #include "dualpath/common/grpc_channel.h"
 #include "dualpath/common/grpc_server.h"
@@ -149,7 +150,7 @@ class MasterServerTest : public ::testing::Test {
     EXPECT_TRUE(r.ok()) << r.ToString();
     grpc::ServerBuilder b;
     b.RegisterService(&n->service);
-    auto started = StartGrpcServer(b, "fake node", "127.0.0.1:0", Insecure());
+    auto started = StartGrpcServer(b, "fake node", "127.0.0.1:0", Insecure(), kMaxNodeRequestBytes);
     EXPECT_TRUE(started.ok());
     n->server = std::move(started->server);
     n->rpc_addr = started->address;
@@ -313,6 +314,46 @@ TEST_F(MasterServerTest, BadInputIsRefusedNamingWhatWasWrong) {
   grpc::ClientContext c6;
   s = stub->PutStart(&c6, ps, &psr);
   EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+}
+
+// Issue 25 item 7: a join report in parts (JoinNodeRequest.part / more) is applied whole with the
+// last part; a part out of order is refused and the node starts again at part 0.
+TEST_F(MasterServerTest, AJoinReportInPartsIsAppliedWhole) {
+  auto master = StartMaster();
+  ASSERT_NE(master, nullptr);
+  ASSERT_TRUE(master->WaitUntilServing(kLimit).ok());
+  auto node = StartNode(1);
+  auto stub = Stub(*master);
+  auto join = [&](uint32_t part, bool more, std::vector<uint8_t> keys, pb::JoinNodeResponse* r) {
+    pb::JoinNodeRequest req = node->JoinRequest(1 << 20);
+    req.set_part(part);
+    req.set_more(more);
+    for (uint8_t k : keys) {
+      pb::ReportedReplica* rep = req.add_replicas();
+      *rep->mutable_key() = Key(k);
+      rep->set_offset(uint64_t{k} * 4096);
+      rep->set_size(100);
+      rep->set_checksum(k);
+    }
+    grpc::ClientContext ctx;
+    return stub->JoinNode(&ctx, req, r);
+  };
+  pb::JoinNodeResponse r;
+  grpc::Status s = join(1, false, {9}, &r);
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::FAILED_PRECONDITION) << s.error_message();
+  EXPECT_NE(s.error_message().find("out of order"), std::string::npos) << s.error_message();
+  ASSERT_TRUE(join(0, true, {1, 2}, &r).ok());
+  EXPECT_EQ(master->Stats()->nodes, 0u) << "not joined before the last part";
+  ASSERT_TRUE(join(1, true, {3}, &r).ok());
+  ASSERT_TRUE(join(2, false, {4, 5}, &r).ok());
+  EXPECT_EQ(r.accepted(), 5u);
+  EXPECT_EQ(master->Stats()->nodes, 1u);
+  EXPECT_EQ(master->Stats()->objects, 5u);
+  // A skipped part drops what came before: the node must start again.
+  ASSERT_TRUE(join(0, true, {6}, &r).ok());
+  s = join(2, false, {7}, &r);
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::FAILED_PRECONDITION) << s.error_message();
+  EXPECT_EQ(master->Stats()->objects, 5u);
 }
 
 TEST_F(MasterServerTest, DeadNodeReplicasAreNeverHandedOut) {

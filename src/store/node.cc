@@ -10,6 +10,7 @@
 #include <mutex>
 #include <random>
 #include <thread>
+#include <vector>
 
 #include "dualpath/common/grpc_channel.h"
 #include "dualpath/common/grpc_server.h"
@@ -56,6 +57,10 @@ Status CheckOptions(const NodeOptions& o) {
     return InvalidArgument("store node join_backoff_max must be >= 50 ms");
   }
   if (o.leader_poll <= 0) return InvalidArgument("store node leader_poll must be > 0");
+  if (o.join_part_replicas < 1 || o.join_part_replicas > kMaxJoinReplicas) {
+    return InvalidArgument(fmt::format("store node join_part_replicas {}: must be 1..{}",
+                                       o.join_part_replicas, kMaxJoinReplicas));
+  }
   // As an engine's, before anything starts: the StoreNode listener's TLS (the one rule of
   // grpc_tls.h, applied again when it binds), then the transfer token: without it anyone who
   // reaches the transfer listener can read and write the DRAM tier (docs/store.md "Security").
@@ -162,7 +167,23 @@ struct StoreNode::Impl {
     cv.notify_all();
   }
 
-  v1::JoinNodeRequest MakeJoinRequest() const {  // REQUIRES(mu)
+  // The join report in parts of at most join_part_replicas replicas (store.proto JoinNodeRequest:
+  // one message stays under the master's request limit however many replicas the node holds).
+  std::vector<v1::JoinNodeRequest> MakeJoinRequests() const {  // REQUIRES(mu)
+    v1::JoinNodeRequest head = MakeJoinHeader();
+    std::vector<v1::JoinNodeRequest> parts(1, head);
+    for (const NodeRecord& r : table.Records()) {
+      if (static_cast<size_t>(parts.back().replicas_size()) >= options.join_part_replicas) {
+        parts.back().set_more(true);
+        parts.push_back(head);
+        parts.back().set_part(static_cast<uint32_t>(parts.size() - 1));
+      }
+      RecordToProto(r, parts.back().add_replicas());
+    }
+    return parts;
+  }
+
+  v1::JoinNodeRequest MakeJoinHeader() const {  // REQUIRES(mu)
     v1::JoinNodeRequest req;
     v1::NodeEndpoint* ep = req.mutable_endpoint();
     ep->set_node(address.id.value());
@@ -176,24 +197,35 @@ struct StoreNode::Impl {
     req.mutable_dram()->set_high_watermark(options.high_watermark);
     req.mutable_dram()->set_low_watermark(options.low_watermark);
     req.set_member_name(MemberName(options.id));
-    for (const NodeRecord& r : table.Records()) RecordToProto(r, req.add_replicas());
     return req;
   }
 
-  Status CallJoin(const std::string& addr, const v1::JoinNodeRequest& req,
+  // Sends every part in order; `resp` is the last part's answer (the whole report's outcome) plus
+  // the replicas earlier parts had rejected.
+  Status CallJoin(const std::string& addr, const std::vector<v1::JoinNodeRequest>& parts,
                   v1::JoinNodeResponse* resp, std::string* channel_addr,
                   std::unique_ptr<v1::StoreMaster::Stub>* stub) {
     if (*channel_addr != addr || *stub == nullptr) {
       *stub = v1::StoreMaster::NewStub(MakeChannel(addr, options.master_tls));
       *channel_addr = addr;
     }
-    grpc::ClientContext ctx;
-    ctx.set_deadline(std::chrono::system_clock::now() +
-                     std::chrono::nanoseconds(options.rpc_timeout));
-    SetInflight(&ctx, addr);
-    grpc::Status g = (*stub)->JoinNode(&ctx, req, resp);
-    SetInflight(nullptr, "");
-    return FromGrpc(g, fmt::format("store master JoinNode at {}", addr));
+    google::protobuf::RepeatedPtrField<v1::ItemStatus> rejected;
+    for (const v1::JoinNodeRequest& req : parts) {
+      grpc::ClientContext ctx;
+      ctx.set_deadline(std::chrono::system_clock::now() +
+                       std::chrono::nanoseconds(options.rpc_timeout));
+      resp->Clear();
+      // Each part is the call in flight: a leader change cancels it (SetInflight).
+      SetInflight(&ctx, addr);
+      grpc::Status g = (*stub)->JoinNode(&ctx, req, resp);
+      SetInflight(nullptr, "");
+      RETURN_IF_ERROR(FromGrpc(g, fmt::format("store master JoinNode at {} (part {} of {})", addr,
+                                              req.part() + 1, parts.size())));
+      if (req.more()) rejected.MergeFrom(resp->rejected());
+    }
+    rejected.MergeFrom(resp->rejected());
+    resp->mutable_rejected()->Swap(&rejected);
+    return Status::Ok();
   }
 
   // Whether the leader at `addr` answers Stats as the incarnation we joined (`joined_id`) or a
@@ -273,11 +305,13 @@ struct StoreNode::Impl {
       if (join_wanted != join_done && !leader_addr.empty()) {
         const uint64_t wanted = join_wanted;
         const std::string addr = leader_addr;
-        v1::JoinNodeRequest req = MakeJoinRequest();
+        const std::vector<v1::JoinNodeRequest> parts = MakeJoinRequests();
+        size_t reported = 0;
+        for (const v1::JoinNodeRequest& p : parts) reported += p.replicas_size();
         log::Debug("store node {}: joining {}", options.id.value(), addr);
         lock.unlock();
         v1::JoinNodeResponse resp;
-        Status s = CallJoin(addr, req, &resp, &channel_addr, &stub);
+        Status s = CallJoin(addr, parts, &resp, &channel_addr, &stub);
         lock.lock();
         if (s.ok()) {
           join_done = wanted;
@@ -285,9 +319,10 @@ struct StoreNode::Impl {
           stats.leader_id = resp.leader_id();
           stats.joined_addr = addr;
           backoff = kJoinBackoffMin;
-          log::Info("store node {}: joined leader {} at {} ({} replicas reported, {} accepted)",
-                    options.id.value(), resp.leader_id(), addr, req.replicas_size(),
-                    resp.accepted());
+          log::Info(
+              "store node {}: joined leader {} at {} ({} replicas reported in {} part(s), {} "
+              "accepted)",
+              options.id.value(), resp.leader_id(), addr, reported, parts.size(), resp.accepted());
           for (const v1::ItemStatus& r : resp.rejected()) {
             log::Warn("store node {}: leader rejected a reported replica: {} {}",
                       options.id.value(), r.code(), r.message());
@@ -414,8 +449,9 @@ Result<std::unique_ptr<StoreNode>> StoreNode::Start(NodeOptions options) {
   n.service = std::make_unique<NodeService>(&n);
   grpc::ServerBuilder builder;
   builder.RegisterService(n.service.get());
-  ASSIGN_OR_RETURN(GrpcServerStart started,
-                   StartGrpcServer(builder, "StoreNode", o.rpc_listen, o.rpc_tls));
+  // The master's Record and Forget calls are bounded by its batch limit (store/types.h).
+  ASSIGN_OR_RETURN(GrpcServerStart started, StartGrpcServer(builder, "StoreNode", o.rpc_listen,
+                                                            o.rpc_tls, kMaxNodeRequestBytes));
   n.server = std::move(started.server);
   n.address.rpc_addr = started.address;
 

@@ -58,7 +58,8 @@ class FakeMaster final : public v1::StoreMaster::Service {
     state_ = MasterState::Create(config, clock_).value();
     grpc::ServerBuilder builder;
     builder.RegisterService(this);
-    auto started = StartGrpcServer(builder, "fake StoreMaster", "127.0.0.1:0", Insecure());
+    auto started = StartGrpcServer(builder, "fake StoreMaster", "127.0.0.1:0", Insecure(),
+                                   kMaxMasterRequestBytes);
     EXPECT_TRUE(started.ok()) << started.status().ToString();
     server_ = std::move(started->server);
     address_ = started->address;

@@ -3,10 +3,15 @@
 // the same-host path, remove; kill -9 of the leader (Abandon) -> the standby takes over, the nodes
 // join it with their reports, and a client that still has the dead leader cached retries on its
 // own and reads every committed object; a dead node's replicas are never handed out; a forged
-// JoinNode never makes a client map or write another file (issue 25).
+// JoinNode never makes a client map or write another file (issue 25); requests above the servers'
+// limits are refused, join reports go in parts, client batches are split (issue 25 item 7).
+#include <grpcpp/grpcpp.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <atomic>
+#include <cstdio>
+#include <cstring>
 #include <fstream>
 #include <iterator>
 #include <memory>
@@ -19,6 +24,7 @@
 #include "dualpath/store/master_server.h"
 #include "dualpath/store/node.h"
 #include "dualpath/store/v1/store.grpc.pb.h"
+#include "lib/oversize_request.h"
 #include "store/node_test_util.h"
 
 namespace dualpath::store {
@@ -272,6 +278,111 @@ TEST_F(StoreNodeMasterTest, OneClientManyThreads) {
   EXPECT_EQ(st.hits_local + st.hits_remote, uint64_t{kThreads} * kPerThread * 3);
   EXPECT_EQ(st.misses, 0u);
   EXPECT_EQ(Objects(m), size_t{kThreads} * kPerThread);
+}
+
+// Issue 25 item 7: a node's join report goes in parts of at most join_part_replicas replicas (so
+// that one message stays under the master's limit however much the node holds), and the new
+// leader applies the whole report: every object the node holds is served after a failover.
+TEST_F(StoreNodeMasterTest, AJoinReportInPartsReachesANewLeaderWhole) {
+  MasterServer* a = AddMaster();
+  ASSERT_NE(a, nullptr);
+  ASSERT_TRUE(a->WaitUntilServing(kWaitLimit).ok());
+  MasterServer* b = AddMaster();
+  ASSERT_NE(b, nullptr);
+  NodeOptions o = NodeOpts(1);
+  o.join_part_replicas = 2;  // 7 replicas: parts of 2, 2, 2 and 1
+  auto node = StoreNode::Start(o);
+  ASSERT_TRUE(node.ok()) << node.status().ToString();
+  nodes_.push_back(std::move(node).value());
+  ASSERT_TRUE(WaitUntil([&] { return LiveNodes(a) == 1; }));
+  auto c = NewStoreClient("", 1);
+  ASSERT_NE(c, nullptr);
+  PutAll(*c, 0, 7);
+  ASSERT_EQ(nodes_[0]->Replicas().size(), 7u);
+  a->Abandon();
+  ASSERT_TRUE(b->WaitUntilServing(kWaitLimit).ok());
+  ASSERT_TRUE(WaitUntil([&] { return LiveNodes(b) == 1 && Objects(b) == 7; }));
+  Read got = GetAll(*c, 0, 7);
+  for (uint32_t i = 0; i < 7; ++i) {
+    ASSERT_TRUE(got.results[i].status.ok()) << i << ": " << got.results[i].status.ToString();
+    EXPECT_EQ(got.bufs[i], Bytes(i));
+  }
+}
+
+// Issue 25 item 7: a batch larger than kMaxBatchKeys is split by the client (each call stays
+// under the master's limit), with the same answer as one call would give.
+TEST_F(StoreNodeMasterTest, TheClientSplitsBatchesAboveTheBatchLimit) {
+  MasterServer* m = AddMaster();
+  ASSERT_NE(m, nullptr);
+  ASSERT_TRUE(m->WaitUntilServing(kWaitLimit).ok());
+  ASSERT_NE(AddNode(1), nullptr);
+  ASSERT_TRUE(WaitUntil([&] { return LiveNodes(m) == 1; }));
+  auto c = NewStoreClient("", 1);
+  ASSERT_NE(c, nullptr);
+  PutAll(*c, 0, 2);
+  // Distinct keys that are never stored (Key(n) repeats every 256 values of n).
+  auto absent = [](uint32_t i) {
+    ObjectKey k = Key(0);
+    k.hash.bytes.fill(0xab);
+    std::memcpy(k.hash.bytes.data(), &i, sizeof i);
+    return k;
+  };
+  // Keys 0, 1 stored, then 2 * kMaxBatchKeys + 3 absent keys, then key 0 again.
+  std::vector<kv::BlockHash> hashes = {Key(0).hash, Key(1).hash};
+  for (uint32_t i = 0; i < 2 * kMaxBatchKeys + 3; ++i) hashes.push_back(absent(i).hash);
+  hashes.push_back(Key(0).hash);
+  auto e = c->Exists(Key(0).model_fingerprint, hashes);
+  ASSERT_TRUE(e.ok()) << e.status().ToString();
+  ASSERT_EQ(e->found.size(), hashes.size());
+  EXPECT_EQ(e->prefix_hits, 2u);
+  EXPECT_TRUE(e->found.back());
+  EXPECT_EQ(std::count(e->found.begin(), e->found.end(), true), 3);
+  std::vector<ObjectKey> keys;
+  for (uint32_t i = 0; i < kMaxBatchKeys + 1; ++i) keys.push_back(absent(i));
+  keys.push_back(Key(1));
+  auto removed = c->Remove(keys);
+  ASSERT_TRUE(removed.ok()) << removed.status().ToString();
+  EXPECT_EQ(*removed, 1u);
+}
+
+// Issue 25 item 7: the master took a request of any size (a 256 MiB Exists grew it from 21 MB to
+// 835 MB) and the store node buffered one whole before refusing it. Now each refuses a request
+// above its limit (store/types.h) with RESOURCE_EXHAUSTED, sent from a client process of its own,
+// at a cost of at most its transport quota of memory, and goes on serving.
+TEST_F(StoreNodeMasterTest, OverLimitRequestsAreRefusedWithoutTheServersGrowing) {
+  MasterServer* m = AddMaster();
+  ASSERT_NE(m, nullptr);
+  ASSERT_TRUE(m->WaitUntilServing(kWaitLimit).ok());
+  StoreNode* n = AddNode(1);
+  ASSERT_NE(n, nullptr);
+  ASSERT_TRUE(WaitUntil([&] { return LiveNodes(m) == 1; }));
+  struct Target {
+    const char* what;
+    std::string address;
+    const char* method;
+    int field;
+  };
+  // The node first: both servers live in this process, and heap the master freed after a request
+  // could be reused by the node's buffer, hiding the node's growth.
+  const Target targets[] = {
+      {"store node", n->address().rpc_addr, "/dualpath.store.v1.StoreNode/Forget", 2},
+      {"store master", m->address(), "/dualpath.store.v1.StoreMaster/Exists", 2},
+  };
+  for (const Target& t : targets) {
+    const oversize::Measured r = oversize::SendMeasured(t.what, t.address, t.method, t.field);
+    EXPECT_EQ(r.call.code, static_cast<int>(grpc::StatusCode::RESOURCE_EXHAUSTED))
+        << t.what << ": " << r.call.output;
+    if (oversize::kPeakIsTheServers) {
+      EXPECT_LT(r.peak - r.before, oversize::kRequestBytes / 2) << t.what;
+    }
+  }
+  // Both go on serving: a put records on the node through the master, a get reads it back.
+  auto c = NewStoreClient("", 1);
+  ASSERT_NE(c, nullptr);
+  PutAll(*c, 0, 1);
+  EXPECT_EQ(n->Replicas().size(), 1u);
+  Read got = GetAll(*c, 0, 1);
+  ASSERT_TRUE(got.results[0].status.ok()) << got.results[0].status.ToString();
 }
 
 }  // namespace

@@ -27,9 +27,12 @@ dualpath_test(store_node_etcd_test
     node_master_test.cc
     ${PROJECT_SOURCE_DIR}/src/coord/etcd_test_server.cc
   DEPS dualpath_store_node dualpath_store_master dualpath_store dualpath_store_proto dualpath_coord
-       dualpath_common_grpc
+       dualpath_common_grpc oversize_request
   LABELS store
   TIMEOUT 300)
+if(TARGET store_node_etcd_test)
+  add_dependencies(store_node_etcd_test grpc_oversize_client)  # issue 25 item 7 (tests/lib)
+endif()
 
 # `dualpath store node` (src/cli/cmd_store.cc) runs a StoreNode.
 target_link_libraries(dualpath PRIVATE dualpath_store_node)

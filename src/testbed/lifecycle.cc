@@ -3,9 +3,9 @@
 #include <unistd.h>
 
 #include <filesystem>
-#include <fstream>
 
 #include "dualpath/common/clock.h"
+#include "dualpath/common/file.h"
 #include "dualpath/common/log.h"
 #include "dualpath/testbed/testbed.h"
 #include "testbed/subprocess.h"
@@ -45,20 +45,29 @@ std::string ErrorLines(const std::string& output) {
   return lines.empty() ? last : lines;
 }
 
-Status WriteFileAtomically(const std::string& path, const std::string& text) {
-  const std::string tmp = path + ".tmp";
-  {
-    std::ofstream out(tmp, std::ios::trunc);
-    out << text;
-    out.flush();
-    if (!out) {
-      return IoError(fmt::format("write {}", tmp));
-    }
-  }
+// The name's lock (testbed.h): kUnavailable naming the holder while another up or down runs.
+Result<FileLock> LockName(std::string_view name, const std::string& root) {
   std::error_code ec;
-  fs::rename(tmp, path, ec);
+  fs::create_directories(root, ec);
   if (ec) {
-    return IoError(fmt::format("rename {} -> {}: {}", tmp, path, ec.message()));
+    return IoError(fmt::format("create state root {}: {}", root, ec.message()));
+  }
+  Result<FileLock> lock = FileLock::TryAcquire(fmt::format("{}/{}.lock", root, name));
+  if (lock.status().code() == Code::kUnavailable) {
+    return Unavailable(fmt::format(
+        "cluster '{}' is in use by another `dualpath cluster up` or `down` ({}); wait for it to "
+        "finish or pick another --name",
+        name, lock.status().message()));
+  }
+  return lock;
+}
+
+// The teardown itself; the caller holds the name's lock.
+Status DownLocked(std::string_view name, const std::string& root) {
+  ASSIGN_OR_RETURN(ProcessResult r, RunScript({"down", StateDir(root, name), std::string(name)}));
+  if (r.exit_code != 0) {
+    return Status(Code::kTestbedCommandFailed,
+                  fmt::format("tearing down '{}': {}", name, ErrorLines(r.output)));
   }
   return Status::Ok();
 }
@@ -94,18 +103,15 @@ Result<Cluster> ClusterUp(const ClusterOptions& options, UpReport* report) {
   ASSIGN_OR_RETURN(Cluster c, PlanCluster(options));
   RETURN_IF_ERROR(RequireRoot("dualpath cluster up"));
   const std::string root = options.state_root.empty() ? StateRoot() : options.state_root;
+  // Held until this returns: a second `up` of the name started at the same moment fails here and
+  // touches nothing (before, both passed the check below and the loser tore the winner down).
+  ASSIGN_OR_RETURN(FileLock lock, LockName(c.name, root));
   if (ClusterExists(c.name, root)) {
     return Status(Code::kTestbedExists,
                   fmt::format("cluster '{}' already exists (state {}, namespaces {}*); run "
                               "`dualpath cluster down --name {}` first, or pick another --name",
                               c.name, c.state_dir, NetnsPrefix(c.name), c.name));
   }
-  std::error_code ec;
-  fs::create_directories(root, ec);
-  if (ec) {
-    return IoError(fmt::format("create state root {}: {}", root, ec.message()));
-  }
-
   std::vector<std::string> args = {"up",
                                    c.state_dir,
                                    c.name,
@@ -126,11 +132,12 @@ Result<Cluster> ClusterUp(const ClusterOptions& options, UpReport* report) {
     failure = Status(Code::kTestbedCommandFailed,
                      fmt::format("bringing up '{}': {}", c.name, ErrorLines(r->output)));
   } else {
-    failure = WriteFileAtomically(c.state_dir + "/cluster.json", ClusterToJson(c));
+    failure =
+        WriteOutputFile(c.state_dir + "/cluster.json", ClusterToJson(c), "cluster description");
   }
   if (!failure.ok()) {
-    // Leave nothing half-built behind.
-    Status down = ClusterDown(c.name, root);
+    // Leave nothing half-built behind: everything of this name is ours (we hold its lock).
+    Status down = DownLocked(c.name, root);
     if (!down.ok()) {
       log::Error("cleanup after failed bring-up: {}", down.ToString());
     }
@@ -147,12 +154,8 @@ Status ClusterDown(std::string_view name, std::string_view state_root) {
   RETURN_IF_ERROR(ValidateClusterName(name));
   RETURN_IF_ERROR(RequireRoot("dualpath cluster down"));
   const std::string root = state_root.empty() ? StateRoot() : std::string(state_root);
-  ASSIGN_OR_RETURN(ProcessResult r, RunScript({"down", StateDir(root, name), std::string(name)}));
-  if (r.exit_code != 0) {
-    return Status(Code::kTestbedCommandFailed,
-                  fmt::format("tearing down '{}': {}", name, ErrorLines(r.output)));
-  }
-  return Status::Ok();
+  ASSIGN_OR_RETURN(FileLock lock, LockName(name, root));
+  return DownLocked(name, root);
 }
 
 }  // namespace dualpath::testbed

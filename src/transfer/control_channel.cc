@@ -7,6 +7,7 @@
 #include <netinet/tcp.h>
 #include <poll.h>
 #include <sys/socket.h>
+#include <sys/time.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -207,7 +208,8 @@ Result<std::unique_ptr<ControlListener>> TcpListen(std::string_view addr_port, i
   return std::unique_ptr<ControlListener>(new TcpListener(fd, Name(sa), tos));
 }
 
-Result<std::unique_ptr<ControlChannel>> TcpConnect(std::string_view addr_port, int tos) {
+Result<std::unique_ptr<ControlChannel>> TcpConnect(std::string_view addr_port, int tos,
+                                                   Nanos timeout) {
   ASSIGN_OR_RETURN(HostPort hp, ParseHostPort(addr_port));
   ASSIGN_OR_RETURN(sockaddr_in sa, Resolve(hp));
   int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
@@ -220,6 +222,18 @@ Result<std::unique_ptr<ControlChannel>> TcpConnect(std::string_view addr_port, i
       return s;
     }
   }
+  // A blocking connect honours SO_SNDTIMEO (EINPROGRESS when it expires); cleared afterwards, so
+  // the channel's own sends keep their semantics.
+  auto send_timeout = [fd](Nanos t) {
+    timeval tv{.tv_sec = static_cast<time_t>(t / kNanosPerSecond),
+               .tv_usec = static_cast<suseconds_t>(t % kNanosPerSecond / 1000)};
+    return ::setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
+  };
+  if (timeout > 0 && send_timeout(timeout) != 0) {
+    int e = errno;
+    ::close(fd);
+    return IoError("setsockopt SO_SNDTIMEO", e);
+  }
   int rc = -1;
   do {
     rc = ::connect(fd, reinterpret_cast<sockaddr*>(&sa), sizeof sa);
@@ -228,8 +242,12 @@ Result<std::unique_ptr<ControlChannel>> TcpConnect(std::string_view addr_port, i
     int e = errno;
     ::close(fd);
     return Status(Code::kTransferPeerDead,
-                  fmt::format("connect to {}: {}", addr_port, strerror(e)));
+                  e == EINPROGRESS || e == EAGAIN
+                      ? fmt::format("connect to {}: no answer within {} ms", addr_port,
+                                    timeout / kNanosPerMilli)
+                      : fmt::format("connect to {}: {}", addr_port, strerror(e)));
   }
+  if (timeout > 0) send_timeout(0);
   int one = 1;
   setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
   return std::unique_ptr<ControlChannel>(new TcpChannel(fd, Name(sa)));

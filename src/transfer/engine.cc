@@ -474,7 +474,7 @@ Result<std::string> EngineImpl::Listen(const std::string& addr_port) {
 
 Result<PeerId> EngineImpl::Connect(const std::string& addr_port) {
   ASSIGN_OR_RETURN(std::unique_ptr<ControlChannel> ch,
-                   TcpConnect(addr_port, Tos(config_.classes[0])));
+                   TcpConnect(addr_port, Tos(config_.classes[0]), config_.peer_timeout));
   // Our HELLO (worker addresses, remote keys) goes only to a peer that proved the token.
   RETURN_IF_ERROR(AuthenticateConnector(*ch, config_.token, config_.peer_timeout));
   uint64_t sent_generation = 0;
@@ -508,6 +508,51 @@ std::vector<PeerId> EngineImpl::Peers() const {
     }
   }
   return out;
+}
+
+Status EngineImpl::Disconnect(PeerId peer, const std::string& why) {
+  const std::string reason = "disconnected: " + why;
+  std::vector<std::shared_ptr<PeerState>> victims;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = peers_.find(peer.value());
+    if (it == peers_.end()) {
+      return NotFound(fmt::format("unknown peer {}", peer.value()));
+    }
+    // Already dead: its kill is under way or done (the peer timeout, a closed channel).
+    if (it->second->MarkDeadLocked(reason)) victims.push_back(it->second);
+  }
+  KillNow(std::move(victims), reason);
+  return Status::Ok();
+}
+
+int EngineImpl::DisconnectHost(const std::string& host, const std::string& why) {
+  const std::string reason = "disconnected: " + why;
+  const std::string prefix = host + ":";
+  std::vector<std::shared_ptr<PeerState>> victims;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    for (const auto& [_, p] : peers_) {
+      // The control channel's remote address: the peer's listener for a peer we connected to,
+      // its ephemeral port for one that connected to us; the host is the same either way.
+      if (p->name.rfind(prefix, 0) == 0 && p->MarkDeadLocked(reason)) victims.push_back(p);
+    }
+  }
+  const int n = static_cast<int>(victims.size());
+  KillNow(std::move(victims), reason);
+  return n;
+}
+
+void EngineImpl::KillNow(std::vector<std::shared_ptr<PeerState>> victims,
+                         const std::string& reason) {
+  if (victims.empty()) return;
+  // As a closed control channel is handled, but waited for: only the progress thread may touch
+  // UCX (and it is the thread that lands incoming data), so once this returns the endpoints are
+  // closed and nothing of these peers is written into our memory any more.
+  CallOnProgress<int>([this, victims = std::move(victims), reason] {
+    for (const std::shared_ptr<PeerState>& p : victims) KillPeer(*p, reason);
+    return 0;
+  });
 }
 
 Result<std::vector<RegionRange>> EngineImpl::RemoteRegions(PeerId peer) const {

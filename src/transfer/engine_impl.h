@@ -117,6 +117,8 @@ class EngineImpl final : public TransferEngine {
   Result<PeerId> Connect(const std::string& addr_port) override;
   Status WaitForPeers(size_t n, Nanos timeout) override;
   std::vector<PeerId> Peers() const override;
+  Status Disconnect(PeerId peer, const std::string& why) override;
+  int DisconnectHost(const std::string& host, const std::string& why) override;
   Result<std::vector<RegionRange>> RemoteRegions(PeerId peer) const override;
   Status Submit(Batch batch) override;
   void SetNoticeHandler(NoticeHandler handler) override;
@@ -144,6 +146,8 @@ class EngineImpl final : public TransferEngine {
   // Authenticates a freshly accepted channel (peer_auth.h), then exchanges HELLOs; logs a refusal.
   void AcceptPeer(std::unique_ptr<ControlChannel> c);
   void HandleControlMessage(const std::shared_ptr<PeerState>& p);
+  // Kills `victims` (already marked dead) on the progress thread and waits until it has.
+  void KillNow(std::vector<std::shared_ptr<PeerState>> victims, const std::string& reason);
 
   // --- progress thread (progress.cc) ---
   void RunOnProgress(std::function<void()> task);

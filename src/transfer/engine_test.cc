@@ -22,6 +22,8 @@
 #include <tuple>
 #include <vector>
 
+#include "dualpath/transfer/control_channel.h"
+#include "lib/silent_listener.h"
 #include "socket_tos.h"
 
 namespace dualpath::transfer {
@@ -94,6 +96,21 @@ TEST(EngineListenTest, SecondListenerOnATakenPortRefuses) {
 }
 
 // Parameters: UCX_TLS, and whether Submit may post on the caller's thread (post_on_submit).
+// A connect to a host that never answers (its link down: every SYN dropped) ends at the timeout
+// instead of after the kernel's SYN retries. A listener whose accept queue is full drops SYNs the
+// same way; the test guard, not an assertion, bounds the time.
+TEST(TcpConnectTest, AHostThatNeverAnswersFailsAtTheTimeout) {
+  net_testing::SilentListener host(0);  // one connection fills its accept queue; nothing accepts
+  ASSERT_TRUE(host.ok());
+  auto filler = TcpConnect(host.address(), -1, 0);
+  ASSERT_TRUE(filler.ok()) << filler.status().ToString();
+  auto dropped = TcpConnect(host.address(), -1, 200 * kNanosPerMilli);
+  ASSERT_FALSE(dropped.ok());
+  EXPECT_EQ(dropped.status().code(), Code::kTransferPeerDead);
+  EXPECT_NE(dropped.status().message().find("no answer within 200 ms"), std::string::npos)
+      << dropped.status().ToString();
+}
+
 class EngineTest : public ::testing::TestWithParam<std::tuple<std::string, bool>> {
  protected:
   EngineConfig Config() {

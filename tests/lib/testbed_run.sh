@@ -6,6 +6,13 @@
 #                             trap that takes the cluster down and removes $tmp, and the cluster of
 #                             a crashed earlier run taken down
 #   testbed_check_exit RC DEADLINE   fail on a run killed by `timeout` or a non-zero exit
+#   testbed_shm_files NAME    the /dev/shm files (pools, store tiers) of cluster NAME, one per line,
+#                             matched exactly as `cluster down` matches them (not NAME-b's)
+testbed_lib_dir=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+testbed_shm_files() {
+  bash "$testbed_lib_dir/../../scripts/testbed/testbed.sh" shm-files "$1"
+}
+
 testbed_require() {
   if [[ $(id -u) != 0 ]]; then
     echo "SKIP: needs root (network namespaces, tc, FUSE mounts)"

@@ -94,7 +94,7 @@ if pgrep -af -- "dualpath-testbed/$NAME/" >"$tmp/left.txt"; then
   fail "processes left: $(cat "$tmp/left.txt")"
 fi
 [[ -e $root/$NAME ]] && fail "state dir $root/$NAME left"
-left_pools=$(compgen -G "/dev/shm/dualpath-$NAME-*.pool")
+left_pools=$(testbed_shm_files "$NAME" | grep "\.pool$")
 [[ -z $left_pools ]] || fail "pool files left: $left_pools"
 
 if ((failures > 0)); then

@@ -87,9 +87,9 @@ fi
 if pgrep -af -- "--cluster $NAME\.|dualpath-testbed/$NAME/" >"$tmp/left.txt"; then
   fail "processes left: $(cat "$tmp/left.txt")"
 fi
-left_tiers=$(compgen -G "/dev/shm/dualpath-store-$NAME.*")
+left_tiers=$(testbed_shm_files "$NAME" | grep -v "\.pool$")
 [[ -n $left_tiers ]] && fail "store tier files left: $left_tiers"
-left_pools=$(compgen -G "/dev/shm/dualpath-$NAME-*.pool")
+left_pools=$(testbed_shm_files "$NAME" | grep "\.pool$")
 [[ -n $left_pools ]] && fail "pool files left: $left_pools"
 [[ -e $root/$NAME ]] && fail "state dir $root/$NAME left"
 

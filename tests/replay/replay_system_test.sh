@@ -110,7 +110,7 @@ if pgrep -af -- "dualpath-testbed/$NAME/" >"$tmp/left.txt"; then
 fi
 [[ -e $root/$NAME ]] && fail "state dir $root/$NAME left"
 # The engines' node pools (engine --pool, one per node) go with the run.
-left_pools=$(compgen -G "/dev/shm/dualpath-$NAME-*.pool")
+left_pools=$(testbed_shm_files "$NAME" | grep "\.pool$")
 [[ -z $left_pools ]] || fail "pool files left: $left_pools"
 
 if ((failures > 0)); then

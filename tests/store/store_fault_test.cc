@@ -266,23 +266,40 @@ class StoreFaultTest : public ::testing::Test {
     return nullptr;
   }
 
+  ClientOptions BaseClientOptions() {
+    ClientOptions o;
+    o.cluster = cluster_;
+    o.etcd = etcd_.ClientOptions();
+    o.etcd.rpc_timeout = 5 * kNanosPerSecond;
+    o.master_tls = tls_;
+    Result<std::string> token = transfer::ReadTransferToken(token_);
+    EXPECT_TRUE(token.ok()) << token.status().ToString();
+    o.transfer.token = token.ok() ? *token : "";
+    o.host = "test-client";  // no node shares this host: every byte crosses the network
+    return o;
+  }
+
   StoreClient& Client() {
     if (client_ == nullptr) {
-      ClientOptions o;
-      o.cluster = cluster_;
-      o.etcd = etcd_.ClientOptions();
-      o.etcd.rpc_timeout = 5 * kNanosPerSecond;
-      o.master_tls = tls_;
-      Result<std::string> token = transfer::ReadTransferToken(token_);
-      EXPECT_TRUE(token.ok()) << token.status().ToString();
-      o.transfer.token = token.ok() ? *token : "";
-      o.host = "test-client";  // no node shares this host: every byte crosses the network
+      ClientOptions o = BaseClientOptions();
       o.retry_deadline = 30 * kNanosPerSecond;
       auto c = StoreClient::Create(o);
       EXPECT_TRUE(c.ok()) << c.status().ToString();
       client_ = std::move(c).value();
     }
     return *client_;
+  }
+
+  // A client set up as the engines set theirs (src/engine/kv_store_link.cc): master calls retried
+  // for 2 s at most (the store is a cache), the default rpc_timeout, and `skip_addr`.
+  std::unique_ptr<StoreClient> EngineClient(
+      std::function<bool(const std::string&)> skip_addr = {}) {
+    ClientOptions o = BaseClientOptions();
+    o.retry_deadline = 2 * kNanosPerSecond;
+    o.skip_addr = std::move(skip_addr);
+    auto c = StoreClient::Create(o);
+    EXPECT_TRUE(c.ok()) << c.status().ToString();
+    return c.ok() ? std::move(c).value() : nullptr;
   }
 
   // Puts objects [first, first + n) (one replica each); expects each stored.
@@ -296,13 +313,17 @@ class StoreFaultTest : public ::testing::Test {
     for (const Status& s : *r) ASSERT_TRUE(s.ok()) << s.ToString();
   }
 
-  // Reads objects [first, first + n): per object hit or miss; fails the test on any wrong byte.
-  std::vector<bool> ReadObjects(uint64_t first, uint64_t n) {
+  // Reads objects [first, first + n) (through `via`, else Client()): per object hit or miss;
+  // fails the test on any wrong byte, and on a failed call unless `call_may_fail` (all misses).
+  std::vector<bool> ReadObjects(uint64_t first, uint64_t n, StoreClient* via = nullptr,
+                                bool call_may_fail = false) {
     std::vector<std::vector<std::byte>> bufs(n, std::vector<std::byte>(kObject));
     std::vector<GetItem> items;
     for (uint64_t i = 0; i < n; ++i) items.push_back(GetItem{Key(first + i), bufs[i]});
-    Result<std::vector<ReadResult>> r = Client().GetInto(items);
-    EXPECT_TRUE(r.ok()) << r.status().ToString();
+    Result<std::vector<ReadResult>> r = (via != nullptr ? *via : Client()).GetInto(items);
+    if (!call_may_fail) {
+      EXPECT_TRUE(r.ok()) << r.status().ToString();
+    }
     std::vector<bool> hit(n, false);
     if (!r.ok()) return hit;
     for (uint64_t i = 0; i < n; ++i) {
@@ -699,6 +720,91 @@ TEST_F(StoreFaultTest, AFrozenLeadersSuccessorNeverAnswersWithoutTheLiveNodesObj
   EXPECT_EQ(found, 32u) << "the new leader answered without the live nodes' objects";
   leader->Kill();  // SIGKILL ends a stopped process too
   EXPECT_EQ(Count(ReadObjects(0, 32)), 32u);
+}
+
+// Issue 25 item 9 (docs/faults.md "Partitions"): the leader stops answering (SIGSTOP here; on
+// the testbed its node's compute link went down) and the standby takes over. A client whose calls
+// retry for 2 s (the engines') finds the successor within a call or two. Before, each try waited
+// out rpc_timeout (5 s), longer than the whole call may retry, so the call gave up without
+// looking in etcd, and every later call asked the same silent leader again: the engines read
+// nothing from the store until the old leader answered again (the partition's end).
+TEST_F(StoreFaultTest, AClientOfALeaderThatStopsAnsweringFindsItsSuccessor) {
+  StartCluster(2, {1, 2});
+  PutObjects(0, 8);
+  std::unique_ptr<StoreClient> c = EngineClient();
+  ASSERT_NE(c, nullptr);
+  ASSERT_EQ(Count(ReadObjects(0, 8, c.get())), 8u);  // the client has the leader cached now
+  Proc* leader = LeaderProc();
+  ASSERT_NE(leader, nullptr);
+  ASSERT_EQ(c->leader(), MasterAddress(*leader));
+  Proc* standby = nullptr;
+  for (auto& m : masters_) {
+    if (m.get() != leader) standby = m.get();
+  }
+  ASSERT_NE(standby, nullptr);
+  const std::string b = MasterAddress(*standby);
+
+  ASSERT_EQ(kill(leader->pid, SIGSTOP), 0);
+  leader->frozen = true;
+  const auto t0 = Clock::now();
+  ASSERT_TRUE(WaitUntil([&] {
+    pb::GetResponse gr;
+    return RawGet(b, 0, 8, &gr).ok();
+  })) << "the standby never served";
+  const double successor = SecondsSince(t0);
+  const auto t1 = Clock::now();
+  int calls = 0;
+  size_t hits = 0;
+  while (calls < 3 && hits < 8) {
+    hits = Count(ReadObjects(0, 8, c.get(), /*call_may_fail=*/true));
+    ++calls;
+  }
+  const double found = SecondsSince(t1);
+  std::printf(
+      "store fault: leader frozen (SIGSTOP); the successor served after %.2f s; the engine-like "
+      "client read %zu of 8 objects from it in %d calls, %.2f s\n",
+      successor, hits, calls, found);
+  RecordProperty("silent_leader_client_calls", std::to_string(calls));
+  RecordProperty("silent_leader_client_seconds", std::to_string(found));
+  EXPECT_EQ(hits, 8u) << "the client kept asking the silent leader";
+  EXPECT_EQ(c->leader(), b);
+  leader->Kill();  // SIGKILL ends a stopped process too
+}
+
+// A leader on a host the caller knows unreachable (ClientOptions::skip_addr, set by an engine
+// that let go of that host) is not asked: the call fails at once, kUnavailable, without retries;
+// once etcd names a successor, the successor is asked.
+TEST_F(StoreFaultTest, ALeaderTheCallerSkipsIsNotAskedAndItsSuccessorIs) {
+  StartCluster(2, {1, 2});
+  PutObjects(0, 4);
+  Proc* leader = LeaderProc();
+  ASSERT_NE(leader, nullptr);
+  const std::string a = MasterAddress(*leader);
+  ASSERT_FALSE(a.empty());
+  std::unique_ptr<StoreClient> c = EngineClient([a](const std::string& addr) { return addr == a; });
+  ASSERT_NE(c, nullptr);
+
+  std::vector<std::byte> buf(kObject);
+  const GetItem item{Key(0), buf};
+  Result<std::vector<ReadResult>> r = c->GetInto(std::span<const GetItem>(&item, 1));
+  ASSERT_FALSE(r.ok()) << "the skipped leader was asked";
+  EXPECT_EQ(r.status().code(), Code::kUnavailable) << r.status().ToString();
+  EXPECT_NE(r.status().message().find("unreachable"), std::string::npos) << r.status().ToString();
+  EXPECT_EQ(c->Stats().retries, 0u);
+
+  // The leader goes; the standby leads once its lease ran out, and the client reads from it.
+  leader->Kill();
+  ASSERT_TRUE(WaitUntil([&] {
+    Proc* now = LeaderProc();
+    return now != nullptr && MasterAddress(*now) != a;
+  })) << "no successor";
+  size_t hits = 0;
+  ASSERT_TRUE(WaitUntil([&] {  // the successor answers "rebuilding" until the nodes joined
+    hits = Count(ReadObjects(0, 4, c.get(), /*call_may_fail=*/true));
+    return hits == 4;
+  })) << hits
+      << " of 4 objects read from the successor";
+  EXPECT_NE(c->leader(), a);
 }
 
 }  // namespace

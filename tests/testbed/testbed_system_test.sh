@@ -70,7 +70,9 @@ check_clean() {
   [[ -z $ns ]] || fail "$what: namespaces left: $ns"
   grep -q " $state_dir" /proc/self/mountinfo && fail "$what: mounts left under $state_dir"
   [[ -e $state_dir ]] && fail "$what: state directory $state_dir left"
-  compgen -G "/dev/shm/dualpath-$NAME-*.pool" >/dev/null && fail "$what: node pool files left"
+  # Exactly this cluster's names (`down`'s own rule: not those of a cluster named $NAME-x).
+  [[ -z $(bash "$(dirname "$0")/../../scripts/testbed/testbed.sh" shm-files "$NAME") ]] ||
+    fail "$what: node pool or store tier files left"
   local p
   for p in /proc/[0-9]*; do
     local cmd

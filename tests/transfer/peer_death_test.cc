@@ -197,6 +197,49 @@ TEST_P(PeerDeathTest, UnresponsivePeerTimesOut) {
   TransferWorks(fx);
 }
 
+// The peer is silent and the timeout far away: a caller that knows it is gone (the engines' probes
+// over the compute network) disconnects it, and everything outstanding fails at once.
+TEST_P(PeerDeathTest, DisconnectFailsOutstandingBatchesNowAndRefusesLaterOnes) {
+  Fixture fx(600 * kNanosPerSecond, GetParam());
+  PeerProcess peer;
+  ASSERT_FALSE(peer.addr().empty());
+  Result<PeerId> id = fx.engine->Connect(peer.addr());
+  ASSERT_TRUE(id.ok()) << id.status().ToString();
+  peer.Signal(SIGSTOP);
+  std::vector<std::future<Status>> inflight;
+  for (int i = 0; i < 2; ++i) inflight.push_back(fx.Submit(fx.BigPut(*id, 16 << 20)));
+  ASSERT_TRUE(fx.engine->Disconnect(*id, "unreachable over the compute network").ok());
+  for (auto& f : inflight) {
+    Status st = Await(f);
+    EXPECT_EQ(st.code(), Code::kTransferPeerDead) << st.ToString();
+    EXPECT_NE(st.message().find("disconnected: unreachable"), std::string::npos) << st.ToString();
+  }
+  EXPECT_EQ(fx.engine->Submit(fx.BigPut(*id, 1 << 20)).code(), Code::kTransferPeerDead);
+  EXPECT_TRUE(fx.engine->Peers().empty());
+  EXPECT_TRUE(fx.engine->Disconnect(*id, "again").ok());  // already dead: nothing to do
+  EXPECT_EQ(fx.engine->Disconnect(PeerId(id->value() + 1000), "x").code(), Code::kNotFound);
+  peer.Signal(SIGKILL);
+  peer.Reap();
+
+  TransferWorks(fx);
+}
+
+TEST_P(PeerDeathTest, DisconnectHostEndsEveryPeerOnThatHost) {
+  Fixture fx(600 * kNanosPerSecond, GetParam());
+  PeerProcess first, second;
+  ASSERT_FALSE(first.addr().empty());
+  ASSERT_FALSE(second.addr().empty());
+  Result<PeerId> a = fx.engine->Connect(first.addr());
+  Result<PeerId> b = fx.engine->Connect(second.addr());
+  ASSERT_TRUE(a.ok() && b.ok());
+  EXPECT_EQ(fx.engine->DisconnectHost("127.0.0.2", "another host"), 0);
+  EXPECT_EQ(fx.engine->Peers().size(), 2u);
+  EXPECT_EQ(fx.engine->DisconnectHost("127.0.0.1", "its link is down"), 2);
+  EXPECT_TRUE(fx.engine->Peers().empty());
+  EXPECT_EQ(fx.engine->Submit(fx.BigPut(*a, 1 << 20)).code(), Code::kTransferPeerDead);
+  EXPECT_EQ(fx.engine->DisconnectHost("127.0.0.1", "again"), 0);  // already dead
+}
+
 INSTANTIATE_TEST_SUITE_P(Submit, PeerDeathTest, ::testing::Bool(), [](const auto& info) {
   return std::string(info.param ? "PostOnSubmit" : "Queued");
 });

@@ -10,10 +10,22 @@
 // above a size limit before reading them.
 //
 // Writers: WriteOutputFile writes the whole text, checks every write and the close, and replaces a
-// regular file only once the new content is complete (a temporary file in the same directory,
-// renamed over it), so a full disk or a read-only directory leaves no partial file behind. A
-// target that already exists and is a device or FIFO (/dev/stdout, /dev/full) is written in place;
-// a directory is refused.
+// regular file only once the new content is complete: a private temporary file in the target's
+// directory (mkostemp: O_CREAT | O_EXCL, so it is always a new file of ours, never a name someone
+// planted, and never followed through a symlink), renamed over the target. A full disk or a
+// read-only directory leaves no partial file behind; a target name of up to 255 bytes works (the
+// temporary's name is short and fixed). The target itself (docs/cli.md "Output files"):
+//   - missing or a regular file: replaced as above;
+//   - a symbolic link: refused (kInvalidArgument), never written through and never replaced: an
+//     output never lands anywhere but at the path the user named;
+//   - a character device (/dev/null, /dev/full, a terminal): written in place;
+//   - a directory, a FIFO, a block device or a socket: refused (kInvalidArgument): a FIFO with no
+//     reader would block forever, a block device would be overwritten.
+// CreateOutputFile applies the same rules to an output written as a stream (a log), opened in
+// place and truncated instead of replaced.
+//
+// Locks: FileLock is an exclusive flock(2) claim on a lock file, dropped when its holder closes it
+// or dies (a killed command never leaves a stale claim); the file records the holder's pid.
 //
 // Thread safety: stateless functions; the returned descriptor belongs to the caller.
 #pragma once
@@ -21,6 +33,7 @@
 #include <cstdint>
 #include <string>
 #include <string_view>
+#include <utility>
 
 #include "dualpath/common/status.h"
 
@@ -85,15 +98,47 @@ Status CheckDirectory(const std::string& path, std::string_view what);
 
 // Writes `text` to `path` as described in the header comment. Errors name `what` and the path:
 // ErrnoStatus for I/O failures (no space, read-only, missing directory: kIoError, kNotFound,
-// kPermissionDenied, kStorageNoSpace), kInvalidArgument for a path that is a directory.
+// kPermissionDenied, kStorageNoSpace), kInvalidArgument for a target that is a symbolic link, a
+// directory, a FIFO, a block device or a socket.
 Status WriteOutputFile(const std::string& path, std::string_view text, std::string_view what);
+
+// Opens `path` for writing under the rules of WriteOutputFile (created 0644 & ~umask if missing,
+// truncated if a regular file, a character device opened as it is; a symbolic link or another
+// kind of file refused with kInvalidArgument), for output written as it is produced.
+Result<UniqueFd> CreateOutputFile(const std::string& path, std::string_view what);
+
+// An exclusive claim on a lock file, taken without waiting. Move-only; the destructor releases it.
+class FileLock {
+ public:
+  // Creates `path` if needed (0644; never through a symbolic link) and takes the claim. When
+  // another FileLock holds it (in any process, or in this one through another open), kUnavailable
+  // with the message "pid N holds LOCK" (N: what the holder recorded, "unknown" if nothing):
+  // callers say what is in use and put this in parentheses. ErrnoStatus when the file cannot be
+  // opened.
+  static Result<FileLock> TryAcquire(const std::string& path);
+
+  FileLock(FileLock&& other) noexcept = default;
+  FileLock& operator=(FileLock&& other) noexcept = default;
+  ~FileLock() = default;  // closing the descriptor drops the flock
+
+  const std::string& path() const { return path_; }
+
+ private:
+  FileLock(UniqueFd fd, std::string path) : fd_(std::move(fd)), path_(std::move(path)) {}
+  UniqueFd fd_;
+  std::string path_;
+};
 
 // Plot output (`--plot DIR` of sim and cluster run). PreparePlotDir creates `dir` if needed and
 // refuses a path that is not a directory or that the gnuplot script could not quote (a quote or a
 // newline in it): kInvalidArgument. RunGnuplot runs `gnuplot SCRIPT` without a shell, stderr to
-// `log_path`, and turns a missing gnuplot, a signal or a non-zero exit into one Status naming the
-// log.
+// `dir`/gnuplot.log (CreateOutputFile), and turns a missing gnuplot, a signal or a non-zero exit
+// into one Status naming the log. gnuplot opens its `set output` files itself, following symlinks,
+// so it runs in a private directory made inside `dir` (mode 0700: no one else can plant a name in
+// it) and the script must name its outputs relative ('jct.png'); each regular file it wrote there
+// is then renamed into `dir`, which replaces whatever was at that name (a symlink included)
+// without writing through it.
 Status PreparePlotDir(const std::string& dir);
-Status RunGnuplot(const std::string& script_path, const std::string& log_path);
+Status RunGnuplot(const std::string& dir, const std::string& script_path);
 
 }  // namespace dualpath

@@ -39,7 +39,10 @@ Code CodeForGrpc(grpc::StatusCode code);
 grpc::Status ToGrpc(const Status& status);
 
 // grpc::Status -> dualpath Status, for a client; `what` names the call ("scheduler Fetch at
-// unix:/run/dp/sched.sock"). OK gives Status::Ok().
+// unix:/run/dp/sched.sock"). OK gives Status::Ok(). gRPC's own refusal of a request above the
+// server's limit (grpc_server.h: "Received message larger than max (N vs. M)", or the stream
+// reset when the server's transport quota ran out) is kResourceExhausted with the reason added:
+// "...: the request is larger than the server accepts (its request limit)".
 Status FromGrpc(const grpc::Status& status, std::string_view what);
 
 }  // namespace dualpath

@@ -1,8 +1,14 @@
 // MetricsServer: the minimal HTTP/1.1 server behind every process's `--metrics-addr`: GET (or
 // HEAD) /metrics answers 200 with Registry::Render() as text/plain; version=0.0.4; any other path
-// 404, any other method 405, a malformed or oversized request 400 / 431. One connection at a time,
-// each closed after its response (Connection: close): a scrape every few seconds needs no more.
-// A client that sends nothing is dropped after a read timeout, so it cannot hold the server.
+// 404, any other method 405, a malformed or oversized request 400 / 431. Each connection is
+// closed after its response (Connection: close).
+//
+// Slow clients cannot hold the endpoint (docs/metrics.md): one thread serves up to
+// kMaxConnections connections at once with non-blocking sockets and poll(2), so a scrape is
+// answered while other connections send nothing; each connection has kReadTimeout to send its
+// request and again to take its response, then it is dropped; and when all kMaxConnections are
+// taken, a new connection makes the server drop the oldest one (the one that has had the most
+// time), so however many connections clients open, the newest is always served.
 //
 // Addresses (docs/metrics.md):
 //   HOST:PORT  bound here (IPv4, [IPv6] or a name; port 0 picks a free one), without
@@ -34,7 +40,8 @@
 namespace dualpath::metrics {
 
 inline constexpr size_t kMaxRequestBytes = 8192;            // request line + headers
-inline constexpr Nanos kReadTimeout = 5 * kNanosPerSecond;  // per connection
+inline constexpr Nanos kReadTimeout = 5 * kNanosPerSecond;  // per connection, and for the answer
+inline constexpr size_t kMaxConnections = 32;               // served at once
 // Longest `--metrics-wait-s` (how long a process waits for its last scrape).
 inline constexpr double kMaxMetricsWaitS = 3600;
 
@@ -70,9 +77,12 @@ class MetricsServer {
   bool WaitForScrape(Nanos timeout);
 
  private:
+  struct Conn;
   MetricsServer(int fd, std::string address, const Registry& registry);
   void Serve();
-  void Handle(int conn);
+  // Advances one connection after poll() reported `revents` on it; false when it is done (answered
+  // in full, failed or closed by the client) and must be closed.
+  bool Step(Conn& c, short revents);
 
   const int fd_;
   const std::string address_;

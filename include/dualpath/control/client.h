@@ -86,6 +86,18 @@ class Client {
   std::unique_ptr<Impl> impl_;
 };
 
+// Message limits (docs/control.md "Message limits"). A request's context, prompt plus generated
+// tokens, is at most kMaxRequestTokens (1 M: the longest context of any model, as
+// replay::kMaxContext), and its teacher tokens too (ValidateRequest). Every message the scheduler
+// service receives is then at most kMaxSchedulerRequestBytes: the largest, a Submit (or a
+// ReportResult), carries a RequestSpec of at most 2 x 2^20 token ids of at most 5 bytes each
+// (10 MiB) plus a few fields. The service refuses a larger message with RESOURCE_EXHAUSTED before
+// parsing it (common/grpc_server.h).
+inline constexpr uint64_t kMaxRequestTokens = uint64_t{1} << 20;
+inline constexpr int64_t kMaxSchedulerRequestBytes = int64_t{16} << 20;
+static_assert(2 * static_cast<int64_t>(kMaxRequestTokens) * 5 + (int64_t{1} << 20) <=
+              kMaxSchedulerRequestBytes);
+
 // The one check of a request (RequestSpec) against what its fields promise, shared by everything
 // that receives one: the service refuses a bad Submit with it ("submit: " + this message), and
 // engines check each assignment's request with it (a PE admitting it, a DE starting its decode),
@@ -94,6 +106,8 @@ class Client {
 //   "request 7: empty prompt"
 //   "request 7: gen_tokens is 0 (must be >= 1)"
 //   "request 7: teacher has 3 tokens, needs >= gen_tokens - 1 = 4"
+//   "request 7: 1048000 prompt + 1000 generated tokens, more than kMaxRequestTokens = 1048576"
+//   "request 7: teacher has 2000000 tokens, more than kMaxRequestTokens = 1048576"
 //   "request 7: prompt token 5000 at position 3 >= vocab 4096" (then the same for teacher tokens:
 //   every one, including any beyond the gen_tokens - 1 the decode steps feed)
 // `teacher_forced` false (a placed request, which an inference engine generates freely): the

@@ -26,11 +26,14 @@ class ServiceMetrics;
 // Monotonic counters since start (for logs, tests and the serve summary line).
 struct ServiceStats {
   int64_t submitted = 0;
-  int64_t assigned = 0;       // complete assignments handed to prefill engines
-  int64_t completed = 0;      // ok results forwarded
-  int64_t failed = 0;         // failed results forwarded (attempts exhausted)
-  int64_t resubmitted = 0;    // attempts re-submitted (failed result or dead engine)
-  int64_t engines_dead = 0;   // engines declared dead
+  int64_t assigned = 0;      // complete assignments handed to prefill engines
+  int64_t completed = 0;     // ok results forwarded
+  int64_t failed = 0;        // failed results forwarded (attempts exhausted)
+  int64_t resubmitted = 0;   // attempts re-submitted (failed result or dead engine)
+  int64_t engines_dead = 0;  // engines declared dead
+  // Times an engine was cut off as unreachable over the compute network, and taken back.
+  int64_t engines_cut_off = 0;
+  int64_t engines_reconnected = 0;
   int64_t stale_results = 0;  // results of a superseded attempt, dropped
   int64_t rebuilds = 0;       // sched::Scheduler (re)creations
   // Routing (ServiceOptions::routing other than dualpath): assignments whose prefill engine was

@@ -29,6 +29,7 @@
 #include "dualpath/common/clock.h"
 #include "dualpath/common/grpc_tls.h"
 #include "dualpath/common/status.h"
+#include "dualpath/control/client.h"
 #include "dualpath/control/v1/scheduler.pb.h"
 #include "dualpath/engine/scheduler_link.h"
 #include "dualpath/storage/faults.h"
@@ -38,6 +39,15 @@ class Registry;
 }  // namespace dualpath::metrics
 
 namespace dualpath::engine {
+
+// The largest EnginePeer request (docs/engine.md "Message limits"): a StartDecode whose Assignment
+// carries a RequestSpec at its bound (control::kMaxSchedulerRequestBytes covers it) and the
+// prompt's block hashes, 32 bytes per block, at most control::kMaxRequestTokens blocks (one token
+// per block, the smallest --block-tokens). The EnginePeer server refuses a larger request with
+// RESOURCE_EXHAUSTED before parsing it (common/grpc_server.h).
+inline constexpr int64_t kMaxPeerRequestBytes =
+    control::kMaxSchedulerRequestBytes + 32 * static_cast<int64_t>(control::kMaxRequestTokens) +
+    (int64_t{1} << 20);
 
 class KvStoreLink;
 

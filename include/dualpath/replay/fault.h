@@ -75,6 +75,18 @@ struct FaultOutcome {
   uint64_t results_during = 0;
   // Seconds from end_ns to the first request completed after it (nullopt: none was).
   std::optional<double> recovery_s;
+  // comp-link: when the scheduler service cut the node's engine off (listed it unreachable over
+  // the compute network, or dead), and when it listed it alive and reachable again, as the
+  // replay's looks at the service saw it (ListEngines at every health check, <= 200 ms apart);
+  // 0: never seen (docs/faults.md "Partitions").
+  Nanos cut_off_ns = 0;
+  Nanos back_ns = 0;
+  // Requests completed between the cut-off and the fault's end: work that moved elsewhere.
+  uint64_t results_after_cut_off = 0;
+  // Re-submissions by the scheduler service (the sum of the records' attempts: each one adds 1 to
+  // its request's attempt), and the requests re-submitted at least once.
+  uint64_t scheduler_resubmissions = 0;
+  uint64_t requests_resubmitted = 0;
   std::string detail;  // what was done, e.g. "brick pid 1234 killed; glusterfsd pid 5678 started"
 };
 

@@ -48,6 +48,18 @@ namespace dualpath::sched {
 
 class SchedulerImpl;
 
+// A live view of nodes' disk read queues that a prefill fetch reads only for the nodes it needs
+// (FetchForGroup below). For a caller that can tell any node's queue at any time (the simulator),
+// this replaces ApplyNodeReadQueue of every decode node before each prefill fetch: the same
+// decisions, without a write per node per fetch (a 1,000-node cluster fetches thousands of times
+// per simulated second).
+class NodeReadQueueSource {
+ public:
+  virtual ~NodeReadQueueSource() = default;
+  // The node's disk read queue now, in tokens; >= 0 (a negative value is a caller bug: checked).
+  virtual int64_t ReadQueueTokens(NodeId node) const = 0;
+};
+
 class Scheduler {
  public:
   // Validates both; errors are kSchedBadConfig naming the field or engine.
@@ -79,6 +91,14 @@ class Scheduler {
   // decisions to `out` (out->decode for a decode group, out->prefill for a prefill group); does
   // not clear it. kInvalidArgument for an unknown group or bad report.
   Status FetchForGroup(GroupId group, std::span<const EngineReport> reports, FetchResult* out);
+  // The same, and for a prefill group the DE node queue of each request the fetch places is read
+  // from `live_queues` the first time the fetch needs that node (nodes of `reports` excepted:
+  // their reports carry them). Decisions are exactly those of ApplyNodeReadQueue(n,
+  // live_queues->ReadQueueTokens(n)) for every such node before the plain FetchForGroup; nodes
+  // the fetch never looks at keep their older view (View/NodeReadQueue show it). nullptr = the
+  // plain call.
+  Status FetchForGroup(GroupId group, std::span<const EngineReport> reports, FetchResult* out,
+                       const NodeReadQueueSource* live_queues);
 
   // Queue lengths (requests), for the simulator's stop conditions and tests.
   int64_t global_queue_size() const;

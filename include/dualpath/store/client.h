@@ -17,7 +17,10 @@
 //
 // Retries: a call that meets UNAVAILABLE, a timeout, "not the leader" (kCoordNotLeader) or no
 // leader in etcd re-reads the leader from etcd and tries again, with backoff, until
-// retry_deadline has passed since the call began. A put whose commit the new leader does not know
+// retry_deadline has passed since the call began (each try's deadline is cut to what is left of
+// it). A call that gave up on such an error leaves the cached leader suspect: the next call
+// re-reads etcd first, so a leader that stopped answering (partitioned, frozen) is not asked
+// again once etcd names its successor. A put whose commit the new leader does not know
 // (kStoreUnknownPut after a failover) is put again within the same deadline.
 //
 // Ownership: the client owns its etcd client, channels, transfer engine, staging buffer and
@@ -29,6 +32,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <span>
 #include <string>
@@ -64,7 +68,7 @@ struct ClientOptions {
   // network instead.
   std::string shm_dir = "/dev/shm";
   transfer::EngineConfig transfer;
-  // Deadline of each master call.
+  // Deadline of each master call (each try; no try outlasts the call's retry_deadline either).
   Nanos rpc_timeout = 5 * kNanosPerSecond;
   // How long a call keeps retrying after leader changes and unreachable masters.
   Nanos retry_deadline = 15 * kNanosPerSecond;
@@ -73,6 +77,14 @@ struct ClientOptions {
   // Initial size of the staging buffer for network transfers of unregistered memory (it grows to
   // the largest batch's need).
   uint64_t staging_bytes = 4ull << 20;
+  // Asked before each transfer to a node, with the node's transfer address, and before each call
+  // to the leader master, with its address (host:port): true skips it as unreachable instead of
+  // waiting for a connect, the transfer engine's peer timeout or the call's deadline. A skipped
+  // node's reads are misses and its writes fail (kUnavailable); a skipped leader is looked up
+  // again in etcd once in that call (a successor may lead already), and if etcd still names it
+  // the call fails at once (kUnavailable, not retried). An engine's partition handling sets it
+  // (docs/engine.md "Failures"). Empty: never skipped. Called from the client's calling threads.
+  std::function<bool(const std::string& addr)> skip_addr;
 };
 
 struct PutItem {

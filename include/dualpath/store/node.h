@@ -82,6 +82,9 @@ struct NodeOptions {
   // The leader key is re-read, and the joined leader asked whether it still lists this node
   // (StoreMaster.Stats), this often.
   Nanos leader_poll = 2 * kNanosPerSecond;
+  // Replicas per JoinNode part (1 .. kMaxJoinReplicas; store.proto): a report of more goes in
+  // parts. Tests make it small to exercise the parts without tens of thousands of replicas.
+  size_t join_part_replicas = kMaxJoinReplicas;
 };
 
 // What the node advertises (store.proto NodeEndpoint).

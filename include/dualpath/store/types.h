@@ -11,6 +11,7 @@
 // Thread safety: values; const access from any thread.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <functional>
 #include <ostream>
@@ -25,6 +26,38 @@ namespace dualpath::store {
 
 // At most this many copies of one object, each on a different node (issue 16: 1 to 3).
 inline constexpr int kMaxReplicas = 3;
+
+// Message limits (docs/store.md "Message limits"): every request has a bound, worked out from
+// these batch limits, that its server enforces (common/grpc_server.h: larger is refused with
+// RESOURCE_EXHAUSTED before it is parsed).
+//
+// Keys (or items, put ids) per master call: StoreClient splits a larger batch into calls of at
+// most this many, so no caller meets the limit.
+inline constexpr size_t kMaxBatchKeys = 16384;
+// Replicas per JoinNode message: a node holding more reports them in parts (JoinNodeRequest.part).
+inline constexpr size_t kMaxJoinReplicas = 16384;
+// Encoded sizes at their largest: an ObjectKey field is 45 bytes (fixed64 9 + 32-byte hash 34 +
+// field header 2), a ReportedReplica 80 (key 45, tier 2, offset and size varints 11 each, checksum
+// 9, header 2), a PutStart item 58 (key 45, size 11, header 2).
+inline constexpr int64_t kMaxObjectKeyBytes = 45;
+inline constexpr int64_t kMaxReportedReplicaBytes = 80;
+inline constexpr int64_t kMaxPutItemBytes = 58;
+// Room for a message's other fields: an endpoint's host, addresses and shm path (a path of at most
+// PATH_MAX), a leader id.
+inline constexpr int64_t kMaxHeaderBytes = 64 << 10;
+// StoreMaster's largest request: a JoinNode part (kMaxJoinReplicas x 80 B = 1.25 MiB), above a
+// PutStart (kMaxBatchKeys x 58 B = 0.91 MiB), a Get or Remove (x 45 B), an Exists (x 32 B) and a
+// PutCommit (x 22 B), with the header room: rounded up to 2 MiB.
+inline constexpr int64_t kMaxMasterRequestBytes = int64_t{2} << 20;
+// StoreNode's largest request: the master's Record of one PutCommit batch's replicas on the node
+// (at most kMaxBatchKeys x 80 B) or Forget of one Remove batch (x 45 B): 2 MiB.
+inline constexpr int64_t kMaxNodeRequestBytes = int64_t{2} << 20;
+static_assert(static_cast<int64_t>(kMaxJoinReplicas) * kMaxReportedReplicaBytes + kMaxHeaderBytes <=
+              kMaxMasterRequestBytes);
+static_assert(static_cast<int64_t>(kMaxBatchKeys) * kMaxPutItemBytes + kMaxHeaderBytes <=
+              kMaxMasterRequestBytes);
+static_assert(static_cast<int64_t>(kMaxBatchKeys) * kMaxReportedReplicaBytes + kMaxHeaderBytes <=
+              kMaxNodeRequestBytes);
 
 // The storage tier a replica lives in on its node: the node's shared-memory pool (DRAM) or its
 // node-local SSD path.

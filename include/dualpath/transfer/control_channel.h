@@ -15,6 +15,7 @@
 #include <string>
 #include <string_view>
 
+#include "dualpath/common/clock.h"
 #include "dualpath/common/status.h"
 
 namespace dualpath::transfer {
@@ -52,6 +53,10 @@ Result<HostPort> ParseHostPort(std::string_view text);
 
 // TCP. `tos` (IP_TOS byte, -1 for none) marks the sockets.
 Result<std::unique_ptr<ControlListener>> TcpListen(std::string_view addr_port, int tos);
-Result<std::unique_ptr<ControlChannel>> TcpConnect(std::string_view addr_port, int tos);
+// `timeout` > 0 bounds the connect (SO_SNDTIMEO on the blocking connect): a peer whose host is
+// unreachable (its link down: SYNs unanswered) fails with kTransferPeerDead after it instead of
+// after the kernel's SYN retries (~2 minutes). 0: the kernel's bound.
+Result<std::unique_ptr<ControlChannel>> TcpConnect(std::string_view addr_port, int tos,
+                                                   Nanos timeout = 0);
 
 }  // namespace dualpath::transfer

@@ -25,7 +25,7 @@
 // Thread safety: all public methods may be called from any thread, except from inside a
 // completion or notice callback, which run on the progress thread (completions: or inside Submit
 // with EngineConfig::post_on_submit) and must not block or call
-// Connect/Listen/Register/Deregister (Submit is allowed).
+// Connect/Listen/Register/Deregister/Disconnect (Submit is allowed).
 #pragma once
 
 #include <array>
@@ -137,6 +137,18 @@ class TransferEngine {
   // (kTimeout). For servers and tests that must know a peer has arrived.
   virtual Status WaitForPeers(size_t n, Nanos timeout) = 0;
   virtual std::vector<PeerId> Peers() const = 0;
+  // Declares `peer` dead now, as its peer timeout would: its outstanding and queued batches fail
+  // with kTransferPeerDead naming `why`, its endpoints and control channel are closed, later
+  // submissions to it are refused. Returns once its endpoints are closed (the progress thread did
+  // it): nothing of it lands in our memory after that. For a caller that knows the peer is gone
+  // before the transfer engine can (no batch outstanding, so no timeout runs; the engines' probes
+  // over the compute network, docs/engine.md "Failures"). Ok if it is already dead; NotFound for
+  // an unknown peer. Not from a completion or notice callback.
+  virtual Status Disconnect(PeerId peer, const std::string& why) = 0;
+  // Disconnect for every live peer on `host` (an IP address), whichever side connected: a peer
+  // that connected to us is known by the host only (its port is ephemeral), and one-sided puts it
+  // makes into our memory travel over its connection, not ours. Returns how many.
+  virtual int DisconnectHost(const std::string& host, const std::string& why) = 0;
   // The regions a peer advertised (NotFound for an unknown peer).
   virtual Result<std::vector<RegionRange>> RemoteRegions(PeerId peer) const = 0;
 
