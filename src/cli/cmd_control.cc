@@ -42,6 +42,8 @@ struct ServeArgs {
   bool split_reads = false;
   std::string routing = "dualpath";
   std::string hash_seed = "0";
+  std::string store_namespace;
+  bool placement = false;
   MetricsFlags metrics;
   GrpcTlsFiles tls;
 };
@@ -85,6 +87,8 @@ int Serve(const ServeArgs& a) {
   if (!routing.ok()) return ReportError("control serve", routing.status());
   o.routing = *routing;
   o.hash_seed = a.hash_seed;
+  o.store_namespace = a.store_namespace;
+  o.placement = a.placement;
   // Bad input is refused before anything listens (docs/control.md "Input ranges").
   if (Status st = o.Validate(); !st.ok()) return ReportError("control serve", st);
   // Declared before the server: the service's metrics unregister before the registry goes.
@@ -215,7 +219,16 @@ void Register(CLI::App& root, int* exit_code) {
   serve->add_option("--routing", a->routing,
                     "prefill engine per turn: dualpath (the system's choice, default), "
                     "round-robin ((agent + turn) mod P) or sticky (agent mod P)");
-  serve->add_option("--hash-seed", a->hash_seed, "prompt block hash seed (default \"0\")");
+  serve->add_option("--hash-seed", a->hash_seed,
+                    "prompt block hash seed (default \"0\"; vLLM: its PYTHONHASHSEED, or "
+                    "\"vllm-none-hash\" when that is unset)");
+  serve->add_option("--store-namespace", a->store_namespace,
+                    "probe hits in this dualpath.KVStore namespace's directory under --store-root "
+                    "(the vLLM connector's persistent tier) instead of the engines' layout");
+  serve->add_flag("--placement", a->placement,
+                  "place requests for instances that do not fetch (vLLM behind `python -m "
+                  "dualpath.proxy`): Place/ReportEngines; the instances register through the "
+                  "proxy, --expect-prefill/--expect-decode are upper bounds");
   AddMetricsOptions(serve, &a->metrics);
   AddTlsFlags(serve, &a->tls, /*serves=*/true);
   serve->callback([a, exit_code] { *exit_code = Serve(*a); });

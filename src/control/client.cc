@@ -106,6 +106,21 @@ Status Client::Shutdown() {
   });
 }
 
+Result<v1::PlaceReply> Client::Place(const v1::PlaceRequest& request) {
+  v1::PlaceReply reply;
+  RETURN_IF_ERROR(impl_->Run("Place", request.wait_ms(), false,
+                             [&](auto* ctx) { return impl_->stub->Place(ctx, request, &reply); }));
+  return reply;
+}
+
+Result<v1::ReportEnginesReply> Client::ReportEngines(const v1::ReportEnginesRequest& request) {
+  v1::ReportEnginesReply reply;
+  RETURN_IF_ERROR(impl_->Run("ReportEngines", 0, false, [&](auto* ctx) {
+    return impl_->stub->ReportEngines(ctx, request, &reply);
+  }));
+  return reply;
+}
+
 std::string_view ReadSideName(v1::ReadSide side) {
   switch (side) {
     case v1::READ_SIDE_PREFILL:

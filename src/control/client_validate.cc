@@ -20,7 +20,7 @@ Status CheckTokens(uint64_t id, const char* what,
 
 }  // namespace
 
-Status ValidateRequest(const v1::RequestSpec& spec, uint32_t vocab) {
+Status ValidateRequest(const v1::RequestSpec& spec, uint32_t vocab, bool teacher_forced) {
   const uint64_t id = spec.request_id();
   if (spec.prompt().empty()) {
     return InvalidArgument(fmt::format("request {}: empty prompt", id));
@@ -29,7 +29,7 @@ Status ValidateRequest(const v1::RequestSpec& spec, uint32_t vocab) {
     return InvalidArgument(fmt::format("request {}: gen_tokens is 0 (must be >= 1)", id));
   }
   // The decode steps feed teacher[0, gen_tokens - 1) (64-bit: the + 1 cannot overflow).
-  if (static_cast<uint64_t>(spec.teacher_size()) + 1 < spec.gen_tokens()) {
+  if (teacher_forced && static_cast<uint64_t>(spec.teacher_size()) + 1 < spec.gen_tokens()) {
     return InvalidArgument(
         fmt::format("request {}: teacher has {} tokens, needs >= gen_tokens - 1 = {}", id,
                     spec.teacher_size(), spec.gen_tokens() - 1));

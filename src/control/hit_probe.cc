@@ -27,10 +27,12 @@ Result<std::unique_ptr<HitProbe>> HitProbe::Open(const std::string& root,
 Result<std::unique_ptr<HitProbe>> HitProbe::Open(const std::vector<std::string>& roots,
                                                  const kv::ModelGeometry& model, kv::HashAlgo algo,
                                                  const std::string& seed, uint32_t block_tokens,
-                                                 const KvStoreProbeOptions& kv_store) {
+                                                 const KvStoreProbeOptions& kv_store,
+                                                 const std::string& store_namespace) {
   ASSIGN_OR_RETURN(kv::BlockHasher hasher, kv::BlockHasher::Create(algo, seed, block_tokens));
   std::unique_ptr<HitProbe> probe(new HitProbe(std::move(hasher)));
-  probe->fingerprint_ = kv::ModelFingerprint(model);
+  probe->fingerprint_ = store_namespace.empty() ? kv::ModelFingerprint(model)
+                                                : kv::NamespaceFingerprint(store_namespace);
   for (const std::string& root : roots) {
     storage::StoreOptions opts;
     opts.root = root;

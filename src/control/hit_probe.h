@@ -62,11 +62,14 @@ class HitProbe {
   static Result<std::unique_ptr<HitProbe>> Open(const std::string& root,
                                                 const kv::ModelGeometry& model, kv::HashAlgo algo,
                                                 const std::string& seed, uint32_t block_tokens);
-  // Any number of roots (none: no file hits) and optionally the KV store.
+  // Any number of roots (none: no file hits) and optionally the KV store. `store_namespace`
+  // non-empty: the roots hold `dualpath.KVStore` tiers, probed in the namespace's directory
+  // (kv::NamespaceFingerprint) instead of the model's (ServiceOptions::store_namespace).
   static Result<std::unique_ptr<HitProbe>> Open(const std::vector<std::string>& roots,
                                                 const kv::ModelGeometry& model, kv::HashAlgo algo,
                                                 const std::string& seed, uint32_t block_tokens,
-                                                const KvStoreProbeOptions& kv_store);
+                                                const KvStoreProbeOptions& kv_store,
+                                                const std::string& store_namespace = "");
   ~HitProbe();
 
   // Hashes every full block of `prompt` and probes the longest stored prefix (hit_tokens is 0

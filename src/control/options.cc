@@ -89,6 +89,10 @@ Status ServiceOptions::Validate() const {
       RETURN_IF_ERROR(storage::CheckPathComponent(d, "store_subdir"));
     }
   }
+  if (!store_namespace.empty() && store_root.empty()) {
+    return InvalidArgument("--store-namespace '" + store_namespace +
+                           "' given without --store-root");
+  }
   if (!kv_store_etcd.empty() && kv_store_cluster.empty()) {
     return InvalidArgument("kv_store_etcd '" + kv_store_etcd + "' given without kv_store_cluster");
   }

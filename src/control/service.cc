@@ -29,7 +29,8 @@ Result<std::unique_ptr<SchedulerService>> SchedulerService::Create(const Service
       std::unique_ptr<HitProbe> probe,
       HitProbe::Open(roots, model.Geometry(), algo, options.hash_seed, options.block_tokens,
                      KvStoreProbeOptions{options.kv_store_etcd, options.kv_store_cluster,
-                                         options.kv_store_tls}));
+                                         options.kv_store_tls},
+                     options.store_namespace));
   std::unique_ptr<SchedulerService> service(
       new SchedulerService(std::make_unique<ControlState>(options, model, std::move(probe))));
   if (options.metrics != nullptr) {
@@ -82,6 +83,20 @@ grpc::Status SchedulerService::Submit(grpc::ServerContext*, const v1::SubmitRequ
   reply->set_hit_tokens(*r);
   reply->set_service_epoch(state_->epoch());
   return grpc::Status::OK;
+}
+
+grpc::Status SchedulerService::Place(grpc::ServerContext*, const v1::PlaceRequest* req,
+                                     v1::PlaceReply* reply) {
+  auto r = state_->Place(*req);
+  if (!r.ok()) return Done("Place", r.status());
+  *reply->mutable_assignment() = std::move(r).value();
+  return grpc::Status::OK;
+}
+
+grpc::Status SchedulerService::ReportEngines(grpc::ServerContext*,
+                                             const v1::ReportEnginesRequest* req,
+                                             v1::ReportEnginesReply* reply) {
+  return Done("ReportEngines", state_->ReportEngines(*req, reply));
 }
 
 grpc::Status SchedulerService::WaitResults(grpc::ServerContext*, const v1::WaitResultsRequest* req,

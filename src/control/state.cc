@@ -167,11 +167,20 @@ Result<v1::RegisterEngineReply> ControlState::Register(const v1::EngineInfo& inf
   log::Info("control: registered engine {} id={} role={} node={} peer={} hbm_tokens={}",
             info.name(), id, sched::RoleName(ToSchedRole(info.role())), info.node(),
             info.peer_addr(), info.hbm_tokens());
-  if (!started_ && AllExpectedRegisteredLocked()) {
+  if (options_.placement) {
+    // Placement schedules over whichever instances are live: every registration changes the set.
+    rebuild = true;
+  }
+  if (!started_ && (options_.placement || AllExpectedRegisteredLocked())) {
     started_ = true;
     rebuild = true;
-    log::Info("control: all {} expected engines registered; scheduling ({})", engines_.size(),
-              SystemName(options_.system));
+    if (options_.placement) {
+      log::Info("control: placement ({}): scheduling over the live registered instances",
+                SystemName(options_.system));
+    } else {
+      log::Info("control: all {} expected engines registered; scheduling ({})", engines_.size(),
+                SystemName(options_.system));
+    }
   }
   if (rebuild) RebuildLocked();
   cv_.notify_all();
@@ -199,14 +208,29 @@ void ControlState::RebuildLocked() {
   for (EngineState& e : engines_) e.pending_decode.clear();
 
   sched::ClusterDesc cluster;
+  placement_group_ = kNone;
+  // Placement mode: every live prefill instance in sched group 0, so that one prefill pass picks
+  // among all of them by §6.1's categories (no instance fetches for its own group); decode
+  // instances keep a group each (phase 1 balances tokens across them). Group ids stay dense.
+  uint32_t next_group = 0;
+  if (options_.placement) {
+    for (const EngineState& e : engines_) {
+      if (e.registered && e.alive && e.info.role() == v1::ROLE_PREFILL) {
+        placement_group_ = next_group++;
+        break;
+      }
+    }
+  }
   for (uint32_t i = 0; i < engines_.size(); ++i) {
     const EngineState& e = engines_[i];
     // A cut-off engine (unreachable over the compute network) gets no work until it is reachable.
     if (!e.registered || !e.alive || !e.reachable) continue;
     const uint32_t sid = static_cast<uint32_t>(cluster.engines.size());
-    // One engine per sched group and per sched node (see options.h).
+    // One engine per sched node (see options.h); one per group, except placement's prefill group.
+    const bool shared = options_.placement && e.info.role() == v1::ROLE_PREFILL;
+    const uint32_t group = shared ? placement_group_ : next_group++;
     cluster.engines.push_back(sched::EngineDesc{EngineId(sid), ToSchedRole(e.info.role()),
-                                                NodeId(sid), sched::GroupId(sid)});
+                                                NodeId(sid), sched::GroupId(group)});
     sched_to_engine_.push_back(i);
     engine_to_sched_[i] = sid;
   }
@@ -449,6 +473,13 @@ void ControlState::RetryOrFailLocked(uint64_t request_id, const std::string& why
   RequestState& st = requests_.at(request_id);
   const uint32_t engines[] = {st.prefill, st.decode};
   ReleaseInFlightLocked(st, request_id);
+  if (options_.placement) {
+    // The proxy that placed it has answered its client with the error already; a retry is the
+    // client's (or the proxy's) call, as a new request.
+    log::Warn("control: placed request {} failed: {}", request_id, why);
+    FailLocked(request_id, why, result);
+    return;
+  }
   if (st.attempt + 1 < options_.max_attempts) {
     ++st.attempt;
     ++stats_.resubmitted;
@@ -492,7 +523,29 @@ void ControlState::FailLocked(uint64_t request_id, const std::string& why,
   failed.set_attempt(st.attempt);
   failed.set_hit_tokens(st.hit_tokens);
   ++stats_.failed;
+  st.error = failed.error();
+  if (options_.placement) {
+    ForgetIfPlacedLocked(request_id);
+    return;
+  }
   PushResultLocked(std::move(failed));
+}
+
+void ControlState::ForgetIfPlacedLocked(uint64_t request_id) {
+  auto it = requests_.find(request_id);
+  if (!options_.placement || it == requests_.end() || it->second.place_waiting) return;
+  requests_.erase(it);
+  std::erase(order_, request_id);
+}
+
+std::string ControlState::LiveSummaryLocked() const {
+  int prefill = 0;
+  int decode = 0;
+  for (const EngineState& e : engines_) {
+    if (!e.registered || !e.alive) continue;
+    (e.info.role() == v1::ROLE_PREFILL ? prefill : decode) += 1;
+  }
+  return fmt::format("live instances: {} prefill, {} decode", prefill, decode);
 }
 
 void ControlState::ReleaseDeferredLocked(uint32_t engine) {

@@ -69,6 +69,12 @@ class ControlState {
   void WaitResults(const v1::WaitResultsRequest& request, v1::WaitResultsReply* reply);
   void ListEngines(v1::ListEnginesReply* reply);
   void Shutdown();
+  // Placement mode (ServiceOptions::placement; FailedPrecondition otherwise). Place submits the
+  // request to sched and runs the decode and prefill passes until it is assigned (its own or
+  // earlier callers' requests first: sched's FIFO), waiting up to wait_ms for reports or other
+  // requests' ends to free capacity; then it withdraws the request and returns kUnavailable.
+  Result<v1::Assignment> Place(const v1::PlaceRequest& request);
+  Status ReportEngines(const v1::ReportEnginesRequest& request, v1::ReportEnginesReply* reply);
 
   int CheckLiveness();
   void Stop();
@@ -114,6 +120,9 @@ class ControlState {
     // kNone: the normal choice.
     uint32_t routed = kNone;
     std::vector<uint32_t> waiting_for;  // kDeferred: engines that must fetch again first
+    v1::Assignment placed;              // placement mode: the assignment, once kAssigned
+    bool place_waiting = false;  // placement mode: a Place call waits for it (it owns the erase)
+    std::string error;           // kDone by failure: why
   };
 
   // All *Locked methods require mu_.
@@ -136,7 +145,14 @@ class ControlState {
   bool AnyQueuedMisroutedLocked() const;
   void RunDecodePhaseLocked();
   void RunPrefillFetchLocked(uint32_t engine, v1::FetchReply* reply);
-  Status ApplyReportsLocked(const v1::FetchRequest& request);
+  // Placement mode: the prefill group's pass (every live prefill instance is in it); each
+  // assignment is kept in its request's `placed` for the Place call waiting for it.
+  void RunPlacementLocked();
+  // Records sched's decision for its request (kAssigned, engines' in-flight sets, stats) and
+  // returns the complete Assignment the engines (or the proxy) receive.
+  v1::Assignment AssignLocked(const sched::Assignment& s);
+  Status ApplyReportsLocked(const google::protobuf::RepeatedPtrField<v1::EngineReport>& reports,
+                            const char* rpc);
   int CheckLivenessLocked();
   // Cuts off the engines DataReach finds unreachable over the compute network (re-submitting
   // their in-flight requests) and takes back those reachable again; rebuilds the scheduler when
@@ -158,6 +174,11 @@ class ControlState {
   // waiting for it, and those waiting for nobody are re-submitted.
   void ReleaseDeferredLocked(uint32_t engine);
   void ReleaseInFlightLocked(RequestState& st, uint64_t request_id);
+  // Placement mode: a request that is done is forgotten (a proxy runs for days; nobody collects
+  // placed requests' results), unless a Place call still waits for it.
+  void ForgetIfPlacedLocked(uint64_t request_id);
+  // "live instances: 1 prefill, 0 decode" (placement's error messages).
+  std::string LiveSummaryLocked() const;
   void PushResultLocked(v1::RequestResult result);
   bool AllExpectedRegisteredLocked() const;
   bool FinishedLocked() const;
@@ -179,6 +200,8 @@ class ControlState {
   bool shutdown_ = false;
   bool stopping_ = false;
   std::unique_ptr<sched::Scheduler> sched_;
+  // Placement mode: the sched group holding every live prefill instance (kNone: none live).
+  uint32_t placement_group_ = kNone;
   std::vector<uint32_t> sched_to_engine_;  // sched EngineId -> service engine id
   std::vector<uint32_t> engine_to_sched_;  // service engine id -> sched EngineId (kNone: out)
   std::unordered_map<uint64_t, RequestState> requests_;

@@ -30,16 +30,18 @@ v1::ReadSide ToProtoSide(sched::ReadSide side) {
 
 }  // namespace
 
-Status ControlState::ApplyReportsLocked(const v1::FetchRequest& request) {
+Status ControlState::ApplyReportsLocked(
+    const google::protobuf::RepeatedPtrField<v1::EngineReport>& reports, const char* rpc) {
   // Validate the whole batch first: a bad report changes nothing.
-  for (const v1::EngineReport& r : request.reports()) {
+  for (const v1::EngineReport& r : reports) {
     if (r.engine_id() >= engines_.size() || !engines_[r.engine_id()].registered) {
-      return InvalidArgument(fmt::format("fetch: report for unknown engine_id {}", r.engine_id()));
+      return InvalidArgument(
+          fmt::format("{}: report for unknown engine_id {}", rpc, r.engine_id()));
     }
     if (r.unfinished_requests() < 0 || r.unfinished_tokens() < 0 || r.read_queue_tokens() < 0 ||
         r.hbm_free_tokens() < 0 || r.capacity_tokens() < 0) {
       return InvalidArgument(
-          fmt::format("fetch: report of engine {} has a negative field", r.engine_id()));
+          fmt::format("{}: report of engine {} has a negative field", rpc, r.engine_id()));
     }
     for (const v1::PeerReach& p : r.reach()) {
       // Ages in [-1, kMaxReachAgeMs] ms: the service clock's arithmetic on them cannot overflow.
@@ -56,7 +58,7 @@ Status ControlState::ApplyReportsLocked(const v1::FetchRequest& request) {
   const Nanos now = clock_->Now();
   std::vector<sched::EngineReport> mapped;
   bool capacity_changed = false;
-  for (const v1::EngineReport& r : request.reports()) {
+  for (const v1::EngineReport& r : reports) {
     EngineState& e = engines_[r.engine_id()];
     if (r.capacity_tokens() != e.capacity_tokens) {
       e.capacity_tokens = r.capacity_tokens();
@@ -113,7 +115,11 @@ Status ControlState::Fetch(const v1::FetchRequest& request, v1::FetchReply* repl
         "fetch: engine {} was declared dead (no fetch for 3 heartbeats); register again",
         engines_[id].info.name()));
   }
-  RETURN_IF_ERROR(ApplyReportsLocked(request));
+  if (options_.placement) {
+    return FailedPrecondition(
+        "fetch: this service places requests for instances that do not fetch (--placement)");
+  }
+  RETURN_IF_ERROR(ApplyReportsLocked(request.reports(), "fetch"));
   // While a Fetch of the engine is in progress the engine is alive, however long the poll.
   ++engines_[id].in_poll;
   engines_[id].last_seen = clock_->Now();
@@ -173,13 +179,16 @@ void ControlState::RunDecodePhaseLocked() {
   // assignments since), so a prefill engine never waits for a decode engine's round trip before
   // it can get work; decode engines collect their decode assignments on their next Fetch.
   bool any = false;
-  for (uint32_t sid = 0; sid < sched_to_engine_.size(); ++sid) {
-    const sched::GroupId g(sid);
+  const int groups = sched_->cluster().num_groups();
+  for (int gi = 0; gi < groups; ++gi) {
+    const sched::GroupId g(static_cast<uint32_t>(gi));
     if (sched_->group_role(g) != sched::Role::kDecode) continue;
     if (sched_->global_queue_size() == 0 && sched_->private_queue_size(g) == 0) continue;
     scratch_.Clear();
     Status st = sched_->FetchForGroup(g, {}, &scratch_);
     DUALPATH_CHECK(st.ok(), st.ToString());
+    // Placement mode: nobody fetches decode assignments; the prefill pass completes them.
+    if (options_.placement) continue;
     for (const sched::DecodeAssignment& d : scratch_.decode) {
       const uint32_t de = sched_to_engine_[d.decode.value()];
       const RequestState& rs = requests_.at(d.request.value());
@@ -200,47 +209,62 @@ void ControlState::RunPrefillFetchLocked(uint32_t engine, v1::FetchReply* reply)
   const uint32_t sid = engine_to_sched_[engine];
   if (sid == kNone) return;
   scratch_.Clear();
-  Status st = sched_->FetchForGroup(sched::GroupId(sid), {}, &scratch_);
+  Status st = sched_->FetchForGroup(sched_->group_of(EngineId(sid)), {}, &scratch_);
+  DUALPATH_CHECK(st.ok(), st.ToString());
+  for (const sched::Assignment& s : scratch_.prefill) *reply->add_prefill() = AssignLocked(s);
+}
+
+void ControlState::RunPlacementLocked() {
+  if (placement_group_ == kNone) return;
+  scratch_.Clear();
+  Status st = sched_->FetchForGroup(sched::GroupId(placement_group_), {}, &scratch_);
   DUALPATH_CHECK(st.ok(), st.ToString());
   for (const sched::Assignment& s : scratch_.prefill) {
-    const uint64_t rid = s.request.value();
-    RequestState& rs = requests_.at(rid);
-    rs.phase = Phase::kAssigned;
-    rs.prefill = sched_to_engine_[s.prefill.value()];
-    rs.decode = sched_to_engine_[s.decode.value()];
-    engines_[rs.prefill].in_flight.insert(rid);
-    engines_[rs.decode].in_flight.insert(rid);
-    ++stats_.assigned;
-    if (rs.routed != kNone) {
-      DUALPATH_CHECK(rs.routed == rs.prefill, "control: a routed request went to another engine");
-      ++stats_.routed;
-    } else if (options_.routing != sched::Routing::kDualPath) {
-      ++stats_.route_fallbacks;
-    }
-
-    v1::Assignment* a = reply->add_prefill();
-    *a->mutable_request() = rs.spec;
-    a->set_prefill_engine(rs.prefill);
-    a->set_decode_engine(rs.decode);
-    *a->mutable_prefill() = engines_[rs.prefill].info;
-    *a->mutable_decode() = engines_[rs.decode].info;
-    a->set_hit_tokens(rs.hit_tokens);
-    a->set_prompt_block_hashes(rs.prompt_block_hashes);
-    a->set_attempt(rs.attempt);
-    if (!sched::MovesKv(options_.system)) {
-      // Oracle (sched/system.h): a timing bound that neither reads storage nor moves KV between
-      // engines; the scheduler saw no hit, so it placed no read either.
-      a->set_side(v1::READ_SIDE_NONE);
-    } else {
-      a->set_side(ToProtoSide(s.side));
-      a->set_prefill_read_tokens(s.prefill_read_tokens);
-      a->set_decode_read_tokens(s.decode_read_tokens);
-    }
-    log::Debug("control: request {} (agent {} turn {}) attempt {} -> PE {}{} DE {} side {} hit {}",
-               rid, rs.spec.agent_id(), rs.spec.turn(), rs.attempt,
-               engines_[rs.prefill].info.name(), rs.routed != kNone ? " (routed)" : "",
-               engines_[rs.decode].info.name(), v1::ReadSide_Name(a->side()), rs.hit_tokens);
+    v1::Assignment a = AssignLocked(s);
+    requests_.at(s.request.value()).placed = std::move(a);
   }
+  if (!scratch_.prefill.empty()) cv_.notify_all();  // the Place calls waiting for these
+}
+
+v1::Assignment ControlState::AssignLocked(const sched::Assignment& s) {
+  const uint64_t rid = s.request.value();
+  RequestState& rs = requests_.at(rid);
+  rs.phase = Phase::kAssigned;
+  rs.prefill = sched_to_engine_[s.prefill.value()];
+  rs.decode = sched_to_engine_[s.decode.value()];
+  engines_[rs.prefill].in_flight.insert(rid);
+  engines_[rs.decode].in_flight.insert(rid);
+  ++stats_.assigned;
+  if (rs.routed != kNone) {
+    DUALPATH_CHECK(rs.routed == rs.prefill, "control: a routed request went to another engine");
+    ++stats_.routed;
+  } else if (options_.routing != sched::Routing::kDualPath) {
+    ++stats_.route_fallbacks;
+  }
+
+  v1::Assignment a;
+  *a.mutable_request() = rs.spec;
+  a.set_prefill_engine(rs.prefill);
+  a.set_decode_engine(rs.decode);
+  *a.mutable_prefill() = engines_[rs.prefill].info;
+  *a.mutable_decode() = engines_[rs.decode].info;
+  a.set_hit_tokens(rs.hit_tokens);
+  a.set_prompt_block_hashes(rs.prompt_block_hashes);
+  a.set_attempt(rs.attempt);
+  if (!sched::MovesKv(options_.system)) {
+    // Oracle (sched/system.h): a timing bound that neither reads storage nor moves KV between
+    // engines; the scheduler saw no hit, so it placed no read either.
+    a.set_side(v1::READ_SIDE_NONE);
+  } else {
+    a.set_side(ToProtoSide(s.side));
+    a.set_prefill_read_tokens(s.prefill_read_tokens);
+    a.set_decode_read_tokens(s.decode_read_tokens);
+  }
+  log::Debug("control: request {} (agent {} turn {}) attempt {} -> PE {}{} DE {} side {} hit {}",
+             rid, rs.spec.agent_id(), rs.spec.turn(), rs.attempt, engines_[rs.prefill].info.name(),
+             rs.routed != kNone ? " (routed)" : "", engines_[rs.decode].info.name(),
+             v1::ReadSide_Name(a.side()), rs.hit_tokens);
+  return a;
 }
 
 }  // namespace dualpath::control

@@ -32,6 +32,9 @@ Result<int64_t> Resubmitted(const v1::RequestSpec& spec, const v1::RequestSpec& 
 
 Result<int64_t> ControlState::Submit(const v1::RequestSpec& spec) {
   const uint64_t id = spec.request_id();
+  if (options_.placement) {
+    return FailedPrecondition("submit: this service places requests (--placement): use Place");
+  }
   // The check engines run on what they receive, too ("submit: request 7: empty prompt").
   RETURN_IF_ERROR(ValidateRequest(spec, model_.vocab).WithContext("submit"));
   {
@@ -89,6 +92,11 @@ Status ControlState::Report(const v1::RequestResult& result) {
   ReleaseInFlightLocked(st, id);
   st.phase = Phase::kDone;
   ++stats_.completed;
+  if (options_.placement) {
+    ForgetIfPlacedLocked(id);
+    cv_.notify_all();  // capacity freed: a Place call may be waiting for it
+    return Status::Ok();
+  }
   PushResultLocked(result);
   return Status::Ok();
 }

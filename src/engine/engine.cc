@@ -237,7 +237,7 @@ Status Engine::Impl::RegisterAndBuild() {
   } else {
     decoder = std::make_unique<Decoder>(ctx);
   }
-  transfer->SetNoticeHandler([this](transfer::PeerId, uint64_t tag) {
+  transfer->SetNoticeHandler([this](transfer::PeerId, uint64_t tag, std::string_view) {
     Notice n = DecodeNotice(tag);
     if (prefiller != nullptr) {
       prefiller->OnNotice(n);

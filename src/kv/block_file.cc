@@ -42,6 +42,11 @@ uint64_t BlockChecksum(std::span<const std::byte> bytes) {
   return XXH3_64bits(bytes.data(), bytes.size());
 }
 
+uint64_t NamespaceFingerprint(std::string_view name_space) {
+  const std::string text = "dualpath.KVStore/" + std::string(name_space);
+  return BlockChecksum(std::as_bytes(std::span(text.data(), text.size())));
+}
+
 uint64_t BlockChecksum(std::span<const std::byte> bytes, uint64_t seed) {
   return XXH3_64bits_withSeed(bytes.data(), bytes.size(), seed);
 }

@@ -75,32 +75,6 @@ int64_t ErrorCode(const Status& s) {
   return -static_cast<int64_t>(s.code());
 }
 
-// Seconds (a Python float) to Nanos, in (0, 1 day] (or [0, 1 day] when zero is allowed).
-Nanos Seconds(double s, const char* name, bool zero_ok) {
-  if (!(s >= 0) || (!zero_ok && s == 0) || s > 86400) {
-    RaiseValueError(std::string(name) + " = " + std::to_string(s) + ": must be " +
-                    (zero_ok ? "0" : "> 0") + " .. 86400 seconds");
-  }
-  return static_cast<Nanos>(s * 1e9);
-}
-
-// TLS files (or insecure) of one peer, checked by the project's one loader (grpc_tls.h).
-GrpcTls LoadTls(const char* who, bool insecure, std::optional<std::string> cert,
-                std::optional<std::string> key, std::optional<std::string> ca) {
-  GrpcTlsFiles f;
-  f.insecure = insecure;
-  f.cert = cert.value_or("");
-  f.key = key.value_or("");
-  f.ca = ca.value_or("");
-  Result<GrpcTls> tls = LoadGrpcTls(f);
-  if (!tls.ok()) {
-    Raise(Status(Code::kInvalidArgument, tls.status().message()),
-          std::string("ClusterStore: ") + who + " TLS (" + who + "_insecure or " + who +
-              "_tls_cert/_key/_ca)");
-  }
-  return *tls;
-}
-
 struct PyClusterOptions {
   std::string cluster;
   std::string etcd;
@@ -131,10 +105,11 @@ class PyClusterStore {
       RaiseValueError("ClusterStore: etcd = '': expected HOST:PORT[,HOST:PORT...] or unix:PATH");
     }
     o.etcd.endpoints = p.etcd;
-    o.etcd.rpc_timeout = Seconds(p.etcd_timeout, "ClusterStore: etcd_timeout", false);
-    o.etcd.tls = LoadTls("etcd", p.etcd_insecure, p.etcd_tls_cert, p.etcd_tls_key, p.etcd_tls_ca);
-    o.master_tls =
-        LoadTls("master", p.master_insecure, p.master_tls_cert, p.master_tls_key, p.master_tls_ca);
+    o.etcd.rpc_timeout = SecondsArg(p.etcd_timeout, "ClusterStore: etcd_timeout", false);
+    o.etcd.tls = TlsArg("ClusterStore", "etcd", p.etcd_insecure, p.etcd_tls_cert, p.etcd_tls_key,
+                        p.etcd_tls_ca);
+    o.master_tls = TlsArg("ClusterStore", "master", p.master_insecure, p.master_tls_cert,
+                          p.master_tls_key, p.master_tls_ca);
     o.local_node = NodeId(p.local_node);
     o.host = p.host.value_or("");
     o.local_shm = p.local_shm;
@@ -158,8 +133,8 @@ class PyClusterStore {
                       std::to_string(store::kMaxReplicas));
     }
     o.replicas = p.replicas;
-    o.retry_deadline = Seconds(p.retry_deadline, "ClusterStore: retry_deadline", true);
-    o.rpc_timeout = Seconds(p.rpc_timeout, "ClusterStore: rpc_timeout", false);
+    o.retry_deadline = SecondsArg(p.retry_deadline, "ClusterStore: retry_deadline", true);
+    o.rpc_timeout = SecondsArg(p.rpc_timeout, "ClusterStore: rpc_timeout", false);
     if (p.staging_bytes == 0 || p.staging_bytes > kMaxObjectBytes) {
       RaiseValueError("ClusterStore: staging_bytes = " + std::to_string(p.staging_bytes) +
                       ": must be 1 .. " + std::to_string(kMaxObjectBytes));

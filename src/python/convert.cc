@@ -65,6 +65,30 @@ void InitErrors(nb::module_& m) {
   RaiseWith(type, msg);
 }
 
+Nanos SecondsArg(double s, const char* name, bool zero_ok) {
+  if (!(s >= 0) || (!zero_ok && s == 0) || s > 86400) {
+    RaiseValueError(std::string(name) + " = " + std::to_string(s) + ": must be " +
+                    (zero_ok ? "0" : "> 0") + " .. 86400 seconds");
+  }
+  return static_cast<Nanos>(s * 1e9);
+}
+
+GrpcTls TlsArg(const char* cls, const char* who, bool insecure, std::optional<std::string> cert,
+               std::optional<std::string> key, std::optional<std::string> ca) {
+  GrpcTlsFiles f;
+  f.insecure = insecure;
+  f.cert = cert.value_or("");
+  f.key = key.value_or("");
+  f.ca = ca.value_or("");
+  Result<GrpcTls> tls = LoadGrpcTls(f);
+  if (!tls.ok()) {
+    Raise(Status(Code::kInvalidArgument, tls.status().message()),
+          std::string(cls) + ": " + who + " TLS (" + who + "_insecure or " + who +
+              "_tls_cert/_key/_ca)");
+  }
+  return *tls;
+}
+
 [[noreturn]] void RaiseValueError(const std::string& message) {
   RaiseWith(PyExc_ValueError, message);
 }

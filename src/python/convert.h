@@ -10,9 +10,12 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
+#include "dualpath/common/clock.h"
+#include "dualpath/common/grpc_tls.h"
 #include "dualpath/common/status.h"
 #include "dualpath/kv/block_hash.h"
 
@@ -69,6 +72,16 @@ class BorrowedBuffer {
   std::byte* data_ = nullptr;
   uint64_t size_ = 0;
 };
+
+// Seconds (a Python float) to Nanos, in (0, 1 day] (or [0, 1 day] when `zero_ok`); ValueError
+// naming `name` otherwise.
+Nanos SecondsArg(double s, const char* name, bool zero_ok);
+
+// TLS files (or insecure) of one peer of class `cls` ("ClusterStore"), as keyword arguments
+// `<who>_insecure`, `<who>_tls_cert/_key/_ca`, checked by the project's one loader (grpc_tls.h);
+// ValueError naming them when they do not load.
+GrpcTls TlsArg(const char* cls, const char* who, bool insecure, std::optional<std::string> cert,
+               std::optional<std::string> key, std::optional<std::string> ca);
 
 // A batch value's size: ValueError naming `verb` and block #i when it is outside [1, max_bytes].
 void CheckValueSize(const char* verb, size_t i, uint64_t size, uint64_t max_bytes);

@@ -45,11 +45,6 @@ void KvStore::ForEachParallel(size_t n, uint64_t bytes, Fn&& fn) const {
 }
 KvStore::~KvStore() { Close(); }
 
-uint64_t KvStore::NamespaceFingerprint(const std::string& name_space) {
-  const std::string text = "dualpath.KVStore/" + name_space;
-  return kv::BlockChecksum(std::as_bytes(std::span(text.data(), text.size())));
-}
-
 Result<std::unique_ptr<KvStore>> KvStore::Open(const KvStoreOptions& options) {
   if (options.pool_path.empty() && options.store_path.empty()) {
     return InvalidArgument("KVStore needs a pool path, a store path, or both");
@@ -74,7 +69,7 @@ Result<std::unique_ptr<KvStore>> KvStore::Open(const KvStoreOptions& options) {
   if (!options.store_path.empty()) {
     storage::StoreOptions so;
     so.root = options.store_path;
-    so.model_fingerprint = NamespaceFingerprint(options.name_space);
+    so.model_fingerprint = kv::NamespaceFingerprint(options.name_space);
     so.capacity_bytes = options.store_capacity_bytes;
     so.sync = options.sync;
     auto st = storage::BlockStore::Open(so);

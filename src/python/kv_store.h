@@ -86,9 +86,6 @@ class KvStore {
   KvStore(const KvStore&) = delete;
   KvStore& operator=(const KvStore&) = delete;
 
-  // The persistent tier's model directory name for a namespace (its fingerprint).
-  static uint64_t NamespaceFingerprint(const std::string& name_space);
-
   // Stores each block. One status per key: OK (also when the block was already there), else why
   // that block is not stored. Sizes must be in [1, kMaxValueBytes] (checked by the caller layer).
   std::vector<Status> PutBatch(std::span<const kv::BlockHash> keys, std::span<const ConstBuf> bufs);

@@ -1,5 +1,6 @@
-// The extension module dualpath._core: the kv bindings (hasher, presets), KVStore and
-// ClusterStore (the distributed store's client). The Python
+// The extension module dualpath._core: the kv bindings (hasher, presets), KVStore,
+// ClusterStore (the distributed store's client), TransferEngine (one-sided KV transfers between
+// instances) and SchedulerClient (the scheduler service's client, placement calls). The Python
 // package (python/dualpath/) wraps it; see docs/python.md.
 #include <nanobind/nanobind.h>
 
@@ -9,6 +10,8 @@ namespace dualpath::python {
 void BindKv(nb::module_& m);
 void BindStore(nb::module_& m);
 void BindClusterStore(nb::module_& m);
+void BindTransfer(nb::module_& m);
+void BindControl(nb::module_& m);
 }  // namespace dualpath::python
 
 NB_MODULE(_core, m) {
@@ -17,4 +20,6 @@ NB_MODULE(_core, m) {
   dualpath::python::BindKv(m);
   dualpath::python::BindStore(m);
   dualpath::python::BindClusterStore(m);
+  dualpath::python::BindTransfer(m);
+  dualpath::python::BindControl(m);
 }

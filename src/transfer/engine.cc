@@ -156,12 +156,17 @@ Status EngineImpl::InitClass(int c) {
                   UCP_AM_HANDLER_PARAM_FIELD_ARG;
   am.id = kNoticeAmId;
   am.arg = this;
-  am.cb = [](void* arg, const void* header, size_t header_length, void*, size_t,
-             const ucp_am_recv_param_t*) -> ucs_status_t {
-    if (header_length == sizeof(NoticeHeader)) {
+  am.cb = [](void* arg, const void* header, size_t header_length, void* data, size_t length,
+             const ucp_am_recv_param_t* param) -> ucs_status_t {
+    // Notices are sent eagerly (UCP_AM_SEND_FLAG_EAGER), so the payload is here in full and valid
+    // for this call; a rendezvous descriptor (only a foreign sender could cause one) or an
+    // oversized payload is dropped rather than fetched.
+    const bool rndv = (param->recv_attr & UCP_AM_RECV_ATTR_FLAG_RNDV) != 0;
+    if (header_length == sizeof(NoticeHeader) && !rndv && length <= kMaxNoticePayload) {
       NoticeHeader h;
       std::memcpy(&h, header, sizeof h);
-      static_cast<EngineImpl*>(arg)->OnNotice(h);
+      static_cast<EngineImpl*>(arg)->OnNotice(
+          h, std::string_view(static_cast<const char*>(data), data != nullptr ? length : 0));
     }
     return UCS_OK;
   };

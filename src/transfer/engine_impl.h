@@ -127,7 +127,7 @@ class EngineImpl final : public TransferEngine {
   // UCX callbacks (static trampolines in progress.cc call these).
   void OnOpDone(InflightBatch* b, ucs_status_t st);
   void OnEpError(PeerState* p, ucs_status_t st);
-  void OnNotice(const NoticeHeader& h);
+  void OnNotice(const NoticeHeader& h, std::string_view payload);
 
  private:
   // --- setup (engine.cc) ---
@@ -196,7 +196,8 @@ class EngineImpl final : public TransferEngine {
   std::deque<std::unique_ptr<InflightBatch>> deferred_low_;
   std::vector<InflightBatch*> inflight_;  // owned; deleted in Finish
   size_t ops_outstanding_ = 0;
-  std::vector<NoticeHeader> early_notices_;  // from engines not yet known
+  // Notices (with their payloads) from engines not yet known.
+  std::vector<std::pair<NoticeHeader, std::string>> early_notices_;
   std::unordered_map<uint64_t, std::shared_ptr<PeerState>> by_engine_id_;
   std::vector<std::shared_ptr<PeerState>> to_kill_;
   NoticeHandler notice_handler_;  // copied from notice_handler_shared_ on change

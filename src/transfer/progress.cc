@@ -43,10 +43,22 @@ Status EngineImpl::Submit(Batch batch) {
     }
     b->peer = it->second;
     b->table = it->second->table;
+    if (!batch.notice_payload.empty() && !batch.notify) {
+      return InvalidArgument(
+          fmt::format("peer {}: a notice payload without notify", batch.peer.value()));
+    }
+    if (batch.notice_payload.size() > kMaxNoticePayload) {
+      return InvalidArgument(fmt::format("peer {}: notice payload of {} bytes > {}",
+                                         batch.peer.value(), batch.notice_payload.size(),
+                                         kMaxNoticePayload));
+    }
     // Validation happens here, on the caller's thread and before anything is queued: a bad
-    // batch costs the caller an error, never a partial transfer.
-    RETURN_IF_ERROR(ValidateBatch(batch.descs, local_index_, b->table->index, &b->regions)
-                        .WithContext(fmt::format("peer {}", batch.peer.value())));
+    // batch costs the caller an error, never a partial transfer. A notice alone (no descriptors)
+    // is a message and has nothing to validate.
+    if (!batch.descs.empty() || !batch.notify) {
+      RETURN_IF_ERROR(ValidateBatch(batch.descs, local_index_, b->table->index, &b->regions)
+                          .WithContext(fmt::format("peer {}", batch.peer.value())));
+    }
   }
   for (const Descriptor& d : batch.descs) {
     b->bytes += d.length;
@@ -454,8 +466,11 @@ void EngineImpl::PhaseDone(InflightBatch* b) {
     // The header is copied by UCX before ucp_am_send_nbx returns for eager sends... except when
     // the request is queued; keep it in the batch to be safe.
     b->notice_buf = h;
-    ucs_status_ptr_t sp = ucp_am_send_nbx(p.ep[c], kNoticeAmId, &b->notice_buf,
-                                          sizeof b->notice_buf, nullptr, 0, &param);
+    // The payload lives in the batch until Finish, so a queued send may still read it.
+    const std::string& payload = b->req.notice_payload;
+    ucs_status_ptr_t sp =
+        ucp_am_send_nbx(p.ep[c], kNoticeAmId, &b->notice_buf, sizeof b->notice_buf,
+                        payload.empty() ? nullptr : payload.data(), payload.size(), &param);
     if (UCS_PTR_IS_ERR(sp)) {
       b->status = PostError(p, UCS_PTR_STATUS(sp), "send notice");
     } else if (sp != nullptr) {
@@ -500,15 +515,15 @@ void EngineImpl::OnEpError(PeerState* p, ucs_status_t st) {
   (void)DeclareDead(*p, fmt::format("endpoint error: {}", ucs_status_string(st)));
 }
 
-void EngineImpl::OnNotice(const NoticeHeader& h) {
+void EngineImpl::OnNotice(const NoticeHeader& h, std::string_view payload) {
   auto it = by_engine_id_.find(h.engine_id);
   if (it == by_engine_id_.end()) {
     // The sender finished its handshake before this side registered it: deliver later.
-    early_notices_.push_back(h);
+    early_notices_.emplace_back(h, std::string(payload));
     return;
   }
   if (notice_handler_) {
-    notice_handler_(it->second->id, h.tag);
+    notice_handler_(it->second->id, h.tag, payload);
   }
 }
 
@@ -559,10 +574,10 @@ Status EngineImpl::CreateEndpoints(const std::shared_ptr<PeerState>& peer, const
   // The map keeps the peer alive as long as UCX may call back with it (error handler argument).
   by_engine_id_[p.engine_id] = peer;
   // Notices that raced ahead of this side's half of the handshake.
-  std::vector<NoticeHeader> early;
+  std::vector<std::pair<NoticeHeader, std::string>> early;
   early.swap(early_notices_);
-  for (const NoticeHeader& h : early) {
-    OnNotice(h);
+  for (const auto& [h, payload] : early) {
+    OnNotice(h, payload);
   }
   return Status::Ok();
 }

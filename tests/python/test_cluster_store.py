@@ -33,8 +33,8 @@ import numpy as np
 import pytest
 
 import dualpath
+from dualpath_bin import dualpath_binary
 
-REPO = Path(__file__).resolve().parents[2]
 DEADLINE_S = 60.0  # hang guard of every wait below
 
 
@@ -55,18 +55,6 @@ def free_port() -> int:
 def etcd_binary() -> str | None:
     path = os.environ.get("DUALPATH_ETCD_BIN") or "/usr/bin/etcd"
     return path if os.access(path, os.X_OK) else None
-
-
-def dualpath_binary() -> str | None:
-    env = os.environ.get("DUALPATH_BIN")
-    if env:
-        return env if os.access(env, os.X_OK) else None
-    bin_dir = os.environ.get("DUALPATH_BINARY_DIR")
-    if bin_dir and os.access(os.path.join(bin_dir, "dualpath"), os.X_OK):
-        return os.path.join(bin_dir, "dualpath")
-    candidates = (REPO / "build" / b / "bin" / "dualpath" for b in ("dev", "release", "debug"))
-    found = [p for p in candidates if os.access(p, os.X_OK)]
-    return str(max(found, key=lambda p: p.stat().st_mtime)) if found else None
 
 
 def _die_with_parent() -> None:

@@ -76,6 +76,11 @@ class Client {
   Result<v1::ListEnginesReply> ListEngines();
   Status Shutdown();
 
+  // Placement (a proxy in front of inference instances; `control serve --placement`). Place
+  // waits up to request.wait_ms() (plus the rpc timeout) for a decision.
+  Result<v1::PlaceReply> Place(const v1::PlaceRequest& request);
+  Result<v1::ReportEnginesReply> ReportEngines(const v1::ReportEnginesRequest& request);
+
  private:
   struct Impl;
   std::unique_ptr<Impl> impl_;
@@ -105,7 +110,9 @@ static_assert(2 * static_cast<int64_t>(kMaxRequestTokens) * 5 + (int64_t{1} << 2
 //   "request 7: teacher has 2000000 tokens, more than kMaxRequestTokens = 1048576"
 //   "request 7: prompt token 5000 at position 3 >= vocab 4096" (then the same for teacher tokens:
 //   every one, including any beyond the gen_tokens - 1 the decode steps feed)
-Status ValidateRequest(const v1::RequestSpec& spec, uint32_t vocab);
+// `teacher_forced` false (a placed request, which an inference engine generates freely): the
+// teacher is not required (its tokens, if any, are still checked).
+Status ValidateRequest(const v1::RequestSpec& spec, uint32_t vocab, bool teacher_forced = true);
 
 // "prefill", "decode", "split", "none"; "unspecified" otherwise.
 std::string_view ReadSideName(v1::ReadSide side);

@@ -75,6 +75,17 @@ struct ServiceOptions {
   // Prompt block hashing (kv::BlockHasher), announced to engines at registration.
   std::string hash_algo = "sha256_cbor";
   std::string hash_seed = "0";
+  // Probe hits where `dualpath.KVStore` (the vLLM connector's persistent tier) keeps this
+  // namespace: <store_root>/<store_subdir>/<kv::NamespaceFingerprint(store_namespace)>/, instead
+  // of the model geometry's directory that dualpath's engines use. Empty: the engines' layout.
+  std::string store_namespace;
+  // Placement mode (`--placement`): the instances do not fetch work (vLLM behind dualpath's
+  // proxy); a proxy registers them, reports their load (ReportEngines) and asks Place for each
+  // request. Scheduling runs over whichever instances are live (expect_prefill / expect_decode
+  // are upper bounds), all prefill instances in one sched group so that §6.1's PE categories
+  // choose among all of them; Fetch is refused; a failed or orphaned request is not retried
+  // (the proxy answers its client with the error).
+  bool placement = false;
 
   // Expected engines: a named list, or counts per role (used when the list is empty).
   std::vector<ExpectedEngine> engines;

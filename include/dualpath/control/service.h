@@ -41,6 +41,10 @@ struct ServiceStats {
   // engine, or one too small for the prompt).
   int64_t routed = 0;
   int64_t route_fallbacks = 0;
+  // Placement (--placement): Place calls answered with an assignment, and those that found no
+  // instance pair within their wait (withdrawn).
+  int64_t placed = 0;
+  int64_t place_timeouts = 0;
 };
 
 class SchedulerService final : public v1::Scheduler::Service {
@@ -57,6 +61,10 @@ class SchedulerService final : public v1::Scheduler::Service {
                             v1::ReportResultReply* reply) override;
   grpc::Status Submit(grpc::ServerContext* ctx, const v1::SubmitRequest* req,
                       v1::SubmitReply* reply) override;
+  grpc::Status Place(grpc::ServerContext* ctx, const v1::PlaceRequest* req,
+                     v1::PlaceReply* reply) override;
+  grpc::Status ReportEngines(grpc::ServerContext* ctx, const v1::ReportEnginesRequest* req,
+                             v1::ReportEnginesReply* reply) override;
   grpc::Status WaitResults(grpc::ServerContext* ctx, const v1::WaitResultsRequest* req,
                            v1::WaitResultsReply* reply) override;
   grpc::Status ListEngines(grpc::ServerContext* ctx, const v1::ListEnginesRequest* req,

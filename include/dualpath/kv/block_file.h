@@ -20,6 +20,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <span>
+#include <string_view>
 
 #include "dualpath/common/status.h"
 #include "dualpath/kv/block_hash.h"
@@ -74,6 +75,12 @@ struct DecodedBlockFile {
 // changes KV bytes (layers, attention kind, heads, dims, dtype, bytes per token per layer). Two
 // models with different weights must have different names; JSON models use their "name".
 uint64_t ModelFingerprint(const ModelGeometry& model);
+
+// The model-directory fingerprint of a `dualpath.KVStore` namespace (python/dualpath/store.py):
+// BlockChecksum of "dualpath.KVStore/" + name_space. Engine connectors (vLLM, SGLang) store blocks
+// of opaque layout under it; the scheduler service probes the same directory for hits
+// (`control serve --store-namespace`).
+uint64_t NamespaceFingerprint(std::string_view name_space);
 
 // XXH3-64 (seed 0): the payload checksum.
 uint64_t BlockChecksum(std::span<const std::byte> bytes);

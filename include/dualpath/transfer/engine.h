@@ -33,6 +33,7 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -82,6 +83,10 @@ struct EngineConfig {
   std::string token;
 };
 
+// Largest notice payload (Batch::notice_payload): a message, not a data path. Payloads travel as
+// one eager active message, which UCX copies into the receiver's bounce buffers.
+inline constexpr size_t kMaxNoticePayload = 1 << 20;
+
 struct Batch {
   PeerId peer;
   TrafficClass cls = TrafficClass::kLow;
@@ -90,13 +95,19 @@ struct Batch {
   // Deliver this tag to the peer's notice handler after the data is complete at the peer.
   bool notify = false;
   uint64_t notice_tag = 0;
+  // Bytes delivered with the notice (needs `notify`; at most kMaxNoticePayload): a small message
+  // that arrives after the batch's data, on the same endpoint. A batch with no descriptors and
+  // `notify` set is a message alone (e.g. a block table a peer needs before it can transfer);
+  // messages alone are not ordered with earlier batches' data.
+  std::string notice_payload;
   // Called exactly once on the progress thread (or, with EngineConfig::post_on_submit, possibly
   // on the submitting thread inside Submit): OK, or why the batch failed.
   std::function<void(const Status&)> on_complete;
 };
 
-// Called on the progress thread when a peer's notice arrives.
-using NoticeHandler = std::function<void(PeerId from, uint64_t tag)>;
+// Called on the progress thread when a peer's notice arrives; `payload` is the sender's
+// Batch::notice_payload (empty when none), valid only during the call.
+using NoticeHandler = std::function<void(PeerId from, uint64_t tag, std::string_view payload)>;
 
 class TransferEngine {
  public:
@@ -143,7 +154,8 @@ class TransferEngine {
 
   // Validates the batch against the local and the peer's registered ranges and queues it.
   // Returns an error (and never calls on_complete) when the batch is rejected: an unknown or
-  // dead peer (kTransferPeerDead / NotFound), an empty batch, or a descriptor outside the
+  // dead peer (kTransferPeerDead / NotFound), an empty batch without a notice, a payload without
+  // `notify` or over kMaxNoticePayload (kInvalidArgument), or a descriptor outside the
   // registered ranges (kTransferBadDescriptor). Nothing of a rejected batch is sent.
   virtual Status Submit(Batch batch) = 0;
 

@@ -150,9 +150,16 @@ class PagedLayers:
         self._gpu_chunk_rows = max(1, gpu_chunk_bytes // max(1, self.block_bytes))
 
     # ---- load --------------------------------------------------------------------------------
-    def start_load(self, store, hashes: Sequence[bytes]) -> "PendingLoad":
-        """Starts one asynchronous batch get of the Full Blocks into host staging rows."""
-        flat = self._load_staging.acquire(len(hashes) * self.block_bytes)
+    def start_load(self, store, hashes: Sequence[bytes], private: bool = False) -> "PendingLoad":
+        """Starts one asynchronous batch get of the Full Blocks into host staging rows. `private`:
+        into a buffer of its own rather than the reused staging (a load that stays in flight
+        across steps, e.g. a P/D decode instance's store load, must not share it with the next
+        step's load)."""
+        nbytes = len(hashes) * self.block_bytes
+        if private:
+            flat = torch.empty(nbytes, dtype=torch.uint8, pin_memory=self.device.type == "cuda")
+        else:
+            flat = self._load_staging.acquire(nbytes)
         rows = flat.view(len(hashes), self.block_bytes)
         return PendingLoad(self, rows, store.batch_get_async(list(hashes), list(rows)))
 
@@ -197,6 +204,10 @@ class PendingLoad:
     def wait(self) -> list[int]:
         """The batch get's per-key results (bytes read, or a negative code)."""
         return self._handle.wait()
+
+    def done_now(self) -> bool:
+        """Whether the batch get has finished (resolve will not block on it)."""
+        return self._handle.done()
 
     def resolve(self, transfers: Sequence[tuple[Sequence[int], int]]) -> set[int]:
         """``transfers``: per request (its block ids, in order; its first staging row).
@@ -249,6 +260,17 @@ class PendingSave:
     def finish(self, store) -> list[int]:
         """Waits for the layers' copies, lays the blocks out block-major and puts them.
         Returns the store's per-key codes. Raises if a layer's pages were never added."""
+        rows = self._rows(copy=False)
+        return store.batch_put(self.hashes, list(rows)) if len(self.block_ids) else []
+
+    def finish_behind(self, store, executor):
+        """As finish, but the put runs on `executor` (a concurrent.futures executor): returns
+        its Future (the per-key codes). The rows are a copy of their own, so neither the staging
+        buffer nor the paged cache is needed once this returns (write-behind)."""
+        rows = self._rows(copy=True)
+        return executor.submit(store.batch_put, self.hashes, list(rows))
+
+    def _rows(self, copy: bool) -> torch.Tensor:
         missing = [n for n in self._layers.names if n not in self._saved]
         if missing:
             raise RuntimeError(f"dualpath: save of {len(missing)} layer(s) never started "
@@ -256,7 +278,7 @@ class PendingSave:
         layers = self._layers
         layers._save_staging.fence(layers.device)
         layers._save_staging.wait()  # the layers' device-to-host copies are done
-        n = len(self.block_ids)
         parts = [self._slices[name] for name in layers.names]
-        rows = torch.cat(parts, dim=1) if len(parts) > 1 else parts[0]  # [n, Full Block]
-        return store.batch_put(self.hashes, list(rows)) if n else []
+        if len(parts) > 1:
+            return torch.cat(parts, dim=1)  # [n, Full Block], a new tensor
+        return parts[0].clone() if copy else parts[0]  # a view of the reused staging

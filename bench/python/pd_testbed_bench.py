@@ -1,0 +1,292 @@
+"""DualPath's read-side choice with real vLLM instances on the emulated cluster (issue 26,
+acceptance 3): JCT of a loading-bound multi-turn workload with the scheduler's read-side choice
+(`control serve --system dualpath`) against the same workload forced to the PE read path
+(`--system basic`), in one run, with the storage-link bytes per node.
+
+    sudo .venv-vllm-cpu/bin/python bench/python/pd_testbed_bench.py [--smoke] [--json OUT]
+
+What it sets up (docs/integrations/vllm.md "Testbed benchmark"):
+  - `dualpath cluster up --name pdb --pd 1P1D --stor-rate R --comp-rate C`: nodes p0 and d0 in
+    their own network namespaces; each node's GlusterFS mount crosses its shaped storage link;
+  - a vLLM OpenAI server per node, in the node's namespace, DualPathConnector P/D over the compute
+    link (UCX tcp on comp0), its store on the node's mount (no pool, no prefix cache: every hit is
+    read through a storage link), a model whose KV is large for its compute (--layers x
+    --kv-heads x 32-dim heads, bf16);
+  - per system: a fresh scheduler service (unix socket, probing through the unshaped admin
+    mount) and proxy (in p0's namespace, where this driver also runs its client), then AGENTS
+    agents x TURNS turns (all agents start together; each turn waits for the previous one's
+    answers, as an agent waits for its tool), fresh prompts per run so no run hits another's
+    blocks.
+JCT = the sum of the turns' wall times (a turn: from its first request to its last answer).
+Between turns the driver waits until the store holds every block the decode instance writes
+behind for the turn (the agents' tool time, not counted): the write-behind crosses d0's shaped
+storage link, and without the wait a faster system would find fewer of its blocks stored and
+read less, so the two systems would not load the same hits. The runs alternate basic,
+dualpath, basic, dualpath (--rounds), and the ratio is the median dualpath JCT over the median
+basic JCT.
+
+Defaults (4 Mbit/s storage links, a model of 4 KiB of KV per token whose compute is small,
+prompts that grow by 64 tokens a turn from 256) make loading dominate: a basic turn's time is
+mostly its storage reads through p0's link (docs/integrations/vllm.md "Testbed benchmark").
+
+The driver re-executes itself inside p0's namespace after `cluster up` (the instances' addresses
+exist only there and on the compute switch).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(REPO / "tests" / "python"))
+
+import dualpath  # noqa: E402
+import dualpath.kv  # noqa: E402
+from dualpath_bin import dualpath_binary  # noqa: E402
+from vllm_live import tiny_llama  # noqa: E402
+from vllm_live.serve import ServerProcess, kv_config  # noqa: E402
+
+NAME = "pdb"  # testbed cluster name (this task's prefix)
+NAMESPACE = "pd-bench"
+SEED = "vllm-none-hash"
+BLOCK = 32
+
+
+def sh(*args: str, check: bool = True) -> str:
+    return subprocess.run(list(args), check=check, text=True, capture_output=True).stdout.strip()
+
+
+def counters(binary: str) -> dict[str, dict[str, int]]:
+    """{node: {"stor_rx": bytes, "stor_tx": ..., "comp_rx": ..., "comp_tx": ...}} from the node
+    side of each link (`cluster counters`: NODE LINK RX TX)."""
+    out: dict[str, dict[str, int]] = {}
+    for line in sh(binary, "cluster", "counters", "--name", NAME).splitlines():
+        parts = line.split()
+        if len(parts) == 4 and parts[2].isdigit():
+            node, link, rx, tx = parts
+            kind = "stor" if link.startswith("stor") else "comp"
+            out.setdefault(node, {})[f"{kind}_rx"] = int(rx)
+            out[node][f"{kind}_tx"] = int(tx)
+    return out
+
+
+def post(url: str, body: dict, timeout: float = 600) -> tuple[int, dict, dict]:
+    req = urllib.request.Request(url, data=json.dumps(body).encode(),
+                                 headers={"Content-Type": "application/json"})
+    with urllib.request.urlopen(req, timeout=timeout) as r:
+        return r.status, dict(r.headers), json.loads(r.read())
+
+
+def run_system(args, binary: str, system: str, seed: int, work: Path, p, d, ports) -> dict:
+    sched = str(work / f"sched-{system}-{seed}.sock")
+    admin = sh(binary, "cluster", "get", "--name", NAME, "storage.admin_mount")
+    service = subprocess.Popen(
+        [binary, "control", "serve", "--listen", "unix:" + sched, "--placement",
+         "--system", system, "--model-spec", "vocab=1024", "--block-tokens", str(BLOCK),
+         "--store-root", admin, "--store-namespace", NAMESPACE, "--hash-seed", SEED,
+         "--expect-prefill", "1", "--expect-decode", "1", "--heartbeat-s", "2"],
+        stdout=subprocess.PIPE, stderr=open(work / f"service-{system}-{seed}.log", "w"), text=True)
+    assert service.stdout.readline().startswith("listening on")
+    proxy = subprocess.Popen(
+        [sys.executable, "-m", "dualpath.proxy", "--listen", f"{args.p_addr}:0",
+         "--scheduler", "unix:" + sched, "--timeout-s", "600", "--place-wait-s", "60",
+         "--prefill", f"p0={p.url}@{args.p_addr}:{ports['p0']}",
+         "--decode", f"d0={d.url}@{args.d_addr}:{ports['d0']}"],
+        stdout=subprocess.PIPE, stderr=open(work / f"proxy-{system}-{seed}.log", "w"), text=True)
+    url = proxy.stdout.readline().split()[-1]
+    rnd = random.Random(seed)
+    prompts = [[rnd.randrange(1024) for _ in range(args.first)] for _ in range(args.agents)]
+    before = counters(binary)
+    t0 = time.monotonic()
+    sides: dict[str, int] = {}
+
+    def one(prompt):
+        status, headers, body = post(url + "/v1/completions", {
+            "model": "bench", "prompt": prompt, "max_tokens": args.gen, "temperature": 0,
+            "ignore_eos": True, "return_token_ids": True})
+        return headers.get("x-dualpath-side", "?"), body["choices"][0]["token_ids"]
+
+    # The store as the service sees it (the unshaped admin mount, vLLM's keys).
+    store = dualpath.KVStore(None, admin, namespace=NAMESPACE)
+    hasher = dualpath.kv.BlockHasher(seed=SEED, block_size=BLOCK)
+
+    def settle(tokens: list[int]) -> float:
+        """Waits (at most --settle-s) until the store holds every block the decode instance
+        writes behind for this agent's turn (the full blocks of prompt + answer, less the last
+        answer token, whose KV is never computed); returns the seconds waited."""
+        want = (len(tokens) - 1) // BLOCK
+        keys = hasher.hash_blocks(tokens[:want * BLOCK])
+        t = time.monotonic()
+        while store.batch_exists(keys) < want and time.monotonic() - t < args.settle_s:
+            time.sleep(0.2)  # polling a file system (no notification to wait on)
+        return time.monotonic() - t
+
+    turn_s, settle_s = [], []
+    with ThreadPoolExecutor(args.agents) as pool:
+        for turn in range(args.turns):
+            t = time.monotonic()
+            outs = list(pool.map(one, prompts))
+            turn_s.append(round(time.monotonic() - t, 2))
+            for a, (side, toks) in enumerate(outs):
+                sides[side] = sides.get(side, 0) + 1
+                prompts[a] = prompts[a] + toks
+            # The agents' tool time: until the turn's blocks are stored (both systems then get
+            # the same hits; see the module docstring). Not part of the JCT.
+            if turn + 1 < args.turns:
+                settle_s.append(round(max(settle(p) for p in prompts), 2))
+            prompts = [p + [rnd.randrange(1024) for _ in range(args.append)] for p in prompts]
+    jct = sum(turn_s)
+    store.close()
+    after = counters(binary)
+    stats = json.loads(urllib.request.urlopen(url + "/dualpath/stats").read())
+    proxy.terminate()
+    proxy.wait()
+    service.terminate()
+    service.wait()
+    delta = {n: {k: after[n][k] - before[n].get(k, 0) for k in after[n]} for n in after}
+    return dict(system=system, seed=seed, jct_s=round(jct, 2), turn_s=turn_s, settle_s=settle_s,
+                sides=sides,
+                hit_tokens=stats["hit_tokens"], prompt_tokens=stats["prompt_tokens"],
+                failed=stats["failed"], link_bytes=delta)
+
+
+def inner(args) -> int:
+    """Runs inside p0's namespace (see the module docstring)."""
+    binary = args.binary
+    work = Path(args.work)
+    # Heads of 32 dims (vLLM's CPU attention); the hidden size follows the head count.
+    model = tiny_llama(work / "model", num_hidden_layers=args.layers,
+                       num_key_value_heads=args.kv_heads, num_attention_heads=args.kv_heads,
+                       hidden_size=32 * args.kv_heads, intermediate_size=64 * args.kv_heads)
+    kv_per_token = args.layers * args.kv_heads * 32 * 2 * 2
+    token = work / "transfer-token"
+    token.write_text(os.urandom(32).hex())
+    os.chmod(token, 0o600)
+    stats_dir = work / "stats"
+    stats_dir.mkdir(exist_ok=True)
+    ports = {"p0": 17000, "d0": 17000}
+    mounts = {n: sh(binary, "cluster", "get", "--name", NAME, f"{n}.mount") for n in ("p0", "d0")}
+    extra = ["--served-model-name", "bench", "--no-enable-prefix-caching",
+             "--prefix-caching-hash-algo", "sha256_cbor", "--max-model-len", "4096"]
+    env = {"UCX_NET_DEVICES": "comp0"}  # transfers on the compute link only, never stor0
+    servers = {}
+    for node, role, policy, host, cpu in (("p0", "kv_producer", "recompute", args.p_addr, 0),
+                                          ("d0", "kv_consumer", "fail", args.d_addr, 1)):
+        cfg = kv_config(role, ports[node], str(token), mounts[node], NAMESPACE, str(stats_dir),
+                        policy, timeout_s=120, host=host, extra={"write_behind": True})
+        wrapper = [] if node == "p0" else [binary, "cluster", "exec", "--name", NAME, node, "--"]
+        servers[node] = ServerProcess(node, model, work, 8100, cfg, cpu=cpu, extra_args=extra,
+                                      env=env, host=host, wrapper=wrapper)
+    try:
+        for s in servers.values():
+            print(f"{s.name} up in {s.wait_ready():.0f} s", flush=True)
+        runs = []
+        for r in range(args.rounds):
+            for system in ("basic", "dualpath"):
+                res = run_system(args, binary, system, 1000 * r + (system == "dualpath"), work,
+                                 servers["p0"], servers["d0"], ports)
+                print(json.dumps(res), flush=True)
+                runs.append(res)
+    finally:
+        for s in servers.values():
+            s.stop()
+    med = {s: statistics.median(x["jct_s"] for x in runs if x["system"] == s)
+           for s in ("basic", "dualpath")}
+    summary = dict(stor_rate=args.stor_rate, comp_rate=args.comp_rate, agents=args.agents,
+                   turns=args.turns, first_prompt=args.first, append=args.append, gen=args.gen,
+                   layers=args.layers, kv_heads=args.kv_heads, kv_bytes_per_token=kv_per_token,
+                   runs=runs, median_jct_s=med, ratio=round(med["dualpath"] / med["basic"], 3))
+    print(json.dumps(summary, indent=1))
+    if args.json:
+        Path(args.json).write_text(json.dumps(summary, indent=1))
+    print(f"\nJCT dualpath / basic (forced PE read) = {summary['ratio']}  "
+          f"(medians {med['dualpath']:.1f} s / {med['basic']:.1f} s over {args.rounds} rounds)")
+    for x in runs:
+        stor = {n: round(v["stor_rx"] / 1e6, 1) for n, v in x["link_bytes"].items()}
+        print(f"  {x['system']:9s} JCT {x['jct_s']:7.1f} s  sides {x['sides']}  storage-link "
+              f"MB read per node {stor}")
+    return 0
+
+
+def main() -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--smoke", action="store_true", help="a short run that checks the pieces "
+                   "(2 agents x 2 turns, 1 round); its ratio means nothing")
+    p.add_argument("--agents", type=int, default=8)
+    p.add_argument("--turns", type=int, default=10)
+    p.add_argument("--first", type=int, default=256, help="tokens of each agent's first prompt")
+    p.add_argument("--append", type=int, default=64, help="tokens appended per turn")
+    p.add_argument("--gen", type=int, default=8, help="tokens generated per turn")
+    p.add_argument("--layers", type=int, default=8)
+    p.add_argument("--kv-heads", type=int, default=4)
+    p.add_argument("--stor-rate", default="4mbit")
+    p.add_argument("--comp-rate", default="1gbit")
+    p.add_argument("--rounds", type=int, default=2)
+    p.add_argument("--settle-s", type=float, default=120.0, help="at most this long between "
+                   "turns for the decode instance's write-behind to reach the store")
+    p.add_argument("--json", help="write the summary here")
+    p.add_argument("--keep", action="store_true", help="leave the cluster up")
+    p.add_argument("--inner", action="store_true", help=argparse.SUPPRESS)
+    p.add_argument("--binary", help="the dualpath binary (default: as the Python tests find it)")
+    p.add_argument("--work", help=argparse.SUPPRESS)
+    p.add_argument("--p-addr", help=argparse.SUPPRESS)
+    p.add_argument("--d-addr", help=argparse.SUPPRESS)
+    args = p.parse_args()
+    if args.smoke:
+        args.agents, args.turns, args.first, args.rounds = 2, 2, 200, 1
+    if args.first + args.turns * (args.append + args.gen) > 4000:
+        p.error("--first + --turns x (--append + --gen) must stay within the model's 4096 "
+                "tokens")
+    for flag, v, lo, hi in (("--agents", args.agents, 1, 64), ("--turns", args.turns, 1, 100),
+                            ("--first", args.first, 1, 3000), ("--append", args.append, 1, 500),
+                            ("--gen", args.gen, 1, 256), ("--layers", args.layers, 1, 64),
+                            ("--kv-heads", args.kv_heads, 1, 16),
+                            ("--rounds", args.rounds, 1, 10),
+                            ("--settle-s", args.settle_s, 0, 3600)):
+        if not lo <= v <= hi:
+            p.error(f"{flag} = {v} is outside [{lo}, {hi}]")
+    if args.inner:
+        return inner(args)
+    if os.geteuid() != 0:
+        print("pd_testbed_bench: needs root (network namespaces, GlusterFS)", file=sys.stderr)
+        return 1
+    binary = args.binary or dualpath_binary()
+    if binary is None:
+        print("pd_testbed_bench: no dualpath binary (build it or pass --binary)", file=sys.stderr)
+        return 1
+    subprocess.run([binary, "cluster", "down", "--name", NAME], capture_output=True)
+    up = subprocess.run([binary, "cluster", "up", "--name", NAME, "--pd", "1P1D",
+                         "--stor-rate", args.stor_rate, "--comp-rate", args.comp_rate],
+                        text=True, capture_output=True)
+    if up.returncode != 0:
+        print(up.stdout + up.stderr, file=sys.stderr)
+        return 1
+    work = Path(tempfile.mkdtemp(prefix="pd-bench-", dir="/var/tmp"))
+    try:
+        p_addr = sh(binary, "cluster", "get", "--name", NAME, "p0.compute_addr")
+        d_addr = sh(binary, "cluster", "get", "--name", NAME, "d0.compute_addr")
+        cmd = [binary, "cluster", "exec", "--name", NAME, "p0", "--", sys.executable,
+               __file__, "--inner", "--binary", binary, "--work", str(work), "--p-addr", p_addr,
+               "--d-addr", d_addr] + [a for a in sys.argv[1:] if a != "--keep"]
+        rc = subprocess.run(cmd).returncode
+    finally:
+        if not args.keep:
+            subprocess.run([binary, "cluster", "down", "--name", NAME], capture_output=True)
+    print(f"logs: {work}")
+    return rc
+
+
+if __name__ == "__main__":
+    sys.exit(main())
