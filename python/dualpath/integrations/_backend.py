@@ -32,7 +32,7 @@ TIER_KEYS = ("pool_path", "store_path", "pool_size", "sync")
 # The cluster backend's keys (docs/integrations/vllm.md "Cluster store backend").
 CLUSTER_KEYS = ("etcd", "cluster", "tls_cert", "tls_key", "tls_ca", "insecure",
                 "transfer_token_file", "model_fingerprint", "host", "local_node", "local_shm",
-                "shm_dir", "ucx_tls", "replicas", "retry_deadline", "rpc_timeout")
+                "shm_dir", "ucx_tls", "replicas", "retry_deadline", "rpc_timeout", "etcd_timeout")
 _TLS_KEYS = ("tls_cert", "tls_key", "tls_ca")
 # A scheduler-side lookup blocks the engine's step: a store that cannot be reached is a miss after
 # this long, not after ClusterStore's own 15 s default.
@@ -143,8 +143,9 @@ def cluster_options(extra: Mapping[str, Any], namespace: str) -> dict[str, Any]:
         opts["replicas"] = _number(extra, "replicas", int, 1, 3)
     opts["retry_deadline"] = (_number(extra, "retry_deadline", float, 0.001, 3600)
                               if "retry_deadline" in extra else _DEFAULT_RETRY_DEADLINE_S)
-    if "rpc_timeout" in extra:
-        opts["rpc_timeout"] = _number(extra, "rpc_timeout", float, 0.001, 3600)
+    for key in ("rpc_timeout", "etcd_timeout"):
+        if key in extra:
+            opts[key] = _number(extra, key, float, 0.001, 3600)
     return opts
 
 
