@@ -31,6 +31,12 @@ no pool), ``pool_size`` (bytes, default 4 GiB), ``store_path`` (default: none), 
 (default: the model name, dtype and block size), ``sync`` (``none|data|full``, default ``data``),
 ``write_behind`` (default false: saves are waited for in the step).
 
+``"backend": "cluster"`` (default ``"tiers"``): the store is ``dualpath.ClusterStore``, the
+distributed store's DRAM tiers, instead of this node's tiers (keys ``etcd``, ``cluster``,
+``tls_cert``/``tls_key``/``tls_ca`` or ``insecure``, ``transfer_token_file``, ...;
+``dualpath.integrations._backend``), so instances on different nodes share KV without a shared
+file system. The verbs used below are the same over both.
+
 Prefill/decode disaggregation (DualPath §4.1; ``kv_role`` ``kv_producer`` / ``kv_consumer``): with
 ``transfer_listen`` (and ``transfer_token_file`` or ``transfer_insecure``) the instance moves KV to
 and from other instances over dualpath's transfer engine, for requests whose
