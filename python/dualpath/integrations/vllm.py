@@ -623,8 +623,9 @@ class DualPathConnector(KVConnectorBase_V1, SupportsHMA):
         """Worker side: blocks loaded into the paged cache, blocks that failed to load (reported
         to vLLM by ``get_block_ids_with_load_errors``), blocks saved and saves that failed, the
         size of one stored block (``block_bytes``: all layers' pages), and
-        ``store``: the ``KVStore.stats()`` of this connector's store attachment (its pool and
-        store hits, misses, ``corrupt`` = copies that failed their checksum)."""
+        ``store``: the ``stats()`` of this connector's store: ``KVStore`` (pool and store hits,
+        misses, ``corrupt`` = copies that failed their checksum) or ``ClusterStore``
+        (``hits_local``, ``hits_remote``, ``misses``, ``rejected``, ``puts_ok``, ...)."""
         self._reap_saves(block=False)
         block_bytes = self._layers.block_bytes if self._layers is not None else 0
         out = {**self._counts, "block_bytes": block_bytes, "store": self._store.stats()}
