@@ -55,3 +55,13 @@ def forkcheck():
         return out
 
     return run
+
+
+@pytest.fixture(scope="module")
+def store_cluster(tmp_path_factory):
+    """A real distributed KV store (etcd, a master, two nodes; mutual TLS and a transfer token)
+    for one test module: tests/python/store_cluster.py. Skips when etcd or the binary is
+    missing."""
+    from store_cluster import start_cluster
+
+    yield from start_cluster(tmp_path_factory)

@@ -24,6 +24,8 @@ from typing import Sequence
 
 import torch
 
+from dualpath import _core
+
 __all__ = ["PagedLayers", "PendingLoad", "PendingSave", "amx_permitted", "request_amx_permission"]
 
 _DEFAULT_PINNED_CAP = 1 << 30  # bytes of pinned staging kept for reuse, per direction
@@ -215,7 +217,12 @@ class PendingLoad:
         A block that missed (absent, or its checksum failed) and every later block of the same
         request are never copied and are returned as load errors: the engine recomputes from the
         first of them. The rest is copied into the caches. Returns the error block ids."""
-        rcs = self.wait()
+        try:
+            rcs = self.wait()
+        except _core.Error:
+            # The store could not answer at all (a cluster store past its retry deadline): every
+            # block is a miss and is recomputed, never a crash of the engine's step.
+            rcs = [-1] * self._rows.shape[0]
         rows, ids, errors = [], [], set()
         for block_ids, first_row in transfers:
             ok = True

@@ -31,6 +31,12 @@ no pool), ``pool_size`` (bytes, default 4 GiB), ``store_path`` (default: none), 
 (default: the model name, dtype and block size), ``sync`` (``none|data|full``, default ``data``),
 ``write_behind`` (default false: saves are waited for in the step).
 
+``"backend": "cluster"`` (default ``"tiers"``): the store is ``dualpath.ClusterStore``, the
+distributed store's DRAM tiers, instead of this node's tiers (keys ``etcd``, ``cluster``,
+``tls_cert``/``tls_key``/``tls_ca`` or ``insecure``, ``transfer_token_file``, ...;
+``dualpath.integrations._backend``), so instances on different nodes share KV without a shared
+file system. The verbs used below are the same over both.
+
 Prefill/decode disaggregation (DualPath §4.1; ``kv_role`` ``kv_producer`` / ``kv_consumer``): with
 ``transfer_listen`` (and ``transfer_token_file`` or ``transfer_insecure``) the instance moves KV to
 and from other instances over dualpath's transfer engine, for requests whose
@@ -54,6 +60,7 @@ from vllm.distributed.kv_transfer.kv_connector.v1.base import (
 )
 
 import dualpath
+from dualpath.integrations._backend import ConfigError, backend, open_store
 from dualpath.integrations._pages import (
     PagedLayers,
     PendingLoad,
@@ -175,17 +182,18 @@ class DualPathConnector(KVConnectorBase_V1, SupportsHMA):
                 rank = get_tensor_model_parallel_rank()
             except Exception:  # no distributed state (single process, tests)
                 rank = 0
-        pool_path = extra.get("pool_path", "/dev/shm/dualpath-vllm") or None
-        self._store = dualpath.KVStore(
-            pool_path,
-            extra.get("store_path") or None,
-            pool_size=int(extra.get("pool_size", 4 << 30)),
-            namespace=extra.get("namespace") or _namespace(vllm_config, rank),
-            sync=extra.get("sync", "data"),
-        )
         # Prefill/decode disaggregation (docs/integrations/vllm.md): on when the instance
         # listens for transfers. kv_role says what it is for; a kv_both instance may be either.
         self._pd_listen = extra.get("transfer_listen")
+        self._backend = backend(extra)
+        if self._pd_listen and self._backend == "cluster":
+            # The scheduler service places P/D requests by probing the node tiers' keys; over the
+            # cluster store its hit counts would be wrong. Not wired yet: refuse, don't misplace.
+            raise ConfigError("transfer_listen", "P/D disaggregation runs over the node tiers "
+                                                 "only; not with \"backend\": \"cluster\"")
+        # The store: this node's tiers (KVStore) or the distributed store (ClusterStore), chosen
+        # by "backend" (dualpath.integrations._backend); the verbs below are the same.
+        self._store = open_store(extra, extra.get("namespace") or _namespace(vllm_config, rank))
         self._pd_timeout = float(extra.get("transfer_timeout_s", 30.0))
         if self._pd_listen:
             algo = getattr(vllm_config.cache_config, "prefix_caching_hash_algo", "sha256_cbor")
@@ -293,7 +301,7 @@ class DualPathConnector(KVConnectorBase_V1, SupportsHMA):
         usable = min(len(hashes), (request.num_tokens - 1) // self._block_size)
         if limit is not None:
             usable = min(usable, limit // self._block_size)
-        hits = self._store.batch_exists(hashes[:usable]) if usable > 0 else 0
+        hits = self._exists(hashes[:usable]) if usable > 0 else 0
         first = num_computed_tokens // self._block_size
         self._pending[request.request_id] = request
         if hits <= first:
@@ -301,6 +309,16 @@ class DualPathConnector(KVConnectorBase_V1, SupportsHMA):
             return 0, False
         self._hits[request.request_id] = (first, hits)
         return hits * self._block_size - num_computed_tokens, False
+
+    def _exists(self, hashes: list) -> int:
+        """Leading hashes present in the store; 0 when the store cannot answer (a cluster store
+        whose master is unreachable past its retry deadline): a miss, the engine computes."""
+        try:
+            return self._store.batch_exists(hashes)
+        except dualpath.Error as e:
+            logger.warning("dualpath: %s store lookup failed, treated as a miss: %s",
+                           self._backend, e)
+            return 0
 
     def update_state_after_alloc(
         self, request: "Request", blocks: "KVCacheBlocks", num_external_tokens: int
@@ -395,7 +413,11 @@ class DualPathConnector(KVConnectorBase_V1, SupportsHMA):
             if full > state.saved:
                 hashes = list(state.request.block_hashes[state.saved:full])
                 ids = state.block_ids[state.saved:full]
-                present = self._store.batch_is_exist(hashes)
+                try:
+                    present = self._store.batch_is_exist(hashes)
+                except dualpath.Error as e:  # unreachable: try the puts (they report failure)
+                    logger.warning("dualpath: %s store lookup failed: %s", self._backend, e)
+                    present = [False] * len(hashes)
                 keep = [j for j, p in enumerate(present) if not p]
                 if keep:
                     meta.saves.append(BlockTransfer(
@@ -532,6 +554,10 @@ class DualPathConnector(KVConnectorBase_V1, SupportsHMA):
                                               len(save.block_ids)))
                 return
             rcs = save.finish(self._store)
+        except dualpath.Error as e:  # the store failed the whole batch: those blocks stay misses
+            logger.warning("dualpath: put of %d blocks failed: %s", len(save.block_ids), e)
+            self._counts["save_failed_blocks"] += len(save.block_ids)
+            return
         except RuntimeError as e:  # a layer never reported: never store a block missing a layer
             logger.warning("%s; %d blocks not saved", e, len(save.block_ids))
             return
@@ -597,8 +623,9 @@ class DualPathConnector(KVConnectorBase_V1, SupportsHMA):
         """Worker side: blocks loaded into the paged cache, blocks that failed to load (reported
         to vLLM by ``get_block_ids_with_load_errors``), blocks saved and saves that failed, the
         size of one stored block (``block_bytes``: all layers' pages), and
-        ``store``: the ``KVStore.stats()`` of this connector's store attachment (its pool and
-        store hits, misses, ``corrupt`` = copies that failed their checksum)."""
+        ``store``: the ``stats()`` of this connector's store: ``KVStore`` (pool and store hits,
+        misses, ``corrupt`` = copies that failed their checksum) or ``ClusterStore``
+        (``hits_local``, ``hits_remote``, ``misses``, ``rejected``, ``puts_ok``, ...)."""
         self._reap_saves(block=False)
         block_bytes = self._layers.block_bytes if self._layers is not None else 0
         out = {**self._counts, "block_bytes": block_bytes, "store": self._store.stats()}
