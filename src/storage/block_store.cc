@@ -141,7 +141,11 @@ Status BlockStore::Init() {
     bool direct = false;
     int err = 0;
     if (made.ok()) {
-      std::string probe = model_dir_ + "/.probe." + host_ + "." + std::to_string(::getpid());
+      // A name of its own per open (pid and a counter): two stores opened by one process must
+      // not find each other's probe (that is EEXIST below, which defers the decision).
+      static std::atomic<uint64_t> probes{0};
+      std::string probe = model_dir_ + "/.probe." + host_ + "." + std::to_string(::getpid()) + "." +
+                          std::to_string(probes.fetch_add(1, std::memory_order_relaxed));
       // O_EXCL: the probe is always a new file of ours; a name already there (planted in a shared
       // directory, a symlink included) is neither followed nor removed, and the first read
       // decides instead, as when files cannot be created here.
@@ -152,6 +156,10 @@ Status BlockStore::Init() {
         ::close(fd);
         ::unlink(probe.c_str());
         direct = true;
+      } else if (err == EINVAL) {
+        // O_DIRECT refused (ramfs, tmpfs): the kernel may have created the file before refusing
+        // the flag. O_EXCL means no file was there before this call, so it is ours to remove.
+        ::unlink(probe.c_str());
       } else if (err == EACCES || err == EPERM || err == EROFS || err == EEXIST) {
         // Cannot create files here: decide at the first read instead (see ReadStreamImpl).
         direct = true;
