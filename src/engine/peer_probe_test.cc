@@ -85,15 +85,6 @@ constexpr Nanos kWindow = 2 * kNanosPerSecond;
 class PeerProberTest : public ::testing::Test {
  protected:
   void SetUp() override {
-#if defined(__SANITIZE_THREAD__)
-    // Open bug, not understood yet: under the tsan preset, after these tests (gRPC's callback API
-    // pinging a peer that goes away, channels dropped and re-made) the process's later gRPC calls
-    // are corrupted in 5 of 8 runs of engine_test: a SEGV in grpc_core::HPackParser::~HPackParser
-    // on an executor thread, a StartDecode that arrived with 2 bytes of block hashes instead of 64,
-    // a garbage allocation size in CallOpSet::FillOps. Not seen in the dev or debug (ASan+UBSan)
-    // builds, which run these tests. Skipped here so the rest of engine_test is checked by TSan.
-    GTEST_SKIP() << "PeerProber under ThreadSanitizer: open bug (see the comment here)";
-#endif
     transfer::EngineConfig tc;
     tc.ucx_tls = "tcp";
     auto t = transfer::TransferEngine::Create(tc);

@@ -1,8 +1,10 @@
 #include "engine/peers.h"
 
 #include <fmt/format.h>
+#include <grpcpp/grpcpp.h>
 
 #include <algorithm>
+#include <chrono>
 
 #include "dualpath/common/grpc_channel.h"
 #include "dualpath/common/grpc_status.h"
@@ -36,7 +38,38 @@ bool PeerDirectory::Alive(transfer::PeerId peer) const {
   return std::find(live.begin(), live.end(), peer) != live.end();
 }
 
+namespace {
+
+// gRPC 1.51 (Debian 12) runs callback-API completions (PeerProber's pings) on a process-wide
+// "alternative" completion queue that the first channel using the callback API creates and the last
+// one's destruction shuts down. Re-creating it while the old one's thread is still shutting it down
+// double-frees inside gRPC (ASan: grpc_cq_internal_unref on its nexting thread, engine_test after
+// the prober dropped and re-made channels). One channel that is never destroyed keeps a reference:
+// made once, its one call (deadline already past) fails at once. The objects are kept reachable
+// from statics on purpose (a leak checker does not count them).
+void KeepCallbackQueue() {
+  static std::shared_ptr<grpc::Channel>* channel = nullptr;
+  static v1::EnginePeer::Stub* stub = nullptr;
+  static grpc::ClientContext* ctx = nullptr;
+  static v1::PingRequest* request = nullptr;
+  static v1::PingReply* reply = nullptr;
+  static std::once_flag once;
+  std::call_once(once, [] {
+    channel = new std::shared_ptr<grpc::Channel>(grpc::CreateChannel(
+        "unix:/nonexistent/dualpath-callback-queue-keeper", grpc::InsecureChannelCredentials()));
+    stub = v1::EnginePeer::NewStub(*channel).release();
+    ctx = new grpc::ClientContext;
+    ctx->set_deadline(std::chrono::system_clock::now());
+    request = new v1::PingRequest;
+    reply = new v1::PingReply;
+    stub->async()->Ping(ctx, request, reply, [](grpc::Status) {});
+  });
+}
+
+}  // namespace
+
 std::shared_ptr<v1::EnginePeer::Stub> PeerDirectory::Stub(const std::string& address) {
+  KeepCallbackQueue();
   std::lock_guard<std::mutex> lock(mu_);
   auto it = stubs_.find(address);
   if (it != stubs_.end()) {
