@@ -14,20 +14,25 @@ What it sets up (docs/integrations/vllm.md "Testbed benchmark"):
     --kv-heads x 32-dim heads, bf16);
   - per system: a fresh scheduler service (unix socket, probing through the unshaped admin
     mount) and proxy (in p0's namespace, where this driver also runs its client), then AGENTS
-    agents x TURNS turns (all agents start together; each turn waits for the previous one's
-    answers, as an agent waits for its tool), fresh prompts per run so no run hits another's
-    blocks.
-JCT = the sum of the turns' wall times (a turn: from its first request to its last answer).
-Between turns the driver waits until the store holds every block the decode instance writes
-behind for the turn (the agents' tool time, not counted): the write-behind crosses d0's shaped
-storage link, and without the wait a faster system would find fewer of its blocks stored and
-read less, so the two systems would not load the same hits. The runs alternate basic,
-dualpath, basic, dualpath (--rounds), and the ratio is the median dualpath JCT over the median
-basic JCT.
+    agents (all start together), fresh prompts per run so no run hits another's blocks:
+      turn 0, the agents' initial contexts (--first tokens; all misses, the same work in both
+      systems), after which the driver waits until D wrote them behind (an agent resuming a
+      stored session);
+      TURNS measured turns, each appending --append tokens to the context and generating --gen;
+      between them a fixed tool time (--tool-s, the same in both systems). Nobody waits for
+      D's write-behind: a block not stored when a request is placed is a miss and P recomputes
+      it, as in a serving system (the driver counts those blocks: unstored_blocks_at_send).
+JCT = the sum of the measured turns' wall times (a turn: from its first request's send to its
+last answer). wall_s = the job's whole wall time, turn 0's send to the last turn's last answer
+(turn 0, its write-behind wait and the tool times included); measured_wall_s the same from the
+first measured turn's send (the tool times included). The runs alternate basic,
+dualpath per round (--rounds); each round's ratio is its dualpath JCT over its basic JCT, and
+the result is the median of the rounds' ratios.
 
-Defaults (4 Mbit/s storage links, a model of 4 KiB of KV per token whose compute is small,
-prompts that grow by 64 tokens a turn from 256) make loading dominate: a basic turn's time is
-mostly its storage reads through p0's link (docs/integrations/vllm.md "Testbed benchmark").
+Defaults (6 Mbit/s storage links, a model of 4 KiB of KV per token whose compute is small,
+contexts of 512 tokens growing by 32 appended + 8 generated a turn) make loading dominate: a
+basic turn's time is mostly its storage reads through p0's link (docs/integrations/vllm.md
+"Testbed benchmark").
 
 The driver re-executes itself inside p0's namespace after `cluster up` (the instances' addresses
 exist only there and on the compute switch).
@@ -164,6 +169,7 @@ def run_system(args, binary: str, system: str, seed: int, work: Path, p, d, port
         stats0 = stats()
         before = counters(binary)  # link bytes of the measured turns
         sides.clear()
+        t1 = time.monotonic()
         for k in range(args.turns):
             prompts = [p + [rnd.randrange(1024) for _ in range(args.append)] for p in prompts]
             if k:
@@ -174,7 +180,8 @@ def run_system(args, binary: str, system: str, seed: int, work: Path, p, d, port
             # Informational: blocks of the previous turn not stored yet at this send.
             unstored.append(sum(w - h for w, h in (stored(p[:-args.append]) for p in prompts)))
             turn_s.append(round(turn(pool), 2))
-    wall = time.monotonic() - job_t0
+    end = time.monotonic()
+    wall, measured_wall = end - job_t0, end - t1
     load_end = [round(x, 1) for x in os.getloadavg()]
     jct = sum(turn_s)
     store.close()
@@ -187,6 +194,7 @@ def run_system(args, binary: str, system: str, seed: int, work: Path, p, d, port
     delta = {n: {k: after[n][k] - before[n].get(k, 0) for k in after[n]} for n in after}
     # Proxy counters of the measured turns (turn 0's subtracted).
     return dict(system=system, seed=seed, jct_s=round(jct, 2), wall_s=round(wall, 2),
+                measured_wall_s=round(measured_wall, 2),
                 turn0_s=round(turn0, 2), settle0_s=round(settle0, 2), turn_s=turn_s,
                 tool_s=args.tool_s, unstored_blocks_at_send=unstored, sides=sides,
                 hit_tokens=st["hit_tokens"] - stats0["hit_tokens"],
@@ -238,6 +246,8 @@ def inner(args) -> int:
     for r in range(args.rounds):
         b, d = runs[2 * r], runs[2 * r + 1]
         rounds.append(dict(round=r, jct_ratio=round(d["jct_s"] / b["jct_s"], 3),
+                           measured_wall_ratio=round(d["measured_wall_s"] / b["measured_wall_s"],
+                                                     3),
                            wall_ratio=round(d["wall_s"] / b["wall_s"], 3),
                            loadavg=[b["loadavg_start"], d["loadavg_end"]]))
     med = {s: statistics.median(x["jct_s"] for x in runs if x["system"] == s)
@@ -256,12 +266,15 @@ def inner(args) -> int:
           f"{summary['median_round_jct_ratio']}; job wall time (turn 0, its write-behind and "
           f"the tool time included): {summary['median_round_wall_ratio']}")
     for x in rounds:
-        print(f"  round {x['round']}: JCT ratio {x['jct_ratio']}  wall ratio {x['wall_ratio']}  "
+        print(f"  round {x['round']}: JCT ratio {x['jct_ratio']}  measured-turns wall ratio "
+              f"{x['measured_wall_ratio']}  job wall ratio {x['wall_ratio']}  "
               f"load average {x['loadavg'][0]} -> {x['loadavg'][1]}")
     for x in runs:
         mb = {n: f"{v['stor_rx'] / 1e6:.1f} rx / {v['stor_tx'] / 1e6:.1f} tx"
               for n, v in x["link_bytes"].items()}
-        print(f"  {x['system']:9s} JCT {x['jct_s']:6.1f} s  wall {x['wall_s']:6.1f} s  "
+        print(f"  {x['system']:9s} JCT {x['jct_s']:6.1f} s  measured wall "
+              f"{x['measured_wall_s']:6.1f} s  job wall {x['wall_s']:6.1f} s (turn 0 "
+              f"{x['turn0_s']:.1f} s + its write-behind {x['settle0_s']:.1f} s)  "
               f"hits {x['hit_tokens']}/{x['prompt_tokens']}  unstored at send "
               f"{sum(x['unstored_blocks_at_send'])}  sides {x['sides']}  storage-link MB {mb}")
     return 0
