@@ -94,6 +94,17 @@ def post(url: str, body: dict, timeout: float = 600) -> tuple[int, dict, dict]:
         return r.status, dict(r.headers), json.loads(r.read())
 
 
+def overlay(work: Path) -> Path:
+    """A copy of the installed dualpath package (its native core) with this checkout's Python
+    sources over it: the proxy runs from it, so the benchmark measures the checkout's proxy
+    without building and installing a wheel into the shared venvs."""
+    root = work / "pyoverlay"
+    if not root.exists():
+        shutil.copytree(Path(dualpath.__file__).parent, root / "dualpath")
+        shutil.copytree(REPO / "python" / "dualpath", root / "dualpath", dirs_exist_ok=True)
+    return root
+
+
 def run_system(args, binary: str, system: str, seed: int, work: Path, p, d, ports) -> dict:
     sched = str(work / f"sched-{system}-{seed}.sock")
     admin = sh(binary, "cluster", "get", "--name", NAME, "storage.admin_mount")
@@ -109,7 +120,8 @@ def run_system(args, binary: str, system: str, seed: int, work: Path, p, d, port
          "--scheduler", "unix:" + sched, "--timeout-s", "600", "--place-wait-s", "60",
          "--prefill", f"p0={p.url}@{args.p_addr}:{ports['p0']}",
          "--decode", f"d0={d.url}@{args.d_addr}:{ports['d0']}"],
-        stdout=subprocess.PIPE, stderr=open(work / f"proxy-{system}-{seed}.log", "w"), text=True)
+        stdout=subprocess.PIPE, stderr=open(work / f"proxy-{system}-{seed}.log", "w"), text=True,
+        env=dict(os.environ, PYTHONPATH=str(overlay(work))))
     url = proxy.stdout.readline().split()[-1]
     rnd = random.Random(seed)
     prompts = [[rnd.randrange(1024) for _ in range(args.first)] for _ in range(args.agents)]
