@@ -269,10 +269,10 @@ def inner(args) -> int:
                    tool_s=args.tool_s, layers=args.layers, kv_heads=args.kv_heads,
                    kv_bytes_per_token=kv_per_token, runs=runs, rounds=rounds,
                    median_jct_s=med,
-                   median_round_jct_ratio=statistics.median(x["jct_ratio"] for x in rounds),
-                   median_round_measured_wall_ratio=statistics.median(
-                       x["measured_wall_ratio"] for x in rounds),
-                   median_round_wall_ratio=statistics.median(x["wall_ratio"] for x in rounds))
+                   median_round_jct_ratio=round(statistics.median(x["jct_ratio"] for x in rounds), 3),
+                   median_round_measured_wall_ratio=round(statistics.median(
+                       x["measured_wall_ratio"] for x in rounds), 3),
+                   median_round_wall_ratio=round(statistics.median(x["wall_ratio"] for x in rounds), 3))
     print(json.dumps(summary, indent=1))
     if args.json:
         Path(args.json).write_text(json.dumps(summary, indent=1))
