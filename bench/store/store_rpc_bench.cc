@@ -16,6 +16,7 @@
 #include <grpcpp/grpcpp.h>
 #include <time.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstring>
 #include <memory>
@@ -28,6 +29,7 @@
 #include "dualpath/coord/membership.h"
 #include "dualpath/store/master_server.h"
 #include "dualpath/store/master_state.h"
+#include "dualpath/store/types.h"
 #include "dualpath/store/v1/store.grpc.pb.h"
 
 namespace dualpath::store {
@@ -112,37 +114,46 @@ World& TheWorld() {
       Die("register", s);
     }
 
-    // One node reports 1 M objects (the rebuild path fills the master fastest); the in-process
-    // baseline rebuilds the same report.
-    pb::JoinNodeRequest join;
-    join.mutable_endpoint()->set_node(1);
-    join.mutable_dram()->set_capacity(kObjects * kBlock);
-    join.mutable_dram()->set_high_watermark(1.0);
-    join.mutable_dram()->set_low_watermark(1.0);
-    join.set_member_name(StoreNodeMemberName(NodeId(1)));
-    std::vector<ReportedReplica> reports;
-    reports.reserve(kObjects);
-    for (uint64_t i = 0; i < kObjects; ++i) {
-      const ObjectKey k = Key(i);
-      pb::ReportedReplica* r = join.add_replicas();
-      r->mutable_key()->set_model_fingerprint(k.model_fingerprint);
-      r->mutable_key()->set_hash(reinterpret_cast<const char*>(k.hash.bytes.data()), 32);
-      r->set_offset(i * kBlock);
-      r->set_size(kBlock);
-      r->set_checksum(i);
-      reports.push_back(ReportedReplica{k, Tier::kDram, i * kBlock, kBlock, i});
-    }
     grpc::ChannelArguments args = DefaultChannelArgs();
     args.SetMaxSendMessageSize(-1);
     args.SetMaxReceiveMessageSize(-1);
     world->stub = pb::StoreMaster::NewStub(grpc::CreateCustomChannel(
         world->master->address(), grpc::InsecureChannelCredentials(), args));
-    grpc::ClientContext ctx;
-    pb::JoinNodeResponse jr;
-    grpc::Status g = world->stub->JoinNode(&ctx, join, &jr);
-    if (!g.ok() || jr.accepted() != kObjects) {
-      Die("join", Status(Code::kInternal,
-                         g.error_message() + " accepted " + std::to_string(jr.accepted())));
+
+    // One node reports 1 M objects (the rebuild path fills the master fastest), in parts of
+    // kMaxJoinReplicas as a node sends them (one message is bounded: docs/store.md "Message
+    // limits"); the in-process baseline rebuilds the same report.
+    std::vector<ReportedReplica> reports;
+    reports.reserve(kObjects);
+    uint64_t accepted = 0;
+    for (uint64_t first = 0, part = 0; first < kObjects; first += kMaxJoinReplicas, ++part) {
+      const uint64_t last = std::min<uint64_t>(first + kMaxJoinReplicas, kObjects);
+      pb::JoinNodeRequest join;
+      join.mutable_endpoint()->set_node(1);
+      join.mutable_dram()->set_capacity(kObjects * kBlock);
+      join.mutable_dram()->set_high_watermark(1.0);
+      join.mutable_dram()->set_low_watermark(1.0);
+      join.set_member_name(StoreNodeMemberName(NodeId(1)));
+      join.set_part(static_cast<uint32_t>(part));
+      join.set_more(last < kObjects);
+      for (uint64_t i = first; i < last; ++i) {
+        const ObjectKey k = Key(i);
+        pb::ReportedReplica* r = join.add_replicas();
+        r->mutable_key()->set_model_fingerprint(k.model_fingerprint);
+        r->mutable_key()->set_hash(reinterpret_cast<const char*>(k.hash.bytes.data()), 32);
+        r->set_offset(i * kBlock);
+        r->set_size(kBlock);
+        r->set_checksum(i);
+        reports.push_back(ReportedReplica{k, Tier::kDram, i * kBlock, kBlock, i});
+      }
+      grpc::ClientContext ctx;
+      pb::JoinNodeResponse jr;
+      grpc::Status g = world->stub->JoinNode(&ctx, join, &jr);
+      if (!g.ok()) Die("join", Status(Code::kInternal, g.error_message()));
+      accepted = jr.accepted();
+    }
+    if (accepted != kObjects) {
+      Die("join", Status(Code::kInternal, "accepted " + std::to_string(accepted)));
     }
 
     MasterConfig config;
