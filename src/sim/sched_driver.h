@@ -68,9 +68,9 @@ class SchedDriver {
  private:
   SchedDriver(std::unique_ptr<sched::Scheduler> s, SystemKind system)
       : sched_(std::move(s)), system_(system) {}
-  // `engine`'s report, with its node's read queue (tokens) already computed.
-  sched::EngineReport Report(const ClusterState& c, uint32_t engine,
-                             int64_t read_queue_tokens) const;
+  // Writes `engine`'s report, with its node's read queue (tokens) already computed, to *out.
+  void FillReport(const ClusterState& c, uint32_t engine, int64_t read_queue_tokens,
+                  sched::EngineReport* out) const;
   static uint32_t NodeOf(const ClusterState& c, uint32_t engine);
 
   std::unique_ptr<sched::Scheduler> sched_;
