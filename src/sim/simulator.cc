@@ -612,6 +612,7 @@ void Simulation::Complete(uint32_t slot, double now) {
   d.tokens -= r.prompt + r.gen;
   d.requests--;
   d.hbm_free += DeHbm(r);
+  driver_->DecodeEngineChanged(static_cast<uint32_t>(c_.pes.size()) + r.de);
   NextTurn(slot, now);
 }
 
