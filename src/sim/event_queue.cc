@@ -35,8 +35,9 @@ void EventQueue::UpdateTimer(uint32_t timer) {
     const Match& r = match_[2 * node + 1];
     // r wins only if strictly earlier: equal keys cannot occur (seq is unique) except between
     // two kNever leaves, where either will do.
-    const size_t right = static_cast<size_t>(r.time < l.time) |
-                         (static_cast<size_t>(r.time == l.time) & static_cast<size_t>(r.seq < l.seq));
+    const size_t right =
+        static_cast<size_t>(r.time < l.time) |
+        (static_cast<size_t>(r.time == l.time) & static_cast<size_t>(r.seq < l.seq));
     match_[node] = match_[2 * node + right];
   }
 }

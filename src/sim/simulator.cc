@@ -191,8 +191,8 @@ class Simulation {
   ClusterState c_;
   std::vector<PeGroup> pe_groups_;
   std::vector<DeGroup> de_groups_;
-  std::vector<Req> reqs_;        // by request slot
-  std::vector<ReqLife> lives_;   // by request slot
+  std::vector<Req> reqs_;       // by request slot
+  std::vector<ReqLife> lives_;  // by request slot
   std::vector<uint32_t> free_reqs_;
   SimMetrics metrics_;
 };
@@ -581,7 +581,9 @@ void Simulation::DecodeJoin(uint32_t slot, double now) {
 
 void Simulation::DecodeDone(uint32_t gi, uint64_t version, double now) {
   DeGroup& g = de_groups_[gi];
-  if (version != g.version) return;  // superseded by a later retime
+  // A retime replaces the pending event (EventQueue::SetTimer), so a stale version never fires;
+  // kept as the invariant's check.
+  if (version != g.version) return;
   AdvanceDecode(g, now);
   AccumulateDecodeSeries(g, now);
   while (!g.heap.empty() && g.heap.top().first <= g.steps + 1e-6) {

@@ -13,13 +13,14 @@
 // - Push(): a 4-ary min-heap over one flat vector of 32-byte records (no allocation per event once
 //   the vector has grown; a node's four children share two cache lines, and the heap is half as
 //   deep as a binary one).
-// - SetTimer(): keyed timers, at most one pending event per timer id (a group's fetch tick, its
-//   forward's end, its next decode completion). Setting a pending timer again replaces its event;
-//   the replaced one is never popped but counted in Superseded(): it is the event a plain queue
-//   would have popped later and ignored (the simulator's stale decode completions: up to a third
-//   of a 48P96D run's events went through the heap only to be dropped). The timers sit in a
-//   tournament tree over the ids (a fixed array; an update walks one leaf-to-root path), so the
-//   heap holds only per-request events.
+// - SetTimer(): keyed timers, at most one pending event per timer id (in the simulator: a prefill
+//   group's forward end, a decode group's next completion). Setting a pending timer again
+//   replaces its event; the replaced one is never popped but counted in Superseded(): it is the
+//   event a plain queue would have popped later and ignored (the simulator's superseded decode
+//   completions, pushed anew on every join and completion, went through the heap only to be
+//   dropped). The timers sit in a tournament tree over the ids (a fixed array; an update walks
+//   one leaf-to-root path), so they never touch the heap. Meant for a few dozen timers: the walk
+//   grows with log2 of the count, and 144 more (the simulator's fetch ticks) made a run slower.
 // Both draw the sequence number from one counter, and Pop() takes the earlier of the two fronts
 // by (time, seq): a total order, so the pop order is the same as one priority queue holding every
 // event (minus the superseded ones). event_queue_test.cc checks this against the binary
