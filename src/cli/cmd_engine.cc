@@ -38,7 +38,7 @@ constexpr double kMaxTimeoutS = 86'400;  // a day: beyond, a stuck request is ne
 struct EngineArgs {
   std::string role;
   std::string scheduler;
-  std::string decode_batching = "continuous";
+  std::string decode_batching = "serial";
   uint64_t buffer_mib = 256;
   uint64_t pool_mib = 0;
   double request_timeout_s = 60;
@@ -206,7 +206,7 @@ void Register(CLI::App& root, int* exit_code) {
   sub->add_option("--decode-batching", a->decode_batching,
                   "Decode engine: continuous (every active request advances one token per step, "
                   "arrivals join at step boundaries) or serial (one request at a time); default "
-                  "continuous")
+                  "serial")
       ->check(CLI::IsMember({"continuous", "serial"}));
   sub->add_option("--fetch-wait-ms", a->o.fetch_wait_ms, "Long-poll bound of a Fetch (default 200)")
       ->check(CLI::Range(1, 60000));

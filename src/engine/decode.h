@@ -14,11 +14,12 @@
 //                block for write-behind to storage (named by the assignment's prompt hash chain,
 //                extended by the kv hasher over the fed tokens), frees the buffer and hands the
 //                result to the reporter. EngineOptions::decode_batching says how requests share
-//                the thread: kContinuous (the default) runs steps over every active request at
+//                the thread: kContinuous runs steps over every active request at
 //                once (one model::ForwardLayerBatch per layer, each request advancing one token),
 //                takes newly ready requests in at step boundaries and retires finished ones;
-//                kSerial decodes one request until it finishes before taking the next (the
-//                one-at-a-time engine, kept for comparison). Both run the same step code, so
+//                kSerial (the default until the
+//                mismatch in docs/engine.md "Decode batching" is understood) decodes one
+//                request until it finishes before taking the next. Both run the same step code, so
 //                their tokens and KV are bit-identical (batch invariance, docs/model.md);
 //   reporter     (one thread) waits until the blocks queued before a result are written, then
 //                reports it to the scheduler: the agent's next turn must find them in storage,

@@ -78,7 +78,7 @@ struct EngineOptions {
   std::string ucx_tls = "tcp";   // UCX_TLS of the transfer engine
   unsigned read_depth = 8;       // io_uring reads in flight per reader stage
   uint32_t fetch_wait_ms = 200;  // long-poll bound of one Fetch
-  DecodeBatching decode_batching = DecodeBatching::kContinuous;  // decode engines only
+  DecodeBatching decode_batching = DecodeBatching::kSerial;  // decode engines only
   // PE: how many requests the loader may have loaded (or be loading) beyond the one computing.
   // The default keeps loading as long as buffer memory lasts; 0 turns the overlap of storage
   // reads and compute off (a baseline for benchmarks: load, compute, load, compute...).
