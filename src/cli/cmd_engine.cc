@@ -38,6 +38,7 @@ constexpr double kMaxTimeoutS = 86'400;  // a day: beyond, a stuck request is ne
 struct EngineArgs {
   std::string role;
   std::string scheduler;
+  std::string decode_batching = "serial";
   uint64_t buffer_mib = 256;
   uint64_t pool_mib = 0;
   double request_timeout_s = 60;
@@ -79,6 +80,8 @@ std::string InterfaceOf(const std::string& ip) {
 int RunEngine(EngineArgs& a) {
   engine::EngineOptions& o = a.o;
   o.role = a.role == "prefill" ? engine::Role::kPrefill : engine::Role::kDecode;
+  o.decode_batching = a.decode_batching == "serial" ? engine::DecodeBatching::kSerial
+                                                    : engine::DecodeBatching::kContinuous;
   // docs/engine.md "Input ranges": checked before anything is created or connected.
   Status in_range = [&]() -> Status {
     RETURN_IF_ERROR(CheckCountRange("--buffer-mib", a.buffer_mib, 1, kMaxBufferMib, "MiB"));
@@ -200,6 +203,11 @@ void Register(CLI::App& root, int* exit_code) {
                   "UCX_NET_DEVICES (default: the interface holding --listen)");
   sub->add_option("--read-depth", a->o.read_depth, "Storage reads in flight (default 8)")
       ->check(CLI::Range(1, 1024));
+  sub->add_option("--decode-batching", a->decode_batching,
+                  "Decode engine: continuous (every active request advances one token per step, "
+                  "arrivals join at step boundaries) or serial (one request at a time); default "
+                  "serial")
+      ->check(CLI::IsMember({"continuous", "serial"}));
   sub->add_option("--fetch-wait-ms", a->o.fetch_wait_ms, "Long-poll bound of a Fetch (default 200)")
       ->check(CLI::Range(1, 60000));
   sub->add_option("--request-timeout-s", a->request_timeout_s,

@@ -420,6 +420,15 @@ void Decoder::ReapLocked(std::vector<std::shared_ptr<DeReq>>* freed) {
 }
 
 void Decoder::DecodeLoop() {
+  if (ctx_.options.decode_batching == DecodeBatching::kContinuous) {
+    std::vector<std::unique_ptr<Active>> active;
+    while (DecodeContinuousStep(&active)) {
+    }
+    // Stopping: the requests still decoding are reported failed (the scheduler re-submits them)
+    // instead of holding the engine's exit for the rest of their generation.
+    for (auto& a : active) Abandon(*a, Status(Code::kEngineStopped, "decode engine stopping"));
+    return;
+  }
   while (true) {
     std::shared_ptr<DeReq> r;
     std::vector<std::shared_ptr<DeReq>> freed;
@@ -439,28 +448,61 @@ void Decoder::DecodeLoop() {
     for (auto& f : freed) {
       ctx_.arena->Free(f->area);
     }
-    if (r == nullptr) {
-      continue;
+    if (r != nullptr) {
+      DecodeSerial(r);
     }
-    v1c::RequestResult result;
-    Status s = Decode(*r, &result);
-    if (!s.ok()) {
-      log::Warn("engine {}: request {} failed in decode: {}", ctx_.options.name,
-                r->a.request().request_id(), s.ToString());
-      ctx_.metrics->OnFailed(s);
-      result = FailedResult(r->a, s);
-    }
-    Release(*r);
-    if (s.ok()) {
-      {
-        std::lock_guard<std::mutex> lock(mu_);
-        to_report_.push_back(std::move(result));
-      }
-      report_cv_.notify_all();
-      continue;
-    }
-    Report(result);
   }
+}
+
+void Decoder::DecodeSerial(const std::shared_ptr<DeReq>& r) {
+  std::unique_ptr<Active> a = BeginDecode(r);
+  Active* one = a.get();
+  while (!Finished(*a)) Step({&one, 1});
+  Finish(*a);
+}
+
+bool Decoder::DecodeContinuousStep(std::vector<std::unique_ptr<Active>>* active) {
+  std::vector<std::shared_ptr<DeReq>> joining;
+  std::vector<std::shared_ptr<DeReq>> freed;
+  {
+    std::unique_lock<std::mutex> lock(mu_);
+    if (active->empty()) {
+      // Idle: wait for work; the timed wait is for the reaper (timeouts have no other event).
+      cv_.wait_for(lock, std::chrono::milliseconds(200), [&] { return stop_ || !ready_.empty(); });
+    }
+    if (stop_) {
+      return false;
+    }
+    ReapLocked(&freed);
+    // Arrivals join at the step boundary: every request ready now is in the next step.
+    joining.assign(ready_.begin(), ready_.end());
+    ready_.clear();
+  }
+  for (auto& f : freed) {
+    ctx_.arena->Free(f->area);
+  }
+  for (auto& r : joining) {
+    active->push_back(BeginDecode(r));
+  }
+  std::vector<Active*> batch;
+  batch.reserve(active->size());
+  for (auto& a : *active) {
+    if (!Finished(*a)) batch.push_back(a.get());  // gen_tokens == 1 needs no step
+  }
+  if (!batch.empty()) {
+    Step(batch);
+  }
+  // Retire the finished requests (their buffers free at once for new arrivals).
+  for (size_t i = 0; i < active->size();) {
+    if (Finished(*(*active)[i])) {
+      Finish(*(*active)[i]);
+      (*active)[i] = std::move(active->back());
+      active->pop_back();
+    } else {
+      ++i;
+    }
+  }
+  return true;
 }
 
 void Decoder::Report(const v1c::RequestResult& result) {
@@ -515,105 +557,166 @@ void Decoder::Release(DeReq& r) {
   ctx_.arena->Free(r.area);
 }
 
-Status Decoder::Decode(DeReq& r, v1c::RequestResult* result) {
-  const v1c::RequestSpec& spec = r.a.request();
-  const model::RefModel& m = *ctx_.model;
-  const int64_t prompt = r.plan.prompt;
+struct Decoder::Active {
+  std::shared_ptr<DeReq> r;
+  v1::PrefillDoneRequest done;
+  // The computed positions' tokens: the prompt, then the teacher tokens fed to decode steps.
+  std::vector<uint32_t> tokens;
+  std::vector<kv::BlockHash> hashes;  // of every full block of `tokens`
+  int64_t full_blocks = 0;
+  int64_t next_write = 0;  // first full block not yet written behind (or loaded)
+  std::vector<uint32_t> generated;
+  uint32_t next_step = 1;  // generated token index the next step produces; done at gen_tokens
+  int64_t second_token_ns = 0;
+};
+
+std::unique_ptr<Decoder::Active> Decoder::BeginDecode(const std::shared_ptr<DeReq>& r) {
+  auto a = std::make_unique<Active>();
+  a->r = r;
+  const v1c::RequestSpec& spec = r->a.request();
+  const int64_t prompt = r->plan.prompt;
   const uint32_t gen = spec.gen_tokens();
   const int64_t bt = ctx_.block_tokens;
-  const uint64_t bpt = ctx_.bpt;
-  v1::PrefillDoneRequest done;
   {
     std::lock_guard<std::mutex> lock(mu_);
-    done = r.done;
+    a->done = r->done;
   }
-
-  // The computed positions' tokens: the prompt, then the teacher tokens fed to decode steps.
-  std::vector<uint32_t> tokens(spec.prompt().begin(), spec.prompt().end());
-  tokens.insert(tokens.end(), spec.teacher().begin(),
-                spec.teacher().begin() + static_cast<ptrdiff_t>(gen - 1));
-  const int64_t full_blocks = static_cast<int64_t>(tokens.size()) / bt;
+  a->tokens.assign(spec.prompt().begin(), spec.prompt().end());
+  a->tokens.insert(a->tokens.end(), spec.teacher().begin(),
+                   spec.teacher().begin() + static_cast<ptrdiff_t>(gen - 1));
+  a->full_blocks = static_cast<int64_t>(a->tokens.size()) / bt;
   // The prompt's blocks are named by the carried chain; only the blocks the fed tokens complete
   // are hashed here, continuing the chain from the last full prompt block.
-  std::vector<kv::BlockHash> hashes = r.prompt_hashes;
-  const int64_t prompt_blocks = static_cast<int64_t>(hashes.size());
-  const std::span<const uint32_t> rest(tokens.data() + prompt_blocks * bt,
-                                       static_cast<size_t>((full_blocks - prompt_blocks) * bt));
-  if (hashes.empty()) {
-    ctx_.hasher->HashBlocks(rest, &hashes);
+  a->hashes = r->prompt_hashes;
+  const int64_t prompt_blocks = static_cast<int64_t>(a->hashes.size());
+  const std::span<const uint32_t> rest(a->tokens.data() + prompt_blocks * bt,
+                                       static_cast<size_t>((a->full_blocks - prompt_blocks) * bt));
+  if (a->hashes.empty()) {
+    ctx_.hasher->HashBlocks(rest, &a->hashes);
   } else {
-    ctx_.hasher->HashBlocks(hashes.back(), rest, &hashes);  // copies the parent first
+    ctx_.hasher->HashBlocks(a->hashes.back(), rest, &a->hashes);  // copies the parent first
   }
   // Blocks below the loaded prefix came from storage and are there; the rest are written behind
   // as soon as their last position is computed.
-  int64_t next_write = std::clamp<int64_t>(done.loaded_tokens(), 0, prompt) / bt;
-  std::vector<std::byte> block(ctx_.shape.FullBytes());
-  auto write_upto = [&](int64_t computed) {
-    while (next_write < full_blocks && (next_write + 1) * bt <= computed) {
-      const uint64_t layer_bytes = ctx_.shape.LayerBytes();
-      for (uint32_t l = 0; l < ctx_.layers; ++l) {
-        std::memcpy(block.data() + l * layer_bytes,
-                    r.area + l * r.stride + static_cast<uint64_t>(next_write * bt) * bpt,
-                    layer_bytes);
-      }
-      Status s = write_behind_.Submit(hashes[static_cast<size_t>(next_write)], ctx_.shape, block);
-      if (!s.ok()) {
-        log::Warn("engine {}: write-behind of block {} of request {}: {}", ctx_.options.name,
-                  next_write, spec.request_id(), s.ToString());
-      }
-      ++next_write;
-    }
-  };
-  write_upto(prompt);
+  a->next_write = std::clamp<int64_t>(a->done.loaded_tokens(), 0, prompt) / bt;
+  WriteUpto(*a, prompt);
+  a->generated.reserve(gen);
+  a->generated.push_back(a->done.first_token());
+  return a;
+}
 
-  std::vector<uint32_t> generated;
-  generated.reserve(gen);
-  generated.push_back(done.first_token());
-  int64_t second_token_ns = 0;
-  const uint32_t hidden_dim = m.config().hidden();
-  std::vector<float> hidden(hidden_dim);
-  std::vector<float> logits(m.config().vocab);
-  for (uint32_t j = 1; j < gen; ++j) {
-    const uint64_t pos = static_cast<uint64_t>(prompt) + j - 1;
-    const uint32_t tok = spec.teacher(static_cast<int>(j - 1));
-    m.Embed({&tok, 1}, hidden);
+bool Decoder::Finished(const Active& a) const {
+  return a.next_step >= a.r->a.request().gen_tokens();
+}
+
+void Decoder::WriteUpto(Active& a, int64_t computed) {
+  const int64_t bt = ctx_.block_tokens;
+  const uint64_t layer_bytes = ctx_.shape.LayerBytes();
+  block_.resize(ctx_.shape.FullBytes());
+  while (a.next_write < a.full_blocks && (a.next_write + 1) * bt <= computed) {
     for (uint32_t l = 0; l < ctx_.layers; ++l) {
-      m.ForwardLayer(l, pos, {r.area + l * r.stride, (pos + 1) * bpt}, hidden);
+      std::memcpy(block_.data() + l * layer_bytes,
+                  a.r->area + l * a.r->stride + static_cast<uint64_t>(a.next_write * bt) * ctx_.bpt,
+                  layer_bytes);
     }
-    m.Logits(hidden, logits);
-    generated.push_back(model::RefModel::Argmax(logits));
-    if (j == 1) {
-      second_token_ns = RealtimeNs();
+    // With the queue full this waits (block_when_full): the step's other requests wait too,
+    // as the one decoding request did before batching.
+    Status s =
+        write_behind_.Submit(a.hashes[static_cast<size_t>(a.next_write)], ctx_.shape, block_);
+    if (!s.ok()) {
+      log::Warn("engine {}: write-behind of block {} of request {}: {}", ctx_.options.name,
+                a.next_write, a.r->a.request().request_id(), s.ToString());
     }
-    write_upto(static_cast<int64_t>(pos) + 1);
+    ++a.next_write;
   }
+}
+
+void Decoder::Step(std::span<Active* const> batch) {
+  const model::RefModel& m = *ctx_.model;
+  const size_t h = m.config().hidden();
+  const size_t vocab = m.config().vocab;
+  const size_t n = batch.size();
+  const uint64_t bpt = ctx_.bpt;
+  step_hidden_.resize(n * h);
+  step_logits_.resize(n * vocab);
+  step_seqs_.resize(n);
+  // Step j of a request feeds teacher[j - 1] at position prompt + j - 1 (model::Reference's
+  // schedule), whatever else is in the batch.
+  for (size_t i = 0; i < n; ++i) {
+    const Active& a = *batch[i];
+    const uint32_t tok = a.r->a.request().teacher(static_cast<int>(a.next_step - 1));
+    m.Embed({&tok, 1}, std::span<float>(step_hidden_).subspan(i * h, h));
+  }
+  for (uint32_t l = 0; l < ctx_.layers; ++l) {
+    for (size_t i = 0; i < n; ++i) {
+      const DeReq& r = *batch[i]->r;
+      const uint64_t pos = static_cast<uint64_t>(r.plan.prompt) + batch[i]->next_step - 1;
+      step_seqs_[i] = {pos, 1, {r.area + l * r.stride, (pos + 1) * bpt}};
+    }
+    m.ForwardLayerBatch(l, step_seqs_, step_hidden_);
+  }
+  m.LogitsRows(step_hidden_, step_logits_);
+  const int64_t now_ns = RealtimeNs();
+  for (size_t i = 0; i < n; ++i) {
+    Active& a = *batch[i];
+    a.generated.push_back(
+        model::RefModel::Argmax(std::span<const float>(step_logits_).subspan(i * vocab, vocab)));
+    if (a.next_step == 1) {
+      a.second_token_ns = now_ns;
+    }
+    ++a.next_step;
+    WriteUpto(a, a.r->plan.prompt + a.next_step - 1);  // positions [0, prompt + j) computed
+  }
+  ctx_.metrics->OnDecodeStep(n);
+}
+
+void Decoder::Finish(Active& a) {
+  DeReq& r = *a.r;
+  const v1c::RequestSpec& spec = r.a.request();
+  const uint32_t gen = spec.gen_tokens();
   const int64_t done_ns = RealtimeNs();
   // The reporter flushes the write-behind before reporting this result (ReportLoop).
-
-  v1c::RequestResult& res = *result;
+  v1c::RequestResult res;
   res.set_request_id(spec.request_id());
   res.set_ok(true);
-  for (uint32_t t : generated) {
+  for (uint32_t t : a.generated) {
     res.add_generated(t);
   }
-  res.set_first_logits_digest(done.first_logits_digest());
+  res.set_first_logits_digest(a.done.first_logits_digest());
   res.set_side(r.a.side());
   res.set_prefill_engine(r.a.prefill_engine());
   res.set_decode_engine(r.a.decode_engine());
   res.set_hit_tokens(r.a.hit_tokens());
-  res.set_loaded_tokens(done.loaded_tokens());
-  res.set_read_bytes_prefill(done.read_bytes_prefill());
+  res.set_loaded_tokens(a.done.loaded_tokens());
+  res.set_read_bytes_prefill(a.done.read_bytes_prefill());
   {
     std::lock_guard<std::mutex> lock(mu_);
     res.set_read_bytes_decode(r.read_bytes);
   }
   v1c::Timing* t = res.mutable_timing();
-  t->set_prefill_start_ns(done.prefill_start_ns());
-  t->set_first_token_ns(done.first_token_ns());
-  t->set_second_token_ns(gen > 1 ? second_token_ns : done_ns);
+  t->set_prefill_start_ns(a.done.prefill_start_ns());
+  t->set_first_token_ns(a.done.first_token_ns());
+  t->set_second_token_ns(gen > 1 ? a.second_token_ns : done_ns);
   t->set_done_ns(done_ns);
   res.set_attempt(r.a.attempt());
-  return Status::Ok();
+  Release(r);
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    to_report_.push_back(std::move(res));
+  }
+  report_cv_.notify_all();
+}
+
+void Decoder::Abandon(Active& a, const Status& why) {
+  log::Warn("engine {}: request {} failed in decode: {}", ctx_.options.name,
+            a.r->a.request().request_id(), why.ToString());
+  ctx_.metrics->OnFailed(why);
+  Release(*a.r);
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    to_report_.push_back(FailedResult(a.r->a, why));
+  }
+  report_cv_.notify_all();
 }
 
 }  // namespace dualpath::engine

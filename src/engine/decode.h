@@ -13,7 +13,14 @@
 //   decode       (one thread) runs gen_tokens - 1 teacher-forced steps, queues every new full
 //                block for write-behind to storage (named by the assignment's prompt hash chain,
 //                extended by the kv hasher over the fed tokens), frees the buffer and hands the
-//                result to the reporter;
+//                result to the reporter. EngineOptions::decode_batching says how requests share
+//                the thread: kContinuous runs steps over every active request at
+//                once (one model::ForwardLayerBatch per layer, each request advancing one token),
+//                takes newly ready requests in at step boundaries and retires finished ones;
+//                kSerial (the default until the
+//                mismatch in docs/engine.md "Decode batching" is understood) decodes one
+//                request until it finishes before taking the next. Both run the same step code, so
+//                their tokens and KV are bit-identical (batch invariance, docs/model.md);
 //   reporter     (one thread) waits until the blocks queued before a result are written, then
 //                reports it to the scheduler: the agent's next turn must find them in storage,
 //                but the decode thread does not wait for the storage writes (they queue behind
@@ -31,7 +38,9 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <span>
 #include <thread>
+#include <vector>
 
 #include "dualpath/engine/v1/engine.pb.h"
 #include "dualpath/storage/write_behind.h"
@@ -76,7 +85,25 @@ class Decoder {
   // A push of r's DE-path KV to its PE failed: queue the attempt's failed result for the
   // reporter (once per request). Requires mu_; the caller notifies report_cv_.
   void PushFailedLocked(DeReq& r, const Status& why);
-  Status Decode(DeReq& r, control::v1::RequestResult* result);
+  // One request being decoded (decode.cc): its fed tokens, block hashes, write-behind position
+  // and the tokens generated so far. Owned by the decode thread.
+  struct Active;
+  // Prepares r for decode steps and writes behind the prompt's blocks the PE computed.
+  std::unique_ptr<Active> BeginDecode(const std::shared_ptr<DeReq>& r);
+  // One decode step of every request in `batch` (each has steps left): one forward pass over the
+  // batch, one token each, then each request's newly full blocks are written behind.
+  void Step(std::span<Active* const> batch);
+  bool Finished(const Active& a) const;
+  // The result of a finished request; frees its buffer and queues the result for the reporter.
+  void Finish(Active& a);
+  // Fails a request that was being decoded (the engine stops): reported failed, buffer freed.
+  void Abandon(Active& a, const Status& why);
+  // Writes behind every full block of a's tokens whose positions [0, computed) are all computed.
+  void WriteUpto(Active& a, int64_t computed);
+  void DecodeSerial(const std::shared_ptr<DeReq>& r);
+  // The continuous-batching loop's body: takes ready requests in, runs one step, retires the
+  // finished ones; returns false when the engine stops.
+  bool DecodeContinuousStep(std::vector<std::unique_ptr<Active>>* active);
   void MaybeReadyLocked(const std::shared_ptr<DeReq>& r);
   // Frees requests that are aborted or timed out and have no put in flight.
   void ReapLocked(std::vector<std::shared_ptr<DeReq>>* freed);
@@ -97,6 +124,11 @@ class Decoder {
   int64_t queued_read_tokens_ = 0;                    // guarded by mu_
   int64_t unfinished_tokens_ = 0;                     // guarded by mu_
   bool stop_ = false;                                 // guarded by mu_
+  // Decode thread only: one block's staging buffer for the write-behind, and a step's rows.
+  std::vector<std::byte> block_;
+  std::vector<float> step_hidden_;
+  std::vector<float> step_logits_;
+  std::vector<model::RefModel::BatchSeq> step_seqs_;
   std::thread reader_thread_;
   std::thread decode_thread_;
   std::thread report_thread_;

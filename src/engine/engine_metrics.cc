@@ -39,7 +39,20 @@ EngineMetrics::EngineMetrics(metrics::Registry& registry, Labels labels)
                         .With(With({}))),
       errors_(group_.Counter("dualpath_engine_request_errors_total",
                              "Requests that failed on this engine, by error code.",
-                             Plus(kEngineLabels, {"code"}))) {
+                             Plus(kEngineLabels, {"code"}))),
+      decode_steps_(group_
+                        .Counter("dualpath_engine_decode_steps_total",
+                                 "Decode steps (forward passes of one token per active request) "
+                                 "this engine ran.",
+                                 kEngineLabels)
+                        .With(With({}))),
+      decode_step_requests_(
+          group_
+              .Counter("dualpath_engine_decode_step_requests_total",
+                       "Sum over decode steps of the requests in the step (the decode batch "
+                       "size); divided by dualpath_engine_decode_steps_total: the mean batch.",
+                       kEngineLabels)
+              .With(With({}))) {
   group_
       .Gauge("dualpath_process_info", "1 for each running dualpath process, by kind and name.",
              {"system", "kind", "name"})
@@ -75,6 +88,11 @@ void EngineMetrics::OnTransfer(const BatchSize& size) {
 
 void EngineMetrics::OnFailed(const Status& why) {
   errors_.With(With({std::string(CodeName(why.code()))})).Inc();
+}
+
+void EngineMetrics::OnDecodeStep(size_t requests) {
+  decode_steps_.Inc();
+  decode_step_requests_.Inc(requests);
 }
 
 void EngineMetrics::AddCallbacks(const storage::BlockStore& store,

@@ -45,6 +45,8 @@ class EngineMetrics {
   void OnTransfer(const BatchSize& size);
   // A request failed on this engine (reported to the scheduler with ok=false).
   void OnFailed(const Status& why);
+  // The decode engine ran one decode step over `requests` requests (its batch size).
+  void OnDecodeStep(size_t requests);
 
   // Series read at scrape time. `report` and `write_behind` (may be empty) must be thread-safe.
   void AddCallbacks(const storage::BlockStore& store,
@@ -62,6 +64,8 @@ class EngineMetrics {
   // [class][op], resolved once: no lookup on the hot path.
   metrics::Counter* transfer_bytes_[transfer::kNumClasses][2] = {};
   metrics::CounterFamily& errors_;
+  metrics::Counter& decode_steps_;
+  metrics::Counter& decode_step_requests_;
 };
 
 }  // namespace dualpath::engine

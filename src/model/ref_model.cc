@@ -1,11 +1,13 @@
 // RefModel: creation, embedding, one decoder layer, the LM head.
 //
-// Chunking invariance (ref_model.h) holds because every quantity of token t is computed from
-// token t's own row (norms, projections, rotary, MLP) or from the KV rows [0, start + t] in
-// increasing position order (attention), with the fixed-order reductions of kernels.h. Nothing
-// sums across tokens of one call, and nothing depends on n, start or the token-group blocking.
+// Chunking and batch invariance (ref_model.h) hold because every quantity of token t is computed
+// from token t's own row (norms, projections, rotary, MLP) or from its own sequence's KV rows
+// [0, start + t] in increasing position order (attention), with the fixed-order reductions of
+// kernels.h. Nothing sums across the rows of one call, and nothing depends on n, start, the other
+// sequences of a batch or the token-group blocking. ForwardLayer is a batch of one sequence.
 #include "dualpath/model/ref_model.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <string>
@@ -67,6 +69,59 @@ constexpr size_t kSubChunk = 256;
 
 void RefModel::ForwardLayer(uint32_t layer, uint64_t start, std::span<std::byte> layer_kv,
                             std::span<float> hidden) const {
+  const size_t h = config_.hidden();
+  DUALPATH_CHECK(hidden.size() % h == 0, "ForwardLayer: hidden is not a whole number of rows");
+  const BatchSeq one{start, hidden.size() / h, layer_kv};
+  ForwardLayerBatch(layer, {&one, 1}, hidden);
+}
+
+void RefModel::ForwardLayerBatch(uint32_t layer, std::span<const BatchSeq> seqs,
+                                 std::span<float> hidden) const {
+  const RefModelConfig& c = config_;
+  const size_t h = c.hidden();
+  const uint64_t bpt = c.KvBytesPerTokenPerLayer();
+  DUALPATH_CHECK(layer < c.layers, "ForwardLayer: layer " + std::to_string(layer) + " >= layers");
+  DUALPATH_CHECK(hidden.size() % h == 0, "ForwardLayer: hidden is not a whole number of rows");
+  uint64_t rows = 0;
+  for (const BatchSeq& s : seqs) {
+    const uint64_t end = s.start + s.n;
+    DUALPATH_CHECK(s.layer_kv.size() >= end * bpt,
+                   "ForwardLayer: layer_kv holds " + std::to_string(s.layer_kv.size()) +
+                       " bytes, need (start + n) * bpt = " + std::to_string(end * bpt));
+    rows += s.n;
+  }
+  DUALPATH_CHECK(rows * h == hidden.size(), "ForwardLayerBatch: hidden holds " +
+                                                std::to_string(hidden.size() / h) +
+                                                " rows, the sequences " + std::to_string(rows));
+  // Passes of at most kSubChunk rows: scratch stays ~1.5 MiB instead of 6 KiB per row (184 MiB
+  // for a 30K-token prefill). A sequence longer than what is left of a pass is cut at that point
+  // and continues in the next pass from the position where it was cut; chunking invariance makes
+  // the bits the same as one call.
+  std::vector<BatchSeq> pass;
+  size_t pass_rows = 0;
+  size_t row0 = 0;  // first row of the current pass in hidden
+  auto flush = [&] {
+    if (pass_rows == 0) return;
+    ForwardPass(layer, pass, hidden.subspan(row0 * h, pass_rows * h));
+    row0 += pass_rows;
+    pass.clear();
+    pass_rows = 0;
+  };
+  for (const BatchSeq& s : seqs) {
+    uint64_t done = 0;
+    while (done < s.n) {
+      const uint64_t m = std::min<uint64_t>(s.n - done, kSubChunk - pass_rows);
+      pass.push_back({s.start + done, m, s.layer_kv});
+      pass_rows += m;
+      done += m;
+      if (pass_rows == kSubChunk) flush();
+    }
+  }
+  flush();
+}
+
+void RefModel::ForwardPass(uint32_t layer, std::span<const BatchSeq> seqs,
+                           std::span<float> hidden) const {
   const RefModelConfig& c = config_;
   const size_t h = c.hidden();
   const size_t hd = c.head_dim;
@@ -74,27 +129,12 @@ void RefModel::ForwardLayer(uint32_t layer, uint64_t start, std::span<std::byte>
   const size_t kv_dim = size_t{c.kv_heads} * hd;
   const size_t ffn = c.ffn_dim;
   const size_t bpt = c.KvBytesPerTokenPerLayer();
-  DUALPATH_CHECK(layer < c.layers, "ForwardLayer: layer " + std::to_string(layer) + " >= layers");
-  DUALPATH_CHECK(hidden.size() % h == 0, "ForwardLayer: hidden is not a whole number of rows");
-  const size_t n = hidden.size() / h;
+  const size_t n = hidden.size() / h;  // rows of all sequences together
   if (n == 0) return;
-  const uint64_t end = start + n;
-  DUALPATH_CHECK(layer_kv.size() >= end * bpt,
-                 "ForwardLayer: layer_kv holds " + std::to_string(layer_kv.size()) +
-                     " bytes, need (start + n) * bpt = " + std::to_string(end * bpt));
-  if (n > kSubChunk) {
-    // Long calls run as consecutive sub-chunks: scratch stays ~1.5 MiB instead of 6 KiB per token
-    // (184 MiB for a 30K-token prefill), and chunking invariance makes the bits the same.
-    for (size_t off = 0; off < n; off += kSubChunk) {
-      const size_t m = n - off < kSubChunk ? n - off : kSubChunk;
-      ForwardLayer(layer, start + off, layer_kv, hidden.subspan(off * h, m * h));
-    }
-    return;
-  }
   const LayerWeights& lw = w_->layers[layer];
   const size_t qkv_rows = q_dim + 2 * kv_dim;
 
-  // One scratch allocation per call: normed input, Q/K/V, attention output, MLP activations and
+  // One scratch allocation per pass: normed input, Q/K/V, attention output, MLP activations and
   // the rotary table of one token.
   std::vector<float> scratch(n * h + n * qkv_rows + n * q_dim + n * 2 * ffn + n * ffn + n * h + hd);
   float* xn = scratch.data();
@@ -106,30 +146,37 @@ void RefModel::ForwardLayer(uint32_t layer, uint64_t start, std::span<std::byte>
   float* cos_v = proj + n * h;
   float* sin_v = cos_v + hd / 2;
 
-  // Attention input: RMSNorm, then Q, K, V for every new token.
+  // Attention input: RMSNorm, then Q, K, V for every row of every sequence (each output is one
+  // row's own dot product: which rows share a pass changes nothing).
   const internal::KernelTable& k = *kernels_;
   k.rms_norm_rows(hidden.data(), lw.attn_norm.data(), h, n, xn);
   k.mat_vec_tokens(lw.wqkv.data(), qkv_rows, h, xn, qkv, n);
 
-  // Rotary positions on Q and K (angles in double, rounded once), then K/V into the cache.
-  std::byte* kv = layer_kv.data();
-  for (size_t t = 0; t < n; ++t) {
-    const uint64_t pos = start + t;
-    for (size_t i = 0; i < hd / 2; ++i) {
-      const double angle = static_cast<double>(pos) * w_->inv_freq[i];
-      cos_v[i] = static_cast<float>(std::cos(angle));
-      sin_v[i] = static_cast<float>(std::sin(angle));
-    }
-    float* row = qkv + t * qkv_rows;
-    ApplyRotary(row, c.q_heads, hd, cos_v, sin_v);
-    ApplyRotary(row + q_dim, c.kv_heads, hd, cos_v, sin_v);
-    std::memcpy(kv + pos * bpt, row + q_dim, 2 * kv_dim * sizeof(float));  // K then V
-  }
-
-  // Causal attention of each new token over positions [0, start + t] (attention.h).
+  // Per sequence: rotary positions on Q and K (angles in double, rounded once), K/V into the
+  // sequence's cache, then causal attention of each new token over positions [0, start + t]
+  // of that sequence only (attention.h).
   internal::AttentionShape shape{c.q_heads, c.kv_heads, hd, bpt};
   std::vector<float> attn_scratch;
-  k.causal_attention(shape, start, n, qkv, qkv_rows, kv, attn, &attn_scratch);
+  size_t row = 0;
+  for (const BatchSeq& s : seqs) {
+    if (s.n == 0) continue;
+    std::byte* kv = s.layer_kv.data();
+    for (size_t t = 0; t < s.n; ++t) {
+      const uint64_t pos = s.start + t;
+      for (size_t i = 0; i < hd / 2; ++i) {
+        const double angle = static_cast<double>(pos) * w_->inv_freq[i];
+        cos_v[i] = static_cast<float>(std::cos(angle));
+        sin_v[i] = static_cast<float>(std::sin(angle));
+      }
+      float* r = qkv + (row + t) * qkv_rows;
+      ApplyRotary(r, c.q_heads, hd, cos_v, sin_v);
+      ApplyRotary(r + q_dim, c.kv_heads, hd, cos_v, sin_v);
+      std::memcpy(kv + pos * bpt, r + q_dim, 2 * kv_dim * sizeof(float));  // K then V
+    }
+    k.causal_attention(shape, s.start, s.n, qkv + row * qkv_rows, qkv_rows, kv, attn + row * q_dim,
+                       &attn_scratch);
+    row += s.n;
+  }
 
   // Output projection into the residual stream.
   k.mat_vec_tokens(lw.wo.data(), h, q_dim, attn, proj, n);
@@ -150,6 +197,20 @@ void RefModel::Logits(std::span<const float> hidden_row, std::span<float> logits
   std::vector<float> xn(h);
   kernels_->rms_norm_rows(hidden_row.data(), w_->final_norm.data(), h, 1, xn.data());
   kernels_->mat_vec(w_->lm_head.data(), config_.vocab, h, xn.data(), logits.data());
+}
+
+void RefModel::LogitsRows(std::span<const float> hidden_rows, std::span<float> logits) const {
+  const size_t h = config_.hidden();
+  const size_t vocab = config_.vocab;
+  DUALPATH_CHECK(hidden_rows.size() % h == 0, "LogitsRows: hidden is not a whole number of rows");
+  const size_t n = hidden_rows.size() / h;
+  DUALPATH_CHECK(logits.size() == n * vocab, "LogitsRows: logits must hold rows x vocab floats");
+  if (n == 0) return;
+  std::vector<float> xn(n * h);
+  kernels_->rms_norm_rows(hidden_rows.data(), w_->final_norm.data(), h, n, xn.data());
+  // MatVecTokens' outputs are Dot(row, x) exactly as MatVec's (kernels.h), so each row's logits
+  // have the bits of Logits(row).
+  kernels_->mat_vec_tokens(w_->lm_head.data(), vocab, h, xn.data(), logits.data(), n);
 }
 
 uint32_t RefModel::Argmax(std::span<const float> logits) {

@@ -66,6 +66,7 @@ Summary Summarize(const ReplayResult& r) {
   s.ttft_p99_s = Percentile(ttft, 0.99);
   s.ttft_mean_s = Mean(ttft);
   s.ttst_s = Mean(ttst);
+  s.ttst_p50_s = Percentile(ttst, 0.5);
   s.tpot_s = Mean(tpot);
   return s;
 }
@@ -206,6 +207,7 @@ json SystemRunJson(const SystemRun& run, bool online) {
   o["ttft_p99_s"] = s.ttft_p99_s;
   o["ttft_mean_s"] = s.ttft_mean_s;
   o["ttst_s"] = s.ttst_s;
+  o["ttst_p50_s"] = s.ttst_p50_s;
   o["tpot_s"] = s.tpot_s;
   o["requests"] = s.requests;
   o["failed"] = s.failed;

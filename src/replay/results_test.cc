@@ -38,6 +38,7 @@ TEST(ResultsTest, SummarizeSkipsFailedRequests) {
   EXPECT_NEAR(s.ttft_p99_s, 0.3, 1e-9);
   EXPECT_NEAR(s.ttft_mean_s, 0.2, 1e-9);
   EXPECT_NEAR(s.ttst_s, 0.002, 1e-9);  // gen == 1 has no second token
+  EXPECT_NEAR(s.ttst_p50_s, 0.002, 1e-9);
   EXPECT_NEAR(s.tpot_s, 0.002, 1e-9);
 }
 
@@ -86,8 +87,9 @@ TEST(ResultsTest, JsonHasSimSchemaFieldsAndRecords) {
   const nlohmann::json j = nlohmann::json::parse(text);
   EXPECT_EQ(j["config"]["x"], 1);
   ASSERT_EQ(j["results"].size(), 2u);
-  for (const char* key : {"system", "mode", "jct_s", "ttft_p50_s", "ttft_p99_s", "ttst_s", "tpot_s",
-                          "requests", "mismatches", "storage_links", "records"}) {
+  for (const char* key :
+       {"system", "mode", "jct_s", "ttft_p50_s", "ttft_p99_s", "ttst_s", "ttst_p50_s", "tpot_s",
+        "requests", "mismatches", "storage_links", "records"}) {
     EXPECT_TRUE(j["results"][0].contains(key)) << key;
   }
   EXPECT_EQ(j["results"][0]["mismatches"], 1);

@@ -53,6 +53,12 @@ class KvStoreLink;
 
 enum class Role { kPrefill, kDecode };
 
+// How a decode engine's decode thread shares its steps among requests (docs/engine.md "Decode
+// batching"). kContinuous: every step advances each active request by one token in one forward
+// batch; requests join at step boundaries and leave when done. kSerial: one request decodes until
+// it finishes before the next starts (the engine before issue 28, kept to compare against).
+enum class DecodeBatching { kContinuous, kSerial };
+
 struct EngineOptions {
   Role role = Role::kPrefill;
   std::string name;  // unique engine name, e.g. "p0.0"
@@ -72,6 +78,7 @@ struct EngineOptions {
   std::string ucx_tls = "tcp";   // UCX_TLS of the transfer engine
   unsigned read_depth = 8;       // io_uring reads in flight per reader stage
   uint32_t fetch_wait_ms = 200;  // long-poll bound of one Fetch
+  DecodeBatching decode_batching = DecodeBatching::kSerial;  // decode engines only
   // PE: how many requests the loader may have loaded (or be loading) beyond the one computing.
   // The default keeps loading as long as buffer memory lasts; 0 turns the overlap of storage
   // reads and compute off (a baseline for benchmarks: load, compute, load, compute...).

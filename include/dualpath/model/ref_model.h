@@ -95,8 +95,32 @@ class RefModel {
   void ForwardLayer(uint32_t layer, uint64_t start, std::span<std::byte> layer_kv,
                     std::span<float> hidden) const;
 
+  // One sequence of a forward batch (ForwardLayerBatch): its n new tokens at positions
+  // [start, start + n) and this layer's KV of the sequence, exactly as ForwardLayer takes them.
+  struct BatchSeq {
+    uint64_t start = 0;
+    uint64_t n = 0;
+    std::span<std::byte> layer_kv;  // [0, start) read, [start, start + n) written
+  };
+
+  // Runs layer `layer` for a batch of sequences of ragged lengths, each with its own KV (a decode
+  // step of many requests, or chunks of several prompts). hidden holds the rows of every
+  // sequence, sequence i's n_i rows right after sequence i-1's (sum n_i rows in all). The
+  // projections and the MLP run over all rows together (the weights stream once per group of
+  // rows, not once per sequence); rotary, KV writes and attention are per sequence. Batching
+  // joins chunking in the invariance property: each sequence's KV and hidden rows are
+  // bit-identical to ForwardLayer(layer, start, layer_kv, its rows) run alone, whatever else is
+  // in the batch and in which order (no reduction crosses rows). Sequences with n == 0 are
+  // skipped. Two sequences must not share KV bytes that one of them writes. Sizes are checked
+  // (abort on a caller bug).
+  void ForwardLayerBatch(uint32_t layer, std::span<const BatchSeq> seqs,
+                         std::span<float> hidden) const;
+
   // Final norm + LM head of one token's hidden row → vocab logits.
   void Logits(std::span<const float> hidden_row, std::span<float> logits) const;
+  // The same for n rows (hidden_rows: n x hidden(), logits: n x vocab), the LM head streamed once
+  // per group of rows; row i's logits are bit-identical to Logits of row i alone.
+  void LogitsRows(std::span<const float> hidden_rows, std::span<float> logits) const;
 
   // Greedy sampling: the lowest index among the maximal logits.
   static uint32_t Argmax(std::span<const float> logits);
@@ -106,6 +130,8 @@ class RefModel {
  private:
   struct Weights;
   RefModel(const RefModelConfig& config, const internal::KernelTable* kernels);
+  // One pass of ForwardLayerBatch over at most kSubChunk rows in all (ref_model.cc).
+  void ForwardPass(uint32_t layer, std::span<const BatchSeq> seqs, std::span<float> hidden) const;
   RefModelConfig config_;
   std::unique_ptr<Weights> w_;
   const internal::KernelTable* kernels_;  // a static table (kernel_table.h), never null

@@ -3,6 +3,7 @@
 //
 // The JSON document follows `dualpath sim`'s schema (docs/formats/sim_json.md: "config",
 // "results[].system", "mode", "jct_s", "ttft_p50_s", "ttft_p99_s", "ttft_mean_s", "ttst_s",
+// "ttst_p50_s",
 // "tpot_s", "requests") and adds per result "mismatches" (null when not checked: Oracle),
 // "failed", "storage_links" ([{"node", "role", "bytes", "tx_bytes", "seconds", "goodput_bps",
 // "utilization", "steady_utilization", "steady_seconds"}]: utilization = achieved read rate / the
@@ -80,8 +81,9 @@ struct SystemRun {
 struct Summary {
   double jct_s = 0;  // first submit to last result
   double ttft_p50_s = 0, ttft_p99_s = 0, ttft_mean_s = 0;
-  double ttst_s = 0;  // mean
-  double tpot_s = 0;  // mean over requests with gen > 1
+  double ttst_s = 0;      // mean
+  double ttst_p50_s = 0;  // median (the decode engine's batching shows here first)
+  double tpot_s = 0;      // mean over requests with gen > 1
   uint64_t requests = 0;
   uint64_t failed = 0;  // results with ok = false
 };
