@@ -1,5 +1,5 @@
-// ParallelFor: runs fn(i) for i in [0, n) split into contiguous ranges over up to `threads`
-// threads, the calling thread included, and returns when every call has returned. For batches of
+// ParallelFor: runs fn(i) once for each i in [0, n) on up to `threads` threads, the calling thread
+// included (each takes the next index left), and returns when every call has returned. For batches of
 // memory copies (KVStore's pool, the store client's same-host tier files): one thread copies and
 // checksums at a few GB/s, below a node's memory bandwidth.
 //
@@ -8,6 +8,7 @@
 #pragma once
 
 #include <algorithm>
+#include <atomic>
 #include <cstddef>
 #include <thread>
 #include <vector>
@@ -23,17 +24,24 @@ void ParallelFor(size_t n, size_t threads, Fn&& fn) {
     }
     return;
   }
-  auto range = [&](size_t t) {
-    for (size_t i = n * t / threads; i < n * (t + 1) / threads; ++i) {
+  // Each thread takes the next index until none is left, instead of a fixed share: on a machine
+  // whose cores are busy with other work a started thread may not run for a scheduler slice
+  // (milliseconds), and with fixed shares the caller then finished its own and waited for that
+  // thread's whole share. Here the threads that run do the work; one that starts late finds less
+  // or nothing left (issue 27: the store's 1 MiB same-host gets varied 0.66-1.32x between runs).
+  std::atomic<size_t> next{0};
+  auto drain = [&] {
+    for (size_t i = next.fetch_add(1, std::memory_order_relaxed); i < n;
+         i = next.fetch_add(1, std::memory_order_relaxed)) {
       fn(i);
     }
   };
   std::vector<std::jthread> workers;
   workers.reserve(threads - 1);
   for (size_t t = 1; t < threads; ++t) {
-    workers.emplace_back(range, t);
+    workers.emplace_back(drain);
   }
-  range(0);
+  drain();
 }  // the jthreads join here
 
 }  // namespace dualpath
