@@ -10,17 +10,9 @@
 # Usage: bench/kv/hash_ratio.sh [path/to/kv_hash_bench]   (default: build/release/bin/kv_hash_bench)
 # Build: cmake --preset release && cmake --build --preset release -j2 --target kv_hash_bench
 set -euo pipefail
-cd "$(dirname "$0")/../.."
-bench="${1:-build/release/bin/kv_hash_bench}"
-if [[ ! -x "$bench" ]]; then
-  echo "hash_ratio.sh: $bench not built (cmake --build --preset release --target kv_hash_bench)" >&2
-  exit 2
-fi
-json="$(mktemp)"
-trap 'rm -f "$json"' EXIT
-# Repetitions interleave nothing, but medians over 5 runs tame the noise of a shared machine.
-"$bench" --benchmark_repetitions=5 --benchmark_report_aggregates_only=true \
-  --benchmark_min_time=0.05 --benchmark_format=json >"$json" 2>/dev/null
+source "$(dirname "$0")/../lib.sh"
+bench_setup hash_ratio.sh build/release/bin/kv_hash_bench kv_hash_bench "$@"
+bench_medians --benchmark_min_time=0.05
 /usr/bin/python3 - "$json" <<'PY'
 import json, re, sys
 data = json.load(open(sys.argv[1]))

@@ -7,16 +7,9 @@
 #        (default: build/release/bin/sim_event_queue_bench)
 # Build: cmake --preset release && cmake --build --preset release -j2 --target sim_event_queue_bench
 set -euo pipefail
-cd "$(dirname "$0")/../.."
-bench="${1:-build/release/bin/sim_event_queue_bench}"
-if [[ ! -x "$bench" ]]; then
-  echo "event_queue_ratio.sh: $bench not built (cmake --build --preset release --target sim_event_queue_bench)" >&2
-  exit 2
-fi
-json="$(mktemp)"
-trap 'rm -f "$json"' EXIT
-"$bench" --benchmark_repetitions=5 --benchmark_report_aggregates_only=true \
-  --benchmark_min_time=0.1 --benchmark_format=json >"$json" 2>/dev/null
+source "$(dirname "$0")/../lib.sh"
+bench_setup event_queue_ratio.sh build/release/bin/sim_event_queue_bench sim_event_queue_bench "$@"
+bench_medians --benchmark_min_time=0.1
 /usr/bin/python3 - "$json" <<'PY'
 import json, sys
 data = json.load(open(sys.argv[1]))

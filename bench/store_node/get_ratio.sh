@@ -8,17 +8,9 @@
 #        (default: build/release/bin/store_get_bench)
 # Build: cmake --preset release && cmake --build --preset release -j2 --target store_get_bench
 set -euo pipefail
-cd "$(dirname "$0")/../.."
-bench="${1:-build/release/bin/store_get_bench}"
-if [[ ! -x "$bench" ]]; then
-  echo "get_ratio.sh: $bench not built (cmake --build --preset release --target store_get_bench)" >&2
-  exit 2
-fi
-json="$(mktemp)"
-trap 'rm -f "$json"' EXIT
-# Medians of 5 repetitions tame the noise of a shared machine.
-"$bench" --benchmark_repetitions=5 --benchmark_report_aggregates_only=true \
-  --benchmark_format=json >"$json" 2>/dev/null
+source "$(dirname "$0")/../lib.sh"
+bench_setup get_ratio.sh build/release/bin/store_get_bench store_get_bench "$@"
+bench_medians
 /usr/bin/python3 - "$json" <<'PY'
 import json, sys
 data = json.load(open(sys.argv[1]))

@@ -7,19 +7,46 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <optional>
+#include <string>
 
 #include "coord/etcd_fixture_test.h"
 
 namespace dualpath::coord {
 namespace {
 
-using MembershipTest = EtcdFixture;
-
 std::unique_ptr<Membership> MakeMembership(EtcdClient* client, Nanos ttl) {
   auto m = Membership::Create(client, MembershipOptions{"c1", ttl});
   EXPECT_TRUE(m.ok()) << m.status().ToString();
   return m.ok() ? std::move(m).value() : nullptr;
 }
+
+// A member with an etcd client of its own, as another process would have. The client outlives the
+// membership (members are destroyed in reverse order of declaration).
+struct OwnNode {
+  std::unique_ptr<EtcdClient> client;
+  std::unique_ptr<Membership> m;
+  Membership* operator->() const { return m.get(); }
+};
+
+class MembershipTest : public EtcdFixture {
+ protected:
+  OwnNode NewNode(Nanos ttl) {
+    OwnNode n;
+    n.client = NewClient();
+    n.m = MakeMembership(n.client.get(), ttl);
+    return n;
+  }
+
+  // The registration of `name` as etcd holds it now, read through the fixture's client; empty
+  // when there is none (a failed read fails the test). Not for WaitUntil loops across an etcd
+  // restart, where a failed read is expected.
+  std::optional<KeyValue> Stored(const std::string& name) {
+    auto kv = client_->Get(Membership::NodeKey("c1", name));
+    EXPECT_TRUE(kv.ok()) << kv.status().ToString();
+    return kv.ok() ? kv.value() : std::nullopt;
+  }
+};
 
 bool Has(const std::vector<NodeEvent>& events, NodeEvent::Kind kind, const std::string& name) {
   return std::any_of(events.begin(), events.end(),
@@ -40,9 +67,8 @@ TEST(MembershipOptionsTest, BadNamesAndTtlsAreRefused) {
 
 TEST_F(MembershipTest, RegisterListWatchDeregister) {
   auto a = MakeMembership(client_.get(), 5 * kNanosPerSecond);
-  auto b_client = NewClient();
-  auto b = MakeMembership(b_client.get(), 5 * kNanosPerSecond);
-  ASSERT_TRUE(a && b);
+  auto b = NewNode(5 * kNanosPerSecond);
+  ASSERT_TRUE(a && b.m);
   Status s = a->Register("node-a", "10.0.0.1:7000", kWaitLimit);
   ASSERT_TRUE(s.ok()) << s.ToString();
   EXPECT_TRUE(a->registered());
@@ -77,9 +103,8 @@ TEST_F(MembershipTest, RegisterListWatchDeregister) {
 }
 
 TEST_F(MembershipTest, AnExpiredLeaseRemovesTheRegistration) {
-  auto node_client = NewClient();
-  auto node = MakeMembership(node_client.get(), kNanosPerSecond);
-  ASSERT_TRUE(node);
+  auto node = NewNode(kNanosPerSecond);
+  ASSERT_TRUE(node.m);
   ASSERT_TRUE(node->Register("short-lived", "v", kWaitLimit).ok());
   const LeaseId lease = node->lease();
   ASSERT_NE(lease, 0);
@@ -104,16 +129,14 @@ TEST_F(MembershipTest, KeepAlivesHoldTheRegistrationPastItsTtl) {
   ASSERT_TRUE(node->Register("steady", "v", kWaitLimit).ok());
   // Six answered keep-alives at ttl/3 span two TTLs: without them the key would be gone.
   ASSERT_TRUE(WaitUntil([&] { return node->keepalives() >= 6; }));
-  auto kv = client_->Get(Membership::NodeKey("c1", "steady"));
-  ASSERT_TRUE(kv.ok());
-  ASSERT_TRUE(kv.value().has_value());
-  EXPECT_EQ(kv.value()->lease, node->lease());
+  auto kv = Stored("steady");
+  ASSERT_TRUE(kv.has_value());
+  EXPECT_EQ(kv->lease, node->lease());
   EXPECT_EQ(node->registrations(), 1);
 }
 
 TEST_F(MembershipTest, ReRegistersWhenItsLeaseIsRevoked) {
-  auto node_client = NewClient();
-  auto node = MakeMembership(node_client.get(), 2 * kNanosPerSecond);
+  auto node = NewNode(2 * kNanosPerSecond);
   ASSERT_TRUE(node->Register("phoenix", "v1", kWaitLimit).ok());
   const LeaseId first = node->lease();
 
@@ -129,15 +152,14 @@ TEST_F(MembershipTest, ReRegistersWhenItsLeaseIsRevoked) {
   })) << "the node did not register again";
   EXPECT_TRUE(WaitUntil([&] { return node->registrations() == 2 && node->registered(); }));
   EXPECT_NE(node->lease(), first);
-  auto kv = client_->Get(Membership::NodeKey("c1", "phoenix"));
-  ASSERT_TRUE(kv.ok() && kv.value().has_value());
-  EXPECT_EQ(kv.value()->lease, node->lease());
-  EXPECT_EQ(kv.value()->value, "v1");
+  auto kv = Stored("phoenix");
+  ASSERT_TRUE(kv.has_value());
+  EXPECT_EQ(kv->lease, node->lease());
+  EXPECT_EQ(kv->value, "v1");
 }
 
 TEST_F(MembershipTest, StaysRegisteredAcrossAnEtcdRestartOnItsData) {
-  auto node_client = NewClient();
-  auto node = MakeMembership(node_client.get(), 2 * kNanosPerSecond);
+  auto node = NewNode(2 * kNanosPerSecond);
   ASSERT_TRUE(node->Register("survivor", "v", kWaitLimit).ok());
   ASSERT_TRUE(WaitUntil([&] { return node->keepalives() >= 1; }));
 
@@ -157,8 +179,7 @@ TEST_F(MembershipTest, StaysRegisteredAcrossAnEtcdRestartOnItsData) {
 }
 
 TEST_F(MembershipTest, ReRegistersAfterAnEtcdOutageLongerThanItsTtl) {
-  auto node_client = NewClient();
-  auto node = MakeMembership(node_client.get(), kNanosPerSecond);
+  auto node = NewNode(kNanosPerSecond);
   ASSERT_TRUE(node->Register("patient", "v", kWaitLimit).ok());
   const LeaseId first = node->lease();
 
@@ -180,14 +201,13 @@ TEST_F(MembershipTest, ReRegistersAfterAnEtcdOutageLongerThanItsTtl) {
   EXPECT_NE(node->lease(), first);
   ASSERT_TRUE(WaitUntil(
       [&] { return client_->LeaseTimeToLive(first).status().code() == Code::kCoordLeaseLost; }));
-  auto kv = client_->Get(Membership::NodeKey("c1", "patient"));
-  ASSERT_TRUE(kv.ok() && kv.value().has_value());
-  EXPECT_EQ(kv.value()->lease, node->lease());
+  auto kv = Stored("patient");
+  ASSERT_TRUE(kv.has_value());
+  EXPECT_EQ(kv->lease, node->lease());
 }
 
 TEST_F(MembershipTest, RegistersAgainWhenEtcdComesBackWithoutItsData) {
-  auto node_client = NewClient();
-  auto node = MakeMembership(node_client.get(), 2 * kNanosPerSecond);
+  auto node = NewNode(2 * kNanosPerSecond);
   ASSERT_TRUE(node->Register("amnesia", "v", kWaitLimit).ok());
   const LeaseId first = node->lease();
   Inbox<Status> watch_errors;
@@ -214,21 +234,19 @@ TEST_F(MembershipTest, RegistersAgainWhenEtcdComesBackWithoutItsData) {
 // A name is held by one live registration: a second process registering it is refused and the
 // key stays the first one's (issue 25 item 5: a second `store node` with a live node's id).
 TEST_F(MembershipTest, ASecondRegistrationOfALiveNameIsRefused) {
-  auto a_client = NewClient();
-  auto a = MakeMembership(a_client.get(), 2 * kNanosPerSecond);
+  auto a = NewNode(2 * kNanosPerSecond);
   ASSERT_TRUE(a->Register("only-one", "first", kWaitLimit).ok());
-  auto b_client = NewClient();
-  auto b = MakeMembership(b_client.get(), 2 * kNanosPerSecond);
+  auto b = NewNode(2 * kNanosPerSecond);
   Status second = b->Register("only-one", "second", kWaitLimit);
   EXPECT_EQ(second.code(), Code::kAlreadyExists) << second.ToString();
   EXPECT_NE(second.message().find("held by a live registration"), std::string::npos)
       << second.ToString();
   EXPECT_FALSE(b->registered());
   EXPECT_EQ(b->registrations(), 0);
-  auto kv = client_->Get(Membership::NodeKey("c1", "only-one"));
-  ASSERT_TRUE(kv.ok() && kv.value().has_value());
-  EXPECT_EQ(kv.value()->value, "first");
-  EXPECT_EQ(kv.value()->lease, a->lease());
+  auto kv = Stored("only-one");
+  ASSERT_TRUE(kv.has_value());
+  EXPECT_EQ(kv->value, "first");
+  EXPECT_EQ(kv->lease, a->lease());
   EXPECT_EQ(a->registrations(), 1);
   // The refused one holds nothing: it can register under a free name.
   EXPECT_TRUE(b->Register("another", "second", kWaitLimit).ok());
@@ -237,26 +255,23 @@ TEST_F(MembershipTest, ASecondRegistrationOfALiveNameIsRefused) {
 // A restarted process finds the key of its dead predecessor (same name, a lease nobody renews):
 // it waits for etcd to expire that lease and then takes the name.
 TEST_F(MembershipTest, ADeadHoldersNameIsTakenOnceItsLeaseRunsOut) {
-  auto old_client = NewClient();
-  auto old = MakeMembership(old_client.get(), kNanosPerSecond);
+  auto old = NewNode(kNanosPerSecond);
   ASSERT_TRUE(old->Register("reborn", "v-old", kWaitLimit).ok());
   const LeaseId dead = old->lease();
   old->Abandon();  // the process died: the key stays until its lease expires
-  auto next_client = NewClient();
-  auto next = MakeMembership(next_client.get(), kNanosPerSecond);
+  auto next = NewNode(kNanosPerSecond);
   ASSERT_TRUE(next->Register("reborn", "v-new", kWaitLimit).ok());
-  auto kv = client_->Get(Membership::NodeKey("c1", "reborn"));
-  ASSERT_TRUE(kv.ok() && kv.value().has_value());
-  EXPECT_EQ(kv.value()->value, "v-new");
-  EXPECT_NE(kv.value()->lease, dead);
-  EXPECT_EQ(kv.value()->lease, next->lease());
+  auto kv = Stored("reborn");
+  ASSERT_TRUE(kv.has_value());
+  EXPECT_EQ(kv->value, "v-new");
+  EXPECT_NE(kv->lease, dead);
+  EXPECT_EQ(kv->lease, next->lease());
 }
 
 // The key deleted while the lease lives (an operator, a dead duplicate's expiry): put back under
 // the same lease, counted as a registration (watchers saw the node leave and come back).
 TEST_F(MembershipTest, ADeletedKeyIsPutBackUnderItsLease) {
-  auto node_client = NewClient();
-  auto node = MakeMembership(node_client.get(), 2 * kNanosPerSecond);
+  auto node = NewNode(2 * kNanosPerSecond);
   ASSERT_TRUE(node->Register("persistent", "v", kWaitLimit).ok());
   const LeaseId lease = node->lease();
   Inbox<NodeEvent> events;
@@ -270,9 +285,9 @@ TEST_F(MembershipTest, ADeletedKeyIsPutBackUnderItsLease) {
            Has(es, NodeEvent::Kind::kJoined, "persistent");
   })) << "the key was not put back";
   ASSERT_TRUE(WaitUntil([&] { return node->registrations() == 2; }));
-  auto kv = client_->Get(Membership::NodeKey("c1", "persistent"));
-  ASSERT_TRUE(kv.ok() && kv.value().has_value());
-  EXPECT_EQ(kv.value()->lease, lease);
+  auto kv = Stored("persistent");
+  ASSERT_TRUE(kv.has_value());
+  EXPECT_EQ(kv->lease, lease);
   EXPECT_EQ(node->lease(), lease);
   EXPECT_TRUE(node->registered());
 }

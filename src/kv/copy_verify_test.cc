@@ -3,22 +3,15 @@
 #include <gtest/gtest.h>
 
 #include <cstring>
-#include <random>
 #include <vector>
 
 #include "dualpath/kv/block_file.h"
+#include "lib/random_bytes.h"
 
 namespace dualpath::kv {
 namespace {
 
-std::vector<std::byte> RandomBytes(size_t n, uint32_t seed) {
-  std::mt19937 rng(seed);
-  std::vector<std::byte> v(n);
-  for (auto& b : v) {
-    b = static_cast<std::byte>(rng());
-  }
-  return v;
-}
+using dualpath::testlib::RandomBytes;
 
 // The streaming AVX2 path and the plain path must both copy exactly and return BlockChecksum
 // with the same seed, for every size class and every destination misalignment.

@@ -7,23 +7,16 @@
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
-#include <random>
 #include <vector>
 
 #include "dualpath/kv/block_file.h"
 #include "dualpath/pool/pool.h"
+#include "lib/random_bytes.h"
 
 namespace dualpath::python {
 namespace {
 
-std::vector<std::byte> RandomBytes(size_t n, uint32_t seed) {
-  std::mt19937 rng(seed);
-  std::vector<std::byte> v(n);
-  for (auto& b : v) {
-    b = static_cast<std::byte>(rng());
-  }
-  return v;
-}
+using dualpath::testlib::RandomBytes;
 
 class KvStoreTest : public ::testing::Test {
  protected:

@@ -412,13 +412,22 @@ class StoreNodeTest : public StoreEtcdFixture {
     return masters_.back().get();
   }
 
+  // A master that campaigns and has won: the leader the nodes will join; null (and the test has
+  // failed) if it did not win within the wait limit.
+  FakeMaster* AddLeader(const std::string& name) {
+    FakeMaster* m = AddMaster(name);
+    m->Campaign();
+    const bool won = WaitUntil([&] { return m->IsLeader(); });
+    EXPECT_TRUE(won) << "master " << name << " did not become the leader";
+    return won ? m : nullptr;
+  }
+
   std::vector<std::unique_ptr<FakeMaster>> masters_;
 };
 
 TEST_F(StoreNodeTest, NodesJoinAndBytesRoundTripRemoteLocalAndNeverCorrupted) {
-  FakeMaster* master = AddMaster("A");
-  master->Campaign();
-  ASSERT_TRUE(WaitUntil([&] { return master->IsLeader(); }));
+  FakeMaster* master = AddLeader("A");
+  ASSERT_NE(master, nullptr);
   StoreNode* n1 = AddNode(1);
   StoreNode* n2 = AddNode(2);
   ASSERT_TRUE(n1 && n2);
@@ -560,9 +569,8 @@ TEST_F(StoreNodeTest, NodesJoinAndBytesRoundTripRemoteLocalAndNeverCorrupted) {
 }
 
 TEST_F(StoreNodeTest, LeaderChangeRejoinsWithTheFullReportAndClientsRetry) {
-  FakeMaster* a = AddMaster("A");
-  a->Campaign();
-  ASSERT_TRUE(WaitUntil([&] { return a->IsLeader(); }));
+  FakeMaster* a = AddLeader("A");
+  ASSERT_NE(a, nullptr);
   FakeMaster* b = AddMaster("B");
   b->Campaign();  // a standby: waits for A's key to go
   StoreNode* n1 = AddNode(1);
@@ -622,9 +630,8 @@ TEST_F(StoreNodeTest, LeaderChangeRejoinsWithTheFullReportAndClientsRetry) {
 }
 
 TEST_F(StoreNodeTest, EtcdWipedTheNodeReRegistersAndRejoinsWithItsReport) {
-  FakeMaster* master = AddMaster("A");
-  master->Campaign();
-  ASSERT_TRUE(WaitUntil([&] { return master->IsLeader(); }));
+  FakeMaster* master = AddLeader("A");
+  ASSERT_NE(master, nullptr);
   StoreNode* n1 = AddNode(1);
   ASSERT_NE(n1, nullptr);
   ASSERT_TRUE(WaitUntil([&] { return master->JoinsOf(1) >= 1; }));
@@ -653,9 +660,8 @@ TEST_F(StoreNodeTest, EtcdWipedTheNodeReRegistersAndRejoinsWithItsReport) {
 // counted rejection for every reader, through the same-host shm file and over the network, never
 // A's bytes served as B's: the checksum is recomputed under the key the reader asked for.
 TEST_F(StoreNodeTest, AForgedRecordOfAnotherKeysLocationIsAMissNeverBytes) {
-  FakeMaster* master = AddMaster("A");
-  master->Campaign();
-  ASSERT_TRUE(WaitUntil([&] { return master->IsLeader(); }));
+  FakeMaster* master = AddLeader("A");
+  ASSERT_NE(master, nullptr);
   StoreNode* n1 = AddNode(1);
   ASSERT_NE(n1, nullptr);
   ASSERT_TRUE(WaitUntil([&] { return master->JoinsOf(1) >= 1; }));
@@ -689,9 +695,8 @@ TEST_F(StoreNodeTest, AForgedRecordOfAnotherKeysLocationIsAMissNeverBytes) {
 }
 
 TEST_F(StoreNodeTest, ASameHostNodeWhoseFileCannotBeMappedIsUsedOverTheNetwork) {
-  FakeMaster* master = AddMaster("A");
-  master->Campaign();
-  ASSERT_TRUE(WaitUntil([&] { return master->IsLeader(); }));
+  FakeMaster* master = AddLeader("A");
+  ASSERT_NE(master, nullptr);
   StoreNode* n1 = AddNode(1);
   ASSERT_NE(n1, nullptr);
   ASSERT_TRUE(WaitUntil([&] { return master->JoinsOf(1) >= 1; }));
@@ -711,9 +716,8 @@ TEST_F(StoreNodeTest, ASameHostNodeWhoseFileCannotBeMappedIsUsedOverTheNetwork) 
 }
 
 TEST_F(StoreNodeTest, AbandonedNodeLeavesEtcdAndItsFileIsReplacedOnRestart) {
-  FakeMaster* master = AddMaster("A");
-  master->Campaign();
-  ASSERT_TRUE(WaitUntil([&] { return master->IsLeader(); }));
+  FakeMaster* master = AddLeader("A");
+  ASSERT_NE(master, nullptr);
   StoreNode* n1 = AddNode(1);
   ASSERT_NE(n1, nullptr);
   ASSERT_TRUE(WaitUntil([&] { return master->JoinsOf(1) >= 1; }));

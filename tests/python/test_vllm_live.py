@@ -17,7 +17,6 @@ so the fixture sends each phase's requests and the tests check what came back.
 """
 
 import os
-import random
 import time
 import uuid
 
@@ -25,10 +24,12 @@ import pytest
 
 from vllm_live import (
     EngineProcess,
+    connector_config,
     corrupt_block,
     cpu_engine_available,
     greedy_mismatch,
-    tiny_llama,
+    live_run,
+    seeded_prompts,
 )
 
 _why_not = cpu_engine_available()
@@ -46,90 +47,60 @@ NAMESPACE = "vllm-live-test"  # explicit, so that this process can read the stor
 POOL_SIZE = 64 << 20
 
 
-def _prompts():
-    rnd = random.Random(26)
-    names = ("hit", "recompute", "fail", "other")
-    return {n: [rnd.randrange(1024) for _ in range(PROMPT_LEN)] for n in names}
-
-
-PROMPTS = _prompts()
+PROMPTS = seeded_prompts(26, ("hit", "recompute", "fail", "other"), PROMPT_LEN)
 
 
 def _kv_config(pool_path, store_path, policy):
-    return {"kv_connector": "DualPathConnector",
-            "kv_connector_module_path": "dualpath.integrations.vllm",
-            "kv_role": "kv_both",
-            "kv_load_failure_policy": policy,
-            "kv_connector_extra_config": {"pool_path": pool_path, "store_path": store_path,
-                                          "pool_size": POOL_SIZE, "namespace": NAMESPACE}}
-
-
-def _start(*engines):
-    for e in engines:
-        e.wait_ready()
-    return engines
-
-
-class Live:
-    """What the engines returned, phase by phase (see the module docstring)."""
+    return connector_config({"pool_path": pool_path, "store_path": store_path,
+                             "pool_size": POOL_SIZE, "namespace": NAMESPACE}, policy)
 
 
 @pytest.fixture(scope="module")
 def live(tmp_path_factory):
-    t0 = time.monotonic()
-    work = tmp_path_factory.mktemp("vllm-live")
-    model = tiny_llama(work / "model")
     pool_path = f"/dev/shm/dualpath-pytest-live-{os.getpid()}-{uuid.uuid4().hex[:8]}"
-    store_path = str(work / "store")
     names = list(PROMPTS)
     prompts = [PROMPTS[n] for n in names]
-    r = Live()
-    r.times = {}
-    engines = []
-    try:
-        # Phase 1: the reference run and the saver, side by side (one core each).
-        ref = EngineProcess("ref", model, work, cpu=0)
-        a = EngineProcess("a", model, work, _kv_config(pool_path, store_path, "fail"), cpu=1)
-        engines += [ref, a]
-        _start(ref, a)
-        r.times["phase1_ready_s"] = time.monotonic() - t0
-        r.want = dict(zip(names, ref.generate(prompts, MAX_TOKENS)))
-        r.a_out = dict(zip(names, a.generate(prompts, MAX_TOKENS)))
-        r.a_stats = a.connector_stats()
-        hashes = {n: a.block_hashes(PROMPTS[n]) for n in ("recompute", "fail")}
-        for e in (ref, a):
-            assert e.close() == 0, e.log_tail()
-        engines.clear()
+    with live_run(tmp_path_factory, "vllm-live", "vllm live engines") as r:
+        try:
+            work, model = r.work, r.model
+            store_path = str(work / "store")
+            # Phase 1: the reference run and the saver, side by side (one core each).
+            ref, a = r.start(
+                EngineProcess("ref", model, work, cpu=0),
+                EngineProcess("a", model, work, _kv_config(pool_path, store_path, "fail"), cpu=1))
+            r.times["phase1_ready_s"] = time.monotonic() - r.t0
+            r.want = dict(zip(names, ref.generate(prompts, MAX_TOKENS)))
+            r.a_out = dict(zip(names, a.generate(prompts, MAX_TOKENS)))
+            r.a_stats = a.connector_stats()
+            hashes = {n: a.block_hashes(PROMPTS[n]) for n in ("recompute", "fail")}
+            r.close_all(check=True)
 
-        # Corrupt block CORRUPT of two prompts on both tiers (a pool copy that fails its
-        # checksum is dropped and the persistent tier is tried next).
-        r.corrupted = {}
-        with dualpath.KVStore(pool_path, store_path, pool_size=POOL_SIZE,
-                              namespace=NAMESPACE) as store:
-            for n, hs in hashes.items():
-                block = bytearray(r.a_stats["block_bytes"])
-                assert store.get_into(hs[CORRUPT], block) == len(block)
-                r.corrupted[n] = corrupt_block(bytes(block), pool_path, store_path)
+            # Corrupt block CORRUPT of two prompts on both tiers (a pool copy that fails its
+            # checksum is dropped and the persistent tier is tried next).
+            r.corrupted = {}
+            with dualpath.KVStore(pool_path, store_path, pool_size=POOL_SIZE,
+                                  namespace=NAMESPACE) as store:
+                for n, hs in hashes.items():
+                    block = bytearray(r.a_stats["block_bytes"])
+                    assert store.get_into(hs[CORRUPT], block) == len(block)
+                    r.corrupted[n] = corrupt_block(bytes(block), pool_path, store_path)
 
-        # Phase 2: fresh engines; B's first request is a whole-prefix external hit.
-        t1 = time.monotonic()
-        b = EngineProcess("b", model, work, _kv_config(pool_path, store_path, "recompute"), cpu=0)
-        f = EngineProcess("f", model, work, _kv_config(pool_path, store_path, "fail"), cpu=1)
-        engines += [b, f]
-        _start(b, f)
-        r.times["phase2_ready_s"] = time.monotonic() - t1
-        r.b_amx_before_first = b.amx()
-        (r.b_first,) = b.generate([PROMPTS["hit"]], MAX_TOKENS)
-        r.b_first_stats = b.connector_stats()
-        r.b, r.f = b, f
-        yield r
-    finally:
-        for e in engines:
-            e.close()
-        if os.path.exists(pool_path):
-            os.unlink(pool_path)
-        r.times["total_s"] = time.monotonic() - t0
-        print(f"\nvllm live engines: {r.times}")
+            # Phase 2: fresh engines; B's first request is a whole-prefix external hit.
+            t1 = time.monotonic()
+            b, f = r.start(
+                EngineProcess("b", model, work, _kv_config(pool_path, store_path, "recompute"),
+                              cpu=0),
+                EngineProcess("f", model, work, _kv_config(pool_path, store_path, "fail"), cpu=1))
+            r.times["phase2_ready_s"] = time.monotonic() - t1
+            r.b_amx_before_first = b.amx()
+            (r.b_first,) = b.generate([PROMPTS["hit"]], MAX_TOKENS)
+            r.b_first_stats = b.connector_stats()
+            r.b, r.f = b, f
+            yield r
+        finally:
+            r.close_all()
+            if os.path.exists(pool_path):
+                os.unlink(pool_path)
 
 
 def test_saver_matches_a_run_without_the_connector(live, record_property):

@@ -17,12 +17,19 @@ No engine shares a host name with a store node, so every put and get crosses the
 the connector's ``stats()`` (the ClusterStore's ``hits_remote``) show the cross-instance hits.
 """
 
-import random
 import time
 
 import pytest
 
-from vllm_live import EngineProcess, cpu_engine_available, flip_pattern, greedy_mismatch, tiny_llama
+from vllm_live import (
+    EngineProcess,
+    connector_config,
+    cpu_engine_available,
+    flip_pattern,
+    greedy_mismatch,
+    live_run,
+    seeded_prompts,
+)
 
 _why_not = cpu_engine_available()
 if _why_not:
@@ -38,47 +45,26 @@ CORRUPT = 4  # index of the block corrupted in the "corrupt" prompt
 NAMESPACE = "vllm-live-cluster-test"  # explicit, so that this process can read the stored blocks
 
 
-def _prompts():
-    rnd = random.Random(263)
-    return {n: [rnd.randrange(1024) for _ in range(PROMPT_LEN)] for n in ("hit", "corrupt")}
-
-
-PROMPTS = _prompts()
+PROMPTS = seeded_prompts(263, ("hit", "corrupt"), PROMPT_LEN)
 
 
 def _kv_config(cluster, host, policy):
-    return {"kv_connector": "DualPathConnector",
-            "kv_connector_module_path": "dualpath.integrations.vllm",
-            "kv_role": "kv_both",
-            "kv_load_failure_policy": policy,
-            "kv_connector_extra_config": cluster.connector_config(host=host,
-                                                                  namespace=NAMESPACE)}
-
-
-class Live:
-    """What the engines returned (see the module docstring)."""
+    return connector_config(cluster.connector_config(host=host, namespace=NAMESPACE), policy)
 
 
 @pytest.fixture(scope="module")
 def live(store_cluster, tmp_path_factory):
-    t0 = time.monotonic()
-    work = tmp_path_factory.mktemp("vllm-live-cluster")
-    model = tiny_llama(work / "model")
     names = list(PROMPTS)
     prompts = [PROMPTS[n] for n in names]
-    r = Live()
-    r.times = {}
-    engines = []
-    try:
+    with live_run(tmp_path_factory, "vllm-live-cluster", "vllm live cluster-store engines") as r:
+        work, model = r.work, r.model
         # All three start together (their imports overlap); B computes nothing before its load.
-        ref = EngineProcess("ref", model, work, cpu=0)
-        a = EngineProcess("a", model, work, _kv_config(store_cluster, "vllm-a", "fail"), cpu=1)
-        b = EngineProcess("b", model, work, _kv_config(store_cluster, "vllm-b", "recompute"),
-                          cpu=0)
-        engines += [ref, a, b]
-        for e in engines:
-            e.wait_ready()
-        r.times["ready_s"] = time.monotonic() - t0
+        ref, a, b = r.start(
+            EngineProcess("ref", model, work, cpu=0),
+            EngineProcess("a", model, work, _kv_config(store_cluster, "vllm-a", "fail"), cpu=1),
+            EngineProcess("b", model, work, _kv_config(store_cluster, "vllm-b", "recompute"),
+                          cpu=0))
+        r.times["ready_s"] = time.monotonic() - r.t0
         r.want = dict(zip(names, ref.generate(prompts, MAX_TOKENS)))
         r.a_out = dict(zip(names, a.generate(prompts, MAX_TOKENS)))
         r.a_stats = a.connector_stats()
@@ -101,11 +87,6 @@ def live(store_cluster, tmp_path_factory):
         r.b_stats = b.connector_stats()
         r.times["b_generate_s"] = time.monotonic() - t1
         yield r
-    finally:
-        for e in engines:
-            e.close()
-        r.times["total_s"] = time.monotonic() - t0
-        print(f"\nvllm live cluster-store engines: {r.times}")
 
 
 def test_saver_stores_every_full_block_in_the_cluster(live, record_property):
