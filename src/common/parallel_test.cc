@@ -35,7 +35,7 @@ TEST(ParallelForTest, ThreadsThatRunTakeTheIndicesOfAThreadHeldUp) {
   std::mutex mu;
   std::condition_variable cv;
   size_t done = 0;
-  bool held = false;      // a helper thread is holding one index
+  bool held = false;  // a helper thread is holding one index
   bool timed_out = false;
   size_t by_caller = 0;
   ParallelFor(kN, 2, [&](size_t) {
@@ -52,6 +52,22 @@ TEST(ParallelForTest, ThreadsThatRunTakeTheIndicesOfAThreadHeldUp) {
   EXPECT_FALSE(timed_out) << "the caller did " << by_caller << " of " << kN - 1
                           << " indices while the helper was held";
   EXPECT_EQ(done, kN);
+}
+
+// Helper threads only for CPUs that are idle: the caller's own CPU is always there.
+TEST(ParallelForTest, ThreadsForIdleCpusCountsOnlyIdleCpus) {
+  EXPECT_EQ(ThreadsForIdleCpus(8, 2, 1), 2u);   // quiet 2-CPU machine: the caller + 1
+  EXPECT_EQ(ThreadsForIdleCpus(8, 2, 2), 1u);   // another thread runs: no helper
+  EXPECT_EQ(ThreadsForIdleCpus(8, 2, 27), 1u);  // a loaded machine
+  EXPECT_EQ(ThreadsForIdleCpus(4, 16, 3), 4u);  // capped at what was asked
+  EXPECT_EQ(ThreadsForIdleCpus(8, 16, 3), 8u);  // 13 idle CPUs
+  EXPECT_EQ(ThreadsForIdleCpus(1, 16, 1), 1u);
+  EXPECT_EQ(ThreadsForIdleCpus(0, 16, 1), 1u);
+  EXPECT_EQ(ThreadsForIdleCpus(8, 4, 0), 4u);  // a count of 0 is read as the caller alone
+  // From /proc: between 1 and what was asked.
+  const size_t now = ThreadsForIdleCpus(8);
+  EXPECT_GE(now, 1u);
+  EXPECT_LE(now, 8u);
 }
 
 }  // namespace

@@ -103,7 +103,7 @@ std::byte* TierBytes(const ShmTier& tier, uint64_t offset) {
 void RunPasses(const ClientOptions& options, std::vector<Pass>& passes) {
   uint64_t bytes = 0;
   for (const Pass& p : passes) bytes += p.len;
-  const size_t threads = bytes < kParallelPassBytes ? 1 : options.copy_threads;
+  const size_t threads = bytes < kParallelPassBytes ? 1 : ThreadsForIdleCpus(options.copy_threads);
   ParallelFor(passes.size(), threads, [&](size_t k) {
     Pass& p = passes[k];
     if (p.dst == nullptr) {
