@@ -441,7 +441,7 @@ def run(a, logs):
 
         # Untimed: touch every page of each segment, pool and tier once, as a running cache has.
         for j in range(0 if a.smoke else (SEGMENT >> 20) // 64 + 4):
-            size = "1M" if j % 2 else "256K"
+            size = list(sizes)[j % len(sizes)]
             for w in writers:
                 cycle(w, size, 100000 + j, f"prefill{j}-{w}", False)
         for rnd in range(a.warmup + a.reps):
@@ -459,7 +459,7 @@ def run(a, logs):
         variants = [(w, k) for w in ex_workers for k in (("str",) if w.startswith("mc") else
                                                          ("str", "b32"))]
         ex_times = {}  # "worker/keys" -> [[seconds per call] per round]
-        for rnd in range(1 + a.reps):
+        for rnd in range(1 + a.reps if variants else 0):
             for w, k in variants[rnd % len(variants):] + variants[:rnd % len(variants)]:
                 res = workers[w].call(op="exists", keys=k)
                 if not res["ok"]:
