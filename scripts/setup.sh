@@ -7,20 +7,29 @@
 #                        live connector tests; a lock installed with --no-deps, see its header)
 # Idempotent: runs `apt-get update` at most once, and only when something is missing; a venv whose
 # stamp (hash of its requirements files and the interpreter's version) matches is left alone.
-#   scripts/setup.sh [--system-only]   --system-only: Debian packages only, no venvs
+#   scripts/setup.sh [--system-only | --venvs-only]
+#     --system-only: Debian packages only, no venvs
+#     --venvs-only:  the venvs only (scripts/test.sh runs this in the background beside the C++
+#                    builds, after a --system-only run)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 system_only=0
+venvs_only=0
 for arg in "$@"; do
   case "$arg" in
     --system-only) system_only=1 ;;
+    --venvs-only) venvs_only=1 ;;
     *)
-      echo "setup: unknown argument '$arg' (usage: scripts/setup.sh [--system-only])" >&2
+      echo "setup: unknown argument '$arg' (usage: scripts/setup.sh [--system-only | --venvs-only])" >&2
       exit 2
       ;;
   esac
 done
+if ((system_only && venvs_only)); then
+  echo "setup: --system-only and --venvs-only exclude each other" >&2
+  exit 2
+fi
 
 PACKAGES=(
   # toolchain
@@ -75,7 +84,9 @@ install_packages() {
   $SUDO apt-get install -y -q --no-install-recommends "${missing[@]}"
 }
 
-if ((${#missing[@]} == 0)); then
+if ((venvs_only)); then
+  : # the packages were checked by an earlier --system-only run (scripts/test.sh)
+elif ((${#missing[@]} == 0)); then
   echo "setup: all ${#PACKAGES[@]} packages present"
 else
   install_packages

@@ -111,8 +111,11 @@ if [[ ! -x "$real/bin/python" ]]; then
 fi
 echo "setup: installing $req into $real (a fresh venv takes minutes: torch and CUDA wheels)"
 start=$SECONDS
+# --no-compile: no .pyc for the ~30,000 .py files of a venv at install (75 CPU-seconds for .venv,
+# measured 2026-11-27, serial, beside the C++ builds scripts/test.sh runs at the same time);
+# Python writes the .pyc of what is imported when it is first imported, a small part of them.
 "$real/bin/python" -m pip install --quiet --progress-bar off --disable-pip-version-check \
-  "${no_deps[@]}" -r "$req"
+  --no-compile "${no_deps[@]}" -r "$req"
 echo "$want" >"$real/.dualpath-stamp"
 link_venv
 echo "setup: $venv -> $real ready in $((SECONDS - start)) s ($(du -sh "$real" | cut -f1))"

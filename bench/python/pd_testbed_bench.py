@@ -14,20 +14,25 @@ What it sets up (docs/integrations/vllm.md "Testbed benchmark"):
     --kv-heads x 32-dim heads, bf16);
   - per system: a fresh scheduler service (unix socket, probing through the unshaped admin
     mount) and proxy (in p0's namespace, where this driver also runs its client), then AGENTS
-    agents x TURNS turns (all agents start together; each turn waits for the previous one's
-    answers, as an agent waits for its tool), fresh prompts per run so no run hits another's
-    blocks.
-JCT = the sum of the turns' wall times (a turn: from its first request to its last answer).
-Between turns the driver waits until the store holds every block the decode instance writes
-behind for the turn (the agents' tool time, not counted): the write-behind crosses d0's shaped
-storage link, and without the wait a faster system would find fewer of its blocks stored and
-read less, so the two systems would not load the same hits. The runs alternate basic,
-dualpath, basic, dualpath (--rounds), and the ratio is the median dualpath JCT over the median
-basic JCT.
+    agents (all start together), fresh prompts per run so no run hits another's blocks:
+      turn 0, the agents' initial contexts (--first tokens; all misses, the same work in both
+      systems), after which the driver waits until D wrote them behind (an agent resuming a
+      stored session);
+      TURNS measured turns, each appending --append tokens to the context and generating --gen;
+      between them a fixed tool time (--tool-s, the same in both systems). Nobody waits for
+      D's write-behind: a block not stored when a request is placed is a miss and P recomputes
+      it, as in a serving system (the driver counts those blocks: unstored_blocks_at_send).
+JCT = the sum of the measured turns' wall times (a turn: from its first request's send to its
+last answer). wall_s = the job's whole wall time, turn 0's send to the last turn's last answer
+(turn 0, its write-behind wait and the tool times included); measured_wall_s the same from the
+first measured turn's send (the tool times included). The runs alternate basic,
+dualpath per round (--rounds); each round's ratio is its dualpath JCT over its basic JCT, and
+the result is the median of the rounds' ratios.
 
-Defaults (4 Mbit/s storage links, a model of 4 KiB of KV per token whose compute is small,
-prompts that grow by 64 tokens a turn from 256) make loading dominate: a basic turn's time is
-mostly its storage reads through p0's link (docs/integrations/vllm.md "Testbed benchmark").
+Defaults (6 Mbit/s storage links, a model of 4 KiB of KV per token whose compute is small,
+contexts of 512 tokens growing by 32 appended + 8 generated a turn) make loading dominate: a
+basic turn's time is mostly its storage reads through p0's link (docs/integrations/vllm.md
+"Testbed benchmark").
 
 The driver re-executes itself inside p0's namespace after `cluster up` (the instances' addresses
 exist only there and on the compute switch).
@@ -89,6 +94,17 @@ def post(url: str, body: dict, timeout: float = 600) -> tuple[int, dict, dict]:
         return r.status, dict(r.headers), json.loads(r.read())
 
 
+def overlay(work: Path) -> Path:
+    """A copy of the installed dualpath package (its native core) with this checkout's Python
+    sources over it: the proxy runs from it, so the benchmark measures the checkout's proxy
+    without building and installing a wheel into the shared venvs."""
+    root = work / "pyoverlay"
+    if not root.exists():
+        shutil.copytree(Path(dualpath.__file__).parent, root / "dualpath")
+        shutil.copytree(REPO / "python" / "dualpath", root / "dualpath", dirs_exist_ok=True)
+    return root
+
+
 def run_system(args, binary: str, system: str, seed: int, work: Path, p, d, ports) -> dict:
     sched = str(work / f"sched-{system}-{seed}.sock")
     admin = sh(binary, "cluster", "get", "--name", NAME, "storage.admin_mount")
@@ -104,12 +120,11 @@ def run_system(args, binary: str, system: str, seed: int, work: Path, p, d, port
          "--scheduler", "unix:" + sched, "--timeout-s", "600", "--place-wait-s", "60",
          "--prefill", f"p0={p.url}@{args.p_addr}:{ports['p0']}",
          "--decode", f"d0={d.url}@{args.d_addr}:{ports['d0']}"],
-        stdout=subprocess.PIPE, stderr=open(work / f"proxy-{system}-{seed}.log", "w"), text=True)
+        stdout=subprocess.PIPE, stderr=open(work / f"proxy-{system}-{seed}.log", "w"), text=True,
+        env=dict(os.environ, PYTHONPATH=str(overlay(work))))
     url = proxy.stdout.readline().split()[-1]
     rnd = random.Random(seed)
     prompts = [[rnd.randrange(1024) for _ in range(args.first)] for _ in range(args.agents)]
-    before = counters(binary)
-    t0 = time.monotonic()
     sides: dict[str, int] = {}
 
     def one(prompt):
@@ -122,44 +137,81 @@ def run_system(args, binary: str, system: str, seed: int, work: Path, p, d, port
     store = dualpath.KVStore(None, admin, namespace=NAMESPACE)
     hasher = dualpath.kv.BlockHasher(seed=SEED, block_size=BLOCK)
 
-    def settle(tokens: list[int]) -> float:
-        """Waits (at most --settle-s) until the store holds every block the decode instance
-        writes behind for this agent's turn (the full blocks of prompt + answer, less the last
-        answer token, whose KV is never computed); returns the seconds waited."""
+    def stored(tokens: list[int]) -> tuple[int, int]:
+        """(blocks the decode instance writes behind for this agent's turn, how many of them the
+        store holds now): the full blocks of prompt + answer, less the last answer token, whose
+        KV is never computed."""
         want = (len(tokens) - 1) // BLOCK
-        keys = hasher.hash_blocks(tokens[:want * BLOCK])
-        t = time.monotonic()
-        while store.batch_exists(keys) < want and time.monotonic() - t < args.settle_s:
-            time.sleep(0.2)  # polling a file system (no notification to wait on)
-        return time.monotonic() - t
+        return want, store.batch_exists(hasher.hash_blocks(tokens[:want * BLOCK]))
 
-    turn_s, settle_s = [], []
+    def settle(tokens: list[int]) -> None:
+        """Waits (at most --settle-s) until the store holds this agent's blocks (turn 0 only)."""
+        t = time.monotonic()
+        while time.monotonic() - t < args.settle_s:
+            want, have = stored(tokens)
+            if have >= want:
+                return
+            time.sleep(0.2)  # polling a file system (no notification to wait on)
+
+    def turn(pool) -> float:
+        t = time.monotonic()
+        outs = list(pool.map(one, prompts))
+        took = time.monotonic() - t
+        for a, (side, toks) in enumerate(outs):
+            sides[side] = sides.get(side, 0) + 1
+            prompts[a] = prompts[a] + toks
+        return took
+
+    def stats() -> dict:
+        return json.loads(urllib.request.urlopen(url + "/dualpath/stats").read())
+
+    load = [round(x, 1) for x in os.getloadavg()]
+    job_t0 = time.monotonic()
+    turn_s, unstored = [], []
     with ThreadPoolExecutor(args.agents) as pool:
-        for turn in range(args.turns):
-            t = time.monotonic()
-            outs = list(pool.map(one, prompts))
-            turn_s.append(round(time.monotonic() - t, 2))
-            for a, (side, toks) in enumerate(outs):
-                sides[side] = sides.get(side, 0) + 1
-                prompts[a] = prompts[a] + toks
-            # The agents' tool time: until the turn's blocks are stored (both systems then get
-            # the same hits; see the module docstring). Not part of the JCT.
-            if turn + 1 < args.turns:
-                settle_s.append(round(max(settle(p) for p in prompts), 2))
+        # Turn 0: the agents' initial contexts (all misses, the same work in both systems: no
+        # hit, nothing read). The driver waits until D wrote them behind, so that the measured
+        # job starts from stored contexts (an agent resuming its session); the time is reported
+        # as turn0_s and settle0_s and is part of wall_s, not of the JCT.
+        turn0 = turn(pool)
+        t = time.monotonic()
+        for p in prompts:
+            settle(p)
+        settle0 = time.monotonic() - t
+        stats0 = stats()
+        before = counters(binary)  # link bytes of the measured turns
+        sides.clear()
+        t1 = time.monotonic()
+        for k in range(args.turns):
             prompts = [p + [rnd.randrange(1024) for _ in range(args.append)] for p in prompts]
+            if k:
+                # The agents' tool calls: a fixed time, the same in both systems. Nobody waits
+                # for D's write-behind: a block not stored when the request is placed is a miss
+                # (P recomputes it), as in a serving system.
+                time.sleep(args.tool_s)
+            # Informational: blocks of the previous turn not stored yet at this send.
+            unstored.append(sum(w - h for w, h in (stored(p[:-args.append]) for p in prompts)))
+            turn_s.append(round(turn(pool), 2))
+    end = time.monotonic()
+    wall, measured_wall = end - job_t0, end - t1
+    load_end = [round(x, 1) for x in os.getloadavg()]
     jct = sum(turn_s)
     store.close()
     after = counters(binary)
-    stats = json.loads(urllib.request.urlopen(url + "/dualpath/stats").read())
+    st = stats()
     proxy.terminate()
     proxy.wait()
     service.terminate()
     service.wait()
     delta = {n: {k: after[n][k] - before[n].get(k, 0) for k in after[n]} for n in after}
-    return dict(system=system, seed=seed, jct_s=round(jct, 2), turn_s=turn_s, settle_s=settle_s,
-                sides=sides,
-                hit_tokens=stats["hit_tokens"], prompt_tokens=stats["prompt_tokens"],
-                failed=stats["failed"], link_bytes=delta)
+    # Proxy counters of the measured turns (turn 0's subtracted).
+    return dict(system=system, seed=seed, jct_s=round(jct, 2), wall_s=round(wall, 2),
+                measured_wall_s=round(measured_wall, 2),
+                turn0_s=round(turn0, 2), settle0_s=round(settle0, 2), turn_s=turn_s,
+                tool_s=args.tool_s, unstored_blocks_at_send=unstored, sides=sides,
+                hit_tokens=st["hit_tokens"] - stats0["hit_tokens"],
+                prompt_tokens=st["prompt_tokens"] - stats0["prompt_tokens"],
+                failed=st["failed"], loadavg_start=load, loadavg_end=load_end, link_bytes=delta)
 
 
 def inner(args) -> int:
@@ -202,21 +254,44 @@ def inner(args) -> int:
     finally:
         for s in servers.values():
             s.stop()
+    rounds = []
+    for r in range(args.rounds):
+        b, d = runs[2 * r], runs[2 * r + 1]
+        rounds.append(dict(round=r, jct_ratio=round(d["jct_s"] / b["jct_s"], 3),
+                           measured_wall_ratio=round(d["measured_wall_s"] / b["measured_wall_s"],
+                                                     3),
+                           wall_ratio=round(d["wall_s"] / b["wall_s"], 3),
+                           loadavg=[b["loadavg_start"], d["loadavg_end"]]))
     med = {s: statistics.median(x["jct_s"] for x in runs if x["system"] == s)
            for s in ("basic", "dualpath")}
     summary = dict(stor_rate=args.stor_rate, comp_rate=args.comp_rate, agents=args.agents,
                    turns=args.turns, first_prompt=args.first, append=args.append, gen=args.gen,
-                   layers=args.layers, kv_heads=args.kv_heads, kv_bytes_per_token=kv_per_token,
-                   runs=runs, median_jct_s=med, ratio=round(med["dualpath"] / med["basic"], 3))
+                   tool_s=args.tool_s, layers=args.layers, kv_heads=args.kv_heads,
+                   kv_bytes_per_token=kv_per_token, runs=runs, rounds=rounds,
+                   median_jct_s=med,
+                   median_round_jct_ratio=round(statistics.median(x["jct_ratio"] for x in rounds), 3),
+                   median_round_measured_wall_ratio=round(statistics.median(
+                       x["measured_wall_ratio"] for x in rounds), 3),
+                   median_round_wall_ratio=round(statistics.median(x["wall_ratio"] for x in rounds), 3))
     print(json.dumps(summary, indent=1))
     if args.json:
         Path(args.json).write_text(json.dumps(summary, indent=1))
-    print(f"\nJCT dualpath / basic (forced PE read) = {summary['ratio']}  "
-          f"(medians {med['dualpath']:.1f} s / {med['basic']:.1f} s over {args.rounds} rounds)")
+    print(f"\nJCT dualpath / basic (forced PE read): median of {args.rounds} rounds = "
+          f"{summary['median_round_jct_ratio']}; measured turns' wall time (tool times included): "
+          f"{summary['median_round_measured_wall_ratio']}; job wall time (turn 0 and its "
+          f"write-behind wait too): {summary['median_round_wall_ratio']}")
+    for x in rounds:
+        print(f"  round {x['round']}: JCT ratio {x['jct_ratio']}  measured-turns wall ratio "
+              f"{x['measured_wall_ratio']}  job wall ratio {x['wall_ratio']}  "
+              f"load average {x['loadavg'][0]} -> {x['loadavg'][1]}")
     for x in runs:
-        stor = {n: round(v["stor_rx"] / 1e6, 1) for n, v in x["link_bytes"].items()}
-        print(f"  {x['system']:9s} JCT {x['jct_s']:7.1f} s  sides {x['sides']}  storage-link "
-              f"MB read per node {stor}")
+        mb = {n: f"{v['stor_rx'] / 1e6:.1f} rx / {v['stor_tx'] / 1e6:.1f} tx"
+              for n, v in x["link_bytes"].items()}
+        print(f"  {x['system']:9s} JCT {x['jct_s']:6.1f} s  measured wall "
+              f"{x['measured_wall_s']:6.1f} s  job wall {x['wall_s']:6.1f} s (turn 0 "
+              f"{x['turn0_s']:.1f} s + its write-behind {x['settle0_s']:.1f} s)  "
+              f"hits {x['hit_tokens']}/{x['prompt_tokens']}  unstored at send "
+              f"{sum(x['unstored_blocks_at_send'])}  sides {x['sides']}  storage-link MB {mb}")
     return 0
 
 
@@ -225,17 +300,20 @@ def main() -> int:
     p.add_argument("--smoke", action="store_true", help="a short run that checks the pieces "
                    "(2 agents x 2 turns, 1 round); its ratio means nothing")
     p.add_argument("--agents", type=int, default=8)
-    p.add_argument("--turns", type=int, default=10)
-    p.add_argument("--first", type=int, default=256, help="tokens of each agent's first prompt")
-    p.add_argument("--append", type=int, default=64, help="tokens appended per turn")
+    p.add_argument("--turns", type=int, default=8, help="measured turns after turn 0")
+    p.add_argument("--first", type=int, default=512, help="tokens of each agent's initial "
+                   "context (turn 0)")
+    p.add_argument("--append", type=int, default=32, help="tokens appended per turn")
     p.add_argument("--gen", type=int, default=8, help="tokens generated per turn")
     p.add_argument("--layers", type=int, default=8)
     p.add_argument("--kv-heads", type=int, default=4)
-    p.add_argument("--stor-rate", default="4mbit")
+    p.add_argument("--stor-rate", default="6mbit")
     p.add_argument("--comp-rate", default="1gbit")
     p.add_argument("--rounds", type=int, default=2)
-    p.add_argument("--settle-s", type=float, default=120.0, help="at most this long between "
-                   "turns for the decode instance's write-behind to reach the store")
+    p.add_argument("--tool-s", type=float, default=3.0, help="the agents' tool time between "
+                   "turns (the same in both systems; in the wall time, not in the JCT)")
+    p.add_argument("--settle-s", type=float, default=120.0, help="at most this long after turn "
+                   "0 for the decode instance's write-behind of the initial contexts")
     p.add_argument("--json", help="write the summary here")
     p.add_argument("--keep", action="store_true", help="leave the cluster up")
     p.add_argument("--inner", action="store_true", help=argparse.SUPPRESS)
@@ -246,14 +324,15 @@ def main() -> int:
     args = p.parse_args()
     if args.smoke:
         args.agents, args.turns, args.first, args.rounds = 2, 2, 200, 1
-    if args.first + args.turns * (args.append + args.gen) > 4000:
-        p.error("--first + --turns x (--append + --gen) must stay within the model's 4096 "
-                "tokens")
+    if args.first + args.gen + args.turns * (args.append + args.gen) > 4000:
+        p.error("--first + --gen + --turns x (--append + --gen) must stay within the model's "
+                "4096 tokens")
     for flag, v, lo, hi in (("--agents", args.agents, 1, 64), ("--turns", args.turns, 1, 100),
                             ("--first", args.first, 1, 3000), ("--append", args.append, 1, 500),
                             ("--gen", args.gen, 1, 256), ("--layers", args.layers, 1, 64),
                             ("--kv-heads", args.kv_heads, 1, 16),
                             ("--rounds", args.rounds, 1, 10),
+                            ("--tool-s", args.tool_s, 0, 600),
                             ("--settle-s", args.settle_s, 0, 3600)):
         if not lo <= v <= hi:
             p.error(f"{flag} = {v} is outside [{lo}, {hi}]")

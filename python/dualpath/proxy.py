@@ -442,8 +442,15 @@ class Proxy:
         import aiohttp
         from aiohttp import web
 
+        # force_close: a fresh connection per call, never a kept-alive one. vLLM's server (uvicorn)
+        # closes an idle connection after 5 s while aiohttp keeps it 15 s; a request sent on one
+        # the server is closing at that moment ends in "Server disconnected", which would mark a
+        # live instance dead (seen once in ~700 requests on the testbed). A POST cannot be resent
+        # safely (the instance may have started it), and a connect costs well under a millisecond
+        # against requests of milliseconds to minutes.
         self._session = aiohttp.ClientSession(
-            connector=aiohttp.TCPConnector(limit=0), timeout=aiohttp.ClientTimeout(total=None))
+            connector=aiohttp.TCPConnector(limit=0, force_close=True),
+            timeout=aiohttp.ClientTimeout(total=None))
         for inst in self.instances:
             await self.register(inst)
         self._tasks.append(asyncio.create_task(self._heartbeats()))

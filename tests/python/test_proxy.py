@@ -125,6 +125,61 @@ class Fake:
         self._loop.call_soon_threadsafe(self._loop.stop)
 
 
+class DropsReused:
+    """A stand-in instance that answers the first request on each connection and keeps the
+    connection open (HTTP/1.1 keep-alive), then closes it without an answer when a second
+    request arrives on it: what a vLLM server (uvicorn, 5 s keep-alive) does when its idle timer
+    fires as a client reuses the connection. Raw asyncio (aiohttp's server would answer)."""
+
+    def __init__(self):
+        self.answered = 0
+        self.dropped = 0
+        self._loop = asyncio.new_event_loop()
+        ready = threading.Event()
+
+        async def serve(reader, writer):
+            first = True
+            try:
+                while True:
+                    head = await reader.readuntil(b"\r\n\r\n")
+                    length = 0
+                    for line in head.decode().split("\r\n"):
+                        if line.lower().startswith("content-length:"):
+                            length = int(line.split(":", 1)[1])
+                    body = json.loads(await reader.readexactly(length)) if length else {}
+                    if not first:
+                        self.dropped += 1
+                        return  # closes the connection: the client sees no answer
+                    first = False
+                    out = json.dumps({"choices": [{"token_ids": list(range(
+                        body.get("max_tokens", 1))), "text": ""}]}).encode()
+                    writer.write(b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n"
+                                 b"Content-Length: %d\r\n\r\n%s" % (len(out), out))
+                    await writer.drain()
+                    self.answered += 1
+            except (asyncio.IncompleteReadError, ConnectionError):
+                pass
+            finally:
+                writer.close()
+
+        def run():
+            asyncio.set_event_loop(self._loop)
+            self._server = self._loop.run_until_complete(
+                asyncio.start_server(serve, "127.0.0.1", 0))
+            self.port = self._server.sockets[0].getsockname()[1]
+            ready.set()
+            self._loop.run_forever()
+
+        self._thread = threading.Thread(target=run, daemon=True)
+        self._thread.start()
+        ready.wait(GUARD_S)
+        self.url = f"http://127.0.0.1:{self.port}"
+
+    def stop(self):
+        self._loop.call_soon_threadsafe(self._server.close)
+        self._loop.call_soon_threadsafe(self._loop.stop)
+
+
 class ProxyProc:
     def __init__(self, sock, prefill, decodes, tmp):
         args = [sys.executable, "-m", "dualpath.proxy", "--listen", "127.0.0.1:0",
@@ -170,6 +225,24 @@ def test_proxy_drives_both_instances_with_kv_transfer_params(service, tmp_path):
     assert len(pp["dualpath"]["first_hash"]) == 64
     assert headers["x-dualpath-side"] == pp["dualpath"]["side"] == dp["dualpath"]["side"]
     assert proxy.stats()["ok"] == 1
+    proxy.stop()
+    p.stop()
+    d.stop()
+
+
+def test_proxy_never_sends_on_a_connection_the_instance_may_be_closing(service, tmp_path):
+    """Regression: the proxy reused kept-alive connections; one that the vLLM server closed as a
+    request was sent failed that request ("Server disconnected", 502) and marked a live instance
+    dead (seen on the testbed). Instances that drop every reused connection must still serve
+    every request, and stay alive."""
+    p, d = DropsReused(), DropsReused()
+    proxy = ProxyProc(service, p, [("d0", d.url)], tmp_path)
+    for _ in range(3):
+        status, headers, body, _ = proxy.complete()
+        assert status == 200, body
+        assert body["choices"][0]["token_ids"] == [0, 1, 2, 3]
+    assert p.dropped == d.dropped == 0
+    assert all(i["alive"] for i in proxy.stats()["instances"])
     proxy.stop()
     p.stop()
     d.stop()
