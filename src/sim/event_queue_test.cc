@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <random>
+#include <vector>
 
 #include "sim/binary_heap_event_queue.h"
 
@@ -85,11 +86,125 @@ TEST(EventQueueTest, PopsTheSameSequenceAsTheBinaryHeap) {
   }
 }
 
+// Timers (issue 27) against the queue they replace in the simulator: every event in one binary
+// heap, a replaced timer's old event left in it and ignored when popped (what the simulator's
+// version check did). On random interleavings of pushes, timer sets, cancels and pops with many
+// equal times, the live events pop in the same order, and Processed() + Superseded() equals the
+// reference's pops, the ignored ones included (the JSON's `events`).
+TEST(EventQueueTest, TimersPopLikeOneHeapThatIgnoresReplacedEvents) {
+  constexpr uint32_t kTimers = 13;  // not a power of two: padding leaves
+  constexpr uint32_t kTimerKind = 100;
+  for (uint64_t seed = 1; seed <= 20; ++seed) {
+    std::mt19937_64 rng(seed);
+    EventQueue q;
+    q.ResizeTimers(kTimers);
+    BinaryHeapEventQueue ref;
+    std::vector<uint64_t> version(kTimers, 0);  // b of each timer's live event in `ref`
+    std::vector<bool> live(kTimers, false);
+    uint64_t next_version = 1;
+    uint64_t ref_pops = 0, timer_pops = 0;
+    // Pops `ref` until a live event, counting the ignored ones; false when it is empty.
+    auto ref_pop_live = [&](Event* out) {
+      while (!ref.Empty()) {
+        const Event e = ref.Pop();
+        ++ref_pops;
+        if (e.kind != kTimerKind) {
+          *out = e;
+          return true;
+        }
+        if (live[e.a] && version[e.a] == e.b) {
+          live[e.a] = false;
+          *out = e;
+          return true;
+        }
+      }
+      return false;
+    };
+    for (int step = 0; step < 20'000; ++step) {
+      const uint64_t op = rng() % 100;
+      const bool late = step >= 10'000;
+      const double t = q.Now() + static_cast<double>(rng() % 8) * 0.25;
+      if (op < (late ? 20u : 40u)) {
+        const auto kind = static_cast<uint32_t>(rng() % 6);
+        const auto a = static_cast<uint32_t>(rng());
+        const uint64_t b = rng();
+        q.Push(t, kind, a, b);
+        ref.Push(t, kind, a, b);
+      } else if (op < (late ? 40u : 70u)) {
+        const auto timer = static_cast<uint32_t>(rng() % kTimers);
+        const uint64_t v = next_version++;
+        q.SetTimer(timer, t, kTimerKind, timer, v);
+        ref.Push(t, kTimerKind, timer, v);
+        version[timer] = v;
+        live[timer] = true;
+      } else if (op < (late ? 45u : 75u)) {
+        const auto timer = static_cast<uint32_t>(rng() % kTimers);
+        ASSERT_EQ(q.CancelTimer(timer), static_cast<bool>(live[timer]));
+        live[timer] = false;
+      } else if (!q.Empty()) {
+        ASSERT_NE(q.Peek(), nullptr);
+        const Event peeked = *q.Peek();
+        const Event x = q.Pop();
+        Event y;
+        ASSERT_TRUE(ref_pop_live(&y)) << "seed " << seed << " step " << step;
+        ASSERT_EQ(x.time, y.time);
+        ASSERT_EQ(x.kind, y.kind);
+        ASSERT_EQ(x.a, y.a);
+        ASSERT_EQ(x.b, y.b);
+        ASSERT_EQ(peeked.seq, x.seq);
+        ASSERT_EQ(peeked.b, x.b);
+        ASSERT_EQ(q.Now(), ref.Now());
+        if (x.kind == kTimerKind) {
+          ++timer_pops;
+          ASSERT_FALSE(q.TimerPending(x.a));
+        }
+      }
+    }
+    Event y;
+    while (!q.Empty()) {
+      const Event x = q.Pop();
+      ASSERT_TRUE(ref_pop_live(&y));
+      ASSERT_EQ(x.b, y.b);
+      ASSERT_EQ(x.time, y.time);
+    }
+    EXPECT_FALSE(ref_pop_live(&y));  // only ignored events were left
+    EXPECT_EQ(q.Processed() + q.Superseded(), ref_pops);
+    EXPECT_GT(q.Superseded(), 1'000u);
+    EXPECT_GT(timer_pops, 500u);
+  }
+}
+
+TEST(EventQueueTest, SingleTimerAndEmptyQueue) {
+  EventQueue q;
+  q.ResizeTimers(1);
+  EXPECT_TRUE(q.Empty());
+  EXPECT_EQ(q.Peek(), nullptr);
+  q.SetTimer(0, 2.0, 7, 0, 1);
+  q.SetTimer(0, 3.0, 7, 0, 2);  // replaces the first
+  q.Push(2.5, 1);
+  EXPECT_EQ(q.Size(), 2u);
+  EXPECT_EQ(q.Pop().kind, 1u);
+  const Event e = q.Pop();
+  EXPECT_EQ(e.b, 2u);
+  EXPECT_TRUE(q.Empty());
+  EXPECT_EQ(q.Processed(), 2u);
+  EXPECT_EQ(q.Superseded(), 1u);
+  EXPECT_FALSE(q.CancelTimer(0));
+}
+
 TEST(EventQueueDeathTest, PushInThePastAborts) {
   EventQueue q;
   q.Push(2.0, 1);
   (void)q.Pop();
   EXPECT_DEATH(q.Push(1.0, 2), "before the current simulated time");
+}
+
+TEST(EventQueueDeathTest, TimerInThePastAborts) {
+  EventQueue q;
+  q.ResizeTimers(2);
+  q.Push(2.0, 1);
+  (void)q.Pop();
+  EXPECT_DEATH(q.SetTimer(1, 1.0, 2), "before the current simulated time");
 }
 
 TEST(EventQueueDeathTest, PopEmptyAborts) {

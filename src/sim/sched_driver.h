@@ -62,21 +62,36 @@ class SchedDriver {
                     std::vector<sched::DecodeAssignment>* decode,
                     std::vector<sched::Assignment>* prefill);
   uint32_t num_groups() const { return static_cast<uint32_t>(group_engines_.size()); }
+  // The simulation changed decode engine `engine`'s load (a request completed on it) outside a
+  // fetch: its group's next fetch must report it (see FetchGroup).
+  void DecodeEngineChanged(uint32_t engine) { group_dirty_[engine_group_[engine]] = true; }
+  // Off: every fetch calls the scheduler (the reference the skip is tested against).
+  void set_skip_idle_fetches(bool on) { skip_idle_ = on; }
+  // Fetches answered without calling the scheduler (they could not change anything).
+  uint64_t skipped_fetches() const { return skipped_; }
   bool HasPending() const { return sched_->pending() > 0; }
   const sched::SchedStats& stats() const { return sched_->stats(); }
 
  private:
   SchedDriver(std::unique_ptr<sched::Scheduler> s, SystemKind system)
       : sched_(std::move(s)), system_(system) {}
-  // `engine`'s report, with its node's read queue (tokens) already computed.
-  sched::EngineReport Report(const ClusterState& c, uint32_t engine,
-                             int64_t read_queue_tokens) const;
+  // Writes `engine`'s report, with its node's read queue (tokens) already computed, to *out.
+  void FillReport(const ClusterState& c, uint32_t engine, int64_t read_queue_tokens,
+                  sched::EngineReport* out) const;
   static uint32_t NodeOf(const ClusterState& c, uint32_t engine);
+  // The fetch of `group` now would change nothing the scheduler later reads (FetchGroup).
+  bool IdleFetch(uint32_t group) const;
 
   std::unique_ptr<sched::Scheduler> sched_;
   SystemKind system_;
   std::vector<std::vector<uint32_t>> group_engines_;  // by sched group id
   std::vector<bool> group_is_prefill_;                // by sched group id
+  std::vector<uint32_t> engine_group_;                // by engine id
+  // By sched group id (decode groups): an engine's load may differ from what the scheduler last
+  // got from this group's reports (set by a decode assignment or DecodeEngineChanged).
+  std::vector<bool> group_dirty_;
+  bool skip_idle_ = true;
+  uint64_t skipped_ = 0;
   std::vector<sched::EngineReport> reports_;
   sched::FetchResult out_;
 };

@@ -27,21 +27,30 @@ enum EventKind : uint32_t {
   kDecodeDone,   // a = decode group, b = group version
 };
 
-struct Req {
-  uint32_t agent = 0;
-  uint32_t turn = 0;  // index into SimWorkload::turns
-  uint64_t hit = 0, prompt = 0, gen = 0;
-  uint64_t done_new = 0;
-  double arrival = 0, first_token = 0, ttst_time = 0;
+// A request in flight, split by use (issue 27): the request table is megabytes at 48K agents and
+// nearly every event's first touch of a request misses the cache. `Req` is what the prefill and
+// decode paths read, one cache line; `ReqLife` what only arrival, first token and completion
+// read (the latency record). Byte counts are not stored: each is recomputed from its token count
+// with the same multiplication the stored value came from, so every double is the same.
+struct alignas(64) Req {
+  uint64_t prompt = 0;
+  uint64_t done_new = 0;  // prompt tokens past the hit prefilled so far
+  uint32_t hit = 0, gen = 0;
   uint32_t pe = 0, de = 0;
+  // Hit tokens read from storage: [0] on the PE side (forwarded to the DE with the first chunk),
+  // [1] on the DE side. Each is at most the hit (a uint32_t).
+  uint32_t read_tokens[2] = {0, 0};
   ReadSide side = ReadSide::kNone;
   bool sent_hit = false;  // PE read path: hit KV forwarded to the DE with the first chunk
   uint8_t reads_left = 0;
-  uint64_t pe_read_tokens = 0;    // hit tokens read on the PE side (forwarded to the DE later)
-  double read_bytes[2] = {0, 0};  // [0] PE side, [1] DE side
-  uint32_t read_nic[2] = {0, 0};
-  double de_hbm = 0;
-  double dec_flops = 0, dec_kv = 0;
+  double dec_flops = 0, dec_kv = 0;  // per decode step, at the request's mean context
+};
+static_assert(sizeof(Req) == 64, "one cache line per request on the hot paths");
+
+struct ReqLife {
+  uint32_t agent = 0;
+  uint32_t turn = 0;  // index into SimWorkload::turns
+  double arrival = 0, first_token = 0, ttst_time = 0;
 };
 
 struct BatchEntry {
@@ -105,9 +114,22 @@ class Simulation {
   Status Arrive(uint32_t agent, uint32_t turn, double now);
   Status Fetch(uint32_t group, double now);
   Status PlacePrefill(const sched::Assignment& a, double now);
+  // A per-request event (arrival, read done, decode join) or a fetch tick: the event heap.
   void Push(double time, uint32_t kind, uint32_t a = 0, uint64_t b = 0) {
     if (kind != kFetch) ++work_events_;
     q_.Push(time, kind, a, b);
+  }
+  // A prefill or decode group's event, at most one pending per timer (event_queue.h): its
+  // forward's end, its next decode completion. Setting it again supersedes the pending one.
+  // (Fetch ticks stay in the heap: 144 timers at 48P96D made each update a deeper tree walk than
+  // the heap operation it replaced; measured, docs/sim.md.)
+  void SetTimer(uint32_t timer, double time, uint32_t kind, uint32_t a, uint64_t b) {
+    if (!q_.TimerPending(timer)) ++work_events_;
+    q_.SetTimer(timer, time, kind, a, b);
+  }
+  uint32_t PrefillTimer(uint32_t pe_group) const { return pe_group; }
+  uint32_t DecodeTimer(uint32_t de_group) const {
+    return static_cast<uint32_t>(pe_groups_.size()) + de_group;
   }
   void StartReads(uint32_t slot, double now);
   void AdmitReads(uint32_t nic, double now);
@@ -125,6 +147,17 @@ class Simulation {
   void Complete(uint32_t slot, double now);
   void NextTurn(uint32_t slot, double now);
   uint32_t NewReq();
+  // Bytes of the read on `side` (0 PE, 1 DE) and the node whose storage NIC serves it.
+  double ReadBytes(const Req& r, int side) const {
+    return static_cast<double>(r.read_tokens[side]) * cost_.kv_bytes_per_token();
+  }
+  uint32_t ReadNic(const Req& r, int side) const {
+    return side == 0 ? c_.pes[r.pe].node : c_.des[r.de].node;
+  }
+  // HBM a DE reserves for the request: prompt + generation KV.
+  double DeHbm(const Req& r) const {
+    return static_cast<double>(r.prompt + r.gen) * cost_.kv_bytes_per_token();
+  }
   // Whole KV tokens in `bytes` of HBM; at least 1, so that a capacity below one token never reads
   // as "unbounded" (0) to PackBatch and sched::CheckTooLong.
   static int64_t KvTokens(double bytes, const CostModel& cost) {
@@ -145,7 +178,7 @@ class Simulation {
   sched::AttentionTimeModel attn_model_;
   std::unique_ptr<SchedDriver> driver_;
   std::vector<bool> fetch_armed_;  // per scheduler group: its fetch timer is running
-  uint64_t work_events_ = 0;       // queued events other than fetch ticks
+  uint64_t work_events_ = 0;       // pending events other than fetch ticks
   double last_placement_ = 0;      // last time a fetch placed anything (stall detection)
   std::mt19937_64 rng_;
   std::uniform_real_distribution<double> jitter_{0.0, 1.0};
@@ -158,7 +191,8 @@ class Simulation {
   ClusterState c_;
   std::vector<PeGroup> pe_groups_;
   std::vector<DeGroup> de_groups_;
-  std::vector<Req> reqs_;
+  std::vector<Req> reqs_;       // by request slot
+  std::vector<ReqLife> lives_;  // by request slot
   std::vector<uint32_t> free_reqs_;
   SimMetrics metrics_;
 };
@@ -210,6 +244,7 @@ Status Simulation::StartScheduler() {
   ASSIGN_OR_RETURN(driver_, SchedDriver::Create(c_, spec_.system,
                                                 SchedConfigFor(spec_.system, cfg_, thresholds)));
   fetch_armed_.assign(driver_->num_groups(), false);
+  q_.ResizeTimers(pe_groups_.size() + de_groups_.size());
   return Status::Ok();
 }
 
@@ -218,9 +253,11 @@ uint32_t Simulation::NewReq() {
     uint32_t s = free_reqs_.back();
     free_reqs_.pop_back();
     reqs_[s] = Req{};
+    lives_[s] = ReqLife{};
     return s;
   }
   reqs_.emplace_back();
+  lives_.emplace_back();
   return static_cast<uint32_t>(reqs_.size() - 1);
 }
 
@@ -228,16 +265,17 @@ Status Simulation::Arrive(uint32_t agent, uint32_t turn, double now) {
   const SimTurn& t = w_.turns[turn];
   uint32_t slot = NewReq();
   Req& r = reqs_[slot];
-  r.agent = agent;
-  r.turn = turn;
+  ReqLife& life = lives_[slot];
+  life.agent = agent;
+  life.turn = turn;
   r.prompt = t.prompt;
   r.hit = t.hit;
   r.gen = t.gen;
   if (spec_.append_scale != 1) {
     const double extra = static_cast<double>(t.prompt - t.hit) * (spec_.append_scale - 1);
-    r.prompt = std::max<uint64_t>(r.hit + 1, static_cast<uint64_t>(r.prompt + extra));
+    r.prompt = std::max<uint64_t>(uint64_t{r.hit} + 1, static_cast<uint64_t>(r.prompt + extra));
   }
-  r.arrival = now;
+  life.arrival = now;
   // A request no engine can hold would wait forever (in sched's phase 2 for decode HBM, or in
   // PackBatch for prefill HBM): it is refused at once, as a serving engine refuses a prompt longer
   // than its maximum, counted, and the agent's session goes on (its next recorded turn).
@@ -248,7 +286,6 @@ Status Simulation::Arrive(uint32_t agent, uint32_t turn, double now) {
     NextTurn(slot, now);
     return Status::Ok();
   }
-  r.de_hbm = static_cast<double>(r.prompt + r.gen) * cost_.kv_bytes_per_token();
   // Routing: the turn's index within its agent picks a fixed PE (none for the dualpath choice).
   const SimAgent& sa = w_.agents[agent % w_.agents.size()];
   const std::optional<uint32_t> pe = sched::RoutedPrefillIndex(
@@ -288,7 +325,7 @@ Status Simulation::Fetch(uint32_t group, double now) {
     DeState& de = c_.des[r.de];
     de.tokens += r.prompt + r.gen;
     de.requests++;
-    de.hbm_free -= r.de_hbm;
+    de.hbm_free -= DeHbm(r);
   }
   for (const sched::Assignment& a : prefill_out_) RETURN_IF_ERROR(PlacePrefill(a, now));
   if (driver_->HasPending()) {
@@ -313,13 +350,10 @@ Status Simulation::PlacePrefill(const sched::Assignment& a, double now) {
   PeState& pe = c_.pes[r.pe];
   pe.tokens += r.prompt;
   pe.requests++;
-  r.pe_read_tokens = static_cast<uint64_t>(a.prefill_read_tokens);
-  const double kvb = cost_.kv_bytes_per_token();
-  r.read_bytes[0] = static_cast<double>(a.prefill_read_tokens) * kvb;
-  r.read_bytes[1] = static_cast<double>(a.decode_read_tokens) * kvb;
-  r.read_nic[0] = pe.node;
-  r.read_nic[1] = c_.des[r.de].node;
-  const bool pe_read = r.read_bytes[0] > 0, de_read = r.read_bytes[1] > 0;
+  // sched reads at most the hit it was given (a uint32_t SimTurn::hit).
+  r.read_tokens[0] = static_cast<uint32_t>(a.prefill_read_tokens);
+  r.read_tokens[1] = static_cast<uint32_t>(a.decode_read_tokens);
+  const bool pe_read = ReadBytes(r, 0) > 0, de_read = ReadBytes(r, 1) > 0;
   r.side = pe_read && de_read ? ReadSide::kBoth
            : pe_read          ? ReadSide::kPe
            : de_read          ? ReadSide::kDe
@@ -335,13 +369,14 @@ Status Simulation::PlacePrefill(const sched::Assignment& a, double now) {
 void Simulation::StartReads(uint32_t slot, double now) {
   Req& r = reqs_[slot];
   for (int side = 0; side < 2; ++side) {
-    if (r.read_bytes[side] > 0) {
+    const double bytes = ReadBytes(r, side);
+    if (bytes > 0) {
       r.reads_left++;
-      c_.nics[r.read_nic[side]].Enqueue(now, slot, r.read_bytes[side]);
+      c_.nics[ReadNic(r, side)].Enqueue(now, slot, bytes);
     }
   }
   for (int side = 0; side < 2; ++side) {
-    if (r.read_bytes[side] > 0) AdmitReads(r.read_nic[side], now);
+    if (ReadBytes(r, side) > 0) AdmitReads(ReadNic(r, side), now);
   }
 }
 
@@ -403,7 +438,7 @@ Status Simulation::KickPrefill(uint32_t gi, double now) {
   if (sum_attn > 0) metrics_.AttentionStep(now, max_attn / (sum_attn / members));
   g.busy = true;
   metrics_.PrefillStep(duration);
-  Push(now + duration, kPrefillStep, gi, 0);
+  SetTimer(PrefillTimer(gi), now + duration, kPrefillStep, gi, 0);
   return Status::Ok();
 }
 
@@ -432,7 +467,7 @@ Status Simulation::PlanPeStep(PeGroup& g, PeState& pe, const sched::BatchLimits&
       // over the compute network); new KV, and PE-read hit KV once, streams out to the DE.
       step->load += static_cast<double>(cached) * kvb;
       step->out += static_cast<double>(n) * kvb;
-      if (!r.sent_hit) step->out += static_cast<double>(r.pe_read_tokens) * kvb;
+      if (!r.sent_hit) step->out += static_cast<double>(r.read_tokens[0]) * kvb;
     }
   }
   return Status::Ok();
@@ -459,15 +494,18 @@ Status Simulation::FinishPrefillStep(uint32_t gi, double now) {
 
 void Simulation::PrefillDone(uint32_t slot, double now) {
   Req& r = reqs_[slot];
-  r.first_token = now;
-  metrics_.FirstToken(r.arrival, now);
+  ReqLife& life = lives_[slot];
+  life.first_token = now;
+  metrics_.FirstToken(life.arrival, now);
   PeState& pe = c_.pes[r.pe];
   pe.tokens -= r.prompt;
   pe.requests--;
   for (int side = 0; side < 2; ++side) {
-    if (r.read_bytes[side] > 0) {
-      c_.nics[r.read_nic[side]].Release(r.read_bytes[side]);
-      AdmitReads(r.read_nic[side], now);
+    const double bytes = ReadBytes(r, side);
+    if (bytes > 0) {
+      const uint32_t nic = ReadNic(r, side);
+      c_.nics[nic].Release(bytes);
+      AdmitReads(nic, now);
     }
   }
   double delay = 0;
@@ -508,16 +546,19 @@ void Simulation::RetimeDecode(uint32_t gi, double now) {
   // The series' interval up to `now` was accumulated by the caller (AccumulateDecodeSeries).
   g.series_batch = batch;
   g.series_tau = g.tau;
+  // The new version supersedes the pending completion event, if any (its handler would ignore it).
   if (!g.heap.empty()) {
     const double left = std::max(0.0, g.heap.top().first - g.steps);
-    Push(now + left * g.tau, kDecodeDone, gi, g.version);
+    SetTimer(DecodeTimer(gi), now + left * g.tau, kDecodeDone, gi, g.version);
+  } else if (q_.CancelTimer(DecodeTimer(gi))) {
+    --work_events_;
   }
 }
 
 void Simulation::DecodeJoin(uint32_t slot, double now) {
   Req& r = reqs_[slot];
   if (r.gen <= 1) {
-    r.ttst_time = now;
+    lives_[slot].ttst_time = now;
     Complete(slot, now);
     return;
   }
@@ -535,12 +576,14 @@ void Simulation::DecodeJoin(uint32_t slot, double now) {
   const double join = std::ceil(g.steps - 1e-9);
   g.heap.emplace(join + static_cast<double>(r.gen - 1), slot);
   RetimeDecode(d.group, now);
-  r.ttst_time = now + (join - g.steps + 1) * g.tau;
+  lives_[slot].ttst_time = now + (join - g.steps + 1) * g.tau;
 }
 
 void Simulation::DecodeDone(uint32_t gi, uint64_t version, double now) {
   DeGroup& g = de_groups_[gi];
-  if (version != g.version) return;  // superseded by a later retime
+  // A retime replaces the pending event (EventQueue::SetTimer), so a stale version never fires;
+  // kept as the invariant's check.
+  if (version != g.version) return;
   AdvanceDecode(g, now);
   AccumulateDecodeSeries(g, now);
   while (!g.heap.empty() && g.heap.top().first <= g.steps + 1e-6) {
@@ -555,7 +598,9 @@ void Simulation::DecodeDone(uint32_t gi, uint64_t version, double now) {
       d.flops = 0;  // no drift when empty
       d.kv_bytes = 0;
     }
-    if (r.gen > 2) metrics_.Tpot((now - r.ttst_time) / static_cast<double>(r.gen - 2));
+    if (r.gen > 2) {
+      metrics_.Tpot((now - lives_[slot].ttst_time) / static_cast<double>(r.gen - 2));
+    }
     Complete(slot, now);
   }
   RetimeDecode(gi, now);
@@ -563,18 +608,20 @@ void Simulation::DecodeDone(uint32_t gi, uint64_t version, double now) {
 
 void Simulation::Complete(uint32_t slot, double now) {
   Req& r = reqs_[slot];
-  metrics_.RequestDone(r.agent, r.arrival, r.first_token, r.ttst_time, now, r.gen);
+  const ReqLife& life = lives_[slot];
+  metrics_.RequestDone(life.agent, life.arrival, life.first_token, life.ttst_time, now, r.gen);
   DeState& d = c_.des[r.de];
   d.tokens -= r.prompt + r.gen;
   d.requests--;
-  d.hbm_free += r.de_hbm;
+  d.hbm_free += DeHbm(r);
+  driver_->DecodeEngineChanged(static_cast<uint32_t>(c_.pes.size()) + r.de);
   NextTurn(slot, now);
 }
 
 // The request in `slot` is answered (served or refused) at `now`: frees the slot and sends the
 // agent's next turn, or ends the agent.
 void Simulation::NextTurn(uint32_t slot, double now) {
-  const Req& r = reqs_[slot];
+  const ReqLife& r = lives_[slot];
   const SimAgent& a = w_.agents[r.agent % w_.agents.size()];
   const uint32_t next = r.turn + 1;
   const uint32_t agent = r.agent;
@@ -624,6 +671,7 @@ uint64_t Simulation::StartAgents() {
   }
   if (spec_.online && num_agents > 0) metrics_.SetSteadyWindow(0.5 * last_start, last_start);
   reqs_.reserve(std::min<size_t>(num_agents, 1 << 20) + 16);
+  lives_.reserve(reqs_.capacity());
   metrics_.ReserveRequests(expected_requests);
   return expected_requests;
 }
@@ -634,27 +682,34 @@ uint64_t Simulation::StartAgents() {
 // current event may push an earlier one, or grow reqs_ (a stale address is harmless to prefetch).
 void Simulation::Prefetch(const Event* next) const {
   if (next == nullptr) return;
-  const auto prefetch_req = [this](uint64_t slot) {
-    const char* p = reinterpret_cast<const char*>(&reqs_[slot]);
-    __builtin_prefetch(p);
-    __builtin_prefetch(p + sizeof(Req) - 1);
-  };
+  // Req is one aligned line; the latency record only where the handler reads it.
+  const auto prefetch_req = [this](uint64_t slot) { __builtin_prefetch(&reqs_[slot]); };
+  const auto prefetch_life = [this](uint64_t slot) { __builtin_prefetch(&lives_[slot]); };
   switch (next->kind) {
     case kReadDone:
+      prefetch_req(next->b);
+      break;
     case kDecodeJoin:
       prefetch_req(next->b);
+      prefetch_life(next->b);
       break;
     case kPrefillStep:
       for (const BatchEntry& be : pe_groups_[next->a].batch) prefetch_req(be.req);
       break;
     case kDecodeDone: {
       const DeGroup& g = de_groups_[next->a];
-      if (next->b == g.version && !g.heap.empty()) prefetch_req(g.heap.top().second);
+      if (next->b == g.version && !g.heap.empty()) {
+        prefetch_req(g.heap.top().second);
+        prefetch_life(g.heap.top().second);
+      }
       break;
     }
     case kArrive:
       __builtin_prefetch(&w_.turns[next->b]);
-      if (!free_reqs_.empty()) prefetch_req(free_reqs_.back());
+      if (!free_reqs_.empty()) {
+        prefetch_req(free_reqs_.back());
+        prefetch_life(free_reqs_.back());
+      }
       break;
     default:
       break;
@@ -719,7 +774,7 @@ Result<SimResult> Simulation::Run() {
                       " requests never ran");
   }
   SimResult result = metrics_.Collect(std::string(SystemName(spec_.system)), c_,
-                                      cost_.snic_bytes_per_s(), q_.Processed());
+                                      cost_.snic_bytes_per_s(), q_.Processed() + q_.Superseded());
   result.too_long.prefill_capacity_tokens = pe_kv_tokens_;
   result.too_long.decode_capacity_tokens = de_kv_tokens_;
   return result;

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstring>
 #include <iterator>
 #include <thread>
 #include <vector>
@@ -24,6 +25,10 @@ constexpr Nanos kRetryBackoffMin = 50 * kNanosPerMilli;
 constexpr Nanos kRetryBackoffMax = 1 * kNanosPerSecond;
 // The shortest deadline a master call's try is given, however little of the call is left.
 constexpr Nanos kMinTry = 100 * kNanosPerMilli;
+// Exists: the most calls one batch keeps in flight, and the fewest keys worth a call of their
+// own (below it a part's fixed cost, ~100 us of gRPC on each side, outweighs its lookups).
+constexpr uint32_t kMaxExistsInFlight = 64;
+constexpr size_t kMinExistsPartKeys = 128;
 
 Nanos Now() { return SteadyClock::Default().Now(); }
 
@@ -182,6 +187,10 @@ Result<std::unique_ptr<StoreClient>> StoreClient::Create(ClientOptions options) 
     return InvalidArgument(
         fmt::format("store client copy_threads {} is outside 0..256", options.copy_threads));
   }
+  if (options.exists_in_flight < 1 || options.exists_in_flight > kMaxExistsInFlight) {
+    return InvalidArgument(fmt::format("store client exists_in_flight {} is outside 1..{}",
+                                       options.exists_in_flight, kMaxExistsInFlight));
+  }
   if (options.copy_threads == 0) {
     options.copy_threads = std::min(std::max(1u, std::thread::hardware_concurrency()), 8u);
   }
@@ -235,34 +244,139 @@ Result<std::vector<ReadResult>> StoreClient::GetInto(std::span<const GetItem> it
   return out;
 }
 
+namespace {
+
+v1::ExistsRequest ExistsRequestOf(uint64_t model_fingerprint,
+                                  std::span<const kv::BlockHash> hashes) {
+  v1::ExistsRequest req;
+  req.set_model_fingerprint(model_fingerprint);
+  std::string* packed = req.mutable_hashes();
+  packed->resize(hashes.size() * sizeof(kv::BlockHash::bytes));
+  // kv::BlockHash is its 32 bytes and nothing else: the span is the packed field already.
+  static_assert(sizeof(kv::BlockHash) == sizeof(kv::BlockHash::bytes));
+  std::memcpy(packed->data(), hashes.data(), packed->size());
+  return req;
+}
+
+// Copies one answer into found[first, first + count); kInternal if it does not have one flag per
+// key.
+Status TakeExistsAnswer(const ExistsPart& part, const v1::ExistsResponse& resp,
+                        std::vector<bool>* found) {
+  if (resp.found().size() != part.count) {
+    return Internal(fmt::format("store master Exists answered {} flags for {} keys",
+                                resp.found().size(), part.count));
+  }
+  for (size_t i = 0; i < part.count; ++i) (*found)[part.first + i] = resp.found()[i] != 0;
+  return Status::Ok();
+}
+
+}  // namespace
+
+std::vector<size_t> StoreClient::Impl::ExistsInFlight(uint64_t model_fingerprint,
+                                                      std::span<const kv::BlockHash> hashes,
+                                                      std::span<const ExistsPart> parts,
+                                                      Nanos until, std::vector<bool>* found) {
+  std::vector<size_t> failed;
+  auto leader = Leader(/*refresh=*/false);
+  if (!leader.ok() || (options.skip_addr && options.skip_addr(leader->second))) {
+    for (size_t p = 0; p < parts.size(); ++p) failed.push_back(p);
+    return failed;
+  }
+  v1::StoreMaster::Stub* stub = leader->first.get();
+  // One call in flight: its context, request, answer and status live until the queue hands its
+  // tag back. Each try gets CallMaster's deadline for a first try.
+  struct Call {
+    grpc::ClientContext ctx;
+    v1::ExistsRequest req;
+    v1::ExistsResponse resp;
+    grpc::Status status;
+    std::unique_ptr<grpc::ClientAsyncResponseReader<v1::ExistsResponse>> rpc;
+  };
+  std::vector<std::unique_ptr<Call>> calls(parts.size());
+  // A queue of this call's own: the calling thread polls it in Next (with the completion-queue
+  // API, gRPC does the reads and writes of these calls on the thread that waits in Next; no
+  // thread of the client's is added), and concurrent Exists callers do not share tags.
+  grpc::CompletionQueue cq;
+  size_t next = 0, outstanding = 0;
+  auto start = [&](size_t p) {
+    auto c = std::make_unique<Call>();
+    const Nanos left = std::max(until - Now(), kMinTry);
+    c->ctx.set_deadline(std::chrono::system_clock::now() +
+                        std::chrono::nanoseconds(std::min(options.rpc_timeout, left)));
+    c->req = ExistsRequestOf(model_fingerprint, hashes.subspan(parts[p].first, parts[p].count));
+    c->rpc = stub->PrepareAsyncExists(&c->ctx, c->req, &cq);
+    c->rpc->StartCall();
+    c->rpc->Finish(&c->resp, &c->status, reinterpret_cast<void*>(p));
+    calls[p] = std::move(c);
+    ++outstanding;
+  };
+  const size_t window = std::min<size_t>(options.exists_in_flight, parts.size());
+  while (next < window) start(next++);
+  bool suspect = false;
+  void* tag = nullptr;
+  bool ok = false;
+  while (outstanding > 0 && cq.Next(&tag, &ok)) {
+    --outstanding;
+    const size_t p = reinterpret_cast<size_t>(tag);
+    Call& c = *calls[p];
+    Status s = ok ? FromGrpc(c.status, fmt::format("store master Exists at {}", leader->second))
+                  : Unavailable("store master Exists: the call's completion failed");
+    if (s.ok()) s = TakeExistsAnswer(parts[p], c.resp, found);
+    if (!s.ok()) {
+      // Tried again through CallMaster, with its retries; an error a leader change explains
+      // makes that look in etcd first (as CallMaster's own second try would).
+      suspect = suspect || RetryableMasterError(s);
+      failed.push_back(p);
+    }
+    calls[p].reset();
+    if (next < parts.size()) start(next++);
+  }
+  cq.Shutdown();
+  while (cq.Next(&tag, &ok)) {
+  }
+  if (suspect) MarkLeaderSuspect();
+  return failed;
+}
+
 Result<ExistsReply> StoreClient::Exists(uint64_t model_fingerprint,
                                         std::span<const kv::BlockHash> hashes) {
   if (hashes.empty()) return InvalidArgument("store exists: no keys");
+  const size_t n = hashes.size();
+  // Equal parts: enough of them that none exceeds kMaxBatchKeys (docs/store.md "Message
+  // limits"), and with more than one call in flight, up to exists_in_flight parts of at least
+  // kMinExistsPartKeys keys each.
+  const size_t by_limit = (n + kMaxBatchKeys - 1) / kMaxBatchKeys;
+  const size_t by_flight = std::min<size_t>(impl_->options.exists_in_flight,
+                                            (n + kMinExistsPartKeys - 1) / kMinExistsPartKeys);
+  const size_t num_parts = std::max(by_limit, by_flight);
+  const size_t part_keys = (n + num_parts - 1) / num_parts;
+  std::vector<ExistsPart> parts;
+  for (size_t first = 0; first < n; first += part_keys) {
+    parts.push_back(ExistsPart{first, std::min(part_keys, n - first)});
+  }
   ExistsReply out;
-  out.found.reserve(hashes.size());
-  for (size_t i = 0; i < hashes.size(); i += kMaxBatchKeys) {
-    const std::span<const kv::BlockHash> part =
-        hashes.subspan(i, std::min(kMaxBatchKeys, hashes.size() - i));
-    v1::ExistsRequest req;
-    req.set_model_fingerprint(model_fingerprint);
-    std::string* packed = req.mutable_hashes();
-    packed->reserve(part.size() * sizeof(kv::BlockHash::bytes));
-    for (const kv::BlockHash& h : part) {
-      packed->append(reinterpret_cast<const char*>(h.bytes.data()), h.bytes.size());
-    }
+  out.found.assign(n, false);
+  const Nanos until = Now() + impl_->options.retry_deadline;
+  std::vector<size_t> sync_parts;
+  if (impl_->options.exists_in_flight > 1 && parts.size() > 1) {
+    sync_parts = impl_->ExistsInFlight(model_fingerprint, hashes, parts, until, &out.found);
+  } else {
+    for (size_t p = 0; p < parts.size(); ++p) sync_parts.push_back(p);
+  }
+  // One call after another, each retried across leader changes (CallMaster): every part with one
+  // call in flight, and the parts whose try in flight failed.
+  for (size_t p : sync_parts) {
+    const v1::ExistsRequest req =
+        ExistsRequestOf(model_fingerprint, hashes.subspan(parts[p].first, parts[p].count));
     v1::ExistsResponse resp;
     RETURN_IF_ERROR(impl_->CallMaster("Exists", Now() + impl_->options.retry_deadline,
                                       [&](v1::StoreMaster::Stub* stub, grpc::ClientContext* ctx) {
                                         return stub->Exists(ctx, req, &resp);
                                       }));
-    if (resp.found().size() != part.size()) {
-      return Internal(fmt::format("store master Exists answered {} flags for {} keys",
-                                  resp.found().size(), part.size()));
-    }
-    for (char c : resp.found()) out.found.push_back(c != 0);
+    RETURN_IF_ERROR(TakeExistsAnswer(parts[p], resp, &out.found));
   }
   // The leading hits of the whole batch (each call's answer counts only its own part).
-  while (out.prefix_hits < out.found.size() && out.found[out.prefix_hits]) ++out.prefix_hits;
+  while (out.prefix_hits < n && out.found[out.prefix_hits]) ++out.prefix_hits;
   return out;
 }
 

@@ -16,9 +16,11 @@
 #include <memory>
 #include <mutex>
 #include <set>
+#include <span>
 #include <string>
 #include <thread>
 #include <unordered_map>
+#include <vector>
 
 #include "dualpath/coord/leader_election.h"
 #include "dualpath/store/client.h"
@@ -26,6 +28,12 @@
 #include "store/node_shm.h"
 
 namespace dualpath::store {
+
+// One part of an Exists batch (client.cc): keys [first, first + count) of the caller's hashes.
+struct ExistsPart {
+  size_t first = 0;
+  size_t count = 0;
+};
 
 // A connected node: its transfer peer and its DRAM tier region as it advertised it.
 struct ClientPeer {
@@ -89,6 +97,14 @@ struct StoreClient::Impl {
   // Runs one master RPC, retrying (see client.h) until `until` (steady clock).
   using RpcFn = std::function<grpc::Status(v1::StoreMaster::Stub*, grpc::ClientContext*)>;
   Status CallMaster(std::string_view rpc, Nanos until, const RpcFn& fn);
+  // Sends the Exists parts of `hashes` to the cached leader with up to options.exists_in_flight
+  // calls in flight, each tried once, writing the answers into `found`; returns the indices of
+  // the parts that failed (all of them when no leader is known or it is skipped), for CallMaster
+  // to retry one by one. Thread-safe (its calls and completion queue are its own).
+  std::vector<size_t> ExistsInFlight(uint64_t model_fingerprint,
+                                     std::span<const kv::BlockHash> hashes,
+                                     std::span<const ExistsPart> parts, Nanos until,
+                                     std::vector<bool>* found);
   void Count(const std::function<void(ClientStats&)>& f) {
     std::lock_guard lock(stats_mu);
     f(stats);

@@ -32,6 +32,8 @@ namespace pb = ::dualpath::store::v1;
 namespace {
 
 constexpr std::string_view kMemberPrefix = "store-node-";
+// Idle handler threads the master keeps (MasterServer::Start: no thread made per burst of calls).
+constexpr int kMasterPollers = 16;
 
 Result<ObjectKey> KeyFromProto(const pb::ObjectKey& k) {
   if (k.hash().size() != 32) {
@@ -810,6 +812,14 @@ Result<std::unique_ptr<MasterServer>> MasterServer::Start(MasterServerOptions op
 
   grpc::ServerBuilder builder;
   builder.SetMaxSendMessageSize(-1);
+  // The sync server's pool keeps at most MAX_POLLERS idle threads (gRPC's default: 2) and makes a
+  // new one whenever the last idle one takes a call. A client with several calls in flight (an
+  // Exists sent in parts, StoreClient::ExistsInFlight) then made and joined threads on every
+  // batch: ~1 ms of CPU per 1,000-key Exists, 2.5x the calls themselves. Idle threads wait on
+  // the queue and cost nothing; kMasterPollers of them answer kMaxExistsInFlight-sized bursts of
+  // a few clients without a thread's birth.
+  builder.SetSyncServerOption(grpc::ServerBuilder::SyncServerOption::MIN_POLLERS, 2);
+  builder.SetSyncServerOption(grpc::ServerBuilder::SyncServerOption::MAX_POLLERS, kMasterPollers);
   builder.RegisterService(&m);
   // Requests are bounded (store/types.h: kMaxMasterRequestBytes); answers are not (a Get of a
   // whole batch names every replica and node).

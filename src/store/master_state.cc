@@ -364,9 +364,60 @@ void MasterState::Impl::ReleasePinRef(ObjIndex o) {
 ExistsResult MasterState::Impl::Exists(std::span<const ObjectKey> keys) const {
   ExistsResult out;
   out.found.resize(keys.size());
+  // A hit costs two dependent cache misses against millions of objects (the table slot, then the
+  // record it names) and a miss one; looked up one at a time, a 1,000-key batch waits them out in
+  // turn (~150 ns a hit). So the batch is a three-stage pipeline: key i + 2D's slot is prefetched,
+  // key i + D's slot (in cache by now) yields its candidate record, which is prefetched, and key i
+  // is decided on lines already loaded. Every stage reads only; answers are Find's exactly.
+  constexpr size_t kDistance = 8;
+  const size_t n = keys.size();
+  // Per-key table hash and candidate (a ring of 2D + 1 entries would do; the batch is bounded by
+  // kMaxBatchKeys, and a vector per call is one allocation).
+  std::vector<std::pair<uint64_t, ObjIndex>> probe(n);
+  // Nearly every batch names one model: its fingerprint is looked up once, not per key.
+  uint64_t last_fp = 0;
+  uint32_t last_model = 0;
+  bool last_known = false, have_last = false;
+  auto model_of = [&](uint64_t fp, uint32_t* model) {
+    if (!have_last || fp != last_fp) {
+      auto m = model_index_.find(fp);
+      have_last = true;
+      last_fp = fp;
+      last_known = m != model_index_.end();
+      if (last_known) last_model = m->second;
+    }
+    *model = last_model;
+    return last_known;
+  };
+  auto stage_prefetch = [&](size_t j) {
+    probe[j].first = HashOf(keys[j]);
+    index_.Prefetch(probe[j].first);
+  };
+  auto stage_candidate = [&](size_t j) {
+    const ObjIndex c = index_.Candidate(probe[j].first);
+    probe[j].second = c;
+    if (c != kNoObject) {
+      // A record is 80 bytes: its hash and state may straddle two lines.
+      const char* rec = reinterpret_cast<const char*>(&Obj(c));
+      __builtin_prefetch(rec);
+      __builtin_prefetch(rec + sizeof(Object) - 1);
+    }
+  };
+  for (size_t j = 0; j < std::min(n, 2 * kDistance); ++j) stage_prefetch(j);
+  for (size_t j = 0; j < std::min(n, kDistance); ++j) stage_candidate(j);
   bool prefix = true;
-  for (size_t i = 0; i < keys.size(); ++i) {
-    const ObjIndex o = Find(keys[i]);
+  for (size_t i = 0; i < n; ++i) {
+    if (i + 2 * kDistance < n) stage_prefetch(i + 2 * kDistance);
+    if (i + kDistance < n) stage_candidate(i + kDistance);
+    const ObjectKey& key = keys[i];
+    uint32_t model = 0;
+    ObjIndex o = kNoObject;
+    const ObjIndex c = probe[i].second;
+    if (c != kNoObject && model_of(key.model_fingerprint, &model)) {
+      const Object& rec = Obj(c);
+      // The candidate is the key's record, or a tag collision: then Find probes on past it.
+      o = rec.model == model && rec.hash == key.hash ? c : Find(key);
+    }
     const bool hit = o != kNoObject && Obj(o).st() == ObjectState::kCommitted;
     out.found[i] = hit ? 1 : 0;
     prefix = prefix && hit;

@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <map>
 #include <set>
+#include <span>
 #include <vector>
 
 #include "store/test_util.h"
@@ -176,6 +177,71 @@ TEST_F(MasterTest, ExistsCountsTheHitPrefix) {
   EXPECT_EQ(m_->Exists({}).prefix_hits, 0u);
   // Exists pins nothing.
   EXPECT_EQ(m_->Stats().pins, 0u);
+}
+
+// Exists answers a batch through a prefetch pipeline (the table's candidate for a key, confirmed
+// against its record; master_state.cc): its answers must be exactly the per-key truth, also where
+// two keys share the table hash and tag (same first 8 bytes and model: the first candidate is the
+// other key's record), for keys of a second or unknown model, pending keys, and batches shorter
+// and longer than the pipeline's depth.
+TEST_F(MasterTest, ExistsBatchAnswersEveryKeyThroughCollisionsAndModels) {
+  AddNode(1, 4096);
+  constexpr uint64_t kOther = 0xBEEF;
+  auto twin = [](uint64_t i) {  // the same table hash and tag as MakeKey(i), another key
+    ObjectKey k = MakeKey(i);
+    k.hash.bytes[31] ^= 0x5A;
+    return k;
+  };
+  std::vector<ObjectKey> keys;
+  std::vector<uint8_t> want;
+  auto commit = [&](const ObjectKey& k) {
+    auto t = m_->PutStart(k, kBlock, PutOptions{});
+    ASSERT_TRUE(t.ok()) << t.status().ToString();
+    ASSERT_TRUE(m_->PutCommit(t->id, 7).ok());
+  };
+  for (uint64_t i = 0; i < 120; ++i) {
+    switch (i % 6) {
+      case 0:  // committed
+        commit(MakeKey(i));
+        break;
+      case 1:  // its twin committed, the key itself absent: the candidate is the twin's record
+        commit(twin(i));
+        break;
+      case 2:  // both committed, the key first: the twin's candidate is the key's record
+        commit(MakeKey(i));
+        commit(twin(i));
+        break;
+      case 3:  // pending: not a hit
+        ASSERT_TRUE(m_->PutStart(MakeKey(i), kBlock, PutOptions{}).ok());
+        break;
+      case 4:  // committed under another model only
+        commit(MakeKey(i, kOther));
+        break;
+      default:  // absent
+        break;
+    }
+    keys.push_back(MakeKey(i));
+    want.push_back(i % 6 == 0 || i % 6 == 2);
+    keys.push_back(twin(i));
+    want.push_back(i % 6 == 1 || i % 6 == 2);
+    keys.push_back(MakeKey(i, kOther));
+    want.push_back(i % 6 == 4);
+    keys.push_back(MakeKey(i, 0xDEAD));  // a model the master has never seen
+    want.push_back(0);
+  }
+  // Every length from 1 to past the pipeline's depth, from every offset class, and the whole.
+  for (size_t len : {size_t{1}, size_t{2}, size_t{7}, size_t{8}, size_t{9}, size_t{16}, size_t{17},
+                     size_t{33}, keys.size()}) {
+    for (size_t first = 0; first + len <= keys.size(); first += std::max<size_t>(len, 5)) {
+      const std::span<const ObjectKey> part(keys.data() + first, len);
+      ExistsResult r = m_->Exists(part);
+      const std::vector<uint8_t> expect(want.begin() + first, want.begin() + first + len);
+      ASSERT_EQ(r.found, expect) << "batch of " << len << " from " << first;
+      size_t prefix = 0;
+      while (prefix < len && expect[prefix]) ++prefix;
+      ASSERT_EQ(r.prefix_hits, prefix) << "batch of " << len << " from " << first;
+    }
+  }
 }
 
 TEST_F(MasterTest, WatermarkEvictionIsLeastRecentlyUsedFirst) {

@@ -84,6 +84,28 @@ TEST_F(StoreNodeMasterTest, RoundTripAndTheStandbyServesEverythingAfterTheLeader
   auto remote = NewStoreClient("", 2);
   ASSERT_NE(remote, nullptr);
   PutAll(*remote, 0, 5);
+  // A client sending Exists as 4 parts in flight, which caches A as the leader now.
+  auto parts = NewStoreClient("", 1, 0, /*exists_in_flight=*/4);
+  ASSERT_NE(parts, nullptr);
+  std::vector<kv::BlockHash> probe;  // 1,000 keys: parts of 250, hits at 0..4 of every 10
+  for (uint32_t i = 0; i < 1000; ++i) {
+    ObjectKey k = Key(i % 10);
+    if (i % 10 >= 5) k.hash.bytes[31] ^= 0x77;  // never stored
+    probe.push_back(k.hash);
+  }
+  auto expect_probe = [&](const ExistsReply& r, uint32_t stored) {
+    ASSERT_EQ(r.found.size(), probe.size());
+    for (uint32_t i = 0; i < probe.size(); ++i) {
+      ASSERT_EQ(r.found[i], i % 10 < stored) << "key " << i;
+    }
+    EXPECT_EQ(r.prefix_hits, stored);
+  };
+  auto before = parts->Exists(Key(0).model_fingerprint, probe);
+  ASSERT_TRUE(before.ok()) << before.status().ToString();
+  expect_probe(*before, 5);
+  auto one_call = remote->Exists(Key(0).model_fingerprint, probe);  // the same, as one call
+  ASSERT_TRUE(one_call.ok()) << one_call.status().ToString();
+  EXPECT_EQ(one_call->found, before->found);
   EXPECT_EQ(Objects(a), 5u);
   // The leader recorded every commit on both nodes before it answered.
   EXPECT_EQ(n1->Replicas().size(), 5u);
@@ -129,6 +151,12 @@ TEST_F(StoreNodeMasterTest, RoundTripAndTheStandbyServesEverythingAfterTheLeader
   EXPECT_EQ(after.results[4].status.code(), Code::kNotFound);  // removed stays removed
   EXPECT_GT(remote->Stats().retries, retries);
   EXPECT_EQ(remote->leader(), b->address());
+  // The parts in flight go to the dead A first, fail, and are answered by B through CallMaster's
+  // retries, in order: keys 0..3 (4 was removed).
+  auto after_parts = parts->Exists(Key(0).model_fingerprint, probe);
+  ASSERT_TRUE(after_parts.ok()) << after_parts.status().ToString();
+  expect_probe(*after_parts, 4);
+  EXPECT_EQ(parts->leader(), b->address());
   // And writes go on.
   PutAll(*remote, 10, 2);
   Read more = GetAll(*local, 10, 2);

@@ -159,7 +159,8 @@ class StoreEtcdFixture : public ::testing::Test {
 
   // host: "" never matches a node (remote reads only); "host-N": beside node N.
   std::unique_ptr<StoreClient> NewStoreClient(const std::string& host, uint32_t replicas,
-                                              uint32_t local_node = 0) {
+                                              uint32_t local_node = 0,
+                                              uint32_t exists_in_flight = 1) {
     ClientOptions o;
     o.cluster = kCluster;
     o.etcd = Etcd();
@@ -170,6 +171,7 @@ class StoreEtcdFixture : public ::testing::Test {
     o.transfer.ucx_tls = "tcp";
     o.replicas = replicas;
     o.staging_bytes = 64 << 10;  // small: the staging buffer must grow for a batch
+    o.exists_in_flight = exists_in_flight;
     auto c = StoreClient::Create(o);
     EXPECT_TRUE(c.ok()) << c.status().ToString();
     return c.ok() ? std::move(c).value() : nullptr;

@@ -42,6 +42,24 @@ class ObjectTable {
     }
   }
 
+  // Batch lookups (MasterState's Exists) overlap the cache misses of many keys instead of waiting
+  // out each one: Prefetch(h) starts loading h's home slot; Candidate(h), once that line is in,
+  // probes the table alone and answers the first entry whose tag matches (kNone when the probe
+  // meets an empty slot first: certainly absent), whose record the caller prefetches in turn. A
+  // candidate is only likely: the caller confirms it with eq and, when eq says no (a 32-bit tag
+  // collision), asks Find, which goes on past it.
+  void Prefetch(uint64_t h) const {
+    if (capacity_ != 0) __builtin_prefetch(&slots_[h & mask_]);
+  }
+  uint32_t Candidate(uint64_t h) const {
+    if (capacity_ == 0) return kNone;
+    const uint32_t tag = Tag(h);
+    for (size_t i = h & mask_;; i = (i + 1) & mask_) {
+      const Slot& s = slots_[i];
+      if (s.index == kNone || s.tag == tag) return s.index;
+    }
+  }
+
   // Adds `index` under hash h (the caller checked that its key is absent). hash_of(index) gives
   // any entry's hash back, for a rehash.
   template <typename HashOf>

@@ -9,17 +9,29 @@
 // engine group index, ...). Time never goes backwards: Push() of a time before Now() is an
 // invariant violation (checked).
 //
-// Layout: a 4-ary min-heap over one flat vector of 32-byte records (no allocation per event once
-// the vector has grown; a node's four children share two cache lines, and the heap is half as
-// deep as a binary one). (time, seq) is a total order, so the pop order is the same as any other
-// correct priority queue's: the binary std::push_heap queue this replaced pops the same sequence
-// (event_queue_test.cc checks both side by side on random inputs; bench/sim compares speed).
+// Two stores, one order:
+// - Push(): a 4-ary min-heap over one flat vector of 32-byte records (no allocation per event once
+//   the vector has grown; a node's four children share two cache lines, and the heap is half as
+//   deep as a binary one).
+// - SetTimer(): keyed timers, at most one pending event per timer id (in the simulator: a prefill
+//   group's forward end, a decode group's next completion). Setting a pending timer again
+//   replaces its event; the replaced one is never popped but counted in Superseded(): it is the
+//   event a plain queue would have popped later and ignored (the simulator's superseded decode
+//   completions, pushed anew on every join and completion, went through the heap only to be
+//   dropped). The timers sit in a tournament tree over the ids (a fixed array; an update walks
+//   one leaf-to-root path), so they never touch the heap. Meant for a few dozen timers: the walk
+//   grows with log2 of the count, and 144 more (the simulator's fetch ticks) made a run slower.
+// Both draw the sequence number from one counter, and Pop() takes the earlier of the two fronts
+// by (time, seq): a total order, so the pop order is the same as one priority queue holding every
+// event (minus the superseded ones). event_queue_test.cc checks this against the binary
+// std::push_heap queue this replaced, on random inputs; bench/sim compares speed.
 //
 // Thread safety: none; one simulation runs on one thread.
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
+#include <limits>
 #include <vector>
 
 namespace dualpath::sim {
@@ -36,17 +48,33 @@ class EventQueue {
  public:
   // Schedules an event. Precondition: time >= Now().
   void Push(double time, uint32_t kind, uint32_t a = 0, uint64_t b = 0);
-  bool Empty() const { return heap_.empty(); }
-  size_t Size() const { return heap_.size(); }
+  // Timer ids are 0..timers-1; call before the first SetTimer (drops any pending timers).
+  void ResizeTimers(size_t timers);
+  // Schedules timer `timer`'s event, replacing (superseding) a pending one. Takes the next
+  // sequence number, as Push() does. Precondition: time >= Now(), timer < the ResizeTimers size.
+  void SetTimer(uint32_t timer, double time, uint32_t kind, uint32_t a = 0, uint64_t b = 0);
+  // Drops timer `timer`'s pending event (superseded); returns whether there was one.
+  bool CancelTimer(uint32_t timer);
+  bool TimerPending(uint32_t timer) const { return match_[leaves_ + timer].time != kNever; }
+  bool Empty() const { return heap_.empty() && timers_pending_ == 0; }
+  // Pending events, timers included.
+  size_t Size() const { return heap_.size() + timers_pending_; }
   // Removes and returns the earliest event and advances Now() to its time. Precondition: !Empty().
   Event Pop();
   // The event Pop() would return next, or nullptr when empty (lets the caller prefetch what the
   // next event will touch).
-  const Event* Peek() const { return heap_.empty() ? nullptr : heap_.data(); }
+  const Event* Peek() const {
+    const Event* t = TimerFront();
+    if (heap_.empty()) return t;
+    if (t != nullptr && EarlierKey(match_[1], heap_.front())) return t;
+    return heap_.data();
+  }
   // Time of the last popped event (0 before the first).
   double Now() const { return now_; }
   // Events popped so far.
   uint64_t Processed() const { return processed_; }
+  // Timer events replaced or cancelled before they were due.
+  uint64_t Superseded() const { return superseded_; }
 
  private:
   static constexpr size_t kArity = 4;
@@ -54,9 +82,39 @@ class EventQueue {
   static bool Earlier(const Event& x, const Event& y) {
     return x.time < y.time || (x.time == y.time && x.seq < y.seq);
   }
+  // A tournament-tree entry: the (time, seq) key of the earliest pending timer below the node,
+  // and which timer that is. A leaf with nothing pending holds time kNever, which loses every
+  // match (a pending event's time is finite).
+  struct Match {
+    double time;
+    uint64_t seq;
+    uint64_t timer;
+    uint64_t pad;  // 32 bytes: a node's two children share one cache line
+  };
+  static constexpr double kNever = std::numeric_limits<double>::infinity();
+  static bool EarlierKey(const Match& x, const Event& y) {
+    return x.time < y.time || (x.time == y.time && x.seq < y.seq);
+  }
+  // Replays the matches on `timer`'s path to the root after its leaf changed. Branch-free: which
+  // child wins is data, not control flow (the branchy version mispredicted on most levels and
+  // cost more than the heap operations it saved).
+  void UpdateTimer(uint32_t timer);
+  const Event* TimerFront() const {
+    if (timers_pending_ == 0) return nullptr;
+    return &timer_ev_[match_[1].timer];
+  }
+
   std::vector<Event> heap_;
+  // Tournament tree: match_[1..leaves_-1] each match's winner, match_[leaves_ + t] timer t's own
+  // key; leaves_ is the timer count rounded up to a power of two (at least 2; the padding leaves
+  // are never pending).
+  size_t leaves_ = 0;
+  std::vector<Match> match_;
+  std::vector<Event> timer_ev_;
+  size_t timers_pending_ = 0;
   uint64_t next_seq_ = 0;
   uint64_t processed_ = 0;
+  uint64_t superseded_ = 0;
   double now_ = 0;
 };
 

@@ -81,6 +81,14 @@ struct ClientOptions {
   // staging buffer, the checksums of remote puts and gets), the calling thread included, for
   // batches of at least 4 MiB. 0: the machine's hardware threads, at most 8 (KVStore's rule).
   unsigned copy_threads = 0;
+  // Master calls one Exists keeps in flight at once (1..64). 1 (the default): one call per
+  // kMaxBatchKeys keys, one after another. More: a batch of n keys goes as
+  // min(exists_in_flight, ceil(n / 128)) calls of equal parts (more when a part would exceed
+  // kMaxBatchKeys), sent together on the leader's channel from the calling thread and answered in
+  // order, so the parts' round trips overlap each other and the master's lookups. Each extra call
+  // costs ~100 us of CPU across client and master, so it pays only where both have idle cores
+  // (docs/store.md "Exists over gRPC": on the shared 2-core VM it did not).
+  uint32_t exists_in_flight = 1;
   // Asked before each transfer to a node, with the node's transfer address, and before each call
   // to the leader master, with its address (host:port): true skips it as unreachable instead of
   // waiting for a connect, the transfer engine's peer timeout or the call's deadline. A skipped
