@@ -29,6 +29,7 @@ by scripts/setup.sh, not part of CI), builds the dualpath wheel into it, and sta
 itself (ports picked by the OS; logs and scratch under $TMPDIR/peer-bench-<pid>).
 
   bench/python/peer_bench.py [--reps 7] [--warmup 2] [--no-install] [--json out.json]
+                             [--writers mc-A,dpcl-A] [--sizes 1M]   (some rows alone)
   bench/python/peer_bench.py --smoke         dualpath only, small batches, 2 rounds: no Mooncake
 
 Environment: DP_BIN (the `dualpath` binary; default build/release/bin/dualpath, else
@@ -40,6 +41,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import resource
 import select
 import shutil
 import signal
@@ -143,6 +145,15 @@ def open_store(cfg):
     return Dualpath()
 
 
+def usage(r0):
+    """The worker process's CPU seconds (all its threads) and minor page faults since r0: what
+    one call cost this client, which the load of a shared machine does not scale as it does the
+    wall-clock time (the master and node processes are not counted, on either side)."""
+    r1 = resource.getrusage(resource.RUSAGE_SELF)
+    return {"cpu": r1.ru_utime + r1.ru_stime - r0.ru_utime - r0.ru_stime,
+            "minflt": r1.ru_minflt - r0.ru_minflt}
+
+
 def worker(cfg):
     import hashlib
 
@@ -177,17 +188,19 @@ def worker(cfg):
             elif op == "put":
                 stamp(src, count, size, req["round"], req["salt"])
                 ptrs = [src.ctypes.data + i * size for i in range(count)]
-                t = time.perf_counter()
+                r0, t = resource.getrusage(resource.RUSAGE_SELF), time.perf_counter()
                 ok = store.put(keys, ptrs, [size] * count)
                 out["t"] = time.perf_counter() - t
+                out.update(usage(r0))
                 out["ok"] = all(ok)
             else:
                 # A get that writes nothing cannot pass on an earlier round's bytes.
                 dst[::4096] = 0xA5
                 ptrs = [dst.ctypes.data + i * size for i in range(count)]
-                t = time.perf_counter()
+                r0, t = resource.getrusage(resource.RUSAGE_SELF), time.perf_counter()
                 ok = store.get(keys, ptrs, [size] * count)
                 out["t"] = time.perf_counter() - t
+                out.update(usage(r0))
                 stamp(src, count, size, req["round"], req["salt"])  # what the writer put
                 out["ok"] = all(ok) and bool(np.array_equal(src, dst))
         elif op == "exists_setup":
@@ -360,6 +373,8 @@ EXISTS_ROWS = [
 def run(a, logs):
     sizes = ({"256K": (16, 256 << 10), "1M": (4, 1 << 20)} if a.smoke else
              {"256K": (256, 256 << 10), "1M": (64, 1 << 20)})
+    if a.sizes:
+        sizes = {k: v for k, v in sizes.items() if k in a.sizes}
     dp_bin = os.environ.get("DP_BIN") or next(
         (p for p in (os.path.join(ROOT, "build", b, "bin", "dualpath") for b in ("release", "dev"))
          if os.access(p, os.X_OK)), "")
@@ -394,8 +409,17 @@ def run(a, logs):
         readers["dpkv-A"] = ["dpkv-B"]
         readers["dpcl-A"] = ["dpcl-B"]
         salt = {w: i + 1 for i, w in enumerate(workers)}
+        if a.writers:
+            # One pair of rows alone (e.g. --writers mc-A,dpcl-A --sizes 1M): the same rounds,
+            # fewer workers in them.
+            unknown = set(a.writers) - set(writers)
+            if unknown:
+                raise SystemExit(f"peer_bench: --writers: {', '.join(sorted(unknown))} not among "
+                                 f"{', '.join(writers)}")
+            writers = [w for w in writers if w in a.writers]
 
         times = {}  # "op/worker/size" -> [seconds per timed round]
+        usages = {}  # "op/worker/size" -> [(CPU seconds, minor faults) per timed round]
 
         def cycle(w, size, rnd, tag, record):
             put = workers[w].call(op="put", tag=tag, size=size, round=rnd, salt=salt[w])
@@ -410,12 +434,14 @@ def run(a, logs):
                                        f"bytes in round {rnd}")
             if record:
                 times.setdefault(f"put/{w}/{size}", []).append(put["t"])
+                usages.setdefault(f"put/{w}/{size}", []).append((put["cpu"], put["minflt"]))
                 for r, g in got:
                     times.setdefault(f"get/{r}/{size}", []).append(g["t"])
+                    usages.setdefault(f"get/{r}/{size}", []).append((g["cpu"], g["minflt"]))
 
         # Untimed: touch every page of each segment, pool and tier once, as a running cache has.
         for j in range(0 if a.smoke else (SEGMENT >> 20) // 64 + 4):
-            size = "1M" if j % 2 else "256K"
+            size = list(sizes)[j % len(sizes)]
             for w in writers:
                 cycle(w, size, 100000 + j, f"prefill{j}-{w}", False)
         for rnd in range(a.warmup + a.reps):
@@ -426,14 +452,14 @@ def run(a, logs):
             loads.append(os.getloadavg())
             print(f"round {rnd} done, load {loads[-1][0]:.2f}", flush=True)
 
-        ex_workers = [w for w in ("mc-A", "dpkv-A", "dpcl-A") if w in workers]
+        ex_workers = [w for w in ("mc-A", "dpkv-A", "dpcl-A") if w in workers and not a.writers]
         for w in ex_workers:
             if not workers[w].call(op="exists_setup")["ok"]:
                 raise RuntimeError(f"{w}: exists setup put failed")
         variants = [(w, k) for w in ex_workers for k in (("str",) if w.startswith("mc") else
                                                          ("str", "b32"))]
         ex_times = {}  # "worker/keys" -> [[seconds per call] per round]
-        for rnd in range(1 + a.reps):
+        for rnd in range(1 + a.reps if variants else 0):
             for w, k in variants[rnd % len(variants):] + variants[:rnd % len(variants)]:
                 res = workers[w].call(op="exists", keys=k)
                 if not res["ok"]:
@@ -448,7 +474,7 @@ def run(a, logs):
             p.stop()
         if os.path.exists(pool):
             os.unlink(pool)
-    return sizes, times, ex_times, loads
+    return sizes, times, usages, ex_times, loads
 
 
 def main():
@@ -460,16 +486,22 @@ def main():
     ap.add_argument("--no-install", action="store_true",
                     help="use .venv-bench as it is (no venv update, no wheel build)")
     ap.add_argument("--json", help="write the raw times and the table here")
+    ap.add_argument("--writers", type=lambda v: v.split(","),
+                    help="only these writers' rounds (comma list of mc-A, mc-T, dpkv-A, dpcl-A, "
+                         "dpcl-T; their readers too) and no exists rows")
+    ap.add_argument("--sizes", type=lambda v: v.split(","), help="only these sizes: 256K, 1M")
     a = ap.parse_args()
     if a.smoke:
         a.reps, a.warmup = 2, 0
     if not 1 <= a.reps <= 1000 or not 0 <= a.warmup <= 100:
         ap.error("--reps must be in [1, 1000] and --warmup in [0, 100]")
+    if a.sizes and not set(a.sizes) <= {"256K", "1M"}:
+        ap.error("--sizes takes 256K and/or 1M")
     if not a.no_install:
         install()
     logs = os.path.join(os.environ.get("TMPDIR", "/tmp"), f"peer-bench-{os.getpid()}")
     os.makedirs(logs, exist_ok=True)
-    sizes, times, ex_times, loads = run(a, logs)
+    sizes, times, usages, ex_times, loads = run(a, logs)
 
     def ratios(dp, mc):
         # Speed ratio per round: Mooncake's time over dualpath's.
@@ -507,16 +539,21 @@ def main():
         mk = statistics.median(EX_KEYS / t / 1e6 for t in m)
         lines.append(f"| {title} | {statistics.median(r):.2f} ({min(r):.2f}-{max(r):.2f}) | "
                      f"{dk:.2f} | {mk:.2f} |")
-    lines += ["", "absolute GB/s (median over rounds):"]
+    lines += ["", "per call, median over rounds: GB/s (wall), the client process's CPU ms (all its "
+              "threads) and minor page faults; per-round wall times in ms:"]
     for key, ts in sorted(times.items()):
         op, w, name = key.split("/")
         count, size = sizes[name]
         gbps = statistics.median(count * size / t / 1e9 for t in ts)
-        lines.append(f"  {op:3s} {w:7s} {name:4s} {gbps:6.2f}")
+        cpu = statistics.median(u[0] for u in usages[key]) * 1e3
+        flt = statistics.median(u[1] for u in usages[key])
+        rounds = " ".join(f"{t * 1e3:.0f}" for t in ts)
+        lines.append(f"  {op:3s} {w:7s} {name:4s} {gbps:6.2f} GB/s {cpu:7.1f} CPU-ms {flt:7.0f} "
+                     f"faults | {rounds}")
     print("\n".join(lines))
     if a.json:
         with open(a.json, "w") as f:
-            json.dump({"loads": loads, "times": times, "exists": ex_times, "ratios": table,
+            json.dump({"loads": loads, "times": times, "usages": usages, "exists": ex_times, "ratios": table,
                        "markdown": "\n".join(lines)}, f, indent=1)
 
 

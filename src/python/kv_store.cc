@@ -41,7 +41,8 @@ KvStore::KvStore(const KvStoreOptions& options) : options_(options) {
 
 template <typename Fn>
 void KvStore::ForEachParallel(size_t n, uint64_t bytes, Fn&& fn) const {
-  ParallelFor(n, bytes < kParallelCopyBytes ? 1 : copy_threads_, std::forward<Fn>(fn));
+  ParallelFor(n, bytes < kParallelCopyBytes ? 1 : ThreadsForIdleCpus(copy_threads_),
+              std::forward<Fn>(fn));
 }
 KvStore::~KvStore() { Close(); }
 

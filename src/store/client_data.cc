@@ -103,7 +103,7 @@ std::byte* TierBytes(const ShmTier& tier, uint64_t offset) {
 void RunPasses(const ClientOptions& options, std::vector<Pass>& passes) {
   uint64_t bytes = 0;
   for (const Pass& p : passes) bytes += p.len;
-  const size_t threads = bytes < kParallelPassBytes ? 1 : options.copy_threads;
+  const size_t threads = bytes < kParallelPassBytes ? 1 : ThreadsForIdleCpus(options.copy_threads);
   ParallelFor(passes.size(), threads, [&](size_t k) {
     Pass& p = passes[k];
     if (p.dst == nullptr) {
@@ -169,6 +169,16 @@ bool StoreClient::Impl::IsLocal(const v1::NodeEndpoint& ep) const {
 
 ShmTier* StoreClient::Impl::LocalTier(const v1::NodeEndpoint& ep) {
   if (!IsLocal(ep)) return nullptr;
+  // Checked already for this master answer (the same endpoint): no second stat of the path.
+  if (auto checked = tier_checks.find(ep.node()); checked != tier_checks.end()) {
+    return checked->second;
+  }
+  ShmTier* tier = LocalTierChecked(ep);
+  tier_checks.emplace(ep.node(), tier);
+  return tier;
+}
+
+ShmTier* StoreClient::Impl::LocalTierChecked(const v1::NodeEndpoint& ep) {
   auto it = mappings.find(ep.node());
   // A restarted node made a new file (a new incarnation): map that one, once it is verified.
   if (it != mappings.end() &&
@@ -303,6 +313,7 @@ Result<std::vector<Status>> StoreClient::Impl::PutLocked(std::span<const PutItem
       break;
     }
     const auto endpoints = EndpointMap(started.nodes());
+    ForgetTierChecks();  // this answer's endpoints: each same-host tier checked once
 
     // Plan the writes: shm copies now, transfer puts per node (from the caller's registered
     // memory, else from one staging copy of the item shared by its replicas).
@@ -497,6 +508,7 @@ Result<std::vector<ReadResult>> StoreClient::Impl::GetLocked(std::span<const Get
                                 resp.objects_size(), items.size()));
   }
   const auto endpoints = EndpointMap(resp.nodes());
+  ForgetTierChecks();  // this answer's endpoints: each same-host tier checked once
   std::vector<ReadResult> results(items.size());
   // Per item, the replicas to try in order: same host first, then the others as the master
   // listed them (DRAM only: no client reads a node's SSD tier).

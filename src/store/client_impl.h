@@ -64,6 +64,12 @@ struct StoreClient::Impl {
   std::unordered_map<uint32_t, std::unique_ptr<ShmTier>> mappings;  // by node id
   // Tier files refused once ("<node>/<incarnation>/<path>"): not tried (nor logged) again.
   std::set<std::string> refused_tiers;
+  // LocalTier's answers (a mapping or nullptr) for the master answer being worked on, by node id.
+  // A tier is checked against its path (a stat) once per answer, not once per item: a batch of 256
+  // items made 512 stat calls per put and per get (issue 27). Cleared by ForgetTierChecks() when
+  // a new PutStart or Get answer arrives, whose endpoints may name a restarted node's new file.
+  std::unordered_map<uint32_t, ShmTier*> tier_checks;
+  void ForgetTierChecks() { tier_checks.clear(); }
 
   mutable std::mutex buffers_mu;
   std::map<uint64_t, std::pair<uint64_t, transfer::RegionId>> buffers;  // addr -> (length, id)
@@ -114,7 +120,11 @@ struct StoreClient::Impl {
   // The node's shm file mapped, when it is on this host and verified to be the node's
   // (ShmTier::Open against ClientOptions::shm_dir, the cluster and the endpoint's incarnation);
   // nullptr otherwise (the caller uses the network).
+  // Checked once per master answer (tier_checks).
   ShmTier* LocalTier(const v1::NodeEndpoint& ep);
+  // LocalTier's work: the cached mapping if still the node's file (a stat of its path), else a
+  // fresh verified mapping, else nullptr.
+  ShmTier* LocalTierChecked(const v1::NodeEndpoint& ep);
   bool IsLocal(const v1::NodeEndpoint& ep) const;
   Result<std::vector<Status>> PutLocked(std::span<const PutItem> items);
   Result<std::vector<ReadResult>> GetLocked(std::span<const GetItem> items);
