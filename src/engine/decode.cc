@@ -422,12 +422,14 @@ void Decoder::ReapLocked(std::vector<std::shared_ptr<DeReq>>* freed) {
     }
     // A PE cut off from us (partition) never sends PrefillDone; once the prober has disconnected
     // it (nothing of it can land in the buffer any more) the buffer need not wait for its word.
+    // Nor does one the scheduler declared dead (no longer listed): that process's puts are over.
     const bool pe_gone = !r.queued && !r.aborted && ctx_.prober != nullptr &&
-                         ctx_.prober->Released(r.a.prefill().name());
+                         (ctx_.prober->Released(r.a.prefill().name()) ||
+                          (r.expired && ctx_.prober->Dropped(r.a.prefill_engine())));
     if ((r.aborted || pe_gone) && !r.queued && !r.reading && r.puts_pending == 0) {
       if (pe_gone) {
         log::Warn(
-            "engine {}: request {} attempt {}: its PE {} is unreachable and disconnected; "
+            "engine {}: request {} attempt {}: its PE {} is disconnected or declared dead; "
             "freeing it",
             ctx_.options.name, r.a.request().request_id(), r.a.attempt(), r.pe_name);
       }

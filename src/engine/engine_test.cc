@@ -14,10 +14,10 @@
 #include <filesystem>
 #include <fstream>
 #include <functional>
-#include <sstream>
 #include <map>
 #include <mutex>
 #include <random>
+#include <sstream>
 #include <thread>
 #include <vector>
 
@@ -619,9 +619,9 @@ TEST_F(SlowPeTest, ExpiredRequestsBufferIsNotReusedWhileItsPeMayStillPutIntoIt) 
   ASSERT_GT(hit_a, 0);
   sched_.Assign(pe_->engine_id(), de_->engine_id(), a2, v1c::READ_SIDE_PREFILL, hit_a, 0);
   const std::string timeout = "code=\"" + std::string(CodeName(Code::kTimeout)) + "\"";
-  ASSERT_TRUE(WaitUntil(
-      [&] { return Series("dualpath_engine_request_errors_total", "d0.0", timeout) >= 1; }))
-      << "a2 never timed out at the DE";
+  ASSERT_TRUE(WaitUntil([&] {
+    return Series("dualpath_engine_request_errors_total", "d0.0", timeout) >= 1;
+  })) << "a2 never timed out at the DE";
   // b2: admitted after a2 expired at the DE; its DE share is read into its DE buffer at once, its
   // PE share waits behind a2's held read (the PE reads in admission order), so the PE computes
   // a2 (and puts a2's KV) before b2.
