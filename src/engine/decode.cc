@@ -412,7 +412,7 @@ void Decoder::ReapLocked(std::vector<std::shared_ptr<DeReq>>* freed) {
       // timeout): freeing it now would let a later request's KV be overwritten (docs/engine.md
       // "Failures"). Its PrefillDone is refused from now on; the buffer is held until the PE can
       // no longer write into it: its PrefillDone or AbortDecode (both sent once its puts are
-      // done) or the prober's release of it.
+      // done), the prober's release of it, or the scheduler declaring it dead.
       r.expired = true;
       const Status why = Timeout(fmt::format("request {} attempt {} timed out waiting for its PE",
                                              r.a.request().request_id(), r.a.attempt()));
