@@ -412,7 +412,7 @@ void Decoder::ReapLocked(std::vector<std::shared_ptr<DeReq>>* freed) {
       // timeout): freeing it now would let a later request's KV be overwritten (docs/engine.md
       // "Failures"). Its PrefillDone is refused from now on; the buffer is held until the PE can
       // no longer write into it: its PrefillDone or AbortDecode (both sent once its puts are
-      // done), the prober's release of it, or the scheduler declaring it dead.
+      // done), or the prober's release of it (disconnected both ways).
       r.expired = true;
       const Status why = Timeout(fmt::format("request {} attempt {} timed out waiting for its PE",
                                              r.a.request().request_id(), r.a.attempt()));
@@ -422,14 +422,14 @@ void Decoder::ReapLocked(std::vector<std::shared_ptr<DeReq>>* freed) {
     }
     // A PE cut off from us (partition) never sends PrefillDone; once the prober has disconnected
     // it (nothing of it can land in the buffer any more) the buffer need not wait for its word.
-    // Nor does one the scheduler declared dead (no longer listed): that process's puts are over.
+    // A PE the scheduler merely stopped listing is not enough: after a service restart a live PE
+    // is unlisted until it registers again, and its old work still runs.
     const bool pe_gone = !r.queued && !r.aborted && ctx_.prober != nullptr &&
-                         (ctx_.prober->Released(r.a.prefill().name()) ||
-                          (r.expired && ctx_.prober->Dropped(r.a.prefill_engine())));
+                         ctx_.prober->Released(r.a.prefill().name());
     if ((r.aborted || pe_gone) && !r.queued && !r.reading && r.puts_pending == 0) {
       if (pe_gone) {
         log::Warn(
-            "engine {}: request {} attempt {}: its PE {} is disconnected or declared dead; "
+            "engine {}: request {} attempt {}: its PE {} is unreachable and disconnected; "
             "freeing it",
             ctx_.options.name, r.a.request().request_id(), r.a.attempt(), r.pe_name);
       }

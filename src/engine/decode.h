@@ -27,9 +27,9 @@
 //                the node's reads in the storage client and took ~0.1 s each under DualPath).
 // Requests whose PE aborts them are freed once no put of theirs is in flight. One that stays
 // incomplete past the request timeout is failed here (its PrefillDone refused) but its buffer is
-// quarantined until the PE can no longer write into it (its PrefillDone or AbortDecode, the
-// prober's release of it, or the scheduler declaring it dead): the PE's puts are one-sided, and a
-// buffer reused while they may still land would give another request wrong KV.
+// quarantined until the PE can no longer write into it (its PrefillDone or AbortDecode, or the
+// prober's release of it): the PE's puts are one-sided, and a buffer reused while they may still
+// land would give another request wrong KV.
 //
 // Thread safety: all public methods may be called from any thread.
 #pragma once

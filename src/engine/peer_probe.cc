@@ -50,7 +50,6 @@ void PeerProber::SetPeers(
   const Nanos now = clock_.Now();
   std::map<uint32_t, Target> next;
   for (const control::v1::PeerEngine& p : peers) {
-    ever_listed_.insert(p.engine_id());
     auto it = targets_.find(p.engine_id());
     if (it != targets_.end() && it->second.peer.peer_addr() == p.peer_addr() &&
         it->second.peer.name() == p.name()) {
@@ -123,11 +122,6 @@ bool PeerProber::Released(const std::string& name) const {
     if (t.peer.name() == name) return t.released;
   }
   return false;
-}
-
-bool PeerProber::Dropped(uint32_t engine_id) const {
-  std::lock_guard<std::mutex> lock(mu_);
-  return ever_listed_.count(engine_id) != 0 && targets_.count(engine_id) == 0;
 }
 
 Status PeerProber::CheckReachable(const std::string& name, std::string_view role) const {

@@ -23,9 +23,9 @@
 // or the whole network) nothing is let go early: transfers time out as before. One answered ping
 // makes the peer reachable again.
 //
-// Thread safety: SetPeers, SetCutOff, AddReach, Gone, Released, Dropped, CheckReachable and Stop
-// may be called from any thread. The prober's thread sends the pings; their answers arrive on
-// gRPC's threads.
+// Thread safety: SetPeers, SetCutOff, AddReach, Gone, Released, CheckReachable and Stop may be
+// called from any thread. The prober's thread sends the pings; their answers arrive on gRPC's
+// threads.
 #pragma once
 
 #include <condition_variable>
@@ -34,7 +34,6 @@
 #include <map>
 #include <memory>
 #include <mutex>
-#include <set>
 #include <string>
 #include <string_view>
 #include <thread>
@@ -82,10 +81,6 @@ class PeerProber {
   // disconnected: nothing of it can land in this engine's buffers any more, so what it might have
   // written into is safe to free.
   bool Released(const std::string& name) const;
-  // True once engine `engine_id` was listed (SetPeers) and no longer is: the scheduler declared
-  // it dead (it lists only live engines). A DE frees the buffers of such a PE's timed-out
-  // requests: that process's puts cannot land any more.
-  bool Dropped(uint32_t engine_id) const;
   // Ok, or kEnginePeerFailed naming the engine (`role` engine `name`) and how long its pings have
   // gone unanswered, when it is gone.
   Status CheckReachable(const std::string& name, std::string_view role) const;
@@ -124,7 +119,6 @@ class PeerProber {
   std::condition_variable cv_;
   std::map<uint32_t, Target> targets_;  // by engine id; guarded by mu_
   uint64_t next_generation_ = 1;        // guarded by mu_
-  std::set<uint32_t> ever_listed_;      // engine ids SetPeers named; guarded by mu_
   int outstanding_ = 0;                 // pings whose answer has not run; guarded by mu_
   bool self_cut_off_ = false;           // the scheduler has cut this engine off; guarded by mu_
   bool wake_ = false;                   // a new verdict for the loop; guarded by mu_

@@ -159,8 +159,6 @@ TEST_F(PeerProberTest, APeerThatStopsAnsweringIsLetGoOfOnlyWithTheSchedulersVerd
             std::string::npos)
       << refused.ToString();
   EXPECT_FALSE(prober->Gone("d8.0"));  // not a probed peer: nothing known
-  EXPECT_FALSE(prober->Dropped(7));    // cut off, but still listed (alive) by the scheduler
-  EXPECT_FALSE(prober->Dropped(8));    // never listed: nothing known
 
   // Back on the same address: the next answered ping makes it reachable again.
   server = std::make_unique<PeerServer>(port);
@@ -168,9 +166,6 @@ TEST_F(PeerProberTest, APeerThatStopsAnsweringIsLetGoOfOnlyWithTheSchedulersVerd
   EXPECT_EQ(events_.WaitFor(4)[3], "d9.0 reachable");
   EXPECT_FALSE(prober->Gone("d9.0"));
   EXPECT_TRUE(prober->CheckReachable("d9.0", "decode").ok());
-  // The scheduler declares it dead: it is no longer listed, which is what Dropped says.
-  prober->SetPeers({});
-  EXPECT_TRUE(prober->Dropped(7));
   prober->Stop();
 }
 
