@@ -36,6 +36,9 @@ struct DeReq {
   bool queued = false;   // ready or decoding: the decode stage owns it
   bool aborted = false;
   bool push_failed = false;  // a push to the PE failed: the attempt was reported failed
+  // Incomplete past its deadline: PrefillDone is refused, but the buffer is held (quarantined)
+  // until the PE can no longer put into it (see ReapLocked).
+  bool expired = false;
   int64_t de_loaded = 0;
   int64_t read_bytes = 0;
   SteadyTime deadline;
@@ -189,6 +192,14 @@ Status Decoder::PrefillDone(const v1::PrefillDoneRequest& req) {
                                   req.de_xfer_id()));
     }
     auto& r = it->second;
+    if (r->expired) {
+      // The PE sends PrefillDone only once its puts into the buffer completed: nothing of it can
+      // land there any more, so the quarantined buffer may go (the reaper frees it).
+      r->aborted = true;
+      cv_.notify_all();
+      return NotFound(fmt::format("request {} (xfer {}) timed out here waiting for its PE",
+                                  req.request_id(), req.de_xfer_id()));
+    }
     r->done = req;
     r->done_in = true;
     r->deadline = ctx_.Deadline();
@@ -395,16 +406,28 @@ void Decoder::ReapLocked(std::vector<std::shared_ptr<DeReq>>* freed) {
   const SteadyTime now = std::chrono::steady_clock::now();
   for (auto it = reqs_.begin(); it != reqs_.end();) {
     DeReq& r = *it->second;
-    bool expired = !r.queued && now >= r.deadline;
+    if (!r.queued && !r.aborted && !r.expired && now >= r.deadline) {
+      // The PE's puts into this buffer are one-sided and only the PE knows whether more are
+      // coming (the request may still be queued for its compute, as under a PE slower than the
+      // timeout): freeing it now would let a later request's KV be overwritten (docs/engine.md
+      // "Failures"). Its PrefillDone is refused from now on; the buffer is held until the PE can
+      // no longer write into it: its PrefillDone or AbortDecode (both sent once its puts are
+      // done), or the prober's release of it (disconnected both ways).
+      r.expired = true;
+      const Status why = Timeout(fmt::format("request {} attempt {} timed out waiting for its PE",
+                                             r.a.request().request_id(), r.a.attempt()));
+      log::Warn("engine {}: {} ({}); its buffer is held until the PE can no longer write into it",
+                ctx_.options.name, why.message(), r.pe_name);
+      ctx_.metrics->OnFailed(why);
+    }
     // A PE cut off from us (partition) never sends PrefillDone; once the prober has disconnected
-    // it (nothing of it can land in the buffer any more) the buffer need not wait for the timeout.
-    const bool pe_gone = !r.queued && !r.aborted && !expired && ctx_.prober != nullptr &&
+    // it (nothing of it can land in the buffer any more) the buffer need not wait for its word.
+    // A PE the scheduler merely stopped listing is not enough: after a service restart a live PE
+    // is unlisted until it registers again, and its old work still runs.
+    const bool pe_gone = !r.queued && !r.aborted && ctx_.prober != nullptr &&
                          ctx_.prober->Released(r.a.prefill().name());
-    if ((r.aborted || expired || pe_gone) && !r.queued && !r.reading && r.puts_pending == 0) {
-      if (expired && !r.aborted) {
-        log::Warn("engine {}: request {} timed out waiting for its PE ({}); freeing it",
-                  ctx_.options.name, r.a.request().request_id(), r.pe_name);
-      } else if (pe_gone) {
+    if ((r.aborted || pe_gone) && !r.queued && !r.reading && r.puts_pending == 0) {
+      if (pe_gone) {
         log::Warn(
             "engine {}: request {} attempt {}: its PE {} is unreachable and disconnected; "
             "freeing it",

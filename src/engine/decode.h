@@ -25,8 +25,11 @@
 //                reports it to the scheduler: the agent's next turn must find them in storage,
 //                but the decode thread does not wait for the storage writes (they queue behind
 //                the node's reads in the storage client and took ~0.1 s each under DualPath).
-// Requests whose PE aborts them, or that stay incomplete past the request timeout, are freed
-// once no put of theirs is in flight.
+// Requests whose PE aborts them are freed once no put of theirs is in flight. One that stays
+// incomplete past the request timeout is failed here (its PrefillDone refused) but its buffer is
+// quarantined until the PE can no longer write into it (its PrefillDone or AbortDecode, or the
+// prober's release of it): the PE's puts are one-sided, and a buffer reused while they may still
+// land would give another request wrong KV.
 //
 // Thread safety: all public methods may be called from any thread.
 #pragma once
@@ -105,7 +108,8 @@ class Decoder {
   // finished ones; returns false when the engine stops.
   bool DecodeContinuousStep(std::vector<std::unique_ptr<Active>>* active);
   void MaybeReadyLocked(const std::shared_ptr<DeReq>& r);
-  // Frees requests that are aborted or timed out and have no put in flight.
+  // Marks requests past their deadline expired; frees those the PE aborted (or that the prober
+  // released) once no put of theirs is in flight.
   void ReapLocked(std::vector<std::shared_ptr<DeReq>>* freed);
   void Release(DeReq& r);
 

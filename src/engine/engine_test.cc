@@ -13,9 +13,11 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <map>
 #include <mutex>
 #include <random>
+#include <sstream>
 #include <thread>
 #include <vector>
 
@@ -117,8 +119,9 @@ class EngineTest : public ::testing::Test {
     o.ucx_tls = "tcp";
     o.fetch_wait_ms = 50;
     o.decode_batching = decode_batching_;
-    o.request_timeout = request_timeout_;
-    o.faults = role == Role::kDecode ? de_faults_ : nullptr;
+    o.request_timeout =
+        role == Role::kDecode && de_request_timeout_ != 0 ? de_request_timeout_ : request_timeout_;
+    o.faults = role == Role::kDecode ? de_faults_ : pe_faults_;
     o.peer_timeout = 5 * kNanosPerSecond;
     o.metrics = &registry_;
     auto e = Engine::Create(o, sched_.Link());
@@ -169,6 +172,30 @@ class EngineTest : public ::testing::Test {
     EXPECT_EQ(r.first_logits_digest(), want.first_logits_digest) << "request " << s.request_id();
   }
 
+  // The value of the first series of metric `name` whose labels include engine="`engine`" and
+  // `also` (e.g. code="timeout"); 0 when there is none yet.
+  double Series(const std::string& name, const std::string& engine, const std::string& also = "") {
+    std::istringstream in(registry_.Render());
+    for (std::string line; std::getline(in, line);) {
+      if (line.rfind(name + "{", 0) == 0 &&
+          line.find("engine=\"" + engine + "\"") != std::string::npos &&
+          line.find(also) != std::string::npos) {
+        return std::stod(line.substr(line.rfind(' ') + 1));
+      }
+    }
+    return 0;
+  }
+
+  // Waits (polling the engines' state, bounded by the hang guard) until `done` holds.
+  bool WaitUntil(const std::function<bool()>& done) {
+    const auto until = std::chrono::steady_clock::now() + kGuard;
+    while (!done()) {
+      if (std::chrono::steady_clock::now() >= until) return false;
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+    return true;
+  }
+
   // Flips one payload byte of the block file of `hash`.
   void CorruptBlock(const kv::BlockHash& hash) {
     std::string path = storage::BlockPath(store_->model_dir(), hash);
@@ -189,8 +216,10 @@ class EngineTest : public ::testing::Test {
 
   // Set by derived fixtures before SetUp.
   Nanos request_timeout_ = 30 * kNanosPerSecond;
+  Nanos de_request_timeout_ = 0;  // the DE's, when not 0 (otherwise request_timeout_)
   DecodeBatching decode_batching_ = DecodeBatching::kContinuous;
   storage::StorageFaults* de_faults_ = nullptr;
+  storage::StorageFaults* pe_faults_ = nullptr;
 
   std::string root_;
   model::RefModelConfig config_;
@@ -552,6 +581,63 @@ TEST_F(StuckDecodeReadTest, PeFailsARequestWhoseDecodePathKvNeverArrives) {
   // The PE keeps serving: a PE-path request (no DE reads) completes with reference outputs.
   v1c::RequestSpec t3 = agent.NextTurn(3, 20, 4);
   ExpectReference(t3, Run(t3, v1c::READ_SIDE_PREFILL, HitTokens(t3)));
+}
+
+// A request that times out at the DE while its PE has not yet computed it (a PE slower than the
+// DE's request timeout, as in the continuous-batching run of docs/engine.md "Decode batching"):
+// the PE still puts its prefill KV into the DE buffer it was given, one-sided, before its
+// PrefillDone is refused. Before the fix the DE freed that buffer at the timeout and the next
+// request (b2, a split read) got the same memory: the PE's late puts of the expired request then
+// overwrote b2's DE-loaded KV, and b2 decoded wrong tokens. Now the buffer stays quarantined until
+// the PE's word (its refused PrefillDone, its AbortDecode) says nothing more of it can land.
+class SlowPeTest : public EngineTest {
+ protected:
+  SlowPeTest() {
+    de_request_timeout_ = 2 * kNanosPerSecond;  // the DE deadline under test, not a timing check
+    pe_faults_ = &pe_reads_;
+  }
+  void TearDown() override {
+    pe_reads_.Release();
+    EngineTest::TearDown();
+  }
+  StuckReads pe_reads_;
+};
+
+TEST_F(SlowPeTest, ExpiredRequestsBufferIsNotReusedWhileItsPeMayStillPutIntoIt) {
+  ASSERT_TRUE(pe_ && de_);
+  Agent a(11);
+  Agent b(12);
+  v1c::RequestSpec a1 = a.NextTurn(1, 64, 4);
+  ExpectReference(a1, Run(a1, v1c::READ_SIDE_PREFILL, 0));
+  v1c::RequestSpec b1 = b.NextTurn(2, 64, 4);
+  ExpectReference(b1, Run(b1, v1c::READ_SIDE_PREFILL, 0));
+  // a2: the PE admits it (the DE allocates its buffer) but its PE-side read is held, so the PE
+  // computes it only after the DE's deadline.
+  pe_reads_.Stick();
+  v1c::RequestSpec a2 = a.NextTurn(3, 32, 8);
+  const int64_t hit_a = HitTokens(a2);
+  ASSERT_GT(hit_a, 0);
+  sched_.Assign(pe_->engine_id(), de_->engine_id(), a2, v1c::READ_SIDE_PREFILL, hit_a, 0);
+  const std::string timeout = "code=\"" + std::string(CodeName(Code::kTimeout)) + "\"";
+  ASSERT_TRUE(WaitUntil([&] {
+    return Series("dualpath_engine_request_errors_total", "d0.0", timeout) >= 1;
+  })) << "a2 never timed out at the DE";
+  // b2: admitted after a2 expired at the DE; its DE share is read into its DE buffer at once, its
+  // PE share waits behind a2's held read (the PE reads in admission order), so the PE computes
+  // a2 (and puts a2's KV) before b2.
+  v1c::RequestSpec b2 = b.NextTurn(4, 32, 8);
+  const int64_t hit_b = HitTokens(b2);
+  ASSERT_GE(hit_b, 2 * static_cast<int64_t>(kBt));
+  sched_.Assign(pe_->engine_id(), de_->engine_id(), b2, v1c::READ_SIDE_SPLIT, hit_b, kBt);
+  ASSERT_TRUE(WaitUntil([&] { return Series("dualpath_engine_reads_total", "d0.0") >= 1; }))
+      << "b2's DE-path read never finished";
+  pe_reads_.Release();  // a2's held read fails (injected): the PE recomputes a2 from token 0
+  v1c::RequestResult ra = Wait(3);
+  EXPECT_FALSE(ra.ok()) << "a2's PrefillDone must be refused: it timed out at the DE";
+  ExpectReference(b2, Wait(4));
+  // The quarantined buffer was freed once the PE's word came: nothing is left on the DE.
+  EXPECT_TRUE(
+      WaitUntil([&] { return Series("dualpath_engine_unfinished_requests", "d0.0") == 0; }));
 }
 
 // A DE-path request whose DE read is held must not hold up a PE-path request admitted after it:
