@@ -103,7 +103,8 @@ wait_run() {
     timeout 10 tail --pid="$p" -f /dev/null || left+="$p($(tr '\0' ' ' <"/proc/$p/cmdline" 2>/dev/null)) "
   done
   [[ -z $left ]] || fail "$what: processes of the run left: $left"
-  if pgrep -af -- "--store-subdir replay-" >"$tmp/left.txt"; then
+  # Only this test's cluster: other runs on the machine (another engineer's cluster) are not ours.
+  if pgrep -af -- "--store-subdir replay-" | grep -F -- "/dualpath-testbed/$NAME/" >"$tmp/left.txt"; then
     fail "$what: service or engine processes left: $(cat "$tmp/left.txt")"
   fi
   echo "--- $what: exit $rc; last line: $last"
