@@ -69,6 +69,24 @@ def test_scheduler_client_places_reports_and_finishes(service):
         c.report_engines([7])
 
 
+def _serve_on_thread(loop, start):
+    """Runs `loop` on a daemon thread: awaits `start()` (which starts a server and returns its
+    port), then runs the loop until it is stopped. Returns (thread, port) once the port is known."""
+    started = {}
+    ready = threading.Event()
+
+    def run():
+        asyncio.set_event_loop(loop)
+        started["port"] = loop.run_until_complete(start())
+        ready.set()
+        loop.run_forever()
+
+    thread = threading.Thread(target=run, daemon=True)
+    thread.start()
+    ready.wait(GUARD_S)
+    return thread, started.get("port")
+
+
 class Fake:
     """A stand-in instance: /health, /tokenize and /v1/completions per `mode` ("ok", "hang",
     "error"); records the kv_transfer_params it got."""
@@ -84,20 +102,14 @@ class Fake:
         self._loop = asyncio.new_event_loop()
         self._release = asyncio.Event()
         self._runner = web.AppRunner(app)
-        ready = threading.Event()
 
-        def run():
-            asyncio.set_event_loop(self._loop)
-            self._loop.run_until_complete(self._runner.setup())
+        async def start():
+            await self._runner.setup()
             site = web.TCPSite(self._runner, "127.0.0.1", 0)
-            self._loop.run_until_complete(site.start())
-            self.port = site._server.sockets[0].getsockname()[1]
-            ready.set()
-            self._loop.run_forever()
+            await site.start()
+            return site._server.sockets[0].getsockname()[1]
 
-        self._thread = threading.Thread(target=run, daemon=True)
-        self._thread.start()
-        ready.wait(GUARD_S)
+        self._thread, self.port = _serve_on_thread(self._loop, start)
         self.url = f"http://127.0.0.1:{self.port}"
 
     async def _health(self, request):
@@ -135,7 +147,6 @@ class DropsReused:
         self.answered = 0
         self.dropped = 0
         self._loop = asyncio.new_event_loop()
-        ready = threading.Event()
 
         async def serve(reader, writer):
             first = True
@@ -162,17 +173,11 @@ class DropsReused:
             finally:
                 writer.close()
 
-        def run():
-            asyncio.set_event_loop(self._loop)
-            self._server = self._loop.run_until_complete(
-                asyncio.start_server(serve, "127.0.0.1", 0))
-            self.port = self._server.sockets[0].getsockname()[1]
-            ready.set()
-            self._loop.run_forever()
+        async def start():
+            self._server = await asyncio.start_server(serve, "127.0.0.1", 0)
+            return self._server.sockets[0].getsockname()[1]
 
-        self._thread = threading.Thread(target=run, daemon=True)
-        self._thread.start()
-        ready.wait(GUARD_S)
+        self._thread, self.port = _serve_on_thread(self._loop, start)
         self.url = f"http://127.0.0.1:{self.port}"
 
     def stop(self):
