@@ -72,23 +72,30 @@ for mode in rows:
         busy = sum(b["busy_s"] for b in batches)
         mean = sum(b["mean"] * b["busy_s"] for b in batches) / busy if busy else 0
         share1 = sum(b["time_share"][1] * b["busy_s"] for b in batches if len(b["time_share"]) > 1) / busy if busy else 0
-        print(f"{mode:10s} rep {k}: TTST p50 {ms(r['ttst_p50_s'])} ms (mean {ms(r['ttst_s'])}; "
-              f"handoff p50 {ms(r.get('handoff_p50_s', 0))}, decode wait p50 {ms(r.get('decode_wait_p50_s', 0))}), "
+        recs = [x for x in r["records"] if x["ok"] and x["gen_tokens"] > 1 and x["ttst_s"] is not None]
+        side = {sd: statistics.median([x["ttst_s"] for x in recs if x["side"] == sd])
+                for sd in ("prefill", "decode", "split") if any(x["side"] == sd for x in recs)}
+        print(f"{mode:10s} rep {k}: TTST p50 {ms(r['ttst_p50_s'])} ms (mean {ms(r['ttst_s'])}; by read side "
+              + ", ".join(f"{sd} {ms(v)}" for sd, v in side.items())
+              + f"; handoff p50 {ms(r.get('handoff_p50_s', 0))}, decode wait p50 {ms(r.get('decode_wait_p50_s', 0))}), "
+              f"DE TTST p50 {ms(r.get('de_ttst_p50_s', 0))} ms, "
               f"JCT {r['jct_s']:.2f} s, TTFT p50 {r['ttft_p50_s']:.2f} s, TPOT {ms(r['tpot_s'])} ms, "
               f"decode batch mean {mean:.2f} max {max((b['max'] for b in batches), default=0)} "
               f"(batch 1 {100 * share1:.0f}% of busy {busy:.1f} s), "
               f"requests {r['requests']}, failed {r['failed']}, mismatches {r['mismatches']}; "
               f"load before {load[0]} after {load[3] if len(load) > 3 else '?'}")
-ttst, jct = [], []
+ttst, jct, de = [], [], []
 for k in sorted(set(rows["serial"]) & set(rows["continuous"])):
     s, c = rows["serial"][k], rows["continuous"][k]
     ttst.append(c["ttst_p50_s"] / s["ttst_p50_s"])
     jct.append(c["jct_s"] / s["jct_s"])
-    print(f"rep {k}: continuous / serial TTST p50 {ttst[-1]:.3f}x, JCT {jct[-1]:.3f}x")
+    de.append(c["de_ttst_p50_s"] / s["de_ttst_p50_s"] if s.get("de_ttst_p50_s") else float("nan"))
+    print(f"rep {k}: continuous / serial TTST p50 {ttst[-1]:.3f}x, DE TTST p50 {de[-1]:.3f}x, JCT {jct[-1]:.3f}x")
 if ttst:
     t, j = statistics.median(ttst), statistics.median(jct)
     bad = sum(r["mismatches"] or 0 for m in rows.values() for r in m.values())
     print(f"median of {len(ttst)} per-rep ratios, continuous / serial: TTST p50 {t:.3f}x (target <= 0.5: "
-          f"{'HOLDS' if t <= 0.5 else 'does not hold'}), JCT {j:.3f}x (target <= 1: "
+          f"{'HOLDS' if t <= 0.5 else 'does not hold'}), DE TTST p50 {statistics.median(de):.3f}x (target <= 0.5: "
+          f"{'HOLDS' if statistics.median(de) <= 0.5 else 'does not hold'}), JCT {j:.3f}x (target <= 1: "
           f"{'HOLDS' if j <= 1.0 else 'does not hold'}); mismatches in all runs: {bad}")
 PY

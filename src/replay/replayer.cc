@@ -85,6 +85,9 @@ double RequestRecord::HandoffS() const {
 double RequestRecord::DecodeWaitS() const {
   return Secs(result.timing().decode_ready_ns(), result.timing().decode_start_ns());
 }
+double RequestRecord::DeTtstS() const {
+  return Secs(result.timing().decode_ready_ns(), result.timing().second_token_ns());
+}
 
 const Clock& WallClock() {
   static const RealtimeClock clock;

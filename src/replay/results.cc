@@ -52,7 +52,7 @@ json Seconds(double s) { return s < 0 ? json(nullptr) : json(s); }
 Summary Summarize(const ReplayResult& r) {
   Summary s;
   s.jct_s = r.JctS();
-  std::vector<double> ttft, ttst, tpot, handoff, decode_wait;
+  std::vector<double> ttft, ttst, tpot, handoff, decode_wait, de_ttst;
   for (const RequestRecord& rec : r.records) {
     ++s.requests;
     if (!rec.result.ok()) {
@@ -64,6 +64,7 @@ Summary Summarize(const ReplayResult& r) {
     if (double v = rec.TpotS(); v >= 0 && rec.gen_tokens > 1) tpot.push_back(v);
     if (double v = rec.HandoffS(); v >= 0) handoff.push_back(v);
     if (double v = rec.DecodeWaitS(); v >= 0) decode_wait.push_back(v);
+    if (double v = rec.DeTtstS(); v >= 0 && rec.gen_tokens > 1) de_ttst.push_back(v);
   }
   s.ttft_p50_s = Percentile(ttft, 0.5);
   s.ttft_p99_s = Percentile(ttft, 0.99);
@@ -73,6 +74,7 @@ Summary Summarize(const ReplayResult& r) {
   s.tpot_s = Mean(tpot);
   s.handoff_p50_s = Percentile(handoff, 0.5);
   s.decode_wait_p50_s = Percentile(decode_wait, 0.5);
+  s.de_ttst_p50_s = Percentile(de_ttst, 0.5);
   return s;
 }
 
@@ -225,6 +227,7 @@ json RecordsJson(const SystemRun& run) {
          {"decode_s", Seconds(r.DecodeS())},
          {"handoff_s", Seconds(r.HandoffS())},
          {"decode_wait_s", Seconds(r.DecodeWaitS())},
+         {"de_ttst_s", Seconds(r.DeTtstS())},
          {"mismatch", run.mismatches ? json(bad.count(r.request_id) > 0) : json(nullptr)}});
   }
   return recs;
@@ -282,6 +285,7 @@ json SystemRunJson(const SystemRun& run, bool online) {
   o["tpot_s"] = s.tpot_s;
   o["handoff_p50_s"] = s.handoff_p50_s;
   o["decode_wait_p50_s"] = s.decode_wait_p50_s;
+  o["de_ttst_p50_s"] = s.de_ttst_p50_s;
   o["requests"] = s.requests;
   o["failed"] = s.failed;
   o["mismatches"] = run.mismatches ? json(*run.mismatches) : json(nullptr);

@@ -87,6 +87,12 @@ TEST(ResultsTest, DecodeBatchesCountRequestsInDecodeOverTime) {
   const Summary s = Summarize(r);
   EXPECT_NEAR(s.handoff_p50_s, 0.010, 1e-9);
   EXPECT_NEAR(s.decode_wait_p50_s, 0.005, 1e-9);
+  // Ready -> second token (Rec's second token is 2 ms after the first token, which Decoded puts
+  // 10 ms before ready: negative, so not stamped in order and left out). Set one properly.
+  EXPECT_EQ(s.de_ttst_p50_s, 0);
+  r.records[0].result.mutable_timing()->set_second_token_ns(
+      r.records[0].result.timing().decode_start_ns() + 3 * kNanosPerMilli);
+  EXPECT_NEAR(Summarize(r).de_ttst_p50_s, 0.008, 1e-9);  // 5 ms wait + 3 ms step
   // In the JSON, per result.
   SystemRun run;
   run.system = "dualpath";

@@ -82,6 +82,9 @@ struct RequestRecord {
   // queue); the rest of TTST is the first step.
   double HandoffS() const;
   double DecodeWaitS() const;
+  // The decode engine's own time to the second token: ready -> first step done (decode wait +
+  // the step), what its batching policy decides.
+  double DeTtstS() const;
 };
 
 struct ReplayOptions {

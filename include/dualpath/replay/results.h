@@ -88,6 +88,7 @@ struct Summary {
   // TTST's pieces (RequestRecord::HandoffS, DecodeWaitS), medians over the requests stamped.
   double handoff_p50_s = 0;
   double decode_wait_p50_s = 0;
+  double de_ttst_p50_s = 0;  // RequestRecord::DeTtstS, requests with gen > 1
   uint64_t requests = 0;
   uint64_t failed = 0;  // results with ok = false
 };
