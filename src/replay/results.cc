@@ -237,12 +237,12 @@ json DecodeBatchesJson(const ReplayResult& r) {
   json a = json::array();
   for (const DecodeBatchSeries& s : DecodeBatches(r)) {
     a.push_back({{"decode_engine", s.decode_engine},
-                  {"t_s", s.t_s},
-                  {"batch", s.batch},
-                  {"busy_s", s.busy_s},
-                  {"time_share", s.time_share},
-                  {"mean", s.mean},
-                  {"max", s.max}});
+                 {"t_s", s.t_s},
+                 {"batch", s.batch},
+                 {"busy_s", s.busy_s},
+                 {"time_share", s.time_share},
+                 {"mean", s.mean},
+                 {"max", s.max}});
   }
   return a;
 }

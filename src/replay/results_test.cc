@@ -68,8 +68,12 @@ TEST(ResultsTest, DecodeBatchesCountRequestsInDecodeOverTime) {
   failed.result.set_ok(false);
   RequestRecord one_token = Decoded(6, 1, 0.5, 9.0);
   one_token.gen_tokens = 1;
-  r.records = {Decoded(1, 1, 1.0, 3.0), Decoded(2, 1, 2.0, 4.0), Decoded(3, 1, 4.0, 5.0),
-               Decoded(4, 2, 1.0, 1.5, 0.5), failed, one_token};
+  r.records = {Decoded(1, 1, 1.0, 3.0),
+               Decoded(2, 1, 2.0, 4.0),
+               Decoded(3, 1, 4.0, 5.0),
+               Decoded(4, 2, 1.0, 1.5, 0.5),
+               failed,
+               one_token};
   const std::vector<DecodeBatchSeries> b = DecodeBatches(r);
   ASSERT_EQ(b.size(), 2u);
   EXPECT_EQ(b[0].decode_engine, 1u);

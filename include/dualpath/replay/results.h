@@ -7,10 +7,10 @@
 // "tpot_s", "requests") and adds per result "mismatches" (null when not checked: Oracle),
 // "failed", "storage_links" ([{"node", "role", "bytes", "tx_bytes", "seconds", "goodput_bps",
 // "utilization", "steady_utilization", "steady_seconds"}]: utilization = achieved read rate / the
-// link's goodput), "decode_batches" (DecodeBatches) and "records" (one object per request). docs/formats/replay_json.md has every
-// field. Plots: jct.png (JCT per system) and storage_<system>.png (each node's storage read rate
-// over time, like the paper's Figure 15) and decode_batch_<system>.png (each decode engine's batch
-// size over time), drawn by Debian's gnuplot.
+// link's goodput), "decode_batches" (DecodeBatches) and "records" (one object per request).
+// docs/formats/replay_json.md has every field. Plots: jct.png (JCT per system) and
+// storage_<system>.png (each node's storage read rate over time, like the paper's Figure 15) and
+// decode_batch_<system>.png (each decode engine's batch size over time), drawn by Debian's gnuplot.
 //
 // Thread safety: pure functions of their arguments (WriteRunPlots writes files under dir).
 #pragma once
@@ -105,9 +105,9 @@ struct DecodeBatchSeries {
   // `t_s[i + 1]`; the last entry is 0 (idle after the last request).
   std::vector<double> t_s;
   std::vector<uint32_t> batch;
-  double busy_s = 0;                // time with batch >= 1
-  std::vector<double> time_share;   // [k]: share of busy_s with batch == k ([0] unused, 0)
-  double mean = 0;                  // time-weighted mean batch while busy
+  double busy_s = 0;               // time with batch >= 1
+  std::vector<double> time_share;  // [k]: share of busy_s with batch == k ([0] unused, 0)
+  double mean = 0;                 // time-weighted mean batch while busy
   uint32_t max = 0;
 };
 std::vector<DecodeBatchSeries> DecodeBatches(const ReplayResult& r);
