@@ -395,14 +395,14 @@ void TwoTierLock::ManagerLoop(uint64_t epoch) {
         }
       }
     } else if (waiting >= 0) {
-      FaultPoint("manager.grant");
       // The last check before the grant: a manager stalled past its lease must not grant under
-      // its old epoch (and if it does anyway, after this check, the waiter's fencing refuses it).
+      // its old epoch (and if it stalls after this check, the waiter's fencing refuses it).
       if (!StillManager(epoch)) {
         log::Warn("pool {}: node {} lost the lock-manager role (epoch {})", o_.name, o_.node,
                   epoch >> kEpochNodeBits);
         return;
       }
+      FaultPoint("manager.grant");  // tests stall or kill the manager here: the worst instant
       GrantSlot* g = Grant(static_cast<uint32_t>(waiting));
       St(g->grant, (epoch << kGrantSeqBits) | (waiting_seq & kGrantSeqMask));
       sync_.Publish(g);
