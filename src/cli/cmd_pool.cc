@@ -74,11 +74,13 @@ void PrintStats(const std::string& path, const pool::PoolStats& s, bool json) {
         "\"num_chunks\":%lu,\"free_chunks\":%lu,\"index_capacity\":%lu,\"ready_entries\":%lu,"
         "\"writing_entries\":%lu,\"pinned_entries\":%lu,\"total_pins\":%lu,\"used_bytes\":%lu,"
         "\"live_procs\":%lu,\"roots\":%lu,\"evictions\":%lu,\"sweeps\":%lu,"
-        "\"reclaimed_procs\":%lu,\"reclaimed_roots\":%lu}\n",
+        "\"reclaimed_procs\":%lu,\"reclaimed_roots\":%lu,\"manager_epoch\":%lu,"
+        "\"manager_node\":%u,\"manager_pid\":%d}\n",
         path.c_str(), std::string(pool::MemoryModelName(s.model)).c_str(), s.region_bytes,
         s.chunk_bytes, s.num_chunks, s.free_chunks, s.index_capacity, s.ready_entries,
         s.writing_entries, s.pinned_entries, s.total_pins, s.used_bytes, s.live_procs - 1, s.roots,
-        s.evictions, s.sweeps, s.reclaimed_procs, s.reclaimed_roots);
+        s.evictions, s.sweeps, s.reclaimed_procs, s.reclaimed_roots, s.manager_epoch,
+        s.manager_node, s.manager_pid);
     return;
   }
   std::printf("region        %s\n", path.c_str());
@@ -106,6 +108,11 @@ void PrintStats(const std::string& path, const pool::PoolStats& s, bool json) {
       "history       %lu evictions, %lu recovery sweeps, %lu dead processes and %lu owner-bound "
       "roots reclaimed\n",
       s.evictions, s.sweeps, s.reclaimed_procs, s.reclaimed_roots);
+  if (s.model == pool::MemoryModel::kNonCoherent) {
+    // Epoch 1 is the first manager; a higher one means the role failed over (docs/pool.md).
+    std::printf("lock manager  epoch %lu, node %u, pid %d\n", s.manager_epoch, s.manager_node,
+                s.manager_pid);
+  }
 }
 
 void RegisterPool(CLI::App& root, int* exit_code) {
@@ -186,7 +193,14 @@ void RegisterPool(CLI::App& root, int* exit_code) {
       *exit_code = Report("pool stat", p.status());
       return;
     }
-    PrintStats(sa->path, (*p)->Stats(), sa->json);
+    const pool::PoolStats st = (*p)->Stats();
+    if (!st.lock_error.empty()) {
+      // Attached, then the lock stayed out of reach for the lock timeout: no counts to show.
+      std::cerr << "dualpath pool stat: " << st.lock_error << "\n";
+      *exit_code = kExitFailure;
+      return;
+    }
+    PrintStats(sa->path, st, sa->json);
     *exit_code = kExitOk;
   });
 
