@@ -41,11 +41,11 @@ struct Shared {
   std::atomic<int32_t> occupant;  // pid inside the critical section, 0 if none
   std::atomic<uint64_t> violations;
   std::atomic<uint64_t> mismatches;
-  std::atomic<uint64_t> timeouts;     // lock waits that ended in kTimeout (then retried)
+  std::atomic<uint64_t> timeouts;  // lock waits that ended in kTimeout (then retried)
   std::atomic<uint64_t> other_errors;
-  std::atomic<uint64_t> ops;           // operations completed, all workers
-  std::atomic<uint64_t> grants;        // grants written by the doomed manager
-  std::atomic<uint64_t> final_epoch;   // the manager seen by the workers at the end
+  std::atomic<uint64_t> ops;          // operations completed, all workers
+  std::atomic<uint64_t> grants;       // grants written by the doomed manager
+  std::atomic<uint64_t> final_epoch;  // the manager seen by the workers at the end
   std::atomic<uint32_t> final_node;
   std::atomic<int32_t> final_pid;
   char last_error[256];
@@ -88,8 +88,8 @@ void Hook(const char* point) {
 }
 
 Shared* MapShared() {
-  void* p = mmap(nullptr, sizeof(Shared), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1,
-                 0);
+  void* p =
+      mmap(nullptr, sizeof(Shared), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
   if (p == MAP_FAILED) return nullptr;
   return new (p) Shared{};
 }
@@ -347,8 +347,9 @@ TEST(LockBoundTest, NoManagerIsABoundedError) {
   const auto t0 = std::chrono::steady_clock::now();
   Result<std::unique_ptr<Pool>> p = Pool::Open(path, o);
   const auto waited = std::chrono::steady_clock::now() - t0;
-  RecordProperty("waited_ms",
-                 std::to_string(std::chrono::duration_cast<std::chrono::milliseconds>(waited).count()));
+  RecordProperty(
+      "waited_ms",
+      std::to_string(std::chrono::duration_cast<std::chrono::milliseconds>(waited).count()));
   ASSERT_FALSE(p.ok());
   EXPECT_EQ(p.status().code(), Code::kTimeout);
   const std::string msg = p.status().ToString();
@@ -390,8 +391,9 @@ TEST(LockBoundTest, StuckCoherentHolderIsABoundedError) {
   Result<std::unique_ptr<Pool>> p = Pool::Open(path, o);
   ASSERT_FALSE(p.ok());
   EXPECT_EQ(p.status().code(), Code::kTimeout);
-  EXPECT_NE(p.status().ToString().find("metadata lock (coherent mutex): not acquired within 200 ms"),
-            std::string::npos)
+  EXPECT_NE(
+      p.status().ToString().find("metadata lock (coherent mutex): not acquired within 200 ms"),
+      std::string::npos)
       << p.status().ToString();
   kill(holder, SIGCONT);
   const int st = WaitExit(holder);
@@ -457,7 +459,8 @@ TEST(LockFencingTest, GrantFromAFormerManagerIsRefused) {
   EXPECT_TRUE((request() & internal::kRequestActive) != 0);
   EXPECT_FALSE(done.load());
   // The current manager's grant of the new request is taken.
-  std::atomic_ref<uint64_t>(grant[node].grant).store((current << internal::kGrantSeqBits) | (seq + 1));
+  std::atomic_ref<uint64_t>(grant[node].grant)
+      .store((current << internal::kGrantSeqBits) | (seq + 1));
   ASSERT_TRUE(wait_for([&] { return done.load(); }));
   EXPECT_TRUE(result.ok()) << result.ToString();
   // Grant the detach (the Pool is destroyed at the end of the thread).

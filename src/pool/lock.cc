@@ -82,7 +82,8 @@ Status InitCoherentMutex(void* area) {
 }
 
 Result<bool> CoherentLock::Acquire(Nanos timeout) {
-  return LockRobustWithin(mu_, timeout, fmt::format("pool {}: metadata lock (coherent mutex)", name_));
+  return LockRobustWithin(mu_, timeout,
+                          fmt::format("pool {}: metadata lock (coherent mutex)", name_));
 }
 void CoherentLock::Release() { pthread_mutex_unlock(mu_); }
 
@@ -93,9 +94,8 @@ struct TwoTierLock::NodeLocal {
   alignas(64) pthread_mutex_t manager_mutex;  // held by the node's manager candidate
 };
 
-Result<std::unique_ptr<TwoTierLock>> TwoTierLock::Open(uint8_t* locks_area,
-                                                       const TwoTierOptions& o, Holder self,
-                                                       IsDeadFn is_dead) {
+Result<std::unique_ptr<TwoTierLock>> TwoTierLock::Open(uint8_t* locks_area, const TwoTierOptions& o,
+                                                       Holder self, IsDeadFn is_dead) {
   if (o.node >= o.num_nodes || o.manager_node >= o.num_nodes) {
     return InvalidArgument(
         fmt::format("node {} / manager node {} out of range (region has {} nodes)", o.node,
@@ -182,16 +182,17 @@ std::string TwoTierLock::ManagerText() const {
         "on any other node after the {} ms lease",
         o_.manager_node, o_.lease / kNanosPerMilli);
   }
-  return fmt::format("lock manager: epoch {} on node {} (pid {}){}, heartbeat {}; another node's "
-                     "process takes the role {} ms after the heartbeat stops",
-                     v.epoch >> kEpochNodeBits, v.node, v.pid, v.resigned ? ", resigned" : "",
-                     v.beat, o_.lease / kNanosPerMilli);
+  return fmt::format(
+      "lock manager: epoch {} on node {} (pid {}){}, heartbeat {}; another node's "
+      "process takes the role {} ms after the heartbeat stops",
+      v.epoch >> kEpochNodeBits, v.node, v.pid, v.resigned ? ", resigned" : "", v.beat,
+      o_.lease / kNanosPerMilli);
 }
 
 Result<bool> TwoTierLock::Acquire(Nanos timeout) {
   const Nanos start = SteadyNow();
-  const std::string what = fmt::format("pool {}: metadata lock (node {}'s local tier)", o_.name,
-                                       o_.node);
+  const std::string what =
+      fmt::format("pool {}: metadata lock (node {}'s local tier)", o_.name, o_.node);
   ASSIGN_OR_RETURN(const bool inherited, LockRobustWithin(&local_->local_lock, timeout, what));
   RequestSlot* req = Request(o_.node);
   GrantSlot* grant = Grant(o_.node);

@@ -186,10 +186,10 @@ Result<std::unique_ptr<PoolImpl>> PoolImpl::Open(const std::string& path, OpenOp
     lo.name = path;
     lo.lease = p->geometry_.lease;
     lo.candidate = options.lock_manager;
-    ASSIGN_OR_RETURN(p->lock_, TwoTierLock::Open(locks, lo, Holder{0, 0},
-                                                 [raw](uint32_t plus1, uint32_t gen) {
-                                                   return raw->IsHolderDead(plus1, gen);
-                                                 }));
+    ASSIGN_OR_RETURN(
+        p->lock_, TwoTierLock::Open(locks, lo, Holder{0, 0}, [raw](uint32_t plus1, uint32_t gen) {
+          return raw->IsHolderDead(plus1, gen);
+        }));
   }
   {
     Locked l(p.get());
