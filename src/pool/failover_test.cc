@@ -48,6 +48,7 @@ struct Shared {
   std::atomic<uint64_t> final_epoch;  // the manager seen by the workers at the end
   std::atomic<uint32_t> final_node;
   std::atomic<int32_t> final_pid;
+  std::atomic<int32_t> doomed;  // pid of the process that killed itself at its doom point
   char last_error[256];
 };
 
@@ -74,8 +75,12 @@ bool Gone(int32_t pid) {
 void Hook(const char* point) {
   const auto pid = static_cast<int32_t>(getpid());
   if (std::strcmp(point, "lock.acquired") == 0) {
+    // A mark left by the process that killed itself inside the lock is stale (the kernel hands
+    // the robust mutex on before /proc shows the process as a zombie: hence `doomed`).
     const int32_t before = g_shared->occupant.exchange(pid);
-    if (before != 0 && !Gone(before)) g_shared->violations.fetch_add(1);
+    if (before != 0 && before != g_shared->doomed.load() && !Gone(before)) {
+      g_shared->violations.fetch_add(1);
+    }
   } else if (std::strcmp(point, "lock.releasing") == 0) {
     int32_t expected = pid;
     if (!g_shared->occupant.compare_exchange_strong(expected, 0)) {
@@ -83,7 +88,10 @@ void Hook(const char* point) {
     }
   }
   if (g_doom_point != nullptr && std::strcmp(point, g_doom_point) == 0) {
-    if (g_shared->grants.fetch_add(1) + 1 == g_doom_at) raise(g_doom_signal);
+    if (g_shared->grants.fetch_add(1) + 1 == g_doom_at) {
+      if (g_doom_signal == SIGKILL) g_shared->doomed.store(pid);
+      raise(g_doom_signal);
+    }
   }
 }
 
