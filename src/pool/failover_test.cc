@@ -278,10 +278,14 @@ TEST_P(ManagerFailoverTest, WorkersFinishAfterManagerDiesMidGrant) {
   EXPECT_EQ(g_shared->mismatches.load(), 0u);
   EXPECT_EQ(g_shared->violations.load(), 0u) << "two holders of the metadata lock at once";
   EXPECT_EQ(g_shared->other_errors.load(), 0u) << g_shared->last_error;
-  // The role moved: a later epoch, on a worker's node.
+  // The role moved: a later epoch (the doomed manager claimed epoch 1). Killed, it cannot hold
+  // the role at the end; a stalled one that resumed may legitimately have claimed it back later
+  // (after the last worker holding it exited without resigning).
   EXPECT_GE(g_shared->final_epoch.load(), 2u);
-  EXPECT_NE(g_shared->final_node.load(), 0u);
-  EXPECT_NE(g_shared->final_pid.load(), manager);
+  if (signal == SIGKILL) {
+    EXPECT_NE(g_shared->final_node.load(), 0u);
+    EXPECT_NE(g_shared->final_pid.load(), manager);
+  }
   RecordProperty("lock_timeouts_resubmitted", std::to_string(g_shared->timeouts.load()));
   munmap(g_shared, sizeof(Shared));
   g_shared = nullptr;
