@@ -314,7 +314,10 @@ void TwoTierLock::CandidateLoop(bool predecessor_died) {
       St(claim_->pid, static_cast<int32_t>(getpid()));
       St(claim_->resigned, 0u);
       sync_.Publish(claim_);
-      if (v.epoch != 0) {
+      if (v.epoch != 0 && v.resigned) {
+        log::Info("pool {}: node {} took the lock-manager role on from node {} (epoch {})", o_.name,
+                  o_.node, v.node, mine >> kEpochNodeBits);
+      } else if (v.epoch != 0) {
         log::Warn("pool {}: node {} took the lock-manager role over from node {} (epoch {})",
                   o_.name, o_.node, v.node, mine >> kEpochNodeBits);
       }
