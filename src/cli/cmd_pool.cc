@@ -1,9 +1,12 @@
-// `dualpath pool create|stat|destroy` and `dualpath bench pool`.
+// `dualpath pool create|stat|destroy|serve` and `dualpath bench pool`.
 //
 //   dualpath pool create /dev/shm/kvpool --size 8G [--chunk 4M] [--model noncoherent]
 //   dualpath pool stat /dev/shm/kvpool [--json]
 //   dualpath pool destroy /dev/shm/kvpool
+//   dualpath pool serve /dev/shm/kvpool [--node N]    # hold / stand by for the lock-manager role
 //   dualpath bench pool [--json] [--dir /dev/shm] [--mib 64] [--passes 5]
+#include <signal.h>
+
 #include <cstdint>
 #include <cstdio>
 #include <iostream>
@@ -13,6 +16,7 @@
 #include "cli/command.h"
 #include "dualpath/benchlib/pool_bench.h"
 #include "dualpath/common/numeric.h"
+#include "dualpath/common/stop_signal.h"
 #include "dualpath/pool/pool.h"
 
 namespace dualpath::cli {
@@ -202,6 +206,53 @@ void RegisterPool(CLI::App& root, int* exit_code) {
     }
     PrintStats(sa->path, st, sa->json);
     *exit_code = kExitOk;
+  });
+
+  // A process attached only to hold (or stand by for) the lock-manager role of a non-coherent
+  // region: what a cluster runs as the region's supervised manager. It serves until SIGTERM or
+  // SIGINT, then detaches, resigning the role so another node's process takes it at once.
+  struct ServeArgs {
+    std::string path;
+    uint32_t node = 0;
+  };
+  auto va = std::make_shared<ServeArgs>();
+  CLI::App* serve =
+      group->add_subcommand("serve", "Attach and serve the lock-manager role until SIGTERM/SIGINT");
+  serve->add_option("path", va->path, "Region path")->required();
+  serve->add_option("--node", va->node, "This host's node id (non-coherent model)");
+  serve->callback([va, exit_code] {
+    Result<pool::Geometry> g = pool::Pool::ReadGeometry(va->path);
+    if (!g.ok()) {
+      *exit_code = Report("pool serve", g.status());
+      return;
+    }
+    if (va->node >= g->num_nodes) {
+      std::cerr << "dualpath pool serve: --node " << va->node << ": the region has " << g->num_nodes
+                << " node(s), ids 0.." << g->num_nodes - 1 << "\n";
+      *exit_code = kExitBadInput;
+      return;
+    }
+    // Blocked before the pool's threads start, so that they inherit the mask and sigwait below
+    // is the only taker.
+    sigset_t signals;
+    sigemptyset(&signals);
+    sigaddset(&signals, SIGTERM);
+    sigaddset(&signals, SIGINT);
+    pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+    pool::OpenOptions o;
+    o.node = va->node;
+    Result<std::unique_ptr<pool::Pool>> p = pool::Pool::Open(va->path, o);
+    if (!p.ok()) {
+      *exit_code = Report("pool serve", p.status());
+      return;
+    }
+    std::printf("serving %s as node %u (pid %d)\n", va->path.c_str(), va->node, getpid());
+    std::fflush(stdout);
+    int sig = 0;
+    sigwait(&signals, &sig);
+    p->reset();  // detach: resigns the manager role if held
+    std::cerr << "dualpath pool serve: stopped by " << StopSignalName(sig) << "\n";
+    *exit_code = StopExitCode(sig);
   });
 
   auto dpath = std::make_shared<std::string>();

@@ -341,8 +341,8 @@ void TwoTierLock::ManagerLoop(uint64_t epoch) {
   uint32_t next = 0;        // round-robin start, for fairness between nodes
   uint32_t idle_scans = 0;  // consecutive scans with nothing to do
   uint32_t busy_scans = 0;  // consecutive scans while a grant is outstanding
-  uint64_t same_grant_scans = 0;
-  int64_t granted = -1;  // node holding the current grant (as far as we know)
+  Nanos dead_checked = 0;   // when the current holder's liveness was last checked
+  int64_t granted = -1;     // node holding the current grant (as far as we know)
   while (!stop_.load(std::memory_order_relaxed)) {
     const Nanos now = SteadyNow();
     if (now - last_beat >= beat_period) {
@@ -383,10 +383,13 @@ void TwoTierLock::ManagerLoop(uint64_t epoch) {
     }
     bool worked = false;
     if (held >= 0) {
-      same_grant_scans = (held == granted) ? same_grant_scans + 1 : 0;
+      if (held != granted) dead_checked = now;
       granted = held;
-      // A long-held grant: check (rarely: /proc reads are not free) whether its holder is dead.
-      if (same_grant_scans % 4096 == 4095) {
+      // A grant held for long: check (every 20 ms: /proc reads are not free, and critical
+      // sections take microseconds) whether its holder is dead. By time, not by scan count: on a
+      // loaded machine every scan yields the CPU, and a count could outlast the waiters' bound.
+      if (now - dead_checked >= 20 * kNanosPerMilli) {
+        dead_checked = now;
         RequestSlot* r = Request(static_cast<uint32_t>(held));
         if (is_dead_(Ld(r->holder_plus1), Ld(r->holder_gen))) {
           log::Warn("pool lock manager: revoking node {}'s grant (holder dead)", held);
@@ -413,7 +416,7 @@ void TwoTierLock::ManagerLoop(uint64_t epoch) {
       FaultPoint("manager.granted");
       next = static_cast<uint32_t>(waiting) + 1;
       granted = waiting;
-      same_grant_scans = 0;
+      dead_checked = now;
       worked = true;
     }
     if (worked || held >= 0) {
