@@ -54,9 +54,17 @@ void SchedulerImpl::AssignDecodeEngines(uint32_t group, FetchResult* out) {
 
   int64_t hbm_total = 0;
   int64_t engine_tokens = 0;
+  int64_t hbm_most = 0;
   for (uint32_t e : g.engines) {
     hbm_total += engines_[e].hbm_free;
     engine_tokens += engines_[e].tokens;
+    hbm_most = std::max(hbm_most, engines_[e].hbm_free);
+  }
+  // No DE can hold the head: the loop below would end at once (what most fetches of a group
+  // waiting for HBM do); S and the threshold are not needed for that.
+  if (hbm_most < g.private_queue.front().need_through - g.popped_need) {
+    ++stats_.de_fetch_no_hbm;
+    return;
   }
   // S: the entries whose running total stays within hbm_total, i.e. the walk "add the next need
   // while the sum stays <= hbm_total" (the totals are nondecreasing: a binary search).
