@@ -28,7 +28,7 @@ commands=("sim --pd 48P96D --agents $agents --system dualpath"
   "sim --agents 2K --system all --ablation")
 # The JSON without the fields that measure wall time.
 strip() { grep -v -E '"(wall_s|sim_requests_per_s)"' "$1"; }
-rate() { /usr/bin/python3 -c 'import json,sys; print(f"{json.load(open(sys.argv[1]))["sim_requests_per_s"]:.0f}")' "$1"; }
+rate() { /usr/bin/python3 -c 'import json,sys; print(round(json.load(open(sys.argv[1]))["sim_requests_per_s"]))' "$1"; }
 
 status=0
 for ci in "${!commands[@]}"; do
