@@ -8,6 +8,7 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <condition_variable>
 #include <cstdlib>
@@ -369,6 +370,7 @@ TEST_P(DecodeBatchingTest, ConcurrentAgentsGiveReferenceOutputs) {
   uint64_t id = 1;
   int64_t request_steps = 0;
   int64_t hits = 0;
+  std::vector<v1c::Timing> stepped;  // timings of the requests that ran decode steps
   for (int turn = 0; turn < kTurns; ++turn) {
     std::vector<v1c::RequestSpec> specs;
     for (int i = 0; i < kAgents; ++i) {
@@ -387,6 +389,25 @@ TEST_P(DecodeBatchingTest, ConcurrentAgentsGiveReferenceOutputs) {
       v1c::RequestResult r = Wait(s.request_id());
       ExpectReference(s, r);
       EXPECT_EQ(r.generated_size(), static_cast<int>(s.gen_tokens()));
+      // TTST's pieces in order: the PE's first token, the DE ready (PrefillDone and the PE's KV
+      // in), taken into decode, the first step's token, done.
+      const v1c::Timing& t = r.timing();
+      EXPECT_GT(t.decode_ready_ns(), 0);
+      EXPECT_LE(t.first_token_ns(), t.decode_ready_ns());
+      EXPECT_LE(t.decode_ready_ns(), t.decode_start_ns());
+      EXPECT_LE(t.decode_start_ns(), t.second_token_ns());
+      EXPECT_LE(t.second_token_ns(), t.done_ns());
+      if (s.gen_tokens() > 1) stepped.push_back(t);
+    }
+  }
+  // A serial engine decodes one request at a time: no two requests' [taken in, done] overlap.
+  // (Continuous ones may; how much depends on timing.)
+  if (GetParam() == DecodeBatching::kSerial) {
+    std::sort(stepped.begin(), stepped.end(), [](const v1c::Timing& a, const v1c::Timing& b) {
+      return a.decode_start_ns() < b.decode_start_ns();
+    });
+    for (size_t i = 1; i < stepped.size(); ++i) {
+      EXPECT_LE(stepped[i - 1].done_ns(), stepped[i].decode_start_ns()) << "request " << i;
     }
   }
   EXPECT_GT(hits, 0);  // later turns read what the batched steps wrote behind
