@@ -221,6 +221,10 @@ json SystemRunJson(const SystemRun& run, bool online) {
     json k = json::parse(run.kv_store_json, nullptr, /*allow_exceptions=*/false);
     o["kv_store"] = k.is_discarded() ? json(nullptr) : std::move(k);
   }
+  if (!run.prefill_batches_json.empty()) {
+    json b = json::parse(run.prefill_batches_json, nullptr, /*allow_exceptions=*/false);
+    o["prefill_batches"] = b.is_discarded() ? json(nullptr) : std::move(b);
+  }
   o["records"] = RecordsJson(run);
   return o;
 }
