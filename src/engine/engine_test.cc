@@ -489,7 +489,11 @@ TEST_P(PrefillBatchingTest, ConcurrentAgentsGiveReferenceOutputs) {
     EXPECT_GT(chunks, kAgents * kTurns);  // the long prompt took several chunks
   }
   RecordProperty("mean_prefill_batch", std::to_string(chunks / batches));
-  pe_.reset();  // writes the stats file
+  // The engines stop (and the PE writes its stats file) on the scheduler's shutdown word; their
+  // Run threads must end before the engines are destroyed.
+  sched_.Shutdown();
+  for (auto& t : threads_) t.join();
+  threads_.clear();
   std::ifstream in(root_ + "/batches.json");
   const nlohmann::json j = nlohmann::json::parse(in, nullptr, false);
   ASSERT_TRUE(j.is_object());
