@@ -299,6 +299,10 @@ json SystemRunJson(const SystemRun& run, bool online) {
     o["kv_store"] = k.is_discarded() ? json(nullptr) : std::move(k);
   }
   o["decode_batches"] = DecodeBatchesJson(run.replay);
+  if (!run.prefill_batches_json.empty()) {
+    json b = json::parse(run.prefill_batches_json, nullptr, /*allow_exceptions=*/false);
+    o["prefill_batches"] = b.is_discarded() ? json(nullptr) : std::move(b);
+  }
   o["records"] = RecordsJson(run);
   return o;
 }

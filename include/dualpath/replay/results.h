@@ -77,6 +77,9 @@ struct SystemRun {
   // `--store`: the store's report (a JSON object: the leader's Stats, the engines' store counters
   // and their sums); empty without a store (and then absent from the results).
   std::string kv_store_json;
+  // The prefill engines' forward batches (a JSON array, one object per PE: its --batch-stats
+  // file, docs/engine.md "Prefill batching"); empty if none wrote one (absent from the results).
+  std::string prefill_batches_json;
 };
 
 struct Summary {
