@@ -6,7 +6,18 @@ namespace dualpath::sim {
 
 void EventQueue::Push(double time, uint32_t kind, uint32_t a, uint64_t b) {
   DUALPATH_CHECK(time >= now_, "event scheduled before the current simulated time");
-  const Event e{time, next_seq_++, kind, a, b};
+  HeapInsert(Event{time, next_seq_++, kind, a, b});
+}
+
+void EventQueue::PushReserved(double time, uint64_t seq, uint32_t kind, uint32_t a, uint64_t b) {
+  DUALPATH_CHECK(seq < next_seq_, "PushReserved: sequence number not from ReserveSeq()");
+  // Due already: an event after it in (time, seq) order has been popped.
+  DUALPATH_CHECK(!popped_ || time > now_ || (time == now_ && seq > now_seq_),
+                 "PushReserved: event pushed after it was due");
+  HeapInsert(Event{time, seq, kind, a, b});
+}
+
+void EventQueue::HeapInsert(const Event& e) {
   // Sift up: move parents that pop after `e` down until e's place is found (a hole, not swaps).
   size_t i = heap_.size();
   heap_.emplace_back();
@@ -80,6 +91,8 @@ Event EventQueue::Pop() {
     --timers_pending_;
     UpdateTimer(timer);
     now_ = top.time;
+    now_seq_ = top.seq;
+    popped_ = true;
     ++processed_;
     return top;
   }
@@ -117,6 +130,8 @@ Event EventQueue::Pop() {
     heap_[i] = last;
   }
   now_ = top.time;
+  now_seq_ = top.seq;
+  popped_ = true;
   ++processed_;
   return top;
 }

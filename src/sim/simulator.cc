@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <deque>
 #include <queue>
 #include <random>
 
@@ -21,7 +22,7 @@ enum class ReadSide : uint8_t { kNone, kPe, kDe, kBoth };
 enum EventKind : uint32_t {
   kFetch,        // every group fetches from the scheduler
   kArrive,       // a = agent, b = turn index (global)
-  kReadDone,     // b = request slot
+  kReadDone,     // a = storage NIC (node), b = request slot
   kPrefillStep,  // a = prefill group
   kDecodeJoin,   // b = request slot
   kDecodeDone,   // a = decode group, b = group version
@@ -51,6 +52,14 @@ struct ReqLife {
   uint32_t agent = 0;
   uint32_t turn = 0;  // index into SimWorkload::turns
   double arrival = 0, first_token = 0, ttst_time = 0;
+};
+
+// A read in service on a storage NIC: when it completes, its event's sequence number (reserved when
+// it started, EventQueue::ReserveSeq) and its request.
+struct ReadEnd {
+  double time;
+  uint64_t seq;
+  uint32_t slot;
 };
 
 struct BatchEntry {
@@ -84,6 +93,7 @@ struct DeGroup {
   double last_t = 0;
   double tau = 0;  // current step time
   uint64_t version = 0;
+  uint64_t batch = 0;  // requests in decode on the group's DEs: the sum of their DeState::batch
   // Decode time series: the batch (requests over the group's GPUs) and step time since `from`.
   double series_from = 0, series_batch = 0, series_tau = 0;
   // (finish step, request) min-heap.
@@ -150,6 +160,8 @@ class Simulation {
   }
   void StartReads(uint32_t slot, double now);
   void AdmitReads(uint32_t nic, double now);
+  // NIC `nic`'s earliest read completion popped: the next one enters the event queue.
+  void NextReadDone(uint32_t nic);
   Status ReadDone(uint32_t slot, double now);
   Status KickPrefill(uint32_t group, double now);
   Status PlanPeStep(PeGroup& g, PeState& pe, const sched::BatchLimits& limits, PeStep* step,
@@ -161,6 +173,11 @@ class Simulation {
   void AdvanceDecode(DeGroup& g, double now);
   void AccumulateDecodeSeries(DeGroup& g, double now);
   void RetimeDecode(uint32_t group, double now);
+  // Decode engine `di`'s batch sums changed: recompute its step time (de_step_time_).
+  void UpdateDeStepTime(uint32_t di) {
+    const DeState& d = c_.des[di];
+    de_step_time_[di] = cost_.DecodeGpuTime(d.flops, d.kv_bytes, d.batch);
+  }
   void Complete(uint32_t slot, double now);
   void NextTurn(uint32_t slot, double now);
   uint32_t NewReq();
@@ -195,6 +212,9 @@ class Simulation {
   sched::AttentionTimeModel attn_model_;
   std::unique_ptr<SchedDriver> driver_;
   std::vector<bool> fetch_armed_;  // per scheduler group: its fetch timer is running
+  // Groups whose timer is not running. Under load every timer runs, and each arrival's scan of
+  // all 144 groups (48P96D) for one to restart found none (issue 27).
+  uint32_t fetch_unarmed_ = 0;
   uint64_t work_events_ = 0;       // pending events other than fetch ticks
   double last_placement_ = 0;      // last time a fetch placed anything (stall detection)
   std::mt19937_64 rng_;
@@ -211,6 +231,16 @@ class Simulation {
   std::vector<Req> reqs_;       // by request slot
   std::vector<ReqLife> lives_;  // by request slot
   std::vector<uint32_t> free_reqs_;
+  std::vector<StorageNic::Started> started_;  // AdmitReads' scratch
+  // By storage NIC: its reads in service, in completion order, the first one's kReadDone in the
+  // event queue. A NIC serves reads one after another (FIFO), so their completion times only
+  // grow; keeping the rest out of the heap keeps it at one read per NIC (EventQueue::ReserveSeq).
+  std::vector<std::deque<ReadEnd>> reads_in_service_;
+  // By decode engine: cost_.DecodeGpuTime of its current decode batch sums (DeState batch, flops,
+  // kv_bytes), recomputed when they change. RetimeDecode takes the group's maximum of these
+  // instead of recomputing every member's (two divisions each, 32 members per group, on every
+  // join and completion: issue 27). The same function of the same values, so the same doubles.
+  std::vector<double> de_step_time_;
   SimMetrics metrics_;
 };
 
@@ -252,6 +282,8 @@ void Simulation::BuildCluster() {
       c_.des.push_back(d);
     }
   }
+  de_step_time_.assign(c_.des.size(), 0.0);  // DecodeGpuTime of an empty batch
+  reads_in_service_.resize(nodes);
 }
 
 // The scheduler with the system's preset and the thresholds derived for this workload
@@ -261,6 +293,7 @@ Status Simulation::StartScheduler() {
   ASSIGN_OR_RETURN(driver_, SchedDriver::Create(c_, spec_.system,
                                                 SchedConfigFor(spec_.system, cfg_, thresholds)));
   fetch_armed_.assign(driver_->num_groups(), false);
+  fetch_unarmed_ = driver_->num_groups();
   q_.ResizeTimers(pe_groups_.size() + de_groups_.size());
   return Status::Ok();
 }
@@ -317,9 +350,10 @@ Status Simulation::Arrive(uint32_t agent, uint32_t turn, double now) {
   // more than the other prefill node's (snic max/avg 1.25 at 1,024 agents, docs/sim.md).
   const double interval = cfg_.sched.fetch_interval_ms * 1e-3;
   const auto groups = static_cast<uint32_t>(fetch_armed_.size());
-  for (uint32_t g = 0; g < groups; ++g) {
+  for (uint32_t g = 0; g < groups && fetch_unarmed_ > 0; ++g) {
     if (!fetch_armed_[g]) {
       fetch_armed_[g] = true;
+      --fetch_unarmed_;
       Push(now + interval * jitter_(rng_), kFetch, g);
     }
   }
@@ -352,6 +386,7 @@ Status Simulation::Fetch(uint32_t group, double now) {
     Push(now + cfg_.sched.fetch_interval_ms * 1e-3 * (0.5 + jitter_(rng_)), kFetch, group);
   } else {
     fetch_armed_[group] = false;
+    ++fetch_unarmed_;
   }
   return Status::Ok();
 }
@@ -398,10 +433,28 @@ void Simulation::StartReads(uint32_t slot, double now) {
 }
 
 void Simulation::AdmitReads(uint32_t nic, double now) {
-  std::vector<StorageNic::Started> started;
-  c_.nics[nic].Admit(now, &started);
-  for (const auto& s : started) {
-    Push(s.done_time, kReadDone, 0, s.tag);
+  // A member, not a local: a local vector allocated on every admission that started a read.
+  started_.clear();
+  c_.nics[nic].Admit(now, &started_);
+  std::deque<ReadEnd>& fifo = reads_in_service_[nic];
+  for (const auto& s : started_) {
+    // The number a Push() here would take: the event pops where it did when every read was in
+    // the heap.
+    const uint64_t seq = q_.ReserveSeq();
+    ++work_events_;
+    DUALPATH_CHECK(fifo.empty() || fifo.back().time <= s.done_time,
+                   "storage NIC reads completing out of order");
+    fifo.push_back(ReadEnd{s.done_time, seq, static_cast<uint32_t>(s.tag)});
+    if (fifo.size() == 1) q_.PushReserved(s.done_time, seq, kReadDone, nic, s.tag);
+  }
+}
+
+void Simulation::NextReadDone(uint32_t nic) {
+  std::deque<ReadEnd>& fifo = reads_in_service_[nic];
+  fifo.pop_front();
+  if (!fifo.empty()) {
+    const ReadEnd& r = fifo.front();
+    q_.PushReserved(r.time, r.seq, kReadDone, nic, r.slot);
   }
 }
 
@@ -552,12 +605,12 @@ void Simulation::AccumulateDecodeSeries(DeGroup& g, double now) {
 
 void Simulation::RetimeDecode(uint32_t gi, double now) {
   DeGroup& g = de_groups_[gi];
-  double slowest = 0, batch = 0;
-  for (uint32_t di : g.des) {
-    const DeState& d = c_.des[di];
-    slowest = std::max(slowest, cost_.DecodeGpuTime(d.flops, d.kv_bytes, d.batch));
-    batch += d.batch;
-  }
+  // The slowest member's step time: max is exact in any order, and each member's time is kept
+  // current by UpdateDeStepTime. The batch was summed here as a double of integer counts (exact
+  // below 2^53), the same value as the integer sum converted once.
+  double slowest = 0;
+  for (uint32_t di : g.des) slowest = std::max(slowest, de_step_time_[di]);
+  const auto batch = static_cast<double>(g.batch);
   g.tau = slowest > 0 ? slowest + cost_.decode_overhead_s() : 0;
   g.version++;
   // The series' interval up to `now` was accumulated by the caller (AccumulateDecodeSeries).
@@ -594,6 +647,8 @@ void Simulation::DecodeJoin(uint32_t slot, double now) {
   d.batch++;
   d.flops += r.dec_flops;
   d.kv_bytes += r.dec_kv;
+  g.batch++;
+  UpdateDeStepTime(r.de);
   const double join = std::ceil(g.steps - 1e-9);
   g.heap.push(DecodeEnd{join + static_cast<double>(r.gen - 1), slot, lives_[slot].agent});
   RetimeDecode(d.group, now);
@@ -619,6 +674,8 @@ void Simulation::DecodeDone(uint32_t gi, uint64_t version, double now) {
       d.flops = 0;  // no drift when empty
       d.kv_bytes = 0;
     }
+    g.batch--;
+    UpdateDeStepTime(r.de);
     if (r.gen > 2) {
       metrics_.Tpot((now - lives_[slot].ttst_time) / static_cast<double>(r.gen - 2));
     }
@@ -715,7 +772,11 @@ void Simulation::Prefetch(const Event* next) const {
       prefetch_life(next->b);
       break;
     case kPrefillStep:
-      for (const BatchEntry& be : pe_groups_[next->a].batch) prefetch_req(be.req);
+      // PrefillDone reads the latency record of each request the step finishes.
+      for (const BatchEntry& be : pe_groups_[next->a].batch) {
+        prefetch_req(be.req);
+        prefetch_life(be.req);
+      }
       break;
     case kDecodeDone: {
       const DeGroup& g = de_groups_[next->a];
@@ -778,6 +839,7 @@ Result<SimResult> Simulation::Run() {
   const uint64_t expected_requests = StartAgents();
   while (!q_.Empty()) {
     const Event e = q_.Pop();
+    if (e.kind == kReadDone) NextReadDone(e.a);  // before Peek: it may be the next event
     Prefetch(q_.Peek());
     if (e.kind != kFetch) --work_events_;
     RETURN_IF_ERROR(Dispatch(e));

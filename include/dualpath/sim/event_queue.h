@@ -21,7 +21,13 @@
 //   dropped). The timers sit in a tournament tree over the ids (a fixed array; an update walks
 //   one leaf-to-root path), so they never touch the heap. Meant for a few dozen timers: the walk
 //   grows with log2 of the count, and 144 more (the simulator's fetch ticks) made a run slower.
-// Both draw the sequence number from one counter, and Pop() takes the earlier of the two fronts
+// - ReserveSeq() + PushReserved(): an event whose sequence number is taken now and which enters
+//   the heap later. It pops exactly where it would have had it been pushed when the number was
+//   taken, provided it enters before it is due (checked). For the caller's time-ordered streams:
+//   the simulator keeps each storage NIC's read completions (a FIFO server's: their times only
+//   grow) in a FIFO of its own, with only the earliest in the heap, so the heap holds one read per
+//   NIC instead of every read in flight (thousands at 48P96D, issue 27).
+// All draw the sequence number from one counter, and Pop() takes the earlier of the two fronts
 // by (time, seq): a total order, so the pop order is the same as one priority queue holding every
 // event (minus the superseded ones). event_queue_test.cc checks this against the binary
 // std::push_heap queue this replaced, on random inputs; bench/sim compares speed.
@@ -48,6 +54,12 @@ class EventQueue {
  public:
   // Schedules an event. Precondition: time >= Now().
   void Push(double time, uint32_t kind, uint32_t a = 0, uint64_t b = 0);
+  // Takes the next sequence number, as Push() would, for an event pushed later by PushReserved.
+  uint64_t ReserveSeq() { return next_seq_++; }
+  // Schedules an event with a number from ReserveSeq(). Precondition (checked): it is not due yet,
+  // i.e. (time, seq) is after the last popped event's, so it pops where a Push() at reservation
+  // time would have put it.
+  void PushReserved(double time, uint64_t seq, uint32_t kind, uint32_t a = 0, uint64_t b = 0);
   // Timer ids are 0..timers-1; call before the first SetTimer (drops any pending timers).
   void ResizeTimers(size_t timers);
   // Schedules timer `timer`'s event, replacing (superseding) a pending one. Takes the next
@@ -104,6 +116,8 @@ class EventQueue {
   // child wins is data, not control flow (the branchy version mispredicted on most levels and
   // cost more than the heap operations it saved).
   void UpdateTimer(uint32_t timer);
+  // Places `e` in the heap (sift up from a new last slot).
+  void HeapInsert(const Event& e);
   const Event* TimerFront() const {
     if (timers_pending_ == 0) return nullptr;
     return &timer_ev_[match_[1].timer];
@@ -121,6 +135,8 @@ class EventQueue {
   uint64_t processed_ = 0;
   uint64_t superseded_ = 0;
   double now_ = 0;
+  uint64_t now_seq_ = 0;  // seq of the last popped event (with now_: PushReserved's check)
+  bool popped_ = false;   // whether any event was popped yet
 };
 
 }  // namespace dualpath::sim
