@@ -25,9 +25,10 @@ void SimMetrics::FirstToken(double arrival, double now) {
 }
 
 void SimMetrics::DecodeInterval(double from, double to, double batch, double tau) {
-  dec_batch_time_.AddSpread(from, to, batch);
-  dec_active_time_.AddSpread(from, to, 1.0);
-  dec_tau_time_.AddSpread(from, to, tau);
+  // The three series always get the same intervals: one window computation for all three.
+  TimeBins* const series[] = {&dec_batch_time_, &dec_active_time_, &dec_tau_time_};
+  const double rates[] = {batch, 1.0, tau};
+  TimeBins::AddSpreadTogether(series, from, to, rates);
 }
 
 void SimMetrics::RequestDone(uint32_t agent, double arrival, double first_token,

@@ -30,18 +30,33 @@ void TimeBins::CoarsenTo(double width_s, double end_s) {
 }
 
 void TimeBins::AddSpread(double start, double end, double rate) {
+  TimeBins* self = this;
+  AddSpreadTogether(std::span<TimeBins* const>(&self, 1), start, end,
+                    std::span<const double>(&rate, 1));
+}
+
+void TimeBins::AddSpreadTogether(std::span<TimeBins* const> series, double start, double end,
+                                 std::span<const double> rates) {
+  DUALPATH_CHECK(!series.empty() && series.size() == rates.size(),
+                 "TimeBins: one rate per series");
   DUALPATH_CHECK(std::isfinite(start) && std::isfinite(end) && start >= 0 && start <= end,
                  "TimeBins: bad interval");
-  CoarsenTo(width_, end);
-  const auto last = static_cast<size_t>(end / width_);
-  if (values_.size() <= last) {
-    values_.resize(last + 1, 0.0);
+  TimeBins& first = *series[0];
+  for (TimeBins* b : series) {
+    b->CoarsenTo(b->width_, end);
+    DUALPATH_CHECK(b->width_ == first.width_ && b->values_.size() == first.values_.size(),
+                   "TimeBins: series spread together must have the same windows");
   }
-  for (auto w = static_cast<size_t>(start / width_); w <= last; ++w) {
-    const double lo = std::max(start, static_cast<double>(w) * width_);
-    const double hi = std::min(end, static_cast<double>(w + 1) * width_);
+  const double width = first.width_;
+  const auto last = static_cast<size_t>(end / width);
+  if (first.values_.size() <= last) {
+    for (TimeBins* b : series) b->values_.resize(last + 1, 0.0);
+  }
+  for (auto w = static_cast<size_t>(start / width); w <= last; ++w) {
+    const double lo = std::max(start, static_cast<double>(w) * width);
+    const double hi = std::min(end, static_cast<double>(w + 1) * width);
     if (hi > lo) {
-      values_[w] += (hi - lo) * rate;
+      for (size_t k = 0; k < series.size(); ++k) series[k]->values_[w] += (hi - lo) * rates[k];
     }
   }
 }

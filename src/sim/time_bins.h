@@ -14,6 +14,7 @@
 #pragma once
 
 #include <cstddef>
+#include <span>
 #include <vector>
 
 namespace dualpath::sim {
@@ -29,6 +30,13 @@ class TimeBins {
   // Adds rate x (overlap with [start, end)) to every window [start, end) overlaps. 0 <= start,
   // start <= end, both finite (checked).
   void AddSpread(double start, double end, double rate);
+  // AddSpread(start, end, rates[k]) on every series[k], with the window arithmetic (divisions,
+  // bounds) done once for all: for series that are always given the same intervals, so that they
+  // have the same width and length (checked), e.g. the simulator's three decode series, which got
+  // three AddSpread calls per decode event (issue 27). Each value gets the operations AddSpread
+  // gives it, so the values are the same.
+  static void AddSpreadTogether(std::span<TimeBins* const> series, double start, double end,
+                                std::span<const double> rates);
 
   // Widens the windows (by merging) until width() >= width_s, or until [0, end_s) fits in
   // kMaxWindows windows, whichever needs the wider window. Widths stay initial x 2^k, so series

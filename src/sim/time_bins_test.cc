@@ -2,6 +2,8 @@
 
 #include <gtest/gtest.h>
 
+#include <random>
+
 namespace dualpath::sim {
 namespace {
 
@@ -52,6 +54,47 @@ TEST(TimeBinsTest, CoarsenToLinesUpSeriesOfTheSameInitialWidth) {
   TimeBins c(1.0);
   c.CoarsenTo(1.0, 1e9);
   EXPECT_LT(1e9 / c.width(), static_cast<double>(TimeBins::kMaxWindows));
+}
+
+// AddSpreadTogether (issue 27) against one AddSpread per series: on random increasing intervals,
+// some far enough out to merge windows, every value is the same double (the simulator's JSON is
+// byte-identical only if they are).
+TEST(TimeBinsTest, SpreadTogetherGivesTheValuesOfSeparateSpreads) {
+  for (uint64_t seed = 1; seed <= 10; ++seed) {
+    std::mt19937_64 rng(seed);
+    std::uniform_real_distribution<double> u(0.0, 1.0);
+    TimeBins a(0.25), b(0.25), c(0.25);     // together
+    TimeBins a1(0.25), b1(0.25), c1(0.25);  // one by one
+    double t = 0;
+    for (int i = 0; i < 5'000; ++i) {
+      // Mostly short intervals; now and then a jump that merges windows.
+      t += rng() % 500 == 0 ? 1e3 * (1 + u(rng)) * static_cast<double>(1 + i) : u(rng) * 0.7;
+      const double from = t;
+      const double to = t + (rng() % 4 == 0 ? 0.0 : u(rng) * 2.0);
+      const double ra = u(rng) * 100, rc = u(rng) * 1e-3;
+      TimeBins* const series[] = {&a, &b, &c};
+      const double rates[] = {ra, 1.0, rc};
+      TimeBins::AddSpreadTogether(series, from, to, rates);
+      a1.AddSpread(from, to, ra);
+      b1.AddSpread(from, to, 1.0);
+      c1.AddSpread(from, to, rc);
+      t = to;
+    }
+    EXPECT_GT(a.width(), 0.25);  // windows were merged on the way
+    ASSERT_EQ(a.width(), a1.width());
+    ASSERT_EQ(b.width(), b1.width());
+    ASSERT_EQ(c.width(), c1.width());
+    EXPECT_EQ(a.values(), a1.values());  // exact: same doubles
+    EXPECT_EQ(b.values(), b1.values());
+    EXPECT_EQ(c.values(), c1.values());
+  }
+}
+
+TEST(TimeBinsDeathTest, SpreadTogetherNeedsSeriesWithTheSameWindows) {
+  TimeBins a(1.0), b(2.0);
+  TimeBins* const series[] = {&a, &b};
+  const double rates[] = {1.0, 1.0};
+  EXPECT_DEATH(TimeBins::AddSpreadTogether(series, 0, 1, rates), "same windows");
 }
 
 }  // namespace
