@@ -136,6 +136,7 @@ class Simulation {
     __builtin_prefetch(&reqs_[e.slot]);
     __builtin_prefetch(&lives_[e.slot]);
     metrics_.PrefetchAgent(e.agent);
+    __builtin_prefetch(&w_.agents[e.agent % w_.agents.size()]);  // NextTurn's read
   }
   bool Stalled(double now) const;
   Status Arrive(uint32_t agent, uint32_t turn, double now);
@@ -378,6 +379,8 @@ Status Simulation::Fetch(uint32_t group, double now) {
     de.requests++;
     de.hbm_free -= DeHbm(r);
   }
+  // Likewise the requests a prefill fetch placed (last touched when their DE was assigned).
+  for (const sched::Assignment& a : prefill_out_) __builtin_prefetch(&reqs_[a.request.value()]);
   for (const sched::Assignment& a : prefill_out_) RETURN_IF_ERROR(PlacePrefill(a, now));
   if (driver_->HasPending()) {
     // Leaders' timers are not synchronized: each interval is jittered (+-50%, seeded) so no group
