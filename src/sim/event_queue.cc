@@ -6,7 +6,7 @@ namespace dualpath::sim {
 
 void EventQueue::Push(double time, uint32_t kind, uint32_t a, uint64_t b) {
   DUALPATH_CHECK(time >= now_, "event scheduled before the current simulated time");
-  HeapInsert(Event{time, next_seq_++, kind, a, b});
+  heap_.push(Event{time, next_seq_++, kind, a, b});
 }
 
 void EventQueue::PushReserved(double time, uint64_t seq, uint32_t kind, uint32_t a, uint64_t b) {
@@ -14,20 +14,7 @@ void EventQueue::PushReserved(double time, uint64_t seq, uint32_t kind, uint32_t
   // Due already: an event after it in (time, seq) order has been popped.
   DUALPATH_CHECK(!popped_ || time > now_ || (time == now_ && seq > now_seq_),
                  "PushReserved: event pushed after it was due");
-  HeapInsert(Event{time, seq, kind, a, b});
-}
-
-void EventQueue::HeapInsert(const Event& e) {
-  // Sift up: move parents that pop after `e` down until e's place is found (a hole, not swaps).
-  size_t i = heap_.size();
-  heap_.emplace_back();
-  while (i > 0) {
-    const size_t parent = (i - 1) / kArity;
-    if (!Earlier(e, heap_[parent])) break;
-    heap_[i] = heap_[parent];
-    i = parent;
-  }
-  heap_[i] = e;
+  heap_.push(Event{time, seq, kind, a, b});
 }
 
 void EventQueue::ResizeTimers(size_t timers) {
@@ -84,7 +71,7 @@ bool EventQueue::CancelTimer(uint32_t timer) {
 Event EventQueue::Pop() {
   DUALPATH_CHECK(!Empty(), "Pop() on an empty event queue");
   const Event* t = TimerFront();
-  if (t != nullptr && (heap_.empty() || EarlierKey(match_[1], heap_.front()))) {
+  if (t != nullptr && (heap_.empty() || EarlierKey(match_[1], heap_.top()))) {
     const Event top = *t;
     const auto timer = static_cast<uint32_t>(match_[1].timer);
     match_[leaves_ + timer].time = kNever;
@@ -96,39 +83,8 @@ Event EventQueue::Pop() {
     ++processed_;
     return top;
   }
-  const Event top = heap_.front();
-  const Event last = heap_.back();
-  heap_.pop_back();
-  const size_t n = heap_.size();
-  if (n > 0) {
-    // Sift `last` down from the root: the earliest of up to kArity children moves up.
-    size_t i = 0;
-    for (;;) {
-      const size_t first = i * kArity + 1;
-      if (first >= n) break;
-      size_t best;
-      if (first + kArity <= n) {
-        // Four children: the earliest by a branch-free tournament. Which child wins is data the
-        // branch predictor cannot learn; as branches these comparisons mispredicted about once a
-        // level and were most of Pop's time (issue 27). Keys are unique, so any way of finding
-        // the earliest child finds the same one.
-        const Event* c = &heap_[first];
-        const size_t b01 = EarlierBit(c[1], c[0]);
-        const size_t b23 = 2 + EarlierBit(c[3], c[2]);
-        const size_t pick = EarlierBit(c[b23], c[b01]);
-        best = first + (b01 ^ ((b01 ^ b23) & (0 - pick)));
-      } else {
-        best = first;
-        for (size_t c = first + 1; c < n; ++c) {
-          if (Earlier(heap_[c], heap_[best])) best = c;
-        }
-      }
-      if (!Earlier(heap_[best], last)) break;
-      heap_[i] = heap_[best];
-      i = best;
-    }
-    heap_[i] = last;
-  }
+  const Event top = heap_.top();
+  heap_.pop();
   now_ = top.time;
   now_seq_ = top.seq;
   popped_ = true;

@@ -3,12 +3,12 @@
 #include <algorithm>
 #include <cmath>
 #include <deque>
-#include <queue>
 #include <random>
 
 #include "dualpath/common/check.h"
 #include "dualpath/common/numeric.h"
 #include "dualpath/sim/event_queue.h"
+#include "dualpath/sim/quad_heap.h"
 #include "sim/cluster_state.h"
 #include "sim/cost_model.h"
 #include "sim/metrics.h"
@@ -75,15 +75,20 @@ struct PeGroup {
 
 // A request decoding in a group: the step it finishes at, and the agent it belongs to (carried
 // so that the completion's agent record can be prefetched without first loading the request's).
-// The heap orders by (step, slot), as the std::pair it replaced did.
+// The heap orders by (step, slot), as the std::pair it replaced did: a total order (a slot is in
+// at most one group's heap, once), so the pops are the same whatever the heap's shape.
 struct DecodeEnd {
   double step;
   uint32_t slot;
   uint32_t agent;
 };
-struct LaterEnd {
-  bool operator()(const DecodeEnd& x, const DecodeEnd& y) const {
-    return x.step > y.step || (x.step == y.step && x.slot > y.slot);
+struct DecodeEndOrder {
+  static bool Earlier(const DecodeEnd& x, const DecodeEnd& y) {
+    return x.step < y.step || (x.step == y.step && x.slot < y.slot);
+  }
+  static size_t EarlierBit(const DecodeEnd& x, const DecodeEnd& y) {
+    return static_cast<size_t>(x.step < y.step) |
+           (static_cast<size_t>(x.step == y.step) & static_cast<size_t>(x.slot < y.slot));
   }
 };
 
@@ -96,8 +101,9 @@ struct DeGroup {
   uint64_t batch = 0;  // requests in decode on the group's DEs: the sum of their DeState::batch
   // Decode time series: the batch (requests over the group's GPUs) and step time since `from`.
   double series_from = 0, series_batch = 0, series_tau = 0;
-  // (finish step, request) min-heap.
-  std::priority_queue<DecodeEnd, std::vector<DecodeEnd>, LaterEnd> heap;
+  // (finish step, request) min-heap. 4-ary and branch-free (quad_heap.h): std::priority_queue's
+  // binary heap mispredicted on most levels of each pop (issue 27).
+  QuadHeap<DecodeEnd, DecodeEndOrder> heap;
 };
 
 // One PE's share of a prefill forward batch: attention time, and KV bytes streamed into HBM and

@@ -10,9 +10,9 @@
 // invariant violation (checked).
 //
 // Two stores, one order:
-// - Push(): a 4-ary min-heap over one flat vector of 32-byte records (no allocation per event once
-//   the vector has grown; a node's four children share two cache lines, and the heap is half as
-//   deep as a binary one).
+// - Push(): a 4-ary min-heap (QuadHeap, quad_heap.h) over one flat vector of 32-byte records (no
+//   allocation per event once the vector has grown; a node's four children share two cache lines,
+//   and the heap is half as deep as a binary one).
 // - SetTimer(): keyed timers, at most one pending event per timer id (in the simulator: a prefill
 //   group's forward end, a decode group's next completion). Setting a pending timer again
 //   replaces its event; the replaced one is never popped but counted in Superseded(): it is the
@@ -39,6 +39,8 @@
 #include <cstdint>
 #include <limits>
 #include <vector>
+
+#include "dualpath/sim/quad_heap.h"
 
 namespace dualpath::sim {
 
@@ -78,8 +80,8 @@ class EventQueue {
   const Event* Peek() const {
     const Event* t = TimerFront();
     if (heap_.empty()) return t;
-    if (t != nullptr && EarlierKey(match_[1], heap_.front())) return t;
-    return heap_.data();
+    if (t != nullptr && EarlierKey(match_[1], heap_.top())) return t;
+    return &heap_.top();
   }
   // Time of the last popped event (0 before the first).
   double Now() const { return now_; }
@@ -89,16 +91,16 @@ class EventQueue {
   uint64_t Superseded() const { return superseded_; }
 
  private:
-  static constexpr size_t kArity = 4;
-  // x pops before y.
-  static bool Earlier(const Event& x, const Event& y) {
-    return x.time < y.time || (x.time == y.time && x.seq < y.seq);
-  }
-  // Earlier() as 0/1 without branches (for Pop's choice among children).
-  static size_t EarlierBit(const Event& x, const Event& y) {
-    return static_cast<size_t>(x.time < y.time) |
-           (static_cast<size_t>(x.time == y.time) & static_cast<size_t>(x.seq < y.seq));
-  }
+  // The heap's order: (time, seq), a total order (seq is unique).
+  struct EventOrder {
+    static bool Earlier(const Event& x, const Event& y) {
+      return x.time < y.time || (x.time == y.time && x.seq < y.seq);
+    }
+    static size_t EarlierBit(const Event& x, const Event& y) {
+      return static_cast<size_t>(x.time < y.time) |
+             (static_cast<size_t>(x.time == y.time) & static_cast<size_t>(x.seq < y.seq));
+    }
+  };
   // A tournament-tree entry: the (time, seq) key of the earliest pending timer below the node,
   // and which timer that is. A leaf with nothing pending holds time kNever, which loses every
   // match (a pending event's time is finite).
@@ -116,14 +118,12 @@ class EventQueue {
   // child wins is data, not control flow (the branchy version mispredicted on most levels and
   // cost more than the heap operations it saved).
   void UpdateTimer(uint32_t timer);
-  // Places `e` in the heap (sift up from a new last slot).
-  void HeapInsert(const Event& e);
   const Event* TimerFront() const {
     if (timers_pending_ == 0) return nullptr;
     return &timer_ev_[match_[1].timer];
   }
 
-  std::vector<Event> heap_;
+  QuadHeap<Event, EventOrder> heap_;
   // Tournament tree: match_[1..leaves_-1] each match's winner, match_[leaves_ + t] timer t's own
   // key; leaves_ is the timer count rounded up to a power of two (at least 2; the padding leaves
   // are never pending).

@@ -1,0 +1,85 @@
+// QuadHeap: the simulator's min-heap, 4-ary on one flat vector.
+//
+// Used by the event queue (event_queue.h) and by each decode group's completion order
+// (simulator.cc). Four children per node: the heap is half as deep as a binary one, and a node's
+// children sit next to each other (two cache lines for 32-byte events, one for 16-byte entries).
+// The earliest of four children is picked without branches: which child wins is data the branch
+// predictor cannot learn, and as branches these comparisons mispredicted about once a level
+// (issue 27: most of a binary heap's pop time in the simulator).
+//
+// `Order` gives the order as two static functions over T:
+//   static bool Earlier(const T& x, const T& y);       // x pops before y
+//   static size_t EarlierBit(const T& x, const T& y);  // the same as 0/1, computed without branches
+// The order must be total over the elements held at once (no two equal keys): then every
+// correct heap pops the same sequence, so results never depend on heap internals
+// (quad_heap_test.cc checks the pops against std::priority_queue's).
+//
+// Thread safety: none (owned by one simulation).
+#pragma once
+
+#include <cstddef>
+#include <vector>
+
+namespace dualpath::sim {
+
+template <typename T, typename Order>
+class QuadHeap {
+ public:
+  bool empty() const { return v_.empty(); }
+  size_t size() const { return v_.size(); }
+  // The earliest element. Precondition: !empty().
+  const T& top() const { return v_.front(); }
+  void clear() { v_.clear(); }
+
+  void push(const T& x) {
+    // Sift up: move parents that pop after `x` down until x's place is found (a hole, not swaps).
+    size_t i = v_.size();
+    v_.emplace_back();
+    while (i > 0) {
+      const size_t parent = (i - 1) / kArity;
+      if (!Order::Earlier(x, v_[parent])) break;
+      v_[i] = v_[parent];
+      i = parent;
+    }
+    v_[i] = x;
+  }
+
+  // Removes top(). Precondition: !empty().
+  void pop() {
+    const T last = v_.back();
+    v_.pop_back();
+    const size_t n = v_.size();
+    if (n == 0) return;
+    // Sift `last` down from the root: the earliest of up to kArity children moves up.
+    size_t i = 0;
+    for (;;) {
+      const size_t first = i * kArity + 1;
+      if (first >= n) break;
+      size_t best;
+      if (first + kArity <= n) {
+        // Four children: the earliest by a branch-free tournament. Keys are unique, so any way
+        // of finding the earliest child finds the same one.
+        const T* c = &v_[first];
+        const size_t b01 = Order::EarlierBit(c[1], c[0]);
+        const size_t b23 = 2 + Order::EarlierBit(c[3], c[2]);
+        const size_t pick = Order::EarlierBit(c[b23], c[b01]);
+        best = first + (b01 ^ ((b01 ^ b23) & (0 - pick)));
+      } else {
+        best = first;
+        for (size_t k = first + 1; k < n; ++k) {
+          if (Order::Earlier(v_[k], v_[best])) best = k;
+        }
+      }
+      if (!Order::Earlier(v_[best], last)) break;
+      v_[i] = v_[best];
+      i = best;
+    }
+    v_[i] = last;
+  }
+
+ private:
+  static constexpr size_t kArity = 4;
+  std::vector<T> v_;
+};
+
+}  // namespace dualpath::sim
