@@ -35,7 +35,7 @@ void SimMetrics::RequestDone(uint32_t agent, double arrival, double first_token,
                              double second_token, double now, uint64_t gen) {
   ttst_sum_ += second_token - first_token;
   ttst_n_++;
-  AgentPath& path = agent_path_[agent];
+  AgentSums& path = agent_sums_[agent];
   path.to_first_token_s += first_token - arrival;
   path.decode_s += now - first_token;
   path.generated_tokens += gen;
@@ -47,7 +47,7 @@ void SimMetrics::RequestDone(uint32_t agent, double arrival, double first_token,
 void SimMetrics::TooLong(uint32_t agent, sched::TooLong side, double now) {
   too_long_.requests++;
   (side == sched::TooLong::kPrefill ? too_long_.prefill : too_long_.decode)++;
-  agent_path_[agent].finish_s = now;
+  agent_sums_[agent].finish_s = now;
   last_completion_ = std::max(last_completion_, now);
 }
 
@@ -85,8 +85,21 @@ SimResult SimMetrics::Collect(std::string system, ClusterState& cluster, double 
   if (r.jct_s > 0) r.prefill_busy_fraction = prefill_busy_s_ / (pe_groups * r.jct_s);
   CollectDecodeSeries(cluster.des.size(), windows, &r);
   // The agent that finished last (first such agent on a tie): the run's critical path.
-  for (const AgentPath& p : agent_path_) {
-    if (p.finish_s > r.last_agent.finish_s) r.last_agent = p;
+  size_t last = agent_sums_.size();
+  double last_finish = r.last_agent.finish_s;
+  for (size_t i = 0; i < agent_sums_.size(); ++i) {
+    if (agent_sums_[i].finish_s > last_finish) {
+      last = i;
+      last_finish = agent_sums_[i].finish_s;
+    }
+  }
+  if (last < agent_sums_.size()) {
+    const AgentSums& s = agent_sums_[last];
+    r.last_agent = agent_path_[last];
+    r.last_agent.generated_tokens = s.generated_tokens;
+    r.last_agent.finish_s = s.finish_s;
+    r.last_agent.to_first_token_s = s.to_first_token_s;
+    r.last_agent.decode_s = s.decode_s;
   }
   return r;
 }
