@@ -120,6 +120,7 @@ Result<std::unique_ptr<SchedDriver>> SchedDriver::Create(const ClusterState& c, 
   d->group_dirty_.assign(static_cast<size_t>(desc.num_groups()), true);
   d->group_blocked_.assign(static_cast<size_t>(desc.num_groups()), false);
   d->engine_group_.resize(desc.engines.size());
+  d->engine_dirty_.assign(desc.engines.size(), true);
   for (const sched::EngineDesc& e : desc.engines) {
     d->group_engines_[e.group.value()].push_back(e.id.value());
     d->engine_group_[e.id.value()] = e.group.value();
@@ -224,21 +225,32 @@ Status SchedDriver::FetchGroup(uint32_t group, const ClusterState& c, double now
   // The engines of a node share its storage NIC: its queue is computed once per node (engines
   // are in node order, MakeUniformCluster's numbering). Reports are written in place: returning
   // each by value and copying it in stalled on the copy (a fifth of a fetch tick, perf).
+  // A decode engine whose load did not change since its last report (not dirty) is not reported:
+  // its report would write the values the scheduler holds (a zero change of its group's load) and
+  // its node's read queue, which sched never reads for a decode node here (prefill fetches read
+  // decode-node queues live). At 48P96D a decode fetch is mostly made because one completion
+  // dirtied one engine of eight (issue 27).
   const std::vector<uint32_t>& engines = group_engines_[group];
+  const bool prefill_group = group_is_prefill_[group];
   reports_.resize(engines.size());
+  size_t sent = 0;
   uint32_t node = UINT32_MAX;
   int64_t queue = 0;
-  for (size_t i = 0; i < engines.size(); ++i) {
-    const uint32_t e = engines[i];
+  for (const uint32_t e : engines) {
+    if (!prefill_group && skip_idle_ && !engine_dirty_[e]) {
+      ++unsent_reports_;
+      continue;
+    }
     const uint32_t n = NodeOf(c, e);
     if (n != node) {
       node = n;
       queue = static_cast<int64_t>(c.ReadQueueTokens(n, now));
     }
-    FillReport(c, e, queue, &reports_[i]);
+    FillReport(c, e, queue, &reports_[sent++]);
   }
+  reports_.resize(sent);
   out_.Clear();
-  if (group_is_prefill_[group]) {
+  if (prefill_group) {
     // The read side (§6.1) compares the PE node's queue, which this group reports, with the DE
     // node's. A decode node's queue otherwise reaches sched only when its own group fetches, and
     // in between sched's view keeps every read it placed there but none of the draining: it
@@ -250,8 +262,10 @@ Status SchedDriver::FetchGroup(uint32_t group, const ClusterState& c, double now
     RETURN_IF_ERROR(sched_->FetchForGroup(sched::GroupId(group), reports_, &out_, &live));
   } else {
     RETURN_IF_ERROR(sched_->FetchForGroup(sched::GroupId(group), reports_, &out_));
-    // Clean: the scheduler holds exactly these reports, unless it placed requests, which the
+    // Clean: the scheduler holds exactly the engines' loads, unless it placed requests, which the
     // simulation then adds to the engines in its own units (bytes of HBM, rounded differently).
+    for (const uint32_t e : engines) engine_dirty_[e] = false;
+    for (const sched::DecodeAssignment& a : out_.decode) engine_dirty_[a.decode.value()] = true;
     group_dirty_[group] = !out_.decode.empty();
     group_blocked_[group] = sched_->private_queue_size(sched::GroupId(group)) > 0;
   }

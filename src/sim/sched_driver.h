@@ -64,13 +64,19 @@ class SchedDriver {
   uint32_t num_groups() const { return static_cast<uint32_t>(group_engines_.size()); }
   // The simulation changed decode engine `engine`'s load (a request completed on it) outside a
   // fetch: its group's next fetch must report it (see FetchGroup).
-  void DecodeEngineChanged(uint32_t engine) { group_dirty_[engine_group_[engine]] = true; }
-  // Off: every fetch calls the scheduler (the reference the skip is tested against).
+  void DecodeEngineChanged(uint32_t engine) {
+    engine_dirty_[engine] = true;
+    group_dirty_[engine_group_[engine]] = true;
+  }
+  // Off: every fetch calls the scheduler with every engine's report (the reference the skips are
+  // tested against).
   void set_skip_idle_fetches(bool on) { skip_idle_ = on; }
   // Fetches answered without calling the scheduler (they could not change anything).
   uint64_t skipped_fetches() const { return skipped_; }
   // Of those, fetches of a decode group whose private queue waits for HBM (IdleFetch).
   uint64_t skipped_blocked_fetches() const { return skipped_blocked_; }
+  // Decode engine reports not sent because they would repeat the scheduler's view (FetchGroup).
+  uint64_t unsent_reports() const { return unsent_reports_; }
   bool HasPending() const { return sched_->pending() > 0; }
   const sched::SchedStats& stats() const { return sched_->stats(); }
 
@@ -96,6 +102,10 @@ class SchedDriver {
   // so its head fits no DE of the group (phase 2 places until the head does not fit). Until the
   // group is dirty again the head and the DEs' free HBM are what that fetch saw.
   std::vector<bool> group_blocked_;
+  // By engine id (decode engines): its load may differ from its last report (set by a decode
+  // assignment or DecodeEngineChanged; all set at the start, before any report).
+  std::vector<bool> engine_dirty_;
+  uint64_t unsent_reports_ = 0;
   uint64_t skipped_blocked_ = 0;
   bool skip_idle_ = true;
   uint64_t skipped_ = 0;
