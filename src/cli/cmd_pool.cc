@@ -1,9 +1,12 @@
-// `dualpath pool create|stat|destroy` and `dualpath bench pool`.
+// `dualpath pool create|stat|destroy|serve` and `dualpath bench pool`.
 //
 //   dualpath pool create /dev/shm/kvpool --size 8G [--chunk 4M] [--model noncoherent]
 //   dualpath pool stat /dev/shm/kvpool [--json]
 //   dualpath pool destroy /dev/shm/kvpool
+//   dualpath pool serve /dev/shm/kvpool [--node N]    # hold / stand by for the lock-manager role
 //   dualpath bench pool [--json] [--dir /dev/shm] [--mib 64] [--passes 5]
+#include <signal.h>
+
 #include <cstdint>
 #include <cstdio>
 #include <iostream>
@@ -13,6 +16,7 @@
 #include "cli/command.h"
 #include "dualpath/benchlib/pool_bench.h"
 #include "dualpath/common/numeric.h"
+#include "dualpath/common/stop_signal.h"
 #include "dualpath/pool/pool.h"
 
 namespace dualpath::cli {
@@ -74,11 +78,13 @@ void PrintStats(const std::string& path, const pool::PoolStats& s, bool json) {
         "\"num_chunks\":%lu,\"free_chunks\":%lu,\"index_capacity\":%lu,\"ready_entries\":%lu,"
         "\"writing_entries\":%lu,\"pinned_entries\":%lu,\"total_pins\":%lu,\"used_bytes\":%lu,"
         "\"live_procs\":%lu,\"roots\":%lu,\"evictions\":%lu,\"sweeps\":%lu,"
-        "\"reclaimed_procs\":%lu,\"reclaimed_roots\":%lu}\n",
+        "\"reclaimed_procs\":%lu,\"reclaimed_roots\":%lu,\"manager_epoch\":%lu,"
+        "\"manager_node\":%u,\"manager_pid\":%d}\n",
         path.c_str(), std::string(pool::MemoryModelName(s.model)).c_str(), s.region_bytes,
         s.chunk_bytes, s.num_chunks, s.free_chunks, s.index_capacity, s.ready_entries,
         s.writing_entries, s.pinned_entries, s.total_pins, s.used_bytes, s.live_procs - 1, s.roots,
-        s.evictions, s.sweeps, s.reclaimed_procs, s.reclaimed_roots);
+        s.evictions, s.sweeps, s.reclaimed_procs, s.reclaimed_roots, s.manager_epoch,
+        s.manager_node, s.manager_pid);
     return;
   }
   std::printf("region        %s\n", path.c_str());
@@ -106,6 +112,11 @@ void PrintStats(const std::string& path, const pool::PoolStats& s, bool json) {
       "history       %lu evictions, %lu recovery sweeps, %lu dead processes and %lu owner-bound "
       "roots reclaimed\n",
       s.evictions, s.sweeps, s.reclaimed_procs, s.reclaimed_roots);
+  if (s.model == pool::MemoryModel::kNonCoherent) {
+    // Epoch 1 is the first manager; a higher one means the role failed over (docs/pool.md).
+    std::printf("lock manager  epoch %lu, node %u, pid %d\n", s.manager_epoch, s.manager_node,
+                s.manager_pid);
+  }
 }
 
 void RegisterPool(CLI::App& root, int* exit_code) {
@@ -186,8 +197,62 @@ void RegisterPool(CLI::App& root, int* exit_code) {
       *exit_code = Report("pool stat", p.status());
       return;
     }
-    PrintStats(sa->path, (*p)->Stats(), sa->json);
+    const pool::PoolStats st = (*p)->Stats();
+    if (!st.lock_error.empty()) {
+      // Attached, then the lock stayed out of reach for the lock timeout: no counts to show.
+      std::cerr << "dualpath pool stat: " << st.lock_error << "\n";
+      *exit_code = kExitFailure;
+      return;
+    }
+    PrintStats(sa->path, st, sa->json);
     *exit_code = kExitOk;
+  });
+
+  // A process attached only to hold (or stand by for) the lock-manager role of a non-coherent
+  // region: what a cluster runs as the region's supervised manager. It serves until SIGTERM or
+  // SIGINT, then detaches, resigning the role so another node's process takes it at once.
+  struct ServeArgs {
+    std::string path;
+    uint32_t node = 0;
+  };
+  auto va = std::make_shared<ServeArgs>();
+  CLI::App* serve =
+      group->add_subcommand("serve", "Attach and serve the lock-manager role until SIGTERM/SIGINT");
+  serve->add_option("path", va->path, "Region path")->required();
+  serve->add_option("--node", va->node, "This host's node id (non-coherent model)");
+  serve->callback([va, exit_code] {
+    Result<pool::Geometry> g = pool::Pool::ReadGeometry(va->path);
+    if (!g.ok()) {
+      *exit_code = Report("pool serve", g.status());
+      return;
+    }
+    if (va->node >= g->num_nodes) {
+      std::cerr << "dualpath pool serve: --node " << va->node << ": the region has " << g->num_nodes
+                << " node(s), ids 0.." << g->num_nodes - 1 << "\n";
+      *exit_code = kExitBadInput;
+      return;
+    }
+    // Blocked before the pool's threads start, so that they inherit the mask and sigwait below
+    // is the only taker.
+    sigset_t signals;
+    sigemptyset(&signals);
+    sigaddset(&signals, SIGTERM);
+    sigaddset(&signals, SIGINT);
+    pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+    pool::OpenOptions o;
+    o.node = va->node;
+    Result<std::unique_ptr<pool::Pool>> p = pool::Pool::Open(va->path, o);
+    if (!p.ok()) {
+      *exit_code = Report("pool serve", p.status());
+      return;
+    }
+    std::printf("serving %s as node %u (pid %d)\n", va->path.c_str(), va->node, getpid());
+    std::fflush(stdout);
+    int sig = 0;
+    sigwait(&signals, &sig);
+    p->reset();  // detach: resigns the manager role if held
+    std::cerr << "dualpath pool serve: stopped by " << StopSignalName(sig) << "\n";
+    *exit_code = StopExitCode(sig);
   });
 
   auto dpath = std::make_shared<std::string>();

@@ -195,6 +195,29 @@ TEST(BlockFileTest, FingerprintAndChecksumProperties) {
   EXPECT_EQ(BlockChecksum({}), BlockChecksum(std::span<const std::byte>()));
 }
 
+// BlockChecksum takes an AVX2 build of XXH3 for payloads of 4 KiB and more (issue 27); its value
+// must stay the library's (Debian's libxxhash, the SSE2 build): block files and store objects
+// written by either are read by the other.
+TEST(BlockFileTest, ChecksumEqualsTheLibraryOnEveryPath) {
+  std::vector<std::byte> x((1 << 20) + 77);
+  uint64_t v = 0x9E3779B97F4A7C15ULL;
+  for (std::byte& b : x) {
+    v = v * 6364136223846793005ULL + 1442695040888963407ULL;
+    b = static_cast<std::byte>(v >> 56);
+  }
+  for (size_t n : {0, 1, 100, 4095, 4096, 4097, 65536, 262144 + 3, (1 << 20) + 77}) {
+    for (size_t shift : {0, 1}) {
+      if (shift + n > x.size()) continue;
+      const std::span<const std::byte> bytes(x.data() + shift, n);
+      EXPECT_EQ(BlockChecksum(bytes), XXH3_64bits(bytes.data(), n)) << n << " " << shift;
+      for (uint64_t seed : {uint64_t{0}, uint64_t{27}, ~uint64_t{0}}) {
+        EXPECT_EQ(BlockChecksum(bytes, seed), XXH3_64bits_withSeed(bytes.data(), n, seed))
+            << n << " " << shift << " " << seed;
+      }
+    }
+  }
+}
+
 TEST(BlockFileTest, HeaderOnlyDecodeChecks) {
   Fixture f;
   EXPECT_EQ(DecodeBlockFileHeader(std::span(f.file).first(50)).status().code(), Code::kKvTruncated);

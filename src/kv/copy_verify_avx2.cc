@@ -1,4 +1,5 @@
-// The AVX2 path of CopyAndChecksum (copy_verify.h). This file alone is built with -mavx2 and is
+// The AVX2 paths of CopyAndChecksum (copy_verify.h) and of BlockChecksum (block_file.h) for
+// payloads. This file alone is built with -mavx2 and is
 // entered only after a run-time check (copy_verify.cc). It carries its own inlined XXH3 so that the
 // hash runs with AVX2 too (Debian's libxxhash is built for SSE2); XXH3's output does not depend on
 // the vector width, so the value equals kv::BlockChecksum.
@@ -61,6 +62,10 @@ uint64_t CopyAndChecksumAvx2(const std::byte* src, std::byte* dst, uint64_t n, u
   }
   _mm_sfence();  // order the streaming stores before the caller is told the copy is done
   return XXH3_64bits_digest(st);
+}
+
+uint64_t ChecksumAvx2(const std::byte* p, uint64_t n, uint64_t seed) {
+  return XXH3_64bits_withSeed(p, n, seed);  // inlined here, with XXH_VECTOR = AVX2
 }
 
 }  // namespace dualpath::kv::internal

@@ -27,7 +27,7 @@ Layout LayoutFor(const Geometry& g, uint64_t chunks, uint64_t index_capacity) {
   l.roots_off = off;
   off += uint64_t{g.max_roots} * sizeof(RootEntry);
   l.locks_off = off;
-  off += kMutexAreaBytes + sizeof(LockControl) + uint64_t{g.num_nodes} * sizeof(GlobalSlot);
+  off += kMutexAreaBytes + LockAreaBytes(g.num_nodes);
   l.data_off = AlignUp(off, std::min<uint64_t>(kDataAlign, g.chunk_bytes));
   l.num_chunks = chunks;
   l.index_capacity = index_capacity;

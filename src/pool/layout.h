@@ -21,7 +21,7 @@
 namespace dualpath::pool::internal {
 
 inline constexpr uint64_t kMagic = 0x31304C4F4F505044ull;  // "DPPOOL01" little-endian
-inline constexpr uint32_t kVersion = 2;                    // 2: owner-bound roots (RootEntry owner)
+inline constexpr uint32_t kVersion = 3;  // 2: owner-bound roots; 3: fail-over lock manager
 inline constexpr uint64_t kCacheLine = 64;
 inline constexpr uint64_t kHeaderBytes = 4096;
 inline constexpr uint32_t kInitReady = 0x52454459;  // "READ"Y: header fully written
@@ -161,21 +161,57 @@ static_assert(offsetof(RootEntry, owner_plus1) == 88);
 static_assert(offsetof(RootEntry, owner_gen) == 92);
 
 // Lock area. Coherent model: a process-shared robust pthread mutex. Non-coherent model: TraCT's
-// global slot array, one slot per node, each on its own cache line, plus a control line.
-enum SlotState : uint64_t { kSlotIdle = 0, kSlotWaiting = 1, kSlotLocked = 2 };
-struct GlobalSlot {
-  uint64_t state;
-  uint32_t holder_plus1;  // process slot of the waiter/holder
+// global slot array with a fail-over lock manager (lock.cc). Every line below has ONE kind of
+// writer, because on memory without coherence a clflush writes back a whole line, stale words
+// included: two hosts writing different words of one line would undo each other.
+//  - LockControl: `recovery_needed` (set by whoever finds a dead holder, cleared by the holder
+//    after the sweep);
+//  - ManagerClaim: written by a process claiming the manager role (`epoch` identifies the
+//    claim: (counter << 16) | node, never 0 once claimed) and by that manager resigning;
+//  - ManagerBeat: bumped by the current manager every lease/8, so candidates see it live;
+//  - RequestSlot[node]: written only by the node's local-lock holder (its request number and
+//    whether it is active);
+//  - GrantSlot[node]: written only by a manager: the request number it granted and its epoch.
+inline constexpr uint64_t kRequestActive = 1;  // RequestSlot::request = (seq << 1) | active
+inline constexpr uint64_t kGrantSeqBits = 24;  // GrantSlot::grant = (epoch << 24) | (seq & mask)
+inline constexpr uint64_t kGrantSeqMask = (uint64_t{1} << kGrantSeqBits) - 1;
+inline constexpr uint64_t kEpochNodeBits = 16;  // ManagerClaim::epoch = (counter << 16) | node
+struct RequestSlot {
+  uint64_t request;
+  uint32_t holder_plus1;  // process slot of the waiter/holder (0 before it registered)
   uint32_t holder_gen;
   uint64_t reserved[6];
 };
-static_assert(sizeof(GlobalSlot) == 64);
+static_assert(sizeof(RequestSlot) == 64);
+struct GrantSlot {
+  uint64_t grant;  // 0: never granted
+  uint64_t reserved[7];
+};
+static_assert(sizeof(GrantSlot) == 64);
 struct LockControl {
-  uint64_t recovery_needed;  // set by the lock manager when it revokes a dead holder's grant
-  uint64_t manager_beat;
-  uint64_t reserved[6];
+  uint64_t recovery_needed;  // set when a dead holder's grant is given back or revoked
+  uint64_t reserved[7];
 };
 static_assert(sizeof(LockControl) == 64);
+struct ManagerClaim {
+  uint64_t epoch;  // 0: no manager ever claimed the role
+  uint32_t node;
+  int32_t pid;
+  uint32_t resigned;  // 1: the manager left cleanly (closed); candidates claim at once
+  uint32_t reserved0;
+  uint64_t reserved[5];
+};
+static_assert(sizeof(ManagerClaim) == 64);
+struct ManagerBeat {
+  uint64_t beat;
+  uint64_t reserved[7];
+};
+static_assert(sizeof(ManagerBeat) == 64);
+// Bytes of the non-coherent lock area after the mutex area.
+inline uint64_t LockAreaBytes(uint32_t num_nodes) {
+  return sizeof(LockControl) + sizeof(ManagerClaim) + sizeof(ManagerBeat) +
+         uint64_t{num_nodes} * (sizeof(RequestSlot) + sizeof(GrantSlot));
+}
 inline constexpr uint64_t kMutexAreaBytes = 64;
 
 // Offsets of every area, computed from the geometry (the header stores them; Open recomputes and

@@ -8,6 +8,7 @@
 #include <functional>
 
 #include "dualpath/common/check.h"
+#include "dualpath/common/log.h"
 #include "pool/fault.h"
 #include "pool/pool_impl.h"
 
@@ -170,20 +171,29 @@ Result<std::unique_ptr<PoolImpl>> PoolImpl::Open(const std::string& path, OpenOp
   p->host_id_ = options.host_id ? options.host_id : HostIdFromBootId();
   p->start_time_ = SelfStartTime();
   p->heap_.resize(64);
+  p->lock_timeout_ = options.lock_timeout > 0 ? options.lock_timeout : 3 * p->geometry_.lease;
   uint8_t* locks = p->base_ + h.locks_off;
   if (p->geometry_.model == MemoryModel::kCoherent) {
-    p->lock_ = std::make_unique<CoherentLock>(locks);
+    p->lock_ = std::make_unique<CoherentLock>(locks, path);
   } else {
     PoolImpl* raw = p.get();
-    ASSIGN_OR_RETURN(p->lock_,
-                     TwoTierLock::Open(locks, p->geometry_.num_nodes, options.node,
-                                       options.manager_node, options.local_dir, RegionKey(path),
-                                       Holder{0, 0}, [raw](uint32_t plus1, uint32_t gen) {
-                                         return raw->IsHolderDead(plus1, gen);
-                                       }));
+    TwoTierOptions lo;
+    lo.num_nodes = p->geometry_.num_nodes;
+    lo.node = options.node;
+    lo.manager_node = options.manager_node;
+    lo.local_dir = options.local_dir;
+    lo.region_key = RegionKey(path);
+    lo.name = path;
+    lo.lease = p->geometry_.lease;
+    lo.candidate = options.lock_manager;
+    ASSIGN_OR_RETURN(
+        p->lock_, TwoTierLock::Open(locks, lo, Holder{0, 0}, [raw](uint32_t plus1, uint32_t gen) {
+          return raw->IsHolderDead(plus1, gen);
+        }));
   }
   {
     Locked l(p.get());
+    RETURN_IF_ERROR(l.status());
     RETURN_IF_ERROR(p->RegisterLocked());
   }
   if (auto* tt = dynamic_cast<TwoTierLock*>(p->lock_.get())) {
@@ -207,18 +217,34 @@ PoolImpl::~PoolImpl() {
   }
   if (registered_ && lock_) {
     Locked l(this);
-    UnregisterLocked();
+    if (l.status().ok()) {
+      UnregisterLocked();
+    } else {
+      // Our slot is reclaimed like a dead process's once we are gone (pid check or lease).
+      log::Warn("pool: detaching without unregistering: {}", l.status().ToString());
+    }
   }
 }
 
 Locked::Locked(PoolImpl* p) : p_(p) {
-  if (p_->lock_->Acquire()) {
+  Result<bool> inherited = p_->lock_->Acquire(p_->lock_timeout_);
+  if (!inherited.ok()) {
+    status_ = inherited.status();
+    return;
+  }
+  held_ = true;
+  FaultPoint("lock.acquired");
+  if (*inherited) {
     p_->SweepLocked();
     p_->lock_->ClearRecovery();
   }
 }
 
-Locked::~Locked() { p_->lock_->Release(); }
+Locked::~Locked() {
+  if (!held_) return;
+  FaultPoint("lock.releasing");
+  p_->lock_->Release();
+}
 
 // ---------------------------------------------------------------------------------------------
 // Blocks
@@ -321,6 +347,7 @@ void PoolImpl::CopyIn(std::byte* dst, std::span<const std::byte> payload) const 
 Result<WriteHandle> PoolImpl::Reserve(const BlockHash& hash, uint64_t size, uint64_t user_tag) {
   RETURN_IF_ERROR(CheckBlockSize(size));
   Locked l(this);
+  RETURN_IF_ERROR(l.status());
   return ReserveLocked(hash, size, user_tag);
 }
 
@@ -332,12 +359,14 @@ Status PoolImpl::Publish(WriteHandle& handle, bool payload_streamed,
     FlushLines(handle.data, handle.size);
   }
   Locked l(this);
+  RETURN_IF_ERROR(l.status());
   return PublishLocked(handle, user_tag);
 }
 
 Status PoolImpl::Abort(WriteHandle& handle) {
   if (handle.entry >= index_cap_) return BadHandle("abort");
   Locked l(this);
+  RETURN_IF_ERROR(l.status());
   IndexEntry* e = Entry(handle.entry);
   sync_.Fresh(e);
   if (Ld(e->tag) != MakeTag(handle.seq, kWriting) || Ld(e->writer_plus1) != self_ + 1 ||
@@ -353,6 +382,7 @@ Status PoolImpl::Put(const BlockHash& hash, std::span<const std::byte> payload, 
   RETURN_IF_ERROR(CheckBlockSize(payload.size()));
   if (payload.size() <= kInlineCopyMax) {
     Locked l(this);
+    RETURN_IF_ERROR(l.status());
     ASSIGN_OR_RETURN(WriteHandle w, ReserveLocked(hash, payload.size(), user_tag));
     CopyIn(w.data, payload);
     return PublishLocked(w);
@@ -374,6 +404,7 @@ Result<PinnedBlock> PoolImpl::Pin(const BlockHash& hash) {
   PinnedBlock b;
   {
     Locked l(this);
+    RETURN_IF_ERROR(l.status());
     std::optional<uint64_t> i = FindLocked(hash);
     if (!i || TagState(Ld(Entry(*i)->tag)) != kReady) {
       return NotFound(fmt::format("pool: block {} not present", hash.Hex()));
@@ -404,6 +435,7 @@ Status PoolImpl::Unpin(PinnedBlock& block) {
     return FailedPrecondition("pool: unpin of a block that is not pinned");
   }
   Locked l(this);
+  RETURN_IF_ERROR(l.status());
   IndexEntry* e = Entry(block.entry);
   sync_.Fresh(e);
   if (!AddPinRecordLocked(block.entry, -1)) {
@@ -421,6 +453,7 @@ Result<uint64_t> PoolImpl::Get(const BlockHash& hash, std::span<std::byte> out,
                                uint64_t* user_tag) {
   {
     Locked l(this);
+    RETURN_IF_ERROR(l.status());
     std::optional<uint64_t> i = FindLocked(hash);
     if (!i || TagState(Ld(Entry(*i)->tag)) != kReady) {
       return NotFound(fmt::format("pool: block {} not present", hash.Hex()));
@@ -458,6 +491,7 @@ Result<uint64_t> PoolImpl::Get(const BlockHash& hash, std::span<std::byte> out,
 
 Status PoolImpl::Delete(const BlockHash& hash) {
   Locked l(this);
+  RETURN_IF_ERROR(l.status());
   std::optional<uint64_t> i = FindLocked(hash);
   if (!i || TagState(Ld(Entry(*i)->tag)) != kReady) {
     return NotFound(fmt::format("pool: block {} not present", hash.Hex()));
@@ -471,6 +505,7 @@ Status PoolImpl::Delete(const BlockHash& hash) {
 
 Result<size_t> PoolImpl::Evict(size_t n) {
   Locked l(this);
+  RETURN_IF_ERROR(l.status());
   size_t done = 0;
   while (done < n && EvictOneLocked()) ++done;
   return done;

@@ -145,6 +145,7 @@ class PoolImpl {
   std::unique_ptr<internal::MetaLock> lock_;
   const Clock* clock_ = nullptr;
   OpenOptions options_;
+  Nanos lock_timeout_ = 0;  // options_.lock_timeout, or 3 x lease
   uint64_t host_id_ = 0;
   uint64_t start_time_ = 0;
   uint32_t self_ = 0;  // process slot index
@@ -163,15 +164,20 @@ class PoolImpl {
 
 // RAII holder of the metadata lock; runs the recovery sweep when the lock was inherited from a
 // dead holder.
+// The wait is bounded (lock_timeout): check status() before touching the metadata.
 class Locked {
  public:
   explicit Locked(PoolImpl* p);
   ~Locked();
   Locked(const Locked&) = delete;
   Locked& operator=(const Locked&) = delete;
+  // kTimeout (naming the lock and the wait) when the lock was not granted; then nothing is held.
+  const Status& status() const { return status_; }
 
  private:
   PoolImpl* p_;
+  Status status_;
+  bool held_ = false;
 };
 
 }  // namespace dualpath::pool

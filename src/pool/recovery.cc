@@ -344,6 +344,7 @@ Status PoolImpl::Tick() {
   RenewLease();
   if (AnyProcDead()) {
     Locked l(this);
+    RETURN_IF_ERROR(l.status());
     SweepLocked();
   }
   return Status::Ok();
@@ -351,6 +352,7 @@ Status PoolImpl::Tick() {
 
 Status PoolImpl::Recover() {
   Locked l(this);
+  RETURN_IF_ERROR(l.status());
   SweepLocked();
   return Status::Ok();
 }

@@ -51,6 +51,7 @@ Result<std::span<std::byte>> PoolImpl::CreateRoot(std::string_view name, uint64_
         fmt::format("pool: root lifetime {} unknown", static_cast<uint32_t>(lifetime)));
   }
   Locked l(this);
+  RETURN_IF_ERROR(l.status());
   constexpr uint32_t kNone = ~0u;
   uint32_t free_slot = kNone;
   bool swept = false;
@@ -112,6 +113,7 @@ Result<std::span<std::byte>> PoolImpl::CreateRoot(std::string_view name, uint64_
 Result<std::span<std::byte>> PoolImpl::GetRoot(std::string_view name) {
   RETURN_IF_ERROR(CheckName(name));
   Locked l(this);
+  RETURN_IF_ERROR(l.status());
   for (uint32_t i = 0; i < geometry_.max_roots; ++i) {
     RootEntry* r = Root(i);
     sync_.Fresh(r);
@@ -126,6 +128,7 @@ Result<std::span<std::byte>> PoolImpl::GetRoot(std::string_view name) {
 Status PoolImpl::DestroyRoot(std::string_view name) {
   RETURN_IF_ERROR(CheckName(name));
   Locked l(this);
+  RETURN_IF_ERROR(l.status());
   for (uint32_t i = 0; i < geometry_.max_roots; ++i) {
     RootEntry* r = Root(i);
     sync_.Fresh(r);
@@ -141,15 +144,25 @@ Status PoolImpl::DestroyRoot(std::string_view name) {
 
 PoolStats PoolImpl::Stats() {
   PoolStats s;
-  Locked l(this);
-  RegionHeader* h = H();
-  sync_.Fresh(h, sizeof(*h));
   s.model = geometry_.model;
   s.region_bytes = geometry_.region_bytes;
   s.chunk_bytes = chunk_bytes_;
   s.num_chunks = num_chunks_;
-  s.free_chunks = FreeChunksLocked();
   s.index_capacity = index_cap_;
+  if (const auto* tt = dynamic_cast<const TwoTierLock*>(lock_.get())) {
+    const ManagerView m = tt->Manager();  // lock-free: it is what a stuck lock is explained by
+    s.manager_epoch = m.epoch >> kEpochNodeBits;
+    s.manager_node = m.node;
+    s.manager_pid = m.pid;
+  }
+  Locked l(this);
+  if (!l.status().ok()) {
+    s.lock_error = l.status().ToString();
+    return s;
+  }
+  RegionHeader* h = H();
+  sync_.Fresh(h, sizeof(*h));
+  s.free_chunks = FreeChunksLocked();
   for (uint64_t i = 0; i < index_cap_; ++i) {
     const IndexEntry* e = Entry(i);
     sync_.Fresh(e);

@@ -386,6 +386,7 @@ Result<KvStoreStats> KvStore::Stats() {
   if (pool_) {
     s.has_pool = true;
     s.pool = pool_->Stats();
+    if (!s.pool.lock_error.empty()) return Status(Code::kTimeout, s.pool.lock_error);
   }
   if (store_) {
     s.has_store = true;

@@ -211,6 +211,7 @@ Result<BufferReclaim> InspectBuffers(const std::string& path, const std::string&
   b.pool = path;
   b.root = pool::EngineRootName(engine);
   const pool::PoolStats s = p->Stats();
+  if (!s.lock_error.empty()) return Status(Code::kTimeout, s.lock_error);
   for (const pool::RootInfo& r : s.root_list) {
     if (r.name == b.root) {
       b.root_bytes = r.bytes;
@@ -226,6 +227,7 @@ Status CheckReclaimed(BufferReclaim& b) {
   ASSIGN_OR_RETURN(std::unique_ptr<pool::Pool> p, AttachForInspection(b.pool));
   RETURN_IF_ERROR(p->Recover());
   const pool::PoolStats s = p->Stats();
+  if (!s.lock_error.empty()) return Status(Code::kTimeout, s.lock_error);
   b.root_after = false;
   for (const pool::RootInfo& r : s.root_list) b.root_after |= r.name == b.root;
   b.used_bytes_after = s.used_bytes;

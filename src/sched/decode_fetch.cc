@@ -1,5 +1,6 @@
 // DE scheduling, DualPath §6.1 "DE Scheduling Phase 1 / Phase 2".
 #include <algorithm>
+#include <iterator>
 
 #include "sched/scheduler_impl.h"
 
@@ -11,6 +12,8 @@ namespace dualpath::sched {
 // over several groups instead of piling it onto the group that was lightest before the drain.
 void SchedulerImpl::DrainGlobalQueue() {
   const size_t n = decode_groups_.size();
+  const uint32_t* ids = decode_groups_.data();
+  const int64_t* load = load_tokens_.data();
   while (!global_queue_.empty()) {
     const uint32_t slot = global_queue_.front();
     global_queue_.pop_front();
@@ -19,19 +22,22 @@ void SchedulerImpl::DrainGlobalQueue() {
       best = decode_groups_[rr_decode_group_cursor_];
       rr_decode_group_cursor_ = static_cast<uint32_t>((rr_decode_group_cursor_ + 1) % n);
     } else {
-      best = decode_groups_[0];
-      int64_t best_load = groups_[best].load_tokens;
+      best = ids[0];
+      int64_t best_load = load[best];
       for (size_t i = 1; i < n; ++i) {
-        const uint32_t g = decode_groups_[i];
-        if (groups_[g].load_tokens < best_load) {
+        const uint32_t g = ids[i];
+        if (load[g] < best_load) {
           best = g;
-          best_load = groups_[g].load_tokens;
+          best_load = load[g];
         }
       }
     }
+    const int64_t need = slots_[slot].request.decode_tokens();
     GroupState& g = groups_[best];
-    g.private_queue.push_back(slot);
-    g.load_tokens += slots_[slot].request.decode_tokens();
+    const int64_t before =
+        g.private_queue.empty() ? g.popped_need : g.private_queue.back().need_through;
+    g.private_queue.push_back(PrivateEntry{slot, before + need});
+    load_tokens_[best] += need;
   }
 }
 
@@ -48,22 +54,33 @@ void SchedulerImpl::AssignDecodeEngines(uint32_t group, FetchResult* out) {
 
   int64_t hbm_total = 0;
   int64_t engine_tokens = 0;
+  int64_t hbm_most = 0;
   for (uint32_t e : g.engines) {
     hbm_total += engines_[e].hbm_free;
     engine_tokens += engines_[e].tokens;
+    hbm_most = std::max(hbm_most, engines_[e].hbm_free);
   }
-  int64_t s_tokens = 0;
-  for (uint32_t slot : g.private_queue) {
-    const int64_t need = slots_[slot].request.decode_tokens();
-    if (s_tokens + need > hbm_total) break;
-    s_tokens += need;
+  // No DE can hold the head: the loop below would end at once (what most fetches of a group
+  // waiting for HBM do); S and the threshold are not needed for that.
+  if (hbm_most < g.private_queue.front().need_through - g.popped_need) {
+    ++stats_.de_fetch_no_hbm;
+    return;
   }
+  // S: the entries whose running total stays within hbm_total, i.e. the walk "add the next need
+  // while the sum stays <= hbm_total" (the totals are nondecreasing: a binary search).
+  const auto first_over =
+      std::upper_bound(g.private_queue.begin(), g.private_queue.end(), g.popped_need + hbm_total,
+                       [](int64_t limit, const PrivateEntry& e) { return limit < e.need_through; });
+  const int64_t s_tokens = first_over == g.private_queue.begin()
+                               ? 0
+                               : std::prev(first_over)->need_through - g.popped_need;
   const int64_t n_engines = static_cast<int64_t>(g.engines.size());
   const int64_t high_threshold = (engine_tokens + s_tokens) / n_engines;
 
   while (!g.private_queue.empty()) {
-    const uint32_t slot = g.private_queue.front();
-    const int64_t need = slots_[slot].request.decode_tokens();
+    const uint32_t slot = g.private_queue.front().slot;
+    // The head's decode tokens, without touching its slot (placed or not, most fetches stop here).
+    const int64_t need = g.private_queue.front().need_through - g.popped_need;
     int best = -1;
     if (config_.engine_policy == EnginePolicy::kRoundRobin) {
       const size_t n = g.engines.size();
@@ -114,6 +131,7 @@ void SchedulerImpl::AssignDecodeEngines(uint32_t group, FetchResult* out) {
       ++stats_.de_fetch_no_hbm;
       return;
     }
+    g.popped_need = g.private_queue.front().need_through;
     g.private_queue.pop_front();
     EngineState& e = engines_[static_cast<uint32_t>(best)];
     e.requests += 1;

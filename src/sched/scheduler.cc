@@ -13,6 +13,7 @@ SchedulerImpl::SchedulerImpl(const ClusterDesc& cluster, const SchedConfig& conf
     : cluster_(cluster), config_(config) {
   engines_.resize(cluster.engines.size());
   groups_.resize(static_cast<size_t>(cluster.num_groups()));
+  load_tokens_.assign(groups_.size(), 0);
   node_read_queue_.assign(static_cast<size_t>(cluster.num_nodes()), 0);
   node_epoch_.assign(static_cast<size_t>(cluster.num_nodes()), 0);
   for (const EngineDesc& d : cluster.engines) {
@@ -75,7 +76,7 @@ Status SchedulerImpl::ApplyReports(std::span<const EngineReport> reports) {
   }
   for (const EngineReport& r : reports) {
     EngineState& e = engines_[r.engine.value()];
-    groups_[e.group].load_tokens += r.unfinished_tokens - e.tokens;
+    load_tokens_[e.group] += r.unfinished_tokens - e.tokens;
     e.requests = r.unfinished_requests;
     e.tokens = r.unfinished_tokens;
     if (e.role == Role::kDecode) e.hbm_free = r.hbm_free_tokens;

@@ -121,6 +121,27 @@ TEST_F(DecodeTest, Phase2ThresholdCountsOnlyRequestsThatFitInGroupHbm) {
   EXPECT_EQ(sched_->prefill_queue_size(), 2);
 }
 
+TEST_F(DecodeTest, Phase2PrefixAfterEarlierPlacementsCountsOnlyTheRequestsLeft) {
+  // The private queue keeps running totals of its requests' needs (issue 27): after a fetch
+  // placed the first two, S must be taken over the two left, not from the queue's start.
+  ASSERT_TRUE(sched_->ApplyReports({{Report(6, 0, 100'000, 0, 0)}}).ok());  // keep group 2 away
+  for (uint64_t i = 1; i <= 4; ++i) ASSERT_TRUE(sched_->Submit(Req(i, 300, 0)).ok());
+  ASSERT_EQ(
+      Fetch(kDe1, {Report(3, 0, 0, 0, 300), Report(4, 0, 0, 0, 300), Report(5, 0, 0, 0, 0)}).size(),
+      2u);
+  ASSERT_EQ(sched_->private_queue_size(kDe1), 2);
+  // Group HBM = 300 + 300 + 0 = 600: S = both requests left (600 tokens), so the threshold is
+  // (400 + 0 + 200 + 600) / 3 = 400 and engine 3 (400 tokens, no requests) is a normal DE that
+  // beats engine 4 (5 requests). A prefix of one request (threshold 300) or none (200) would make
+  // engine 3 high-token and send the first request to engine 4.
+  auto got =
+      Fetch(kDe1, {Report(3, 0, 400, 0, 300), Report(4, 5, 0, 0, 300), Report(5, 0, 200, 0, 0)});
+  ASSERT_EQ(got.size(), 2u);
+  EXPECT_EQ(got[0].decode, EngineId(3));
+  EXPECT_EQ(got[1].decode, EngineId(4));  // engine 3 is now full
+  EXPECT_EQ(sched_->private_queue_size(kDe1), 0);
+}
+
 TEST_F(DecodeTest, HbmExactlyEqualToNeedFits) {
   // need = prompt + expected generation = 250 + 50.
   ASSERT_TRUE(sched_->Submit(Req(1, 250, 0, 50)).ok());

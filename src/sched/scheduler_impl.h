@@ -30,13 +30,24 @@ struct EngineState {
   Role role = Role::kPrefill;
 };
 
+// A request waiting in a decode group's private queue, with the running total of the HBM needs
+// (decode tokens) pushed to that queue so far, its own included. Phase 2's prefix S is then a
+// binary search over `need_through` instead of a walk that touched every waiting request's slot
+// (a cache miss each; at 48P96D the walk was most of phase 2, issue 27). The totals grow
+// monotonically (needs are >= 0), so the search finds the same prefix the walk did.
+struct PrivateEntry {
+  uint32_t slot;
+  int64_t need_through;
+};
+
 struct GroupState {
   Role role = Role::kPrefill;
-  std::vector<uint32_t> engines;  // ascending engine ids; engines[0] is the leader
-  // Σ engine tokens + tokens of the private queue (decode groups): phase 1's balance key.
-  int64_t load_tokens = 0;
-  std::deque<uint32_t> private_queue;  // request slots (decode groups)
-  uint32_t rr_cursor = 0;              // round-robin engine policy
+  std::vector<uint32_t> engines;           // ascending engine ids; engines[0] is the leader
+  std::deque<PrivateEntry> private_queue;  // decode groups, FIFO
+  // need_through of the last entry popped from private_queue (0 before the first): the needs of
+  // entries [0, k] total private_queue[k].need_through - popped_need.
+  int64_t popped_need = 0;
+  uint32_t rr_cursor = 0;  // round-robin engine policy
 };
 
 struct RequestSlot {
@@ -73,6 +84,11 @@ class SchedulerImpl {
   SchedConfig config_;
   std::vector<EngineState> engines_;
   std::vector<GroupState> groups_;
+  // By group id: Σ engine tokens + tokens of the private queue (decode groups), phase 1's balance
+  // key. Kept apart from GroupState so that phase 1's scan over every decode group for every
+  // request reads one contiguous array (decode groups have consecutive ids in the clusters we
+  // build) rather than one cache line per group (issue 27).
+  std::vector<int64_t> load_tokens_;
   std::vector<uint32_t> decode_groups_;  // ids of decode groups, ascending
   std::vector<int64_t> node_read_queue_;
   // Live queue source of the prefill fetch in progress (nullptr otherwise), and per node the

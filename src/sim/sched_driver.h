@@ -69,6 +69,8 @@ class SchedDriver {
   void set_skip_idle_fetches(bool on) { skip_idle_ = on; }
   // Fetches answered without calling the scheduler (they could not change anything).
   uint64_t skipped_fetches() const { return skipped_; }
+  // Of those, fetches of a decode group whose private queue waits for HBM (IdleFetch).
+  uint64_t skipped_blocked_fetches() const { return skipped_blocked_; }
   bool HasPending() const { return sched_->pending() > 0; }
   const sched::SchedStats& stats() const { return sched_->stats(); }
 
@@ -90,6 +92,11 @@ class SchedDriver {
   // By sched group id (decode groups): an engine's load may differ from what the scheduler last
   // got from this group's reports (set by a decode assignment or DecodeEngineChanged).
   std::vector<bool> group_dirty_;
+  // By sched group id (decode groups): the group's last fetch left requests in its private queue,
+  // so its head fits no DE of the group (phase 2 places until the head does not fit). Until the
+  // group is dirty again the head and the DEs' free HBM are what that fetch saw.
+  std::vector<bool> group_blocked_;
+  uint64_t skipped_blocked_ = 0;
   bool skip_idle_ = true;
   uint64_t skipped_ = 0;
   std::vector<sched::EngineReport> reports_;

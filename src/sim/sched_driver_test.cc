@@ -161,6 +161,8 @@ TEST(SchedDriverTest, SkippedIdleFetchesDecideLikeEveryFetch) {
       // The property is only tested if fetches were both skipped and made, and placed requests.
       EXPECT_GT((*skip)->skipped_fetches(), fetches / 20) << "seed " << seed;
       EXPECT_LT((*skip)->skipped_fetches(), fetches) << "seed " << seed;
+      // Decode groups waiting for HBM (the private queue's head fits no DE) were skipped too.
+      EXPECT_GT((*skip)->skipped_blocked_fetches(), 0u) << "seed " << seed;
       EXPECT_GT(placed, 200u) << "seed " << seed;
     }
   }

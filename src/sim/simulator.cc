@@ -64,6 +64,20 @@ struct PeGroup {
   std::vector<BatchEntry> batch;
 };
 
+// A request decoding in a group: the step it finishes at, and the agent it belongs to (carried
+// so that the completion's agent record can be prefetched without first loading the request's).
+// The heap orders by (step, slot), as the std::pair it replaced did.
+struct DecodeEnd {
+  double step;
+  uint32_t slot;
+  uint32_t agent;
+};
+struct LaterEnd {
+  bool operator()(const DecodeEnd& x, const DecodeEnd& y) const {
+    return x.step > y.step || (x.step == y.step && x.slot > y.slot);
+  }
+};
+
 struct DeGroup {
   std::vector<uint32_t> des;
   double steps = 0;  // decode steps completed (fractional between events)
@@ -73,9 +87,7 @@ struct DeGroup {
   // Decode time series: the batch (requests over the group's GPUs) and step time since `from`.
   double series_from = 0, series_batch = 0, series_tau = 0;
   // (finish step, request) min-heap.
-  std::priority_queue<std::pair<double, uint32_t>, std::vector<std::pair<double, uint32_t>>,
-                      std::greater<>>
-      heap;
+  std::priority_queue<DecodeEnd, std::vector<DecodeEnd>, LaterEnd> heap;
 };
 
 // One PE's share of a prefill forward batch: attention time, and KV bytes streamed into HBM and
@@ -110,6 +122,11 @@ class Simulation {
   uint64_t StartAgents();
   Status Dispatch(const Event& e);
   void Prefetch(const Event* next) const;
+  void PrefetchDecodeEnd(const DecodeEnd& e) const {
+    __builtin_prefetch(&reqs_[e.slot]);
+    __builtin_prefetch(&lives_[e.slot]);
+    metrics_.PrefetchAgent(e.agent);
+  }
   bool Stalled(double now) const;
   Status Arrive(uint32_t agent, uint32_t turn, double now);
   Status Fetch(uint32_t group, double now);
@@ -548,8 +565,12 @@ void Simulation::RetimeDecode(uint32_t gi, double now) {
   g.series_tau = g.tau;
   // The new version supersedes the pending completion event, if any (its handler would ignore it).
   if (!g.heap.empty()) {
-    const double left = std::max(0.0, g.heap.top().first - g.steps);
+    const DecodeEnd& next = g.heap.top();
+    const double left = std::max(0.0, next.step - g.steps);
     SetTimer(DecodeTimer(gi), now + left * g.tau, kDecodeDone, gi, g.version);
+    // The group's next completion touches these three records, each last used long ago: start
+    // loading them now, many events ahead (the agent record was the largest miss left, issue 27).
+    PrefetchDecodeEnd(next);
   } else if (q_.CancelTimer(DecodeTimer(gi))) {
     --work_events_;
   }
@@ -574,7 +595,7 @@ void Simulation::DecodeJoin(uint32_t slot, double now) {
   d.flops += r.dec_flops;
   d.kv_bytes += r.dec_kv;
   const double join = std::ceil(g.steps - 1e-9);
-  g.heap.emplace(join + static_cast<double>(r.gen - 1), slot);
+  g.heap.push(DecodeEnd{join + static_cast<double>(r.gen - 1), slot, lives_[slot].agent});
   RetimeDecode(d.group, now);
   lives_[slot].ttst_time = now + (join - g.steps + 1) * g.tau;
 }
@@ -586,8 +607,8 @@ void Simulation::DecodeDone(uint32_t gi, uint64_t version, double now) {
   if (version != g.version) return;
   AdvanceDecode(g, now);
   AccumulateDecodeSeries(g, now);
-  while (!g.heap.empty() && g.heap.top().first <= g.steps + 1e-6) {
-    const uint32_t slot = g.heap.top().second;
+  while (!g.heap.empty() && g.heap.top().step <= g.steps + 1e-6) {
+    const uint32_t slot = g.heap.top().slot;
     g.heap.pop();
     Req& r = reqs_[slot];
     DeState& d = c_.des[r.de];
@@ -698,10 +719,7 @@ void Simulation::Prefetch(const Event* next) const {
       break;
     case kDecodeDone: {
       const DeGroup& g = de_groups_[next->a];
-      if (next->b == g.version && !g.heap.empty()) {
-        prefetch_req(g.heap.top().second);
-        prefetch_life(g.heap.top().second);
-      }
+      if (next->b == g.version && !g.heap.empty()) PrefetchDecodeEnd(g.heap.top());
       break;
     }
     case kArrive:

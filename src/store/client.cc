@@ -96,8 +96,10 @@ Status StoreClient::Impl::CallMaster(std::string_view rpc, Nanos until, const Rp
       grpc::ClientContext ctx;
       ctx.set_deadline(std::chrono::system_clock::now() +
                        std::chrono::nanoseconds(std::min(options.rpc_timeout, left)));
-      s = FromGrpc(fn(leader->first.get(), &ctx),
-                   fmt::format("store master {} at {}", rpc, leader->second));
+      const grpc::Status g = fn(leader->first.get(), &ctx);
+      // The context is formatted only for an error: an answered call costs no string.
+      s = g.ok() ? Status::Ok()
+                 : FromGrpc(g, fmt::format("store master {} at {}", rpc, leader->second));
     }
     if (s.ok() || !RetryableMasterError(s)) return s;
     if (Now() + backoff > until) {
@@ -250,6 +252,7 @@ v1::ExistsRequest ExistsRequestOf(uint64_t model_fingerprint,
                                   std::span<const kv::BlockHash> hashes) {
   v1::ExistsRequest req;
   req.set_model_fingerprint(model_fingerprint);
+  req.set_bits(true);  // a bit per key in the answer (a master that predates it sends bytes)
   std::string* packed = req.mutable_hashes();
   packed->resize(hashes.size() * sizeof(kv::BlockHash::bytes));
   // kv::BlockHash is its 32 bytes and nothing else: the span is the packed field already.
@@ -258,10 +261,21 @@ v1::ExistsRequest ExistsRequestOf(uint64_t model_fingerprint,
   return req;
 }
 
-// Copies one answer into found[first, first + count); kInternal if it does not have one flag per
-// key.
+// Copies one answer into found[first, first + count): its bits (found_bits, what this client
+// asks for) or, from a master that predates them, its bytes (found); kInternal if it has not one
+// flag per key.
 Status TakeExistsAnswer(const ExistsPart& part, const v1::ExistsResponse& resp,
                         std::vector<bool>* found) {
+  if (!resp.found_bits().empty() || resp.found().empty()) {
+    if (resp.found_bits().size() != (part.count + 7) / 8) {
+      return Internal(fmt::format("store master Exists answered {} bytes of bits for {} keys",
+                                  resp.found_bits().size(), part.count));
+    }
+    for (size_t i = 0; i < part.count; ++i) {
+      (*found)[part.first + i] = FoundBit(resp.found_bits(), i);
+    }
+    return Status::Ok();
+  }
   if (resp.found().size() != part.count) {
     return Internal(fmt::format("store master Exists answered {} flags for {} keys",
                                 resp.found().size(), part.count));

@@ -42,6 +42,7 @@
 #include "dualpath/store/master_state.h"
 #include "dualpath/store/types.h"
 #include "store/extent_allocator.h"
+#include "store/huge_array.h"
 #include "store/object_table.h"
 
 namespace dualpath::store {
@@ -216,7 +217,7 @@ class MasterState::Impl {
   std::unordered_map<NodeId, NodeState> nodes_;  // live nodes only
 
   // The slab: records by index, the free list's head, how many records are allocated.
-  std::vector<std::unique_ptr<Object[]>> chunks_;
+  std::vector<HugeArray<Object>> chunks_;  // huge pages where the kernel offers them
   ObjIndex free_head_ = kNoObject;
   size_t allocated_ = 0;  // records ever handed out (the slab's high-water mark)
   ObjectTable index_;     // pending and committed objects by key

@@ -32,7 +32,7 @@ ObjIndex MasterState::Impl::NewObject(const ObjectKey& key) {
   } else {
     if (allocated_ >= kNoObject) return kNoObject;  // 2^32 - 1 records: the index's range
     if (allocated_ % kChunkObjects == 0) {
-      chunks_.push_back(std::make_unique<Object[]>(kChunkObjects));
+      chunks_.push_back(MakeHugeArray<Object>(kChunkObjects));
     }
     i = static_cast<ObjIndex>(allocated_++);
   }

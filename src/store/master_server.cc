@@ -24,6 +24,7 @@
 #include "dualpath/coord/leader_election.h"
 #include "dualpath/coord/membership.h"
 #include "dualpath/store/v1/store.grpc.pb.h"
+#include "store/node_proto.h"
 
 namespace dualpath::store {
 
@@ -35,21 +36,8 @@ constexpr std::string_view kMemberPrefix = "store-node-";
 // Idle handler threads the master keeps (MasterServer::Start: no thread made per burst of calls).
 constexpr int kMasterPollers = 16;
 
-Result<ObjectKey> KeyFromProto(const pb::ObjectKey& k) {
-  if (k.hash().size() != 32) {
-    return InvalidArgument(
-        fmt::format("object key hash is {} bytes, expected 32", k.hash().size()));
-  }
-  ObjectKey key;
-  key.model_fingerprint = k.model_fingerprint();
-  std::memcpy(key.hash.bytes.data(), k.hash().data(), 32);
-  return key;
-}
-
-void KeyToProto(const ObjectKey& key, pb::ObjectKey* out) {
-  out->set_model_fingerprint(key.model_fingerprint);
-  out->set_hash(reinterpret_cast<const char*>(key.hash.bytes.data()), key.hash.bytes.size());
-}
+// Keys to and from the wire: store/node_proto.h's KeyFromProto and KeyToProto (one definition
+// for the master, the nodes and the client).
 
 void ReplicaToProto(const Replica& r, pb::Replica* out) {
   out->set_node(r.node.value());
@@ -599,7 +587,11 @@ class MasterServer::Impl final : public pb::StoreMaster::Service {
     }
     ExistsResult r = t->state->Exists(keys);
     resp->set_prefix_hits(r.prefix_hits);
-    resp->set_found(reinterpret_cast<const char*>(r.found.data()), r.found.size());
+    if (req->bits()) {
+      resp->set_found_bits(PackFoundBits(r.found));  // what StoreClient asks for
+    } else {
+      resp->set_found(reinterpret_cast<const char*>(r.found.data()), r.found.size());
+    }
     return grpc::Status::OK;
   }
 

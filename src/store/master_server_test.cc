@@ -227,6 +227,20 @@ TEST_F(MasterServerTest, PutCommitRecordsOnTheNodeGetExistsRemoveForgets) {
   ASSERT_TRUE(stub->Exists(&c4, ex, &exr).ok());
   EXPECT_EQ(exr.prefix_hits(), 1u);
   EXPECT_EQ(exr.found(), std::string("\1\0", 2));
+  // Asked for bits (what StoreClient sends, issue 27): one bit per key, least significant first,
+  // the bits past the last key 0, and no bytes. Keys: 1, 2, then 1 eight more times (10 keys).
+  pb::ExistsRequest exb;
+  exb.set_model_fingerprint(7);
+  exb.set_bits(true);
+  std::string ten = Key(1).hash() + Key(2).hash();
+  for (int i = 0; i < 8; ++i) ten += Key(1).hash();
+  exb.set_hashes(ten);
+  pb::ExistsResponse exbr;
+  grpc::ClientContext c4b;
+  ASSERT_TRUE(stub->Exists(&c4b, exb, &exbr).ok());
+  EXPECT_EQ(exbr.prefix_hits(), 1u);
+  EXPECT_TRUE(exbr.found().empty());
+  EXPECT_EQ(exbr.found_bits(), std::string("\xfd\x03", 2));
 
   pb::GetRequest g;
   *g.add_keys() = Key(1);
@@ -280,7 +294,8 @@ TEST_F(MasterServerTest, BadInputIsRefusedNamingWhatWasWrong) {
   grpc::ClientContext c2;
   s = stub->Get(&c2, g, &gr);
   EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
-  EXPECT_NE(s.error_message().find("expected 32"), std::string::npos) << s.error_message();
+  EXPECT_NE(s.error_message().find("hash of 5 bytes, not 32"), std::string::npos)
+      << s.error_message();
 
   // A node etcd does not list cannot join.
   pb::JoinNodeRequest j;

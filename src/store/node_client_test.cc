@@ -252,6 +252,8 @@ class FakeMaster final : public v1::StoreMaster::Service {
     std::lock_guard lock(mu_);
     ExistsResult r = state_->Exists(keys);
     resp->set_prefix_hits(r.prefix_hits);
+    // A byte per key whatever the request asks, as a master from before ExistsRequest.bits
+    // answers: the client's compatible path (the real master's bits: node_master_test.cc).
     resp->set_found(std::string(r.found.begin(), r.found.end()));
     return grpc::Status::OK;
   }

@@ -1,5 +1,6 @@
 // Conversions between the store's value types (dualpath/store/types.h) and their store.proto
-// messages, shared by the store node and the client library. Every conversion of a message field
+// messages, shared by the store node, the client library and (the Exists answer's bits) the
+// master server. Every conversion of a message field
 // checks its range (a hash of exactly 32 bytes, a tier inside the enum).
 //
 // Thread safety: pure functions.
@@ -7,7 +8,9 @@
 
 #include <fmt/format.h>
 
+#include <cstdint>
 #include <cstring>
+#include <span>
 #include <string>
 
 #include "dualpath/common/status.h"
@@ -59,6 +62,21 @@ inline void RecordToProto(const NodeRecord& r, v1::ReportedReplica* out) {
   out->set_offset(r.offset);
   out->set_size(r.size);
   out->set_checksum(r.checksum);
+}
+
+// ExistsResponse.found_bits of per-key flags (store.proto): key i is bit i % 8 of byte i / 8.
+// One bit per key instead of a byte (issue 27): 125 bytes for a 1,000-key batch, not 1,000.
+inline std::string PackFoundBits(std::span<const uint8_t> found) {
+  std::string out((found.size() + 7) / 8, '\0');
+  for (size_t i = 0; i < found.size(); ++i) {
+    if (found[i] != 0) out[i / 8] = static_cast<char>(out[i / 8] | (1u << (i % 8)));
+  }
+  return out;
+}
+
+// Key i's flag in a found_bits answer (the caller checked its size: (n + 7) / 8 bytes).
+inline bool FoundBit(const std::string& bits, size_t i) {
+  return (static_cast<uint8_t>(bits[i / 8]) >> (i % 8) & 1u) != 0;
 }
 
 }  // namespace dualpath::store

@@ -15,9 +15,9 @@
 #pragma once
 
 #include <cstdint>
-#include <memory>
 
 #include "dualpath/common/check.h"
+#include "store/huge_array.h"
 
 namespace dualpath::store {
 
@@ -117,17 +117,17 @@ class ObjectTable {
   template <typename HashOf>
   void Grow(const HashOf& hash_of) {
     const size_t old_capacity = capacity_;
-    std::unique_ptr<Slot[]> old = std::move(slots_);
+    HugeArray<Slot> old = std::move(slots_);
     capacity_ = old_capacity == 0 ? 64 : old_capacity * 2;
     DUALPATH_CHECK(capacity_ <= (size_t{1} << 33), "store master: object table too large");
     mask_ = capacity_ - 1;
-    slots_ = std::make_unique<Slot[]>(capacity_);
+    slots_ = MakeHugeArray<Slot>(capacity_);  // huge pages: one TLB entry per 2 MiB of slots
     for (size_t i = 0; i < old_capacity; ++i) {
       if (old[i].index != kNone) Place(hash_of(old[i].index), old[i].index);
     }
   }
 
-  std::unique_ptr<Slot[]> slots_;
+  HugeArray<Slot> slots_;
   size_t capacity_ = 0;
   size_t mask_ = 0;
   size_t size_ = 0;

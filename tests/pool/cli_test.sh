@@ -45,4 +45,29 @@ expect_bad "a size no file system here holds" "$bin" pool create "$dir/big" --si
 
 "$bin" pool destroy "$dir/r" >/dev/null
 [[ ! -e "$dir/r" ]] || fail "destroy left the region"
+
+# Lock-manager fail-over through the CLI (docs/pool.md): `pool serve` on node 0 holds the role of
+# a non-coherent region; killed with SIGKILL, a `pool stat` on node 1 still gets the lock (its own
+# process takes the role after the 300 ms lease) instead of spinning, and reports the new manager.
+"$bin" pool create "$dir/nc" --size 16M --chunk 1M --model noncoherent --nodes 2 \
+  --lease-ms 300 >/dev/null
+expect_bad "serve as a node the region does not have" "$bin" pool serve "$dir/nc" --node 2
+"$bin" pool serve "$dir/nc" --node 0 >"$dir/serve.out" 2>"$dir/serve.err" &
+serve_pid=$!
+held=
+for _ in $(seq 200); do  # until the server says it is attached (bounded: 200 x 50 ms)
+  grep -q "serving" "$dir/serve.out" && { held=1; break; }
+  sleep 0.05
+done
+[[ -n $held ]] || fail "pool serve did not attach: $(cat "$dir/serve.err")"
+"$bin" pool stat "$dir/nc" --node 1 --json | grep -q "\"manager_node\":0,\"manager_pid\":$serve_pid}" ||
+  fail "the server on node 0 does not hold the lock-manager role"
+kill -9 "$serve_pid"
+wait "$serve_pid" 2>/dev/null || true
+start=$(date +%s%N)
+json=$("$bin" pool stat "$dir/nc" --node 1 --json 2>/dev/null) || fail "stat after the manager's death"
+echo "pool cli: stat after the manager's SIGKILL took $((($(date +%s%N) - start) / 1000000)) ms"
+[[ $json == *'"manager_epoch":2,"manager_node":1,'* ]] ||
+  fail "node 1 did not take the lock-manager role over: $json"
+"$bin" pool destroy "$dir/nc" >/dev/null
 echo "pool cli: ok"

@@ -21,7 +21,9 @@
 // Crash safety: each process registers an identity (slot + generation, pid + start time, host,
 // lease). A process killed at any instruction leaves no wedged lock and no capacity held beyond
 // the next recovery sweep, which runs when a lock is inherited from a dead holder, at Open, and on
-// Tick() once a dead owner is seen (docs/pool.md lists the guarantees).
+// Tick() once a dead owner is seen (docs/pool.md lists the guarantees). No wait is unbounded:
+// every operation that takes the metadata lock fails with kTimeout after OpenOptions::lock_timeout
+// (the lock-manager role of the non-coherent model fails over to another node's process first).
 //
 // Ownership: a Pool object is this process's attachment; the region outlives it. PinnedBlock and
 // WriteHandle are plain handles into the region and must be Unpin'ed / Published or Aborted on the
@@ -71,13 +73,20 @@ uint64_t RegionBytesFor(const Geometry& g, uint64_t chunks);
 
 struct OpenOptions {
   uint32_t node = 0;          // this host's node id (non-coherent model)
-  uint32_t manager_node = 0;  // the node whose processes run the lock manager
+  uint32_t manager_node = 0;  // preferred lock-manager node (non-coherent; the role fails over)
   // Lease clock; must outlive the Pool. nullptr = steady clock (coherent model) or the realtime
   // clock (non-coherent model: leases are compared between hosts, whose clocks must agree).
   const Clock* clock = nullptr;
   bool background_thread = true;       // renew the lease and sweep dead owners every lease/4
   std::string local_dir = "/dev/shm";  // where node-local lock files live (non-coherent model)
   uint64_t host_id = 0;                // 0 = derived from the boot id; tests override it
+  // The longest this process waits for the metadata lock before the operation fails with
+  // kTimeout naming the lock, the wait and (non-coherent) the lock manager's state. 0 = 3 x the
+  // region's lease: long enough for another node's process to take over the lock-manager role
+  // (a lease of silent heartbeat) and grant.
+  Nanos lock_timeout = 0;
+  // Non-coherent model: this process may take the lock-manager role (fail-over, docs/pool.md).
+  bool lock_manager = true;
 };
 
 // A pinned READY block: `data` stays valid and unchanged until Unpin.
@@ -137,6 +146,13 @@ struct PoolStats {
   uint64_t reclaimed_roots = 0;     // owner-bound roots the sweep dropped (owner gone)
   std::vector<ProcInfo> procs;      // taken in the same critical section as the counts above
   std::vector<RootInfo> root_list;  // likewise
+  // Non-coherent model: the lock manager as the region records it (epoch 0: never claimed).
+  uint64_t manager_epoch = 0;
+  uint32_t manager_node = 0;
+  int32_t manager_pid = 0;
+  // Non-empty when the metadata lock was not granted within the lock timeout: the error, and
+  // every count above except the geometry and the manager fields is missing.
+  std::string lock_error;
 };
 
 class PoolImpl;
