@@ -3,9 +3,11 @@
 # against the one-at-a-time engine (`engine --decode-batching serial`), in one script, same
 # binary, same workload: 1P1D, 16 agents, the I/O-bound synthetic workload, DualPath. Runs
 # alternate serial / continuous REPS times (so machine load hits both alike) and every run checks
-# outputs (mismatches must be 0). Prints per run: DE TTST p50 (and mean), JCT, TTFT p50, TPOT
-# and the load average before the run; then the medians' ratios continuous / serial. The JSON of
-# each run is kept in OUT_DIR.
+# outputs (mismatches must be 0). Prints per run: DE TTST p50 (and mean) with its pieces (handoff:
+# PE first token -> DE ready; decode wait: DE ready -> taken into decode), JCT, TTFT p50, TPOT,
+# the decode batch (time-weighted mean and max, from the JSON's decode_batches) and the load
+# average before and after the run; then per rep the ratios continuous / serial and their median.
+# The JSON of each run is kept in OUT_DIR.
 #
 # usage: scripts/replay/decode_batching.sh [DUALPATH_BINARY]   (default build/release/bin/dualpath)
 # env:   AGENTS (16), TURNS (30), APPEND (16), GEN (8), MAX_CONTEXT (3072), STOR_RATE (400mbit),
@@ -40,7 +42,9 @@ run() { # mode rep
     --append "$APPEND" --gen "$GEN" --max-context "$MAX_CONTEXT" \
     --engine-arg=--decode-batching --engine-arg="$mode" \
     --json "$OUT_DIR/$mode-$rep.json" $EXTRA
-  echo "=== $mode rep $rep: exit $?"
+  local rc=$?
+  cut -d' ' -f1-3 /proc/loadavg >>"$OUT_DIR/load-$mode-$rep.txt"
+  echo "=== $mode rep $rep: exit $rc (load after $(tail -1 "$OUT_DIR/load-$mode-$rep.txt"))"
 }
 
 for ((k = 1; k <= REPS; k++)); do
@@ -51,7 +55,8 @@ done
 python3 - "$OUT_DIR" "$REPS" <<'PY'
 import json, os, statistics, sys
 out, reps = sys.argv[1], int(sys.argv[2])
-rows = {"serial": [], "continuous": []}
+rows = {"serial": {}, "continuous": {}}
+ms = lambda v: f"{1e3 * v:.1f}"
 for mode in rows:
     for k in range(1, reps + 1):
         p = os.path.join(out, f"{mode}-{k}.json")
@@ -59,17 +64,38 @@ for mode in rows:
             print(f"{mode} rep {k}: no result ({p})")
             continue
         r = json.load(open(p))["results"][0]
-        load = open(os.path.join(out, f"load-{mode}-{k}.txt")).read().strip()
-        rows[mode].append(r)
-        print(f"{mode:10s} rep {k}: TTST p50 {1e3*r['ttst_p50_s']:.1f} ms (mean {1e3*r['ttst_s']:.1f}), "
-              f"JCT {r['jct_s']:.2f} s, TTFT p50 {r['ttft_p50_s']:.2f} s, TPOT {1e3*r['tpot_s']:.1f} ms, "
-              f"requests {r['requests']}, failed {r['failed']}, mismatches {r['mismatches']}; load before {load}")
-if rows["serial"] and rows["continuous"]:
-    med = {m: {k: statistics.median(r[k] for r in v) for k in ("ttst_p50_s", "jct_s")}
-           for m, v in rows.items()}
-    ttst = med["continuous"]["ttst_p50_s"] / med["serial"]["ttst_p50_s"]
-    jct = med["continuous"]["jct_s"] / med["serial"]["jct_s"]
-    print(f"continuous / serial: TTST p50 {ttst:.3f}x (target <= 0.5: "
-          f"{'HOLDS' if ttst <= 0.5 else 'does not hold'}), JCT {jct:.3f}x (target <= 1: "
-          f"{'HOLDS' if jct <= 1.0 else 'does not hold'})")
+        load = open(os.path.join(out, f"load-{mode}-{k}.txt")).read().split()
+        rows[mode][k] = r
+        # TTST = handoff (PE first token -> DE ready: the PE's last KV puts, PrefillDone) + decode
+        # wait (DE ready -> taken into decode) + the first step.
+        batches = r.get("decode_batches") or []
+        busy = sum(b["busy_s"] for b in batches)
+        mean = sum(b["mean"] * b["busy_s"] for b in batches) / busy if busy else 0
+        share1 = sum(b["time_share"][1] * b["busy_s"] for b in batches if len(b["time_share"]) > 1) / busy if busy else 0
+        recs = [x for x in r["records"] if x["ok"] and x["gen_tokens"] > 1 and x["ttst_s"] is not None]
+        side = {sd: statistics.median([x["ttst_s"] for x in recs if x["side"] == sd])
+                for sd in ("prefill", "decode", "split") if any(x["side"] == sd for x in recs)}
+        print(f"{mode:10s} rep {k}: TTST p50 {ms(r['ttst_p50_s'])} ms (mean {ms(r['ttst_s'])}; by read side "
+              + ", ".join(f"{sd} {ms(v)}" for sd, v in side.items())
+              + f"; handoff p50 {ms(r.get('handoff_p50_s', 0))}, decode wait p50 {ms(r.get('decode_wait_p50_s', 0))}), "
+              f"DE TTST p50 {ms(r.get('de_ttst_p50_s', 0))} ms, "
+              f"JCT {r['jct_s']:.2f} s, TTFT p50 {r['ttft_p50_s']:.2f} s, TPOT {ms(r['tpot_s'])} ms, "
+              f"decode batch mean {mean:.2f} max {max((b['max'] for b in batches), default=0)} "
+              f"(batch 1 {100 * share1:.0f}% of busy {busy:.1f} s), "
+              f"requests {r['requests']}, failed {r['failed']}, mismatches {r['mismatches']}; "
+              f"load before {load[0]} after {load[3] if len(load) > 3 else '?'}")
+ttst, jct, de = [], [], []
+for k in sorted(set(rows["serial"]) & set(rows["continuous"])):
+    s, c = rows["serial"][k], rows["continuous"][k]
+    ttst.append(c["ttst_p50_s"] / s["ttst_p50_s"])
+    jct.append(c["jct_s"] / s["jct_s"])
+    de.append(c["de_ttst_p50_s"] / s["de_ttst_p50_s"] if s.get("de_ttst_p50_s") else float("nan"))
+    print(f"rep {k}: continuous / serial TTST p50 {ttst[-1]:.3f}x, DE TTST p50 {de[-1]:.3f}x, JCT {jct[-1]:.3f}x")
+if ttst:
+    t, j = statistics.median(ttst), statistics.median(jct)
+    bad = sum(r["mismatches"] or 0 for m in rows.values() for r in m.values())
+    print(f"median of {len(ttst)} per-rep ratios, continuous / serial: TTST p50 {t:.3f}x (target <= 0.5: "
+          f"{'HOLDS' if t <= 0.5 else 'does not hold'}), DE TTST p50 {statistics.median(de):.3f}x (target <= 0.5: "
+          f"{'HOLDS' if statistics.median(de) <= 0.5 else 'does not hold'}), JCT {j:.3f}x (target <= 1: "
+          f"{'HOLDS' if j <= 1.0 else 'does not hold'}); mismatches in all runs: {bad}")
 PY

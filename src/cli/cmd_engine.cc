@@ -34,11 +34,17 @@ constexpr uint64_t kMaxBufferMib = 1u << 20;  // 1 TiB of registered host memory
 constexpr uint64_t kMaxPoolMib = 1u << 22;    // 4 TiB: a node's shared-memory pool
 constexpr uint64_t kMaxHbmTokens = 1ull << 40;
 constexpr double kMaxTimeoutS = 86'400;  // a day: beyond, a stuck request is never noticed
+constexpr uint64_t kMaxRanks = 64;       // threads standing in for the GPUs of one engine
+constexpr double kMaxComputeQuotaMs = 60'000;
 
 struct EngineArgs {
   std::string role;
   std::string scheduler;
   std::string decode_batching = "serial";
+  std::string prefill_batching = "serial";
+  std::string rank_placement = "packed";
+  uint64_t ranks = 1;
+  double compute_quota_ms = 300;
   uint64_t buffer_mib = 256;
   uint64_t pool_mib = 0;
   double request_timeout_s = 60;
@@ -82,6 +88,10 @@ int RunEngine(EngineArgs& a) {
   o.role = a.role == "prefill" ? engine::Role::kPrefill : engine::Role::kDecode;
   o.decode_batching = a.decode_batching == "serial" ? engine::DecodeBatching::kSerial
                                                     : engine::DecodeBatching::kContinuous;
+  o.prefill_batching = a.prefill_batching == "serial" ? engine::PrefillBatching::kSerial
+                                                      : engine::PrefillBatching::kBatched;
+  o.rank_placement = a.rank_placement == "packed" ? sched::RankPlacement::kPacked
+                                                  : sched::RankPlacement::kRoundRobin;
   // docs/engine.md "Input ranges": checked before anything is created or connected.
   Status in_range = [&]() -> Status {
     RETURN_IF_ERROR(CheckCountRange("--buffer-mib", a.buffer_mib, 1, kMaxBufferMib, "MiB"));
@@ -93,6 +103,9 @@ int RunEngine(EngineArgs& a) {
                                     kMaxHbmTokens, "tokens"));
     RETURN_IF_ERROR(
         CheckRange("--request-timeout-s", a.request_timeout_s, 0.001, kMaxTimeoutS, "s"));
+    RETURN_IF_ERROR(CheckCountRange("--ranks", a.ranks, 1, kMaxRanks, "ranks"));
+    RETURN_IF_ERROR(
+        CheckRange("--compute-quota-ms", a.compute_quota_ms, 0.001, kMaxComputeQuotaMs, "ms"));
     if (!o.kv_store_etcd.empty() && o.kv_store_cluster.empty()) {
       return InvalidArgument("--kv-store-etcd needs --kv-store-cluster");
     }
@@ -118,6 +131,8 @@ int RunEngine(EngineArgs& a) {
   o.buffer_bytes = a.buffer_mib << 20;
   o.pool_bytes = a.pool_mib << 20;
   o.request_timeout = FromSeconds(a.request_timeout_s);
+  o.ranks = static_cast<uint32_t>(a.ranks);
+  o.compute_quota = FromSeconds(a.compute_quota_ms / 1000);
   o.peer_timeout = FromSeconds(a.peer_timeout_s);
   std::string dev = a.ucx_net_devices.empty() ? InterfaceOf(o.listen_ip) : a.ucx_net_devices;
   if (!dev.empty() && std::getenv("UCX_NET_DEVICES") == nullptr) {
@@ -208,6 +223,25 @@ void Register(CLI::App& root, int* exit_code) {
                   "arrivals join at step boundaries) or serial (one request at a time); default "
                   "serial")
       ->check(CLI::IsMember({"continuous", "serial"}));
+  sub->add_option("--prefill-batching", a->prefill_batching,
+                  "Prefill engine: batched (forward batches of every loaded request's chunks, "
+                  "§6.2 packing onto --ranks) or serial (one request per forward pass); default "
+                  "serial")
+      ->check(CLI::IsMember({"batched", "serial"}));
+  sub->add_option("--ranks", a->ranks,
+                  "Prefill engine, batched: data-parallel attention ranks (threads standing in "
+                  "for the engine's GPUs), 1-64; default 1");
+  sub->add_option("--rank-placement", a->rank_placement,
+                  "Prefill engine, batched: packed (§6.2: every rank's attention within the "
+                  "compute quota and balanced) or round-robin (chunks dealt out in turn); default "
+                  "packed")
+      ->check(CLI::IsMember({"packed", "round-robin"}));
+  sub->add_option("--compute-quota-ms", a->compute_quota_ms,
+                  "Prefill engine, batched: each rank's compute quota, the predicted attention "
+                  "time of one layer, ms; default 300");
+  sub->add_option("--batch-stats", a->o.batch_stats_path,
+                  "Prefill engine: write forward batch sizes and per-rank attention balance "
+                  "(JSON) here at exit");
   sub->add_option("--fetch-wait-ms", a->o.fetch_wait_ms, "Long-poll bound of a Fetch (default 200)")
       ->check(CLI::Range(1, 60000));
   sub->add_option("--request-timeout-s", a->request_timeout_s,

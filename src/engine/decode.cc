@@ -41,6 +41,7 @@ struct DeReq {
   bool expired = false;
   int64_t de_loaded = 0;
   int64_t read_bytes = 0;
+  int64_t ready_ns = 0;  // wall clock when it became ready to decode (Timing.decode_ready_ns)
   SteadyTime deadline;
 };
 
@@ -268,6 +269,7 @@ void Decoder::MaybeReadyLocked(const std::shared_ptr<DeReq>& r) {
   // path and may arrive after the RPC: decode starts when both are in.
   if (!r->aborted && !r->queued && r->done_in && r->arrived >= r->expected) {
     r->queued = true;
+    r->ready_ns = RealtimeNs();
     ready_.push_back(r);
   }
 }
@@ -590,12 +592,15 @@ struct Decoder::Active {
   int64_t next_write = 0;  // first full block not yet written behind (or loaded)
   std::vector<uint32_t> generated;
   uint32_t next_step = 1;  // generated token index the next step produces; done at gen_tokens
+  int64_t ready_ns = 0;    // DeReq::ready_ns
+  int64_t start_ns = 0;    // taken into decode (BeginDecode)
   int64_t second_token_ns = 0;
 };
 
 std::unique_ptr<Decoder::Active> Decoder::BeginDecode(const std::shared_ptr<DeReq>& r) {
   auto a = std::make_unique<Active>();
   a->r = r;
+  a->start_ns = RealtimeNs();
   const v1c::RequestSpec& spec = r->a.request();
   const int64_t prompt = r->plan.prompt;
   const uint32_t gen = spec.gen_tokens();
@@ -603,6 +608,7 @@ std::unique_ptr<Decoder::Active> Decoder::BeginDecode(const std::shared_ptr<DeRe
   {
     std::lock_guard<std::mutex> lock(mu_);
     a->done = r->done;
+    a->ready_ns = r->ready_ns;
   }
   a->tokens.assign(spec.prompt().begin(), spec.prompt().end());
   a->tokens.insert(a->tokens.end(), spec.teacher().begin(),
@@ -721,6 +727,8 @@ void Decoder::Finish(Active& a) {
   t->set_first_token_ns(a.done.first_token_ns());
   t->set_second_token_ns(gen > 1 ? a.second_token_ns : done_ns);
   t->set_done_ns(done_ns);
+  t->set_decode_ready_ns(a.ready_ns);
+  t->set_decode_start_ns(a.start_ns);
   res.set_attempt(r.a.attempt());
   Release(r);
   {

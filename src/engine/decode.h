@@ -17,9 +17,10 @@
 //                the thread: kContinuous runs steps over every active request at
 //                once (one model::ForwardLayerBatch per layer, each request advancing one token),
 //                takes newly ready requests in at step boundaries and retires finished ones;
-//                kSerial (the default until the
-//                mismatch in docs/engine.md "Decode batching" is understood) decodes one
-//                request until it finishes before taking the next. Both run the same step code, so
+//                kSerial (the default until continuous is measured better on TTST and JCT:
+//                docs/engine.md "Decode batching"; its step loop still blocks on a full
+//                write-behind, see there) decodes one request until it finishes before taking
+//                the next. Both run the same step code, so
 //                their tokens and KV are bit-identical (batch invariance, docs/model.md);
 //   reporter     (one thread) waits until the blocks queued before a result are written, then
 //                reports it to the scheduler: the agent's next turn must find them in storage,

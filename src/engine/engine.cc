@@ -65,6 +65,7 @@ struct Engine::Impl {
   v1c::EngineReport Report() const;
   void Stop();
   void WriteKvStoreStats() const;
+  void WriteBatchStats() const;
   ~Impl() {
     Stop();
     metrics.reset();  // no scrape reads the stages, store or arena from here on
@@ -371,6 +372,15 @@ void Engine::Impl::Stop() {
     decoder->Stop();
   }
   WriteKvStoreStats();
+  WriteBatchStats();
+}
+
+// After the stages stopped: the prefill engine's forward batches (--batch-stats).
+void Engine::Impl::WriteBatchStats() const {
+  if (ctx.options.batch_stats_path.empty() || prefiller == nullptr) return;
+  const Status written = WriteOutputFile(ctx.options.batch_stats_path,
+                                         ctx.metrics->PrefillBatchJson() + "\n", "--batch-stats");
+  if (!written.ok()) log::Warn("engine: {}", written.ToString());
 }
 
 // After the stages stopped (the write-behind has flushed its puts).

@@ -1,11 +1,19 @@
 #include "engine/engine_metrics.h"
 
+#include <algorithm>
+#include <nlohmann/json.hpp>
 #include <utility>
+
+#include "dualpath/common/stats.h"
 
 namespace dualpath::engine {
 namespace {
 
 const std::vector<std::string> kEngineLabels = {"system", "engine", "node", "role"};
+
+// Batches kept for PrefillBatchJson: a day of 10 ms batches is under a million; beyond, the
+// counters still count and the JSON summarizes the first ones.
+constexpr size_t kMaxBatchRecords = size_t{1} << 22;
 
 std::vector<std::string> Plus(std::vector<std::string> a, std::vector<std::string> b) {
   a.insert(a.end(), b.begin(), b.end());
@@ -52,7 +60,38 @@ EngineMetrics::EngineMetrics(metrics::Registry& registry, Labels labels)
                        "Sum over decode steps of the requests in the step (the decode batch "
                        "size); divided by dualpath_engine_decode_steps_total: the mean batch.",
                        kEngineLabels)
-              .With(With({}))) {
+              .With(With({}))),
+      prefill_batches_(group_
+                           .Counter("dualpath_engine_prefill_batches_total",
+                                    "Forward batches (prefill passes over all layers) this "
+                                    "prefill engine ran.",
+                                    kEngineLabels)
+                           .With(With({}))),
+      prefill_batch_requests_(
+          group_
+              .Counter("dualpath_engine_prefill_batch_requests_total",
+                       "Sum over forward batches of the requests (chunks) in the batch; divided by "
+                       "dualpath_engine_prefill_batches_total: the mean batch.",
+                       kEngineLabels)
+              .With(With({}))),
+      prefill_batch_tokens_(group_
+                                .Counter("dualpath_engine_prefill_batch_tokens_total",
+                                         "New tokens computed by forward batches.", kEngineLabels)
+                                .With(With({}))),
+      attention_max_ns_(
+          group_
+              .Counter("dualpath_engine_attention_max_ns_total",
+                       "Sum over forward batches of the slowest rank's attention CPU time (ns); "
+                       "divided by dualpath_engine_attention_avg_ns_total: the time-weighted "
+                       "attention max/avg across ranks.",
+                       kEngineLabels)
+              .With(With({}))),
+      attention_avg_ns_(group_
+                            .Counter("dualpath_engine_attention_avg_ns_total",
+                                     "Sum over forward batches of the ranks' mean attention CPU "
+                                     "time (ns), idle ranks included.",
+                                     kEngineLabels)
+                            .With(With({}))) {
   group_
       .Gauge("dualpath_process_info", "1 for each running dualpath process, by kind and name.",
              {"system", "kind", "name"})
@@ -93,6 +132,79 @@ void EngineMetrics::OnFailed(const Status& why) {
 void EngineMetrics::OnDecodeStep(size_t requests) {
   decode_steps_.Inc();
   decode_step_requests_.Inc(requests);
+}
+
+void EngineMetrics::OnPrefillBatch(size_t requests, int64_t tokens,
+                                   std::span<const int64_t> rank_ns) {
+  BatchRecord rec;
+  rec.requests = static_cast<uint32_t>(requests);
+  rec.tokens = tokens;
+  double sum = 0;
+  for (int64_t t : rank_ns) {
+    rec.max_ns = std::max(rec.max_ns, static_cast<double>(t));
+    sum += static_cast<double>(t);
+  }
+  if (!rank_ns.empty()) rec.avg_ns = sum / static_cast<double>(rank_ns.size());
+  prefill_batches_.Inc();
+  prefill_batch_requests_.Inc(requests);
+  prefill_batch_tokens_.Inc(static_cast<uint64_t>(std::max<int64_t>(tokens, 0)));
+  attention_max_ns_.Inc(static_cast<uint64_t>(rec.max_ns));
+  attention_avg_ns_.Inc(static_cast<uint64_t>(rec.avg_ns));
+  std::lock_guard<std::mutex> lock(batch_mu_);
+  if (rank_ns.size() > rank_ns_.size()) rank_ns_.resize(rank_ns.size(), 0);
+  ranks_ = std::max<uint32_t>(ranks_, static_cast<uint32_t>(rank_ns.size()));
+  for (size_t r = 0; r < rank_ns.size(); ++r) rank_ns_[r] += rank_ns[r];
+  if (batches_.size() < kMaxBatchRecords) batches_.push_back(rec);
+}
+
+std::string EngineMetrics::PrefillBatchJson() const {
+  std::lock_guard<std::mutex> lock(batch_mu_);
+  nlohmann::json j;
+  j["engine"] = labels_.engine;
+  j["node"] = labels_.node;
+  j["ranks"] = ranks_;
+  j["batches"] = batches_.size();
+  double requests = 0, tokens = 0;
+  uint32_t max_requests = 0;
+  for (const BatchRecord& b : batches_) {
+    requests += b.requests;
+    tokens += static_cast<double>(b.tokens);
+    max_requests = std::max(max_requests, b.requests);
+  }
+  const double n = static_cast<double>(std::max<size_t>(batches_.size(), 1));
+  j["mean_requests"] = requests / n;
+  j["max_requests"] = max_requests;
+  j["mean_tokens"] = tokens / n;
+  j["rank_attention_s"] = nlohmann::json::array();
+  for (int64_t t : rank_ns_) j["rank_attention_s"].push_back(static_cast<double>(t) * 1e-9);
+  // Attention max/avg across ranks over the measured batches; `full`: only batches with at least
+  // as many requests as ranks (with fewer, some rank is idle whatever the placement).
+  auto balance = [&](bool full_only) {
+    std::vector<double> ratios;
+    double sum_max = 0, sum_avg = 0;
+    for (const BatchRecord& b : batches_) {
+      if (b.avg_ns <= 0 || (full_only && b.requests < ranks_)) continue;
+      ratios.push_back(b.max_ns / b.avg_ns);
+      sum_max += b.max_ns;
+      sum_avg += b.avg_ns;
+    }
+    nlohmann::json o;
+    o["batches"] = ratios.size();
+    if (ratios.empty()) {
+      o["mean"] = o["p50"] = o["p90"] = o["weighted"] = nullptr;
+      return o;
+    }
+    double mean = 0;
+    for (double r : ratios) mean += r;
+    o["mean"] = mean / static_cast<double>(ratios.size());
+    o["p50"] = Percentile(ratios, 0.5);
+    o["p90"] = Percentile(ratios, 0.9);
+    o["weighted"] = sum_max / sum_avg;
+    return o;
+  };
+  j["attention_max_avg"] = balance(false);
+  j["attention_max_avg_full"] = balance(true);
+  return j.dump();
 }
 
 void EngineMetrics::AddCallbacks(const storage::BlockStore& store,

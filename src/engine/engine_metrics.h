@@ -12,7 +12,10 @@
 
 #include <cstdint>
 #include <functional>
+#include <mutex>
+#include <span>
 #include <string>
+#include <vector>
 
 #include "dualpath/common/metrics.h"
 #include "dualpath/common/status.h"
@@ -47,6 +50,15 @@ class EngineMetrics {
   void OnFailed(const Status& why);
   // The decode engine ran one decode step over `requests` requests (its batch size).
   void OnDecodeStep(size_t requests);
+  // The prefill engine ran one forward batch: `requests` chunks (one per request), `tokens` new
+  // tokens in all, and each rank's attention CPU time over all layers (empty: not measured, the
+  // serial PE). Idle ranks are in rank_ns as 0: they count in the balance, as an idle GPU does.
+  void OnPrefillBatch(size_t requests, int64_t tokens, std::span<const int64_t> rank_ns);
+  // The forward batches so far as one JSON object (docs/engine.md "Prefill batching": batches,
+  // mean requests and tokens per batch, per-rank attention totals, and attention max/avg over the
+  // ranks: per batch (mean, p50, p90), time-weighted (Σ max / Σ avg), and the same over "full"
+  // batches, those with at least as many requests as ranks).
+  std::string PrefillBatchJson() const;
 
   // Series read at scrape time. `report` and `write_behind` (may be empty) must be thread-safe.
   void AddCallbacks(const storage::BlockStore& store,
@@ -66,6 +78,23 @@ class EngineMetrics {
   metrics::CounterFamily& errors_;
   metrics::Counter& decode_steps_;
   metrics::Counter& decode_step_requests_;
+  metrics::Counter& prefill_batches_;
+  metrics::Counter& prefill_batch_requests_;
+  metrics::Counter& prefill_batch_tokens_;
+  metrics::Counter& attention_max_ns_;
+  metrics::Counter& attention_avg_ns_;
+
+  // One forward batch of the prefill engine, for PrefillBatchJson.
+  struct BatchRecord {
+    uint32_t requests = 0;
+    int64_t tokens = 0;
+    double max_ns = 0;  // slowest rank's attention (0: not measured)
+    double avg_ns = 0;  // mean over the ranks, idle ones included
+  };
+  mutable std::mutex batch_mu_;
+  std::vector<BatchRecord> batches_;  // guarded by batch_mu_; at most kMaxBatchRecords
+  std::vector<int64_t> rank_ns_;      // guarded by batch_mu_: attention per rank, all batches
+  uint32_t ranks_ = 0;                // guarded by batch_mu_
 };
 
 }  // namespace dualpath::engine

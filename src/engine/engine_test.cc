@@ -8,6 +8,7 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <condition_variable>
 #include <cstdlib>
@@ -16,6 +17,7 @@
 #include <functional>
 #include <map>
 #include <mutex>
+#include <nlohmann/json.hpp>
 #include <random>
 #include <sstream>
 #include <thread>
@@ -119,6 +121,11 @@ class EngineTest : public ::testing::Test {
     o.ucx_tls = "tcp";
     o.fetch_wait_ms = 50;
     o.decode_batching = decode_batching_;
+    o.prefill_batching = prefill_batching_;
+    o.ranks = ranks_;
+    o.rank_placement = rank_placement_;
+    o.compute_quota = compute_quota_;
+    o.batch_stats_path = role == Role::kPrefill ? root_ + "/batches.json" : "";
     o.request_timeout =
         role == Role::kDecode && de_request_timeout_ != 0 ? de_request_timeout_ : request_timeout_;
     o.faults = role == Role::kDecode ? de_faults_ : pe_faults_;
@@ -218,6 +225,10 @@ class EngineTest : public ::testing::Test {
   Nanos request_timeout_ = 30 * kNanosPerSecond;
   Nanos de_request_timeout_ = 0;  // the DE's, when not 0 (otherwise request_timeout_)
   DecodeBatching decode_batching_ = DecodeBatching::kContinuous;
+  PrefillBatching prefill_batching_ = PrefillBatching::kBatched;
+  uint32_t ranks_ = 2;
+  sched::RankPlacement rank_placement_ = sched::RankPlacement::kPacked;
+  Nanos compute_quota_ = 300 * kNanosPerMilli;
   storage::StorageFaults* de_faults_ = nullptr;
   storage::StorageFaults* pe_faults_ = nullptr;
 
@@ -369,6 +380,7 @@ TEST_P(DecodeBatchingTest, ConcurrentAgentsGiveReferenceOutputs) {
   uint64_t id = 1;
   int64_t request_steps = 0;
   int64_t hits = 0;
+  std::vector<v1c::Timing> stepped;  // timings of the requests that ran decode steps
   for (int turn = 0; turn < kTurns; ++turn) {
     std::vector<v1c::RequestSpec> specs;
     for (int i = 0; i < kAgents; ++i) {
@@ -387,6 +399,25 @@ TEST_P(DecodeBatchingTest, ConcurrentAgentsGiveReferenceOutputs) {
       v1c::RequestResult r = Wait(s.request_id());
       ExpectReference(s, r);
       EXPECT_EQ(r.generated_size(), static_cast<int>(s.gen_tokens()));
+      // TTST's pieces in order: the PE's first token, the DE ready (PrefillDone and the PE's KV
+      // in), taken into decode, the first step's token, done.
+      const v1c::Timing& t = r.timing();
+      EXPECT_GT(t.decode_ready_ns(), 0);
+      EXPECT_LE(t.first_token_ns(), t.decode_ready_ns());
+      EXPECT_LE(t.decode_ready_ns(), t.decode_start_ns());
+      EXPECT_LE(t.decode_start_ns(), t.second_token_ns());
+      EXPECT_LE(t.second_token_ns(), t.done_ns());
+      if (s.gen_tokens() > 1) stepped.push_back(t);
+    }
+  }
+  // A serial engine decodes one request at a time: no two requests' [taken in, done] overlap.
+  // (Continuous ones may; how much depends on timing.)
+  if (GetParam() == DecodeBatching::kSerial) {
+    std::sort(stepped.begin(), stepped.end(), [](const v1c::Timing& a, const v1c::Timing& b) {
+      return a.decode_start_ns() < b.decode_start_ns();
+    });
+    for (size_t i = 1; i < stepped.size(); ++i) {
+      EXPECT_LE(stepped[i - 1].done_ns(), stepped[i].decode_start_ns()) << "request " << i;
     }
   }
   EXPECT_GT(hits, 0);  // later turns read what the batched steps wrote behind
@@ -410,6 +441,102 @@ INSTANTIATE_TEST_SUITE_P(Modes, DecodeBatchingTest,
                          [](const auto& info) {
                            return info.param == DecodeBatching::kSerial ? "Serial" : "Continuous";
                          });
+
+// Issue 28: the prefill engine's forward batches. Many agents' turns at once, over every read
+// side, with a compute quota small enough that long prompts are chunked across batches: with
+// serial prefill, batched prefill on one rank, and on four ranks with packed or round-robin
+// placement, every request's tokens and first-logits digest equal the reference (KV identical
+// whatever the batch, chunk and rank). The batch counters add up: the tokens of all forward
+// batches are exactly the tokens the requests computed (prompt - loaded), and the stats file
+// written at exit says the same and has one attention total per rank.
+struct PrefillMode {
+  const char* name;
+  PrefillBatching batching;
+  uint32_t ranks;
+  sched::RankPlacement placement;
+};
+
+class PrefillBatchingTest : public EngineTest, public ::testing::WithParamInterface<PrefillMode> {
+ protected:
+  PrefillBatchingTest() {
+    prefill_batching_ = GetParam().batching;
+    ranks_ = GetParam().ranks;
+    rank_placement_ = GetParam().placement;
+    compute_quota_ = 2 * kNanosPerMilli;  // ~1K new tokens on an empty context: chunks
+  }
+};
+
+TEST_P(PrefillBatchingTest, ConcurrentAgentsGiveReferenceOutputs) {
+  ASSERT_TRUE(pe_ && de_);
+  constexpr int kAgents = 7;
+  constexpr int kTurns = 3;
+  const v1c::ReadSide sides[] = {v1c::READ_SIDE_PREFILL, v1c::READ_SIDE_DECODE,
+                                 v1c::READ_SIDE_SPLIT};
+  std::vector<Agent> agents;
+  for (int i = 0; i < kAgents; ++i) agents.emplace_back(400 + i);
+  uint64_t id = 1;
+  int64_t computed = 0;
+  for (int turn = 0; turn < kTurns; ++turn) {
+    std::vector<v1c::RequestSpec> specs;
+    for (int i = 0; i < kAgents; ++i) {
+      // Ragged appends; agent 0 starts with a long prompt (chunked under the quota).
+      specs.push_back(agents[i].NextTurn(id++, turn == 0 && i == 0 ? 1500 : 30 + 37 * i, 4));
+    }
+    for (size_t k = 0; k < specs.size(); ++k) {
+      const v1c::RequestSpec& s = specs[k];
+      const int64_t hit = HitTokens(s);
+      const v1c::ReadSide side = hit == 0 ? v1c::READ_SIDE_PREFILL : sides[(k + turn) % 3];
+      const int64_t prefill_read = side == v1c::READ_SIDE_SPLIT ? hit / kBt / 2 * kBt : 0;
+      sched_.Assign(pe_->engine_id(), de_->engine_id(), s, side, hit, prefill_read);
+    }
+    for (const auto& s : specs) {
+      SCOPED_TRACE("turn " + std::to_string(turn));
+      v1c::RequestResult r = Wait(s.request_id());
+      ExpectReference(s, r);
+      computed += s.prompt_size() - r.loaded_tokens();
+    }
+  }
+  const std::string text = registry_.Render();
+  const std::string labels = "{system=\"dualpath\",engine=\"p0.0\",node=\"p0\",role=\"prefill\"}";
+  const double batches = CounterValue(text, "dualpath_engine_prefill_batches_total" + labels);
+  const double chunks = CounterValue(text, "dualpath_engine_prefill_batch_requests_total" + labels);
+  const double tokens = CounterValue(text, "dualpath_engine_prefill_batch_tokens_total" + labels);
+  EXPECT_EQ(tokens, static_cast<double>(computed));
+  ASSERT_GT(batches, 0);
+  EXPECT_GE(chunks, kAgents * kTurns);
+  if (GetParam().batching == PrefillBatching::kSerial) {
+    EXPECT_EQ(chunks, batches);
+  } else {
+    EXPECT_GT(chunks, kAgents * kTurns);  // the long prompt took several chunks
+  }
+  RecordProperty("mean_prefill_batch", std::to_string(chunks / batches));
+  // The engines stop (and the PE writes its stats file) on the scheduler's shutdown word; their
+  // Run threads must end before the engines are destroyed.
+  sched_.Shutdown();
+  for (auto& t : threads_) t.join();
+  threads_.clear();
+  std::ifstream in(root_ + "/batches.json");
+  const nlohmann::json j = nlohmann::json::parse(in, nullptr, false);
+  ASSERT_TRUE(j.is_object());
+  EXPECT_EQ(j["batches"].get<double>(), batches);
+  EXPECT_NEAR(j["mean_tokens"].get<double>() * batches, tokens, 1e-6 * tokens);
+  if (GetParam().batching == PrefillBatching::kBatched) {
+    ASSERT_EQ(j["rank_attention_s"].size(), GetParam().ranks);
+    EXPECT_GT(j["rank_attention_s"][0].get<double>(), 0);
+    EXPECT_GE(j["attention_max_avg"]["weighted"].get<double>(), 1.0);
+    RecordProperty("attention_max_avg", j["attention_max_avg"].dump());
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Modes, PrefillBatchingTest,
+    ::testing::Values(
+        PrefillMode{"Serial", PrefillBatching::kSerial, 1, sched::RankPlacement::kPacked},
+        PrefillMode{"OneRank", PrefillBatching::kBatched, 1, sched::RankPlacement::kPacked},
+        PrefillMode{"FourRanksPacked", PrefillBatching::kBatched, 4, sched::RankPlacement::kPacked},
+        PrefillMode{"FourRanksRoundRobin", PrefillBatching::kBatched, 4,
+                    sched::RankPlacement::kRoundRobin}),
+    [](const auto& info) { return std::string(info.param.name); });
 
 // Issue 17 (scheduler service killed and restarted): the new service knows no engine, so a Fetch
 // of the old group is kNotFound; each engine registers again under the same name and keeps

@@ -2,10 +2,12 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cstring>
 #include <vector>
 
 #include "dualpath/common/log.h"
+#include "dualpath/model/rank_pool.h"
 
 namespace dualpath::engine {
 
@@ -41,14 +43,40 @@ struct PeJob {
   int puts_pending = 0;
   Status put_error;
   v1::PrefillDoneRequest done;  // filled by Compute, sent by Complete
+  // Compute's progress (Prefiller::BeginLocked; guarded by Prefiller::mu_ until compute takes
+  // the job, then the compute thread's). Batched compute advances `next` chunk by chunk.
+  uint64_t seq = 0;  // admission order
+  bool begun = false;
+  int64_t loaded = 0;  // recompute starts here: [0, loaded) is hit KV in place
+  int64_t next = 0;    // the next position to compute (prompt: all computed)
+  int64_t prefill_start_ns = 0;
 };
 
 namespace {
 uint64_t Addr(const void* p) { return reinterpret_cast<uint64_t>(p); }
+
+// The reference model's attention time per layer on one rank, as sched::PackRanks predicts it
+// (the §6.2 time model, which the paper fits by profiling). Fitted once to the rank CPU times of
+// ForwardLayerBatch for the default shape (4 heads of 32, dev build; docs/engine.md "Prefill
+// batching"): ~55 ns per (new, cached) pair, ~14 ns per new token squared (the causal triangle,
+// blocked), ~1.4 us per new token (rotary angles, KV write), scaled with the head shape. Only the
+// ratios matter for balancing the ranks; the scale sets how much work the quota admits.
+sched::AttentionTimeModel RefAttentionModel(const model::RefModelConfig& c) {
+  sched::AttentionTimeModel m;
+  m.per_cached_pair_ns = 0.31 * c.q_heads * (c.head_dim + 12.0);
+  m.per_token_sq_ns = m.per_cached_pair_ns / 4;
+  m.per_token_ns = 45.0 * c.head_dim * (c.q_heads + c.kv_heads) / 8.0;
+  return m;
+}
+
 }  // namespace
 
 Prefiller::Prefiller(Context& ctx)
     : ctx_(ctx), reader_(*ctx.store, ctx.shape, ctx.options.read_depth, ctx.kv_store) {
+  if (ctx_.options.prefill_batching == PrefillBatching::kBatched) {
+    attention_model_ = RefAttentionModel(ctx_.model->config());
+    ranks_ = std::make_unique<model::RankPool>(std::max<uint32_t>(ctx_.options.ranks, 1));
+  }
   loader_ = std::thread([this] { LoaderLoop(); });
   reader_thread_ = std::thread([this] { ReaderLoop(); });
   compute_ = std::thread([this] { ComputeLoop(); });
@@ -104,6 +132,7 @@ void Prefiller::Enqueue(const v1c::Assignment& a) {
   job->arrived.assign(ctx_.layers, false);
   {
     std::lock_guard<std::mutex> lock(mu_);
+    job->seq = ++last_seq_;
     incoming_.push_back(job);
     ++unfinished_requests_;
     unfinished_tokens_ += job->plan.prompt;
@@ -159,7 +188,7 @@ void Prefiller::LoaderLoop() {
       // Load ahead of compute by at most prefetch_requests requests (memory bounds it too).
       queue_cv_.wait(lock, [&] {
         return stop_ || (!incoming_.empty() &&
-                         loaded_.size() + (computing_ ? 1 : 0) <= ctx_.options.prefetch_requests);
+                         loaded_.size() + computing_ <= ctx_.options.prefetch_requests);
       });
       if (stop_) {
         return;
@@ -353,6 +382,10 @@ std::shared_ptr<PeJob> Prefiller::TakeStuckLocked() {
 }
 
 void Prefiller::ComputeLoop() {
+  if (ranks_ != nullptr) {
+    BatchLoop();
+    return;
+  }
   while (true) {
     std::shared_ptr<PeJob> job;
     {
@@ -375,7 +408,7 @@ void Prefiller::ComputeLoop() {
       if (stop_) {
         return;
       }
-      computing_ = true;
+      computing_ = 1;
     }
     Status s = Compute(job);
     if (s.ok()) {
@@ -390,7 +423,7 @@ void Prefiller::ComputeLoop() {
     }
     {
       std::lock_guard<std::mutex> lock(mu_);
-      computing_ = false;
+      computing_ = 0;
     }
     queue_cv_.notify_all();
   }
@@ -508,23 +541,17 @@ Status Prefiller::Compute(const std::shared_ptr<PeJob>& self) {
     std::lock_guard<std::mutex> lock(mu_);
     RETURN_IF_ERROR(job.give_up);
   }
-  const int64_t prefill_start_ns = RealtimeNs();
+  job.prefill_start_ns = RealtimeNs();  // the wait for the first layer is part of prefill
   const bool de_path = p.decode_path();
   if (de_path) {
     RETURN_IF_ERROR(WaitLayer(job, 0));
   }
-  // Where recompute starts: the PE's own share stops at its first bad block; otherwise the DE's
-  // share continues it as far as the DE loaded.
   int64_t loaded;
-  if (p.none) {
-    loaded = p.hit;
-  } else if (job.pe_loaded < p.prefill_read) {
-    loaded = job.pe_loaded;
-  } else {
+  {
     std::lock_guard<std::mutex> lock(mu_);
-    loaded = p.prefill_read + (de_path ? job.de_loaded : 0);
+    BeginLocked(job);
+    loaded = job.loaded;
   }
-  loaded = std::min(loaded, p.prompt - 1);
 
   const uint32_t hidden_dim = m.config().hidden();
   const int64_t n = p.prompt - loaded;
@@ -540,22 +567,225 @@ Status Prefiller::Compute(const std::shared_ptr<PeJob>& self) {
       RETURN_IF_ERROR(PutLayer(self, l));
     }
   }
+  job.next = p.prompt;
+  ctx_.metrics->OnPrefillBatch(1, n, {});
   std::vector<float> logits(m.config().vocab);
   m.Logits({hidden.data() + (n - 1) * hidden_dim, hidden_dim}, logits);
-  const uint32_t first = model::RefModel::Argmax(logits);
-  const uint64_t digest = model::RefModel::LogitsDigest(logits);
-  const int64_t first_token_ns = RealtimeNs();
+  FillDone(job, logits);
+  return Status::Ok();
+}
 
+void Prefiller::BeginLocked(PeJob& job) {
+  if (job.begun) return;
+  const ReadPlan& p = job.plan;
+  job.begun = true;
+  if (job.prefill_start_ns == 0) job.prefill_start_ns = RealtimeNs();
+  // Where recompute starts: the PE's own share stops at its first bad block; otherwise the DE's
+  // share continues it as far as the DE loaded (known once its first layer arrived).
+  int64_t loaded;
+  if (p.none) {
+    loaded = p.hit;
+  } else if (job.pe_loaded < p.prefill_read) {
+    loaded = job.pe_loaded;
+  } else {
+    loaded = p.prefill_read + (p.decode_path() ? job.de_loaded : 0);
+  }
+  job.loaded = std::min(loaded, p.prompt - 1);
+  job.next = job.loaded;
+}
+
+void Prefiller::FillDone(PeJob& job, std::span<const float> logits) {
   v1::PrefillDoneRequest& done = job.done;
   done.set_de_xfer_id(job.de_xfer_id);
-  done.set_request_id(r.request_id());
-  done.set_first_token(first);
-  done.set_first_logits_digest(digest);
-  done.set_loaded_tokens(loaded);
+  done.set_request_id(job.a.request().request_id());
+  done.set_first_token(model::RefModel::Argmax(logits));
+  done.set_first_logits_digest(model::RefModel::LogitsDigest(logits));
+  done.set_loaded_tokens(job.loaded);
   done.set_read_bytes_prefill(job.read_bytes);
-  done.set_prefill_start_ns(prefill_start_ns);
-  done.set_first_token_ns(first_token_ns);
-  return Status::Ok();
+  done.set_prefill_start_ns(job.prefill_start_ns);
+  done.set_first_token_ns(RealtimeNs());
+}
+
+void Prefiller::BatchLoop() {
+  // Admitted requests compute may take: PE read done and, on the DE path, the first layer in
+  // (later layers are waited for layer by layer inside the batch). Admission order.
+  auto takeable = [&](const PeJob& j) {
+    return !j.pe_pending && (!j.plan.decode_path() || j.arrived[0]);
+  };
+  std::vector<std::shared_ptr<PeJob>> cands, jobs;
+  std::vector<sched::PrefillWork> work;
+  sched::BatchLimits limits;
+  limits.compute_quota = ctx_.options.compute_quota;
+  sched::BatchPlan plan;
+  while (true) {
+    std::shared_ptr<PeJob> stuck;
+    Status planned;
+    {
+      std::unique_lock<std::mutex> lock(mu_);
+      while (!stop_) {
+        cands.clear();
+        for (const auto& j : loaded_) {
+          if (takeable(*j)) cands.push_back(j);
+        }
+        if (!cands.empty()) break;
+        if (loaded_.empty()) {
+          queue_cv_.wait(lock);
+          continue;
+        }
+        // As in the serial loop: a DE that dies (or stalls) before its first notice leaves its
+        // job never takeable; look for such jobs now and then.
+        queue_cv_.wait_for(lock, std::chrono::milliseconds(100));
+        if ((stuck = TakeStuckLocked()) != nullptr) break;
+      }
+      if (stop_) {
+        return;
+      }
+      if (stuck == nullptr) {
+        work.clear();
+        for (const auto& j : cands) {
+          BeginLocked(*j);
+          work.push_back({j->next, j->plan.prompt - j->next});
+        }
+        planned = sched::PackRanks(work, attention_model_, limits, ranks_->ranks(),
+                                   ctx_.options.rank_placement, &plan);
+        jobs.clear();
+        if (planned.ok()) {
+          for (const sched::BatchEntry& e : plan.entries) jobs.push_back(cands[e.index]);
+        } else {
+          jobs.push_back(cands[0]);  // fail the head (cannot happen without a KV limit)
+        }
+        for (const auto& j : jobs) loaded_.erase(std::find(loaded_.begin(), loaded_.end(), j));
+        computing_ += jobs.size();
+      }
+    }
+    if (stuck != nullptr) {
+      Finish(stuck, stuck->give_up);
+      continue;
+    }
+    if (!planned.ok()) {
+      Finish(jobs[0], planned);
+    } else {
+      RunBatch(jobs, plan);
+    }
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      computing_ -= jobs.size();
+    }
+    queue_cv_.notify_all();
+  }
+}
+
+void Prefiller::RunBatch(std::vector<std::shared_ptr<PeJob>>& jobs, const sched::BatchPlan& plan) {
+  const model::RefModel& m = *ctx_.model;
+  const size_t h = m.config().hidden();
+  const uint64_t bpt = ctx_.bpt;
+  struct Item {
+    std::shared_ptr<PeJob> job;
+    int64_t start = 0;
+    int64_t n = 0;
+    uint32_t rank = 0;
+    bool last = false;  // the request's last chunk
+    Status status;
+  };
+  std::vector<Item> items;
+  std::vector<Item> failed;
+  int64_t tokens = 0;
+  for (size_t k = 0; k < jobs.size(); ++k) {
+    const sched::BatchEntry& e = plan.entries[k];
+    PeJob& j = *jobs[k];
+    items.push_back({jobs[k], j.next, e.bsz, e.rank, j.next + e.bsz == j.plan.prompt, {}});
+    tokens += e.bsz;
+  }
+  // The rows of every chunk, in item order.
+  std::vector<float> hidden(static_cast<size_t>(tokens) * h);
+  {
+    size_t row = 0;
+    for (const Item& it : items) {
+      const auto& prompt = it.job->a.request().prompt();
+      m.Embed({prompt.data() + it.start, static_cast<size_t>(it.n)},
+              std::span<float>(hidden).subspan(row * h, static_cast<size_t>(it.n) * h));
+      row += static_cast<size_t>(it.n);
+    }
+  }
+  // A chunk that fails (its DE died, a put was refused, the engine stops) leaves the batch: its
+  // rows are cut out and the rest go on.
+  auto drop_failed = [&] {
+    std::vector<Item> kept;
+    std::vector<float> rows;
+    size_t row = 0;
+    for (Item& it : items) {
+      const size_t n = static_cast<size_t>(it.n);
+      if (it.status.ok()) {
+        rows.insert(rows.end(), hidden.begin() + row * h, hidden.begin() + (row + n) * h);
+        kept.push_back(std::move(it));
+      } else {
+        failed.push_back(std::move(it));
+      }
+      row += n;
+    }
+    items = std::move(kept);
+    hidden = std::move(rows);
+  };
+  const uint32_t ranks = ranks_->ranks();
+  std::vector<int64_t> rank_ns(ranks, 0);
+  std::vector<model::RefModel::BatchSeq> seqs;
+  for (uint32_t l = 0; l < ctx_.layers; ++l) {
+    bool any_failed = false;
+    for (Item& it : items) {
+      if (it.job->plan.decode_path()) {
+        it.status = WaitLayer(*it.job, l);
+        any_failed = any_failed || !it.status.ok();
+      }
+    }
+    if (any_failed) drop_failed();
+    seqs.clear();
+    for (const Item& it : items) {
+      PeJob& j = *it.job;
+      std::span<std::byte> layer_kv(j.area + l * j.plan.prompt * bpt,
+                                    static_cast<size_t>(it.start + it.n) * bpt);
+      seqs.push_back(
+          {static_cast<uint64_t>(it.start), static_cast<uint64_t>(it.n), layer_kv, it.rank});
+    }
+    m.ForwardLayerBatch(l, seqs, hidden, *ranks_, rank_ns);
+    any_failed = false;
+    for (Item& it : items) {
+      if (it.last && !it.job->plan.none) {
+        it.status = PutLayer(it.job, l);
+        any_failed = any_failed || !it.status.ok();
+      }
+    }
+    if (any_failed) drop_failed();
+  }
+  ctx_.metrics->OnPrefillBatch(jobs.size(), tokens, rank_ns);
+
+  // Finished requests: the logits of their last token, then the completer hands them off.
+  std::vector<float> logits(m.config().vocab);
+  std::vector<std::shared_ptr<PeJob>> done, again;
+  size_t row = 0;
+  for (Item& it : items) {
+    PeJob& j = *it.job;
+    row += static_cast<size_t>(it.n);
+    j.next = it.start + it.n;
+    if (!it.last) {
+      again.push_back(it.job);
+      continue;
+    }
+    m.Logits(std::span<const float>(hidden).subspan((row - 1) * h, h), logits);
+    FillDone(j, logits);
+    done.push_back(it.job);
+  }
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    for (auto& j : done) computed_.push_back(j);
+    // A chunked request goes back in admission order: the next batch continues it first.
+    for (auto& j : again) {
+      auto at = std::find_if(loaded_.begin(), loaded_.end(),
+                             [&](const std::shared_ptr<PeJob>& o) { return o->seq > j->seq; });
+      loaded_.insert(at, j);
+    }
+  }
+  if (!done.empty()) done_cv_.notify_all();
+  for (Item& it : failed) Finish(it.job, it.status);
 }
 
 Status Prefiller::Complete(PeJob& job) {

@@ -15,10 +15,22 @@
 //            its logits digest to the DE in PrefillDone - while compute goes on with the next.
 // Admission runs ahead of compute, limited only by buffer memory (and prefetch_requests), so every
 // storage link keeps reading the next requests' hit blocks while the current one computes.
-// Compute takes the oldest admitted request whose hit KV is all in place (its PE read done and,
-// on the DE path, every layer arrived) - a request still waiting for its DE's storage read does
-// not hold up ready ones behind it (§6.2 computes what is loaded). When none is complete it starts
-// the oldest one whose first layer is in, keeping layerwise load/compute overlap.
+// Compute, EngineOptions::prefill_batching:
+//   kSerial  takes the oldest admitted request whose hit KV is all in place (its PE read done and,
+//            on the DE path, every layer arrived) - a request still waiting for its DE's storage
+//            read does not hold up ready ones behind it (§6.2 computes what is loaded). When none
+//            is complete it starts the oldest one whose first layer is in, keeping layerwise
+//            load/compute overlap. One request's whole prompt per forward pass.
+//   kBatched forms each forward batch from every admitted request whose PE read is done and whose
+//            first layer of DE-path KV is in (admission order), with sched::PackRanks: per-rank
+//            compute quota, chunked prefill (a chunked request goes back to the queue, its KV of
+//            every layer in place up to the chunk), chunks placed on the engine's ranks
+//            (model::RankPool: each sequence's attention on its rank, the rest of the layer
+//            shared). Layer l of the batch waits for layer l of each DE-path request in it, so
+//            loading still overlaps compute layer by layer. A request's KV is put to its DE layer
+//            by layer during its last chunk (every earlier chunk's KV of that layer is in place).
+//            Per-rank attention CPU time of each batch goes to EngineMetrics::OnPrefillBatch.
+// Both give bit-identical KV and tokens (batch and chunk invariance, ref_model.h).
 //
 // A request that fails (DE unreachable or dead, a put failed, a deadline passed, bad input) is
 // reported to the scheduler with ok=false; its area is freed only once no peer can still write
@@ -34,11 +46,17 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <span>
 #include <thread>
+#include <vector>
 
 #include "engine/context.h"
 #include "engine/hit_reader.h"
 #include "engine/notice.h"
+
+namespace dualpath::model {
+class RankPool;
+}  // namespace dualpath::model
 
 namespace dualpath::engine {
 
@@ -66,6 +84,14 @@ class Prefiller {
   void LoaderLoop();
   void ReaderLoop();
   void ComputeLoop();
+  // kBatched's compute loop and one forward batch over `jobs` (plan: sched::PackRanks over them).
+  void BatchLoop();
+  void RunBatch(std::vector<std::shared_ptr<PeJob>>& jobs, const sched::BatchPlan& plan);
+  // Where recompute starts (the hit KV in place before it): set once, when compute first takes
+  // the job (on the DE path after its first layer arrived). Caller holds mu_.
+  void BeginLocked(PeJob& job);
+  // The PrefillDone for a job whose last token's logits are `logits`.
+  void FillDone(PeJob& job, std::span<const float> logits);
   void CompleteLoop();
   // Allocates the area and starts the DE; queues the PE-side read.
   Status Admit(const std::shared_ptr<PeJob>& job);
@@ -107,7 +133,10 @@ class Prefiller {
   int64_t unfinished_tokens_ = 0;                       // guarded by mu_
   int64_t queued_read_tokens_ = 0;                      // guarded by mu_
   bool stop_ = false;                                   // guarded by mu_
-  bool computing_ = false;                              // guarded by mu_
+  size_t computing_ = 0;   // jobs taken by compute (a batch, or one); guarded by mu_
+  uint64_t last_seq_ = 0;  // admission order of jobs (PeJob::seq); guarded by mu_
+  sched::AttentionTimeModel attention_model_;  // kBatched: the reference model's, fixed
+  std::unique_ptr<model::RankPool> ranks_;     // kBatched: the engine's ranks; compute thread only
   std::thread loader_;
   std::thread reader_thread_;
   std::thread compute_;

@@ -1,7 +1,8 @@
 // RefModel::ForwardLayerBatch / LogitsRows: batch invariance. A sequence's KV and logits are
 // bit-identical (memcmp) whether it runs alone in one call, chunked, or in any forward batch with
 // other sequences of ragged lengths and positions, in any order; decode steps batched the way a
-// continuously batching decode engine runs them equal the one-at-a-time schedule.
+// continuously batching decode engine runs them equal the one-at-a-time schedule, and so does the
+// same batch with each sequence's attention placed on one of an engine's ranks (RankPool threads).
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -10,6 +11,7 @@
 #include <random>
 #include <thread>
 
+#include "dualpath/model/rank_pool.h"
 #include "dualpath/model/ref_model.h"
 #include "model/test_util.h"
 
@@ -55,7 +57,11 @@ void SeedKv(const RefModel& m, Seq* s, size_t upto) {
 
 // One forward batch through the whole model: sequence seqs[i] advances by counts[i] tokens from
 // its `computed` position; the sequences are laid out in hidden in the order given.
-void RunBatch(const RefModel& m, std::span<Seq*> seqs, std::span<const size_t> counts) {
+// With `pool`, sequence i's attention runs on rank ranks[i] and each rank's attention CPU time is
+// added to (*rank_ns)[rank].
+void RunBatch(const RefModel& m, std::span<Seq*> seqs, std::span<const size_t> counts,
+              RankPool* pool = nullptr, std::span<const uint32_t> ranks = {},
+              std::vector<int64_t>* rank_ns = nullptr) {
   const RefModelConfig& c = m.config();
   const size_t h = c.hidden();
   const size_t bpt = c.KvBytesPerTokenPerLayer();
@@ -74,9 +80,14 @@ void RunBatch(const RefModel& m, std::span<Seq*> seqs, std::span<const size_t> c
       // Exactly (start + n) tokens of span, as the engines pass them.
       batch[i] = {seqs[i]->computed, counts[i],
                   std::span<std::byte>(seqs[i]->kv.data() + l * total * bpt,
-                                       (seqs[i]->computed + counts[i]) * bpt)};
+                                       (seqs[i]->computed + counts[i]) * bpt),
+                  pool != nullptr ? ranks[i] : 0};
     }
-    m.ForwardLayerBatch(l, batch, hidden);
+    if (pool != nullptr) {
+      m.ForwardLayerBatch(l, batch, hidden, *pool, *rank_ns);
+    } else {
+      m.ForwardLayerBatch(l, batch, hidden);
+    }
   }
   std::vector<float> logits(rows * c.vocab);
   m.LogitsRows(hidden, logits);
@@ -209,6 +220,54 @@ TEST_P(BatchInvariance, DecodeStepsWithJoiningAndLeavingSequences) {
   }
 }
 
+// Rank placement (an engine's ranks, data-parallel attention): random ragged batches with every
+// sequence's attention on a random rank of a 1-, 2- or 4-rank pool, several sequences per rank
+// and idle ranks included, across more rows than one internal pass. KV and logits memcmp-equal
+// the sequence alone; a rank with work reports attention time, an idle one none.
+TEST_P(BatchInvariance, RankPlacedBatchesEqualEachSequenceAlone) {
+  auto m = testing::MakeModel(GetParam());
+  ASSERT_NE(m, nullptr);
+  std::mt19937_64 rng(99);
+  int checked = 0;
+  for (uint32_t ranks : {1u, 2u, 4u}) {
+    RankPool pool(ranks);
+    for (int trial = 0; trial < 6; ++trial) {
+      const size_t k = 1 + rng() % 7;
+      std::vector<Seq> seqs;
+      std::vector<size_t> counts, cached;
+      std::vector<uint32_t> placed;
+      std::vector<bool> busy(ranks, false);
+      for (size_t i = 0; i < k; ++i) {
+        const size_t pre = rng() % 61;
+        const size_t n = 1 + rng() % (trial == 0 ? 200 : 70);  // trial 0: several passes
+        seqs.push_back(MakeSeq(*m, pre + n, 5000 + 100 * ranks + 10 * trial + i));
+        SeedKv(*m, &seqs.back(), pre);
+        counts.push_back(n);
+        cached.push_back(pre);
+        placed.push_back(static_cast<uint32_t>(rng() % ranks));
+        busy[placed.back()] = true;
+      }
+      std::vector<Seq*> ptrs;
+      for (Seq& s : seqs) ptrs.push_back(&s);
+      std::vector<int64_t> rank_ns(ranks, 0);
+      RunBatch(*m, ptrs, counts, &pool, placed, &rank_ns);
+      for (size_t i = 0; i < k; ++i) {
+        EXPECT_TRUE(MatchesAlone(*m, seqs[i], cached[i]))
+            << ranks << " ranks, trial " << trial << " seq " << i << " on rank " << placed[i];
+        ++checked;
+      }
+      for (uint32_t r = 0; r < ranks; ++r) {
+        if (busy[r]) {
+          EXPECT_GT(rank_ns[r], 0) << "rank " << r << " had work";
+        } else {
+          EXPECT_EQ(rank_ns[r], 0) << "rank " << r << " was idle";
+        }
+      }
+    }
+  }
+  EXPECT_GT(checked, 18);
+}
+
 INSTANTIATE_TEST_SUITE_P(Configs, BatchInvariance, ::testing::Values(SmallGqa(), OddMha()),
                          [](const auto& info) { return info.index == 0 ? "SmallGqa" : "OddMha"; });
 
@@ -271,6 +330,28 @@ TEST(BatchInvarianceDefault, ConcurrentBatchesOnOneModel) {
   for (auto& th : threads) th.join();
   for (const auto& w : work) {
     for (const Seq& s : w) EXPECT_TRUE(MatchesAlone(*m, s, 0));
+  }
+}
+
+// RankPool::Run calls each rank exactly once per Run, rank 0 on the caller's thread and every
+// other rank on a thread of its own, and its writes are visible when Run returns (tsan checks
+// the ordering).
+TEST(RankPool, RunCallsEveryRankOnItsOwnThread) {
+  constexpr uint32_t kRanks = 4;
+  RankPool pool(kRanks);
+  EXPECT_EQ(pool.ranks(), kRanks);
+  std::vector<int> calls(kRanks, 0);
+  std::vector<std::thread::id> ids(kRanks);
+  for (int round = 0; round < 50; ++round) {
+    pool.Run([&](uint32_t r) {
+      ++calls[r];
+      ids[r] = std::this_thread::get_id();
+    });
+  }
+  EXPECT_EQ(ids[0], std::this_thread::get_id());
+  for (uint32_t r = 0; r < kRanks; ++r) {
+    EXPECT_EQ(calls[r], 50) << "rank " << r;
+    for (uint32_t q = 0; q < r; ++q) EXPECT_NE(ids[r], ids[q]) << "ranks " << q << " and " << r;
   }
 }
 

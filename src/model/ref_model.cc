@@ -10,9 +10,11 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <ctime>
 #include <string>
 
 #include "dualpath/common/check.h"
+#include "dualpath/model/rank_pool.h"
 #include "model/attention.h"
 #include "model/kernel_table.h"
 #include "model/weights.h"
@@ -77,6 +79,24 @@ void RefModel::ForwardLayer(uint32_t layer, uint64_t start, std::span<std::byte>
 
 void RefModel::ForwardLayerBatch(uint32_t layer, std::span<const BatchSeq> seqs,
                                  std::span<float> hidden) const {
+  ForwardBatch(layer, seqs, hidden, nullptr, {});
+}
+
+void RefModel::ForwardLayerBatch(uint32_t layer, std::span<const BatchSeq> seqs,
+                                 std::span<float> hidden, RankPool& pool,
+                                 std::span<int64_t> rank_cpu_ns) const {
+  DUALPATH_CHECK(rank_cpu_ns.size() == pool.ranks(),
+                 "ForwardLayerBatch: rank_cpu_ns must hold one entry per rank");
+  for (const BatchSeq& s : seqs) {
+    DUALPATH_CHECK(s.rank < pool.ranks(), "ForwardLayerBatch: sequence rank " +
+                                              std::to_string(s.rank) + " >= ranks " +
+                                              std::to_string(pool.ranks()));
+  }
+  ForwardBatch(layer, seqs, hidden, &pool, rank_cpu_ns);
+}
+
+void RefModel::ForwardBatch(uint32_t layer, std::span<const BatchSeq> seqs, std::span<float> hidden,
+                            RankPool* pool, std::span<int64_t> rank_cpu_ns) const {
   const RefModelConfig& c = config_;
   const size_t h = c.hidden();
   const uint64_t bpt = c.KvBytesPerTokenPerLayer();
@@ -102,7 +122,7 @@ void RefModel::ForwardLayerBatch(uint32_t layer, std::span<const BatchSeq> seqs,
   size_t row0 = 0;  // first row of the current pass in hidden
   auto flush = [&] {
     if (pass_rows == 0) return;
-    ForwardPass(layer, pass, hidden.subspan(row0 * h, pass_rows * h));
+    ForwardPass(layer, pass, hidden.subspan(row0 * h, pass_rows * h), pool, rank_cpu_ns);
     row0 += pass_rows;
     pass.clear();
     pass_rows = 0;
@@ -111,7 +131,7 @@ void RefModel::ForwardLayerBatch(uint32_t layer, std::span<const BatchSeq> seqs,
     uint64_t done = 0;
     while (done < s.n) {
       const uint64_t m = std::min<uint64_t>(s.n - done, kSubChunk - pass_rows);
-      pass.push_back({s.start + done, m, s.layer_kv});
+      pass.push_back({s.start + done, m, s.layer_kv, s.rank});
       pass_rows += m;
       done += m;
       if (pass_rows == kSubChunk) flush();
@@ -120,8 +140,18 @@ void RefModel::ForwardLayerBatch(uint32_t layer, std::span<const BatchSeq> seqs,
   flush();
 }
 
-void RefModel::ForwardPass(uint32_t layer, std::span<const BatchSeq> seqs,
-                           std::span<float> hidden) const {
+namespace {
+
+int64_t ThreadCpuNs() {
+  timespec ts{};
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+  return int64_t{ts.tv_sec} * 1'000'000'000 + ts.tv_nsec;
+}
+
+}  // namespace
+
+void RefModel::ForwardPass(uint32_t layer, std::span<const BatchSeq> seqs, std::span<float> hidden,
+                           RankPool* pool, std::span<int64_t> rank_cpu_ns) const {
   const RefModelConfig& c = config_;
   const size_t h = c.hidden();
   const size_t hd = c.head_dim;
@@ -134,17 +164,14 @@ void RefModel::ForwardPass(uint32_t layer, std::span<const BatchSeq> seqs,
   const LayerWeights& lw = w_->layers[layer];
   const size_t qkv_rows = q_dim + 2 * kv_dim;
 
-  // One scratch allocation per pass: normed input, Q/K/V, attention output, MLP activations and
-  // the rotary table of one token.
-  std::vector<float> scratch(n * h + n * qkv_rows + n * q_dim + n * 2 * ffn + n * ffn + n * h + hd);
+  // One scratch allocation per pass: normed input, Q/K/V, attention output, MLP activations.
+  std::vector<float> scratch(n * h + n * qkv_rows + n * q_dim + n * 2 * ffn + n * ffn + n * h);
   float* xn = scratch.data();
   float* qkv = xn + n * h;
   float* attn = qkv + n * qkv_rows;
   float* gate_up = attn + n * q_dim;
   float* act = gate_up + n * 2 * ffn;
   float* proj = act + n * ffn;
-  float* cos_v = proj + n * h;
-  float* sin_v = cos_v + hd / 2;
 
   // Attention input: RMSNorm, then Q, K, V for every row of every sequence (each output is one
   // row's own dot product: which rows share a pass changes nothing).
@@ -154,28 +181,57 @@ void RefModel::ForwardPass(uint32_t layer, std::span<const BatchSeq> seqs,
 
   // Per sequence: rotary positions on Q and K (angles in double, rounded once), K/V into the
   // sequence's cache, then causal attention of each new token over positions [0, start + t]
-  // of that sequence only (attention.h).
+  // of that sequence only (attention.h). Each sequence touches only its own rows of qkv and attn
+  // and its own KV, so the sequences of different ranks run at the same time without sharing a
+  // byte they write.
   internal::AttentionShape shape{c.q_heads, c.kv_heads, hd, bpt};
-  std::vector<float> attn_scratch;
-  size_t row = 0;
-  for (const BatchSeq& s : seqs) {
-    if (s.n == 0) continue;
-    std::byte* kv = s.layer_kv.data();
-    for (size_t t = 0; t < s.n; ++t) {
-      const uint64_t pos = s.start + t;
-      for (size_t i = 0; i < hd / 2; ++i) {
-        const double angle = static_cast<double>(pos) * w_->inv_freq[i];
-        cos_v[i] = static_cast<float>(std::cos(angle));
-        sin_v[i] = static_cast<float>(std::sin(angle));
+  std::vector<size_t> first_row(seqs.size());
+  for (size_t i = 0, row = 0; i < seqs.size(); ++i) {
+    first_row[i] = row;
+    row += seqs[i].n;
+  }
+  // The sequences of `rank` (all of them when rank < 0), with that thread's own rotary table and
+  // attention scratch.
+  auto attend = [&](int64_t rank) {
+    std::vector<float> rot(hd);
+    float* cos_v = rot.data();
+    float* sin_v = cos_v + hd / 2;
+    std::vector<float> attn_scratch;
+    for (size_t i = 0; i < seqs.size(); ++i) {
+      const BatchSeq& s = seqs[i];
+      if (s.n == 0 || (rank >= 0 && s.rank != static_cast<uint64_t>(rank))) continue;
+      std::byte* kv = s.layer_kv.data();
+      const size_t row = first_row[i];
+      for (size_t t = 0; t < s.n; ++t) {
+        const uint64_t pos = s.start + t;
+        for (size_t j = 0; j < hd / 2; ++j) {
+          const double angle = static_cast<double>(pos) * w_->inv_freq[j];
+          cos_v[j] = static_cast<float>(std::cos(angle));
+          sin_v[j] = static_cast<float>(std::sin(angle));
+        }
+        float* r = qkv + (row + t) * qkv_rows;
+        ApplyRotary(r, c.q_heads, hd, cos_v, sin_v);
+        ApplyRotary(r + q_dim, c.kv_heads, hd, cos_v, sin_v);
+        std::memcpy(kv + pos * bpt, r + q_dim, 2 * kv_dim * sizeof(float));  // K then V
       }
-      float* r = qkv + (row + t) * qkv_rows;
-      ApplyRotary(r, c.q_heads, hd, cos_v, sin_v);
-      ApplyRotary(r + q_dim, c.kv_heads, hd, cos_v, sin_v);
-      std::memcpy(kv + pos * bpt, r + q_dim, 2 * kv_dim * sizeof(float));  // K then V
+      k.causal_attention(shape, s.start, s.n, qkv + row * qkv_rows, qkv_rows, kv,
+                         attn + row * q_dim, &attn_scratch);
     }
-    k.causal_attention(shape, s.start, s.n, qkv + row * qkv_rows, qkv_rows, kv, attn + row * q_dim,
-                       &attn_scratch);
-    row += s.n;
+  };
+  if (pool == nullptr) {
+    attend(-1);
+  } else {
+    // Each rank adds only to its own entry of rank_cpu_ns; Run's return orders those writes
+    // before the caller reads them.
+    // An idle rank records no time (its own overhead would read as attention).
+    std::vector<uint8_t> busy(pool->ranks(), 0);
+    for (const BatchSeq& s : seqs) busy[s.rank] |= s.n != 0 ? 1 : 0;
+    pool->Run([&](uint32_t rank) {
+      if (busy[rank] == 0) return;
+      const int64_t t0 = ThreadCpuNs();
+      attend(rank);
+      rank_cpu_ns[rank] += ThreadCpuNs() - t0;
+    });
   }
 
   // Output projection into the residual stream.

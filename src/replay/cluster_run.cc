@@ -284,6 +284,40 @@ std::string KvStoreStatsPath(const SystemSetup& s, const std::string& node) {
   return s.run.work + "/" + s.system + "_kvstore_" + node + ".json";
 }
 
+// Where prefill engine `node` writes its forward batch stats (--batch-stats).
+std::string BatchStatsPath(const SystemSetup& s, const std::string& node) {
+  return s.run.work + "/" + s.system + "_batches_" + node + ".json";
+}
+
+// The prefill engines' batch stats as one JSON array (files that are missing or unreadable are
+// left out, with a warning), and a line per engine to progress: forward batches, mean requests
+// per batch, and the attention max/avg across its ranks.
+std::string PrefillBatchReport(const SystemSetup& s, std::ostream& progress) {
+  json all = json::array();
+  for (const testbed::Node& n : s.run.cluster.nodes) {
+    if (n.role != testbed::Role::kPrefill) continue;
+    std::ifstream in(BatchStatsPath(s, n.name));
+    json e = json::parse(in, nullptr, /*allow_exceptions=*/false);
+    if (e.is_discarded() || !e.is_object()) {
+      log::Warn("cluster run: no batch stats from engine {} ({})", n.name,
+                BatchStatsPath(s, n.name));
+      continue;
+    }
+    progress << s.system << ": " << n.name << ": " << e.value("batches", 0) << " forward batches, "
+             << e.value("mean_requests", 0.0) << " requests per batch (max "
+             << e.value("max_requests", 0) << "), " << e.value("ranks", 0) << " ranks";
+    const json& b = e["attention_max_avg"];
+    if (b.is_object() && b["mean"].is_number()) {
+      progress << ", attention max/avg per batch mean " << b["mean"].get<double>() << " p50 "
+               << b["p50"].get<double>() << ", weighted " << b["weighted"].get<double>();
+    }
+    progress << "\n";
+    all.push_back(std::move(e));
+  }
+  progress << std::flush;
+  return all.empty() ? "" : all.dump();
+}
+
 // `dualpath control serve` for one system.
 std::vector<std::string> ServeArgv(const SystemSetup& s) {
   const ClusterRunOptions& o = s.run.o;
@@ -357,6 +391,10 @@ std::vector<std::string> EngineArgv(const SystemSetup& s, const testbed::Node& n
     // No --kv-store-node: puts go to the node with the most free DRAM, so the cluster's DRAM
     // fills evenly (a preferred writer's node would evict at its high watermark before a put
     // spills elsewhere, and only decode engines write). Same-node reads still go through shm.
+  }
+  if (n.role == testbed::Role::kPrefill) {
+    argv.push_back("--batch-stats");
+    argv.push_back(BatchStatsPath(s, n.name));
   }
   if (o.pool) {
     argv.push_back("--pool");
@@ -714,6 +752,7 @@ Result<SystemRun> RunSystem(const SystemSetup& setup, std::ostream& progress) {
   if (killed) run.killed_engine = o.kill_node;
   if (killed) run.killed_buffers = buffers;
   run.kv_store_json = std::move(kv_store_json);
+  run.prefill_batches_json = PrefillBatchReport(s, progress);  // the engines wrote theirs at exit
   const Summary sum = Summarize(run.replay);
   progress << s.system << ": JCT " << sum.jct_s << " s, " << sum.requests << " requests, "
            << sum.failed << " failed\n"

@@ -79,6 +79,15 @@ double RequestRecord::PrefillS() const {
 double RequestRecord::DecodeS() const {
   return Secs(result.timing().first_token_ns(), result.timing().done_ns());
 }
+double RequestRecord::HandoffS() const {
+  return Secs(result.timing().first_token_ns(), result.timing().decode_ready_ns());
+}
+double RequestRecord::DecodeWaitS() const {
+  return Secs(result.timing().decode_ready_ns(), result.timing().decode_start_ns());
+}
+double RequestRecord::DeTtstS() const {
+  return Secs(result.timing().decode_ready_ns(), result.timing().second_token_ns());
+}
 
 const Clock& WallClock() {
   static const RealtimeClock clock;

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <set>
 #include <sstream>
@@ -51,7 +52,7 @@ json Seconds(double s) { return s < 0 ? json(nullptr) : json(s); }
 Summary Summarize(const ReplayResult& r) {
   Summary s;
   s.jct_s = r.JctS();
-  std::vector<double> ttft, ttst, tpot;
+  std::vector<double> ttft, ttst, tpot, handoff, decode_wait, de_ttst;
   for (const RequestRecord& rec : r.records) {
     ++s.requests;
     if (!rec.result.ok()) {
@@ -61,6 +62,9 @@ Summary Summarize(const ReplayResult& r) {
     if (double v = rec.TtftS(); v >= 0) ttft.push_back(v);
     if (double v = rec.TtstS(); v >= 0 && rec.gen_tokens > 1) ttst.push_back(v);
     if (double v = rec.TpotS(); v >= 0 && rec.gen_tokens > 1) tpot.push_back(v);
+    if (double v = rec.HandoffS(); v >= 0) handoff.push_back(v);
+    if (double v = rec.DecodeWaitS(); v >= 0) decode_wait.push_back(v);
+    if (double v = rec.DeTtstS(); v >= 0 && rec.gen_tokens > 1) de_ttst.push_back(v);
   }
   s.ttft_p50_s = Percentile(ttft, 0.5);
   s.ttft_p99_s = Percentile(ttft, 0.99);
@@ -68,7 +72,60 @@ Summary Summarize(const ReplayResult& r) {
   s.ttst_s = Mean(ttst);
   s.ttst_p50_s = Percentile(ttst, 0.5);
   s.tpot_s = Mean(tpot);
+  s.handoff_p50_s = Percentile(handoff, 0.5);
+  s.decode_wait_p50_s = Percentile(decode_wait, 0.5);
+  s.de_ttst_p50_s = Percentile(de_ttst, 0.5);
   return s;
+}
+
+std::vector<DecodeBatchSeries> DecodeBatches(const ReplayResult& r) {
+  // Per decode engine: +1 at each request's decode start, -1 at its done, swept in time order.
+  // At equal times the retirements go first: a request retired after a step and one taken in
+  // for the next are never in the same step.
+  std::map<uint32_t, std::vector<std::pair<Nanos, int>>> events;
+  for (const RequestRecord& rec : r.records) {
+    const pb::Timing& t = rec.result.timing();
+    if (!rec.result.ok() || rec.gen_tokens < 2 || t.decode_start_ns() <= 0 ||
+        t.done_ns() < t.decode_start_ns()) {
+      continue;
+    }
+    auto& e = events[rec.result.decode_engine()];
+    e.emplace_back(t.decode_start_ns(), +1);
+    e.emplace_back(t.done_ns(), -1);
+  }
+  std::vector<DecodeBatchSeries> out;
+  for (auto& [engine, e] : events) {
+    std::sort(e.begin(), e.end());  // (t, -1) before (t, +1)
+    DecodeBatchSeries s;
+    s.decode_engine = engine;
+    std::vector<double> busy_by_size;
+    int64_t n = 0;
+    for (size_t i = 0; i < e.size(); ++i) {
+      n += e[i].second;
+      // One point per distinct time: the count after every event at that time.
+      if (i + 1 < e.size() && e[i + 1].first == e[i].first) continue;
+      const auto size = static_cast<uint32_t>(n);
+      s.t_s.push_back(ToSeconds(e[i].first - r.start_ns));
+      s.batch.push_back(size);
+      s.max = std::max(s.max, size);
+      if (size > 0 && i + 1 < e.size()) {
+        if (busy_by_size.size() <= size) busy_by_size.resize(size + 1, 0);
+        busy_by_size[size] += ToSeconds(e[i + 1].first - e[i].first);
+      }
+    }
+    double weighted = 0;
+    for (size_t k = 1; k < busy_by_size.size(); ++k) {
+      s.busy_s += busy_by_size[k];
+      weighted += static_cast<double>(k) * busy_by_size[k];
+    }
+    s.time_share.assign(busy_by_size.size(), 0);
+    if (s.busy_s > 0) {
+      for (size_t k = 1; k < busy_by_size.size(); ++k) s.time_share[k] = busy_by_size[k] / s.busy_s;
+      s.mean = weighted / s.busy_s;
+    }
+    out.push_back(std::move(s));
+  }
+  return out;
 }
 
 std::vector<LinkUsage> ComputeLinkUsage(const std::vector<std::string>& nodes,
@@ -168,9 +225,26 @@ json RecordsJson(const SystemRun& run) {
          {"queue_s", Seconds(r.QueueS())},
          {"prefill_s", Seconds(r.PrefillS())},
          {"decode_s", Seconds(r.DecodeS())},
+         {"handoff_s", Seconds(r.HandoffS())},
+         {"decode_wait_s", Seconds(r.DecodeWaitS())},
+         {"de_ttst_s", Seconds(r.DeTtstS())},
          {"mismatch", run.mismatches ? json(bad.count(r.request_id) > 0) : json(nullptr)}});
   }
   return recs;
+}
+
+json DecodeBatchesJson(const ReplayResult& r) {
+  json a = json::array();
+  for (const DecodeBatchSeries& s : DecodeBatches(r)) {
+    a.push_back({{"decode_engine", s.decode_engine},
+                 {"t_s", s.t_s},
+                 {"batch", s.batch},
+                 {"busy_s", s.busy_s},
+                 {"time_share", s.time_share},
+                 {"mean", s.mean},
+                 {"max", s.max}});
+  }
+  return a;
 }
 
 // `--fault` (docs/faults.md): null without one; times are seconds from the replay's start.
@@ -209,6 +283,9 @@ json SystemRunJson(const SystemRun& run, bool online) {
   o["ttst_s"] = s.ttst_s;
   o["ttst_p50_s"] = s.ttst_p50_s;
   o["tpot_s"] = s.tpot_s;
+  o["handoff_p50_s"] = s.handoff_p50_s;
+  o["decode_wait_p50_s"] = s.decode_wait_p50_s;
+  o["de_ttst_p50_s"] = s.de_ttst_p50_s;
   o["requests"] = s.requests;
   o["failed"] = s.failed;
   o["mismatches"] = run.mismatches ? json(*run.mismatches) : json(nullptr);
@@ -220,6 +297,11 @@ json SystemRunJson(const SystemRun& run, bool online) {
   if (!run.kv_store_json.empty()) {
     json k = json::parse(run.kv_store_json, nullptr, /*allow_exceptions=*/false);
     o["kv_store"] = k.is_discarded() ? json(nullptr) : std::move(k);
+  }
+  o["decode_batches"] = DecodeBatchesJson(run.replay);
+  if (!run.prefill_batches_json.empty()) {
+    json b = json::parse(run.prefill_batches_json, nullptr, /*allow_exceptions=*/false);
+    o["prefill_batches"] = b.is_discarded() ? json(nullptr) : std::move(b);
   }
   o["records"] = RecordsJson(run);
   return o;
@@ -321,6 +403,27 @@ Status WriteRunPlots(const std::vector<SystemRun>& runs, const std::string& dir)
     if (!r.links.empty() && r.links[0].goodput_bps > 0) {
       gp << ", " << r.links[0].goodput_bps / 1e6
          << " with lines lc rgb 'gray' dt 3 title 'goodput'";
+    }
+    gp << "\n";
+  }
+  // Each decode engine's batch size over time (a step function: DecodeBatches).
+  for (const SystemRun& r : runs) {
+    const std::vector<DecodeBatchSeries> series = DecodeBatches(r.replay);
+    if (series.empty()) continue;
+    gp << "reset\nset output 'decode_batch_" << r.system << ".png'\n"
+       << "set title 'Decode batch size per decode engine: " << r.system << "'\n"
+       << "set xlabel 'time since first submit (s)'\nset ylabel 'requests in the step'\n"
+       << "set yrange [0:*]\nset grid\nset key outside right\nplot ";
+    for (size_t k = 0; k < series.size(); ++k) {
+      const std::string name =
+          "decode_batch_" + r.system + "_" + std::to_string(series[k].decode_engine) + ".dat";
+      std::ostringstream dat;
+      for (size_t i = 0; i < series[k].t_s.size(); ++i) {
+        dat << series[k].t_s[i] << ' ' << series[k].batch[i] << '\n';
+      }
+      RETURN_IF_ERROR(WriteOutputFile(dir + "/" + name, dat.str(), "--plot"));
+      gp << (k ? ", " : "") << "'../" << name << "' using 1:2 with steps lw 1.2 title 'engine "
+         << series[k].decode_engine << "'";
     }
     gp << "\n";
   }

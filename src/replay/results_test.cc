@@ -42,6 +42,77 @@ TEST(ResultsTest, SummarizeSkipsFailedRequests) {
   EXPECT_NEAR(s.tpot_s, 0.002, 1e-9);
 }
 
+// A request decoded on `engine` from start_s to done_s (seconds after r.start_ns = 1000 s), ready
+// ready_s before its start and first token 10 ms before that.
+RequestRecord Decoded(uint64_t id, uint32_t engine, double start_s, double done_s,
+                      double ready_s = 0.005) {
+  RequestRecord r = Rec(id, 0.1, 4);
+  r.result.set_decode_engine(engine);
+  pb::Timing* t = r.result.mutable_timing();
+  const Nanos t0 = 1'000 * kNanosPerSecond;
+  t->set_decode_start_ns(t0 + FromSeconds(start_s));
+  t->set_decode_ready_ns(t->decode_start_ns() - FromSeconds(ready_s));
+  t->set_first_token_ns(t->decode_ready_ns() - 10 * kNanosPerMilli);
+  t->set_done_ns(t0 + FromSeconds(done_s));
+  return r;
+}
+
+TEST(ResultsTest, DecodeBatchesCountRequestsInDecodeOverTime) {
+  ReplayResult r;
+  r.start_ns = 1'000 * kNanosPerSecond;
+  r.end_ns = r.start_ns + 10 * kNanosPerSecond;
+  // Engine 1: [1, 3) and [2, 4) overlap in [2, 3); request 3 is taken in at 4, the moment 2
+  // retires (retired first: never counted as a batch of 2). Engine 2: one request. A failed
+  // request and one with gen 1 (no step) do not count.
+  RequestRecord failed = Decoded(5, 1, 0.5, 9.0);
+  failed.result.set_ok(false);
+  RequestRecord one_token = Decoded(6, 1, 0.5, 9.0);
+  one_token.gen_tokens = 1;
+  r.records = {Decoded(1, 1, 1.0, 3.0),
+               Decoded(2, 1, 2.0, 4.0),
+               Decoded(3, 1, 4.0, 5.0),
+               Decoded(4, 2, 1.0, 1.5, 0.5),
+               failed,
+               one_token};
+  const std::vector<DecodeBatchSeries> b = DecodeBatches(r);
+  ASSERT_EQ(b.size(), 2u);
+  EXPECT_EQ(b[0].decode_engine, 1u);
+  EXPECT_EQ(b[0].t_s, (std::vector<double>{1.0, 2.0, 3.0, 4.0, 5.0}));
+  EXPECT_EQ(b[0].batch, (std::vector<uint32_t>{1, 2, 1, 1, 0}));
+  EXPECT_NEAR(b[0].busy_s, 4.0, 1e-9);
+  ASSERT_EQ(b[0].time_share.size(), 3u);
+  EXPECT_NEAR(b[0].time_share[1], 0.75, 1e-9);
+  EXPECT_NEAR(b[0].time_share[2], 0.25, 1e-9);
+  EXPECT_NEAR(b[0].mean, 1.25, 1e-9);
+  EXPECT_EQ(b[0].max, 2u);
+  EXPECT_EQ(b[1].batch, (std::vector<uint32_t>{1, 0}));
+  EXPECT_NEAR(b[1].mean, 1.0, 1e-9);
+  // TTST's pieces: handoff 10 ms for all; decode wait 5 ms for three of the four ok, 0.5 s once.
+  const Summary s = Summarize(r);
+  EXPECT_NEAR(s.handoff_p50_s, 0.010, 1e-9);
+  EXPECT_NEAR(s.decode_wait_p50_s, 0.005, 1e-9);
+  // Ready -> second token (Rec's second token is 2 ms after the first token, which Decoded puts
+  // 10 ms before ready: negative, so not stamped in order and left out). Set one properly.
+  EXPECT_EQ(s.de_ttst_p50_s, 0);
+  r.records[0].result.mutable_timing()->set_second_token_ns(
+      r.records[0].result.timing().decode_start_ns() + 3 * kNanosPerMilli);
+  EXPECT_NEAR(Summarize(r).de_ttst_p50_s, 0.008, 1e-9);  // 5 ms wait + 3 ms step
+  // In the JSON, per result.
+  SystemRun run;
+  run.system = "dualpath";
+  run.replay = r;
+  const nlohmann::json j = nlohmann::json::parse(RunJson("{}", {run}));
+  const nlohmann::json& d = j["results"][0]["decode_batches"];
+  ASSERT_EQ(d.size(), 2u);
+  EXPECT_EQ(d[0]["batch"], nlohmann::json({1, 2, 1, 1, 0}));
+  EXPECT_EQ(d[0]["max"], 2);
+  EXPECT_NEAR(j["results"][0]["records"][3]["decode_wait_s"].get<double>(), 0.5, 1e-9);
+  EXPECT_NEAR(j["results"][0]["decode_wait_p50_s"].get<double>(), 0.005, 1e-9);
+  // Records without the decode stamps (an engine from before them) give no series.
+  r.records = {Rec(1, 0.1, 4)};
+  EXPECT_TRUE(DecodeBatches(r).empty());
+}
+
 TEST(ResultsTest, LinkUsageAgainstGoodput) {
   const Nanos t0 = 1'000 * kNanosPerSecond;
   LinkSample before{t0, {0, 100}, {0, 0}};

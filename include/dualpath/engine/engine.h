@@ -32,6 +32,7 @@
 #include "dualpath/control/client.h"
 #include "dualpath/control/v1/scheduler.pb.h"
 #include "dualpath/engine/scheduler_link.h"
+#include "dualpath/sched/batch.h"
 #include "dualpath/storage/faults.h"
 
 namespace dualpath::metrics {
@@ -59,6 +60,12 @@ enum class Role { kPrefill, kDecode };
 // it finishes before the next starts (the engine before issue 28, kept to compare against).
 enum class DecodeBatching { kContinuous, kSerial };
 
+// How a prefill engine's compute thread forms forward passes (docs/engine.md "Prefill batching").
+// kBatched: each forward batch packs the chunks of every request whose hit KV is in place with
+// sched::PackRanks (§6.2: compute quota, chunked prefill, chunks placed on the engine's ranks);
+// kSerial: one request's whole prompt per forward pass (the engine before issue 28).
+enum class PrefillBatching { kBatched, kSerial };
+
 struct EngineOptions {
   Role role = Role::kPrefill;
   std::string name;  // unique engine name, e.g. "p0.0"
@@ -79,6 +86,15 @@ struct EngineOptions {
   unsigned read_depth = 8;       // io_uring reads in flight per reader stage
   uint32_t fetch_wait_ms = 200;  // long-poll bound of one Fetch
   DecodeBatching decode_batching = DecodeBatching::kSerial;  // decode engines only
+  // Prefill engines only (docs/engine.md "Prefill batching"): how forward batches are formed, the
+  // engine's data-parallel attention ranks (threads standing in for its GPUs), how chunks are
+  // placed on them, and each rank's compute quota (predicted attention time of one layer).
+  PrefillBatching prefill_batching = PrefillBatching::kSerial;
+  uint32_t ranks = 1;
+  sched::RankPlacement rank_placement = sched::RankPlacement::kPacked;
+  Nanos compute_quota = 300 * kNanosPerMilli;
+  // Written at exit (JSON: forward batch sizes and per-rank attention balance), when set.
+  std::string batch_stats_path;
   // PE: how many requests the loader may have loaded (or be loading) beyond the one computing.
   // The default keeps loading as long as buffer memory lasts; 0 turns the overlap of storage
   // reads and compute off (a baseline for benchmarks: load, compute, load, compute...).

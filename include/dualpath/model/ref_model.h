@@ -36,6 +36,8 @@
 
 namespace dualpath::model {
 
+class RankPool;
+
 namespace internal {
 struct KernelTable;
 }  // namespace internal
@@ -101,6 +103,7 @@ class RefModel {
     uint64_t start = 0;
     uint64_t n = 0;
     std::span<std::byte> layer_kv;  // [0, start) read, [start, start + n) written
+    uint32_t rank = 0;  // where its attention runs (the ForwardLayerBatch overload with a pool)
   };
 
   // Runs layer `layer` for a batch of sequences of ragged lengths, each with its own KV (a decode
@@ -115,6 +118,18 @@ class RefModel {
   // (abort on a caller bug).
   void ForwardLayerBatch(uint32_t layer, std::span<const BatchSeq> seqs,
                          std::span<float> hidden) const;
+
+  // The same batch on the ranks of an engine (rank_pool.h): the projections and the MLP run over
+  // all rows on the calling thread (one weights pass per layer, as before), and sequence i's
+  // rotary, KV writes and attention run on rank seqs[i].rank (< pool->ranks(), checked), every
+  // rank at once; the layer goes on when the slowest rank is done. The bits are those of the
+  // overload above (a sequence's arithmetic does not depend on the thread it runs on, and no two
+  // ranks write the same bytes: sequences must not share written KV, as above). rank_cpu_ns
+  // (pool->ranks() entries) gets each rank's attention time of this call added, measured as the
+  // rank thread's CPU time (CLOCK_THREAD_CPUTIME_ID): on a shared CPU a rank's own work, not its
+  // waits for a core, which is what a GPU rank would spend.
+  void ForwardLayerBatch(uint32_t layer, std::span<const BatchSeq> seqs, std::span<float> hidden,
+                         RankPool& pool, std::span<int64_t> rank_cpu_ns) const;
 
   // Final norm + LM head of one token's hidden row → vocab logits.
   void Logits(std::span<const float> hidden_row, std::span<float> logits) const;
@@ -131,7 +146,11 @@ class RefModel {
   struct Weights;
   RefModel(const RefModelConfig& config, const internal::KernelTable* kernels);
   // One pass of ForwardLayerBatch over at most kSubChunk rows in all (ref_model.cc).
-  void ForwardPass(uint32_t layer, std::span<const BatchSeq> seqs, std::span<float> hidden) const;
+  // pool null: every sequence's attention on the calling thread (rank_cpu_ns unused).
+  void ForwardBatch(uint32_t layer, std::span<const BatchSeq> seqs, std::span<float> hidden,
+                    RankPool* pool, std::span<int64_t> rank_cpu_ns) const;
+  void ForwardPass(uint32_t layer, std::span<const BatchSeq> seqs, std::span<float> hidden,
+                   RankPool* pool, std::span<int64_t> rank_cpu_ns) const;
   RefModelConfig config_;
   std::unique_ptr<Weights> w_;
   const internal::KernelTable* kernels_;  // a static table (kernel_table.h), never null

@@ -77,6 +77,14 @@ struct RequestRecord {
   double QueueS() const;    // prefill start - submitted
   double PrefillS() const;  // first token - prefill start
   double DecodeS() const;   // done - first token
+  // The pieces of TTST (decode engine stamps; negative when missing): first token -> ready to
+  // decode (the PE's remaining KV puts and PrefillDone), ready -> taken into decode (the DE's
+  // queue); the rest of TTST is the first step.
+  double HandoffS() const;
+  double DecodeWaitS() const;
+  // The decode engine's own time to the second token: ready -> first step done (decode wait +
+  // the step), what its batching policy decides.
+  double DeTtstS() const;
 };
 
 struct ReplayOptions {

@@ -7,9 +7,10 @@
 // "tpot_s", "requests") and adds per result "mismatches" (null when not checked: Oracle),
 // "failed", "storage_links" ([{"node", "role", "bytes", "tx_bytes", "seconds", "goodput_bps",
 // "utilization", "steady_utilization", "steady_seconds"}]: utilization = achieved read rate / the
-// link's goodput) and "records" (one object per request). docs/formats/replay_json.md has every
-// field. Plots: jct.png (JCT per system) and storage_<system>.png (each node's storage read rate
-// over time, like the paper's Figure 15), drawn by Debian's gnuplot.
+// link's goodput), "decode_batches" (DecodeBatches) and "records" (one object per request).
+// docs/formats/replay_json.md has every field. Plots: jct.png (JCT per system) and
+// storage_<system>.png (each node's storage read rate over time, like the paper's Figure 15) and
+// decode_batch_<system>.png (each decode engine's batch size over time), drawn by Debian's gnuplot.
 //
 // Thread safety: pure functions of their arguments (WriteRunPlots writes files under dir).
 #pragma once
@@ -76,6 +77,9 @@ struct SystemRun {
   // `--store`: the store's report (a JSON object: the leader's Stats, the engines' store counters
   // and their sums); empty without a store (and then absent from the results).
   std::string kv_store_json;
+  // The prefill engines' forward batches (a JSON array, one object per PE: its --batch-stats
+  // file, docs/engine.md "Prefill batching"); empty if none wrote one (absent from the results).
+  std::string prefill_batches_json;
 };
 
 struct Summary {
@@ -84,11 +88,32 @@ struct Summary {
   double ttst_s = 0;      // mean
   double ttst_p50_s = 0;  // median (the decode engine's batching shows here first)
   double tpot_s = 0;      // mean over requests with gen > 1
+  // TTST's pieces (RequestRecord::HandoffS, DecodeWaitS), medians over the requests stamped.
+  double handoff_p50_s = 0;
+  double decode_wait_p50_s = 0;
+  double de_ttst_p50_s = 0;  // RequestRecord::DeTtstS, requests with gen > 1
   uint64_t requests = 0;
   uint64_t failed = 0;  // results with ok = false
 };
 
 Summary Summarize(const ReplayResult& r);
+
+// One decode engine's decode batch over a run, from its results' stamps: a request is in the
+// batch from decode_start_ns (taken in at a step boundary) to done_ns (retired after its last
+// step), so the count of such intervals open at a time is the size of the steps run then (a
+// serial engine's is 0 or 1; requests with gen_tokens = 1 run no step and are left out).
+struct DecodeBatchSeries {
+  uint32_t decode_engine = 0;
+  // Step function: `batch[i]` requests from `t_s[i]` (seconds since the replay's start) until
+  // `t_s[i + 1]`; the last entry is 0 (idle after the last request).
+  std::vector<double> t_s;
+  std::vector<uint32_t> batch;
+  double busy_s = 0;               // time with batch >= 1
+  std::vector<double> time_share;  // [k]: share of busy_s with batch == k ([0] unused, 0)
+  double mean = 0;                 // time-weighted mean batch while busy
+  uint32_t max = 0;
+};
+std::vector<DecodeBatchSeries> DecodeBatches(const ReplayResult& r);
 
 // Per-link usage from counters read before and after the run (and, for the steady window, the
 // samples). goodput_bps per node.

@@ -63,16 +63,22 @@ struct BatchEntry {
   uint32_t index = 0;
   int64_t bsz = 0;
   bool chunked = false;  // bsz < remaining_tokens (chunked prefill)
+  uint32_t rank = 0;     // PackRanks: the rank whose attention computes it (PackBatch: 0)
 };
 
 struct BatchPlan {
   std::vector<BatchEntry> entries;
   double predicted_ns = 0;  // the model's time for the planned batch (incl. fixed_ns)
   int64_t tokens = 0;       // Σ bsz
+  // PackRanks: the predicted attention time of each rank (fixed_ns + its entries; 0 for a rank
+  // with nothing to do). predicted_ns is then their maximum: the batch's attention stage ends
+  // with its slowest rank. Empty from PackBatch.
+  std::vector<double> rank_ns;
   void Clear() {
     entries.clear();
     predicted_ns = 0;
     tokens = 0;
+    rank_ns.clear();
   }
 };
 
@@ -89,5 +95,37 @@ struct BatchPlan {
 // non-layerwise PE (sched::CheckTooLong, types.h). A head that fits the limit always progresses.
 Status PackBatch(std::span<const PrefillWork> queue, const AttentionTimeModel& model,
                  const BatchLimits& limits, BatchPlan* out);
+
+// How PackRanks places the chunks of a forward batch on an engine's data-parallel attention ranks.
+enum class RankPlacement {
+  // §6.2 on every rank: each rank's predicted attention time within the compute quota, and the
+  // ranks as equal as the queue allows (see PackRanks).
+  kPacked,
+  // The baseline: the engine packed as one (PackBatch with ranks x compute_quota), the k-th chunk
+  // of the plan on rank k % ranks, whatever its size.
+  kRoundRobin,
+};
+
+// Plans the next forward batch of an engine with `ranks` data-parallel attention ranks (each
+// rank computes the attention of the requests placed on it; the rest of the layer is shared, so
+// the layer waits for the slowest rank). A request gets at most one entry (its chunks depend on
+// each other within a layer). Entries are in queue order; out->rank_ns and predicted_ns as
+// documented on BatchPlan.
+//
+// kPacked: the per-rank level L is the largest L <= compute_quota - fixed_ns with
+// ranks * L <= Σ_i min(t_i, L) (t_i: the predicted time of all of request i; one request
+// contributes at most one rank's worth): when the queue holds more than the ranks can take, every
+// rank fills to the quota (§6.2); when it holds less, the work is split evenly. Requests are
+// taken in FIFO order, each onto the least-loaded rank, whole if it fits under L there and
+// otherwise as the largest chunk that does (binary search, >= min_chunk_tokens); the batch closes
+// at the first request for which not even that is left. Since chunk remainders wait for the next
+// batch, the ranks may end below L: the plan is redone at the level the ranks actually reached
+// (a few rounds), keeping the one with the lowest predicted max/avg. Progress and HBM rules as in
+// PackBatch (max_batch_kv_tokens bounds the whole batch).
+// kRoundRobin: PackBatch's plan for quota ranks x compute_quota, entries placed in turn.
+// Errors as PackBatch; kSchedBadConfig for ranks == 0.
+Status PackRanks(std::span<const PrefillWork> queue, const AttentionTimeModel& model,
+                 const BatchLimits& limits, uint32_t ranks, RankPlacement placement,
+                 BatchPlan* out);
 
 }  // namespace dualpath::sched
