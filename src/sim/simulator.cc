@@ -222,8 +222,8 @@ class Simulation {
   // Groups whose timer is not running. Under load every timer runs, and each arrival's scan of
   // all 144 groups (48P96D) for one to restart found none (issue 27).
   uint32_t fetch_unarmed_ = 0;
-  uint64_t work_events_ = 0;       // pending events other than fetch ticks
-  double last_placement_ = 0;      // last time a fetch placed anything (stall detection)
+  uint64_t work_events_ = 0;   // pending events other than fetch ticks
+  double last_placement_ = 0;  // last time a fetch placed anything (stall detection)
   std::mt19937_64 rng_;
   std::uniform_real_distribution<double> jitter_{0.0, 1.0};
   std::vector<sched::DecodeAssignment> decode_out_;

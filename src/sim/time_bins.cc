@@ -37,8 +37,7 @@ void TimeBins::AddSpread(double start, double end, double rate) {
 
 void TimeBins::AddSpreadTogether(std::span<TimeBins* const> series, double start, double end,
                                  std::span<const double> rates) {
-  DUALPATH_CHECK(!series.empty() && series.size() == rates.size(),
-                 "TimeBins: one rate per series");
+  DUALPATH_CHECK(!series.empty() && series.size() == rates.size(), "TimeBins: one rate per series");
   DUALPATH_CHECK(std::isfinite(start) && std::isfinite(end) && start >= 0 && start <= end,
                  "TimeBins: bad interval");
   TimeBins& first = *series[0];

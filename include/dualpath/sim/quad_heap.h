@@ -9,7 +9,7 @@
 //
 // `Order` gives the order as two static functions over T:
 //   static bool Earlier(const T& x, const T& y);       // x pops before y
-//   static size_t EarlierBit(const T& x, const T& y);  // the same as 0/1, computed without branches
+//   static size_t EarlierBit(const T& x, const T& y);  // the same as 0/1, without branches
 // The order must be total over the elements held at once (no two equal keys): then every
 // correct heap pops the same sequence, so results never depend on heap internals
 // (quad_heap_test.cc checks the pops against std::priority_queue's).
