@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "dualpath/common/log.h"
+#include "dualpath/engine/attention_model.h"
 #include "dualpath/model/rank_pool.h"
 
 namespace dualpath::engine {
@@ -54,6 +55,7 @@ struct PeJob {
 
 namespace {
 uint64_t Addr(const void* p) { return reinterpret_cast<uint64_t>(p); }
+}  // namespace
 
 // The reference model's attention time per layer on one rank, as sched::PackRanks predicts it
 // (the §6.2 time model, which the paper fits by profiling). Fitted once to the rank CPU times of
@@ -63,7 +65,7 @@ uint64_t Addr(const void* p) { return reinterpret_cast<uint64_t>(p); }
 // ratios matter for balancing the ranks; the scale sets how much work the quota admits. It is
 // the starting point: with calibrate_attention the PE refits the model to its own measured rank
 // times (Prefiller::CalibrateAttention), since build type, CPU and load all move it.
-sched::AttentionTimeModel RefAttentionModel(const model::RefModelConfig& c) {
+sched::AttentionTimeModel ReferenceAttentionModel(const model::RefModelConfig& c) {
   sched::AttentionTimeModel m;
   m.per_cached_pair_ns = 0.31 * c.q_heads * (c.head_dim + 12.0);
   m.per_token_sq_ns = m.per_cached_pair_ns / 4;
@@ -71,12 +73,10 @@ sched::AttentionTimeModel RefAttentionModel(const model::RefModelConfig& c) {
   return m;
 }
 
-}  // namespace
-
 Prefiller::Prefiller(Context& ctx)
     : ctx_(ctx), reader_(*ctx.store, ctx.shape, ctx.options.read_depth, ctx.kv_store) {
   if (ctx_.options.prefill_batching == PrefillBatching::kBatched) {
-    reference_model_ = RefAttentionModel(ctx_.model->config());
+    reference_model_ = ReferenceAttentionModel(ctx_.model->config());
     attention_model_ = reference_model_;
     ranks_ = std::make_unique<model::RankPool>(std::max<uint32_t>(ctx_.options.ranks, 1));
   }
