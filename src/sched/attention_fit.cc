@@ -2,6 +2,7 @@
 
 #include <cmath>
 #include <limits>
+#include <utility>
 
 #include "dualpath/common/check.h"
 
@@ -62,7 +63,7 @@ bool AttentionFit::Fit(AttentionTimeModel* out) const {
   bool found = false;
   for (int mask = 1; mask < (1 << kTerms); ++mask) {
     if ((mask & ~1) == 0) continue;  // fixed_ns alone predicts no dependence on the work
-    int idx[kTerms];
+    int idx[kTerms] = {};
     int n = 0;
     bool usable = true;
     for (int i = 0; i < kTerms; ++i) {
@@ -71,8 +72,8 @@ bool AttentionFit::Fit(AttentionTimeModel* out) const {
       idx[n++] = i;
     }
     if (!usable) continue;
-    double a[kTerms][kTerms + 1];
-    double d[kTerms];
+    double a[kTerms][kTerms + 1] = {};
+    double d[kTerms] = {};
     for (int r = 0; r < n; ++r) d[r] = std::sqrt(xtx_[idx[r]][idx[r]]);
     for (int r = 0; r < n; ++r) {
       for (int c = 0; c < n; ++c) a[r][c] = xtx_[idx[r]][idx[c]] / (d[r] * d[c]);
@@ -97,7 +98,7 @@ bool AttentionFit::Fit(AttentionTimeModel* out) const {
       }
     }
     if (singular) continue;
-    double z[kTerms];
+    double z[kTerms] = {};
     for (int r = n - 1; r >= 0; --r) {
       double acc = a[r][n];
       for (int k = r + 1; k < n; ++k) acc -= a[r][k] * z[k];
