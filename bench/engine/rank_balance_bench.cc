@@ -108,8 +108,8 @@ struct Batch {
 };
 
 // Runs one forward batch (all layers) of `plan` over the queue's front; returns per-rank CPU ns.
-std::vector<int64_t> RunPlan(const model::RefModel& m, model::RankPool& pool,
-                             std::deque<Req>& q, const sched::BatchPlan& plan) {
+std::vector<int64_t> RunPlan(const model::RefModel& m, model::RankPool& pool, std::deque<Req>& q,
+                             const sched::BatchPlan& plan) {
   const size_t h = m.config().hidden();
   const uint64_t bpt = m.config().KvBytesPerTokenPerLayer();
   std::vector<model::RefModel::BatchSeq> seqs;
@@ -124,7 +124,8 @@ std::vector<int64_t> RunPlan(const model::RefModel& m, model::RankPool& pool,
   std::vector<float> hidden(static_cast<size_t>(rows) * h);
   for (size_t i = 0; i < hidden.size(); ++i) hidden[i] = 0.01f * static_cast<float>(i % 97);
   std::vector<int64_t> rank_ns(pool.ranks(), 0);
-  for (uint32_t l = 0; l < m.config().layers; ++l) m.ForwardLayerBatch(l, seqs, hidden, pool, rank_ns);
+  for (uint32_t l = 0; l < m.config().layers; ++l)
+    m.ForwardLayerBatch(l, seqs, hidden, pool, rank_ns);
   return rank_ns;
 }
 
@@ -185,11 +186,12 @@ void Noise(const model::RefModel& m, uint32_t ranks, const Args& a) {
   }
   double mean = 0;
   for (double v : ratios) mean += v;
-  std::printf("noise R=%u: identical chunks (%lld cached, %lld new) on every rank, %d batches: "
-              "max/avg mean %.3f p50 %.3f p90 %.3f max %.3f\n",
-              ranks, static_cast<long long>(cached), static_cast<long long>(n), a.noise_batches,
-              mean / static_cast<double>(ratios.size()), Percentile(ratios, 0.5),
-              Percentile(ratios, 0.9), *std::max_element(ratios.begin(), ratios.end()));
+  std::printf(
+      "noise R=%u: identical chunks (%lld cached, %lld new) on every rank, %d batches: "
+      "max/avg mean %.3f p50 %.3f p90 %.3f max %.3f\n",
+      ranks, static_cast<long long>(cached), static_cast<long long>(n), a.noise_batches,
+      mean / static_cast<double>(ratios.size()), Percentile(ratios, 0.5), Percentile(ratios, 0.9),
+      *std::max_element(ratios.begin(), ratios.end()));
 }
 
 struct Config {
@@ -246,16 +248,16 @@ void Loaded(const model::RefModel& m, const Args& a, const Config& c) {
     for (const sched::BatchEntry& e : plan.entries) q[e.index].next += e.bsz;
     std::erase_if(q, [](const Req& r) { return r.next == r.prompt; });
   }
-  const double wall =
-      std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   Summary(c.name, out, a.ranks, wall);
   if (c.calibrate) {
-    std::printf("%-18s fitted per layer: fixed %.0f ns, per chunk %.0f ns, per token %.0f ns, per "
-                "(new, cached) pair %.2f ns, per new token^2 %.2f ns (reference: %.0f, %.2f, "
-                "%.2f)\n",
-                "", model.fixed_ns, model.per_chunk_ns, model.per_token_ns,
-                model.per_cached_pair_ns, model.per_token_sq_ns, reference.per_token_ns,
-                reference.per_cached_pair_ns, reference.per_token_sq_ns);
+    std::printf(
+        "%-18s fitted per layer: fixed %.0f ns, per chunk %.0f ns, per token %.0f ns, per "
+        "(new, cached) pair %.2f ns, per new token^2 %.2f ns (reference: %.0f, %.2f, "
+        "%.2f)\n",
+        "", model.fixed_ns, model.per_chunk_ns, model.per_token_ns, model.per_cached_pair_ns,
+        model.per_token_sq_ns, reference.per_token_ns, reference.per_cached_pair_ns,
+        reference.per_token_sq_ns);
   }
 }
 

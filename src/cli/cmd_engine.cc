@@ -110,8 +110,8 @@ int RunEngine(EngineArgs& a) {
     RETURN_IF_ERROR(CheckCountRange("--ranks", a.ranks, 1, kMaxRanks, "ranks"));
     RETURN_IF_ERROR(
         CheckRange("--compute-quota-ms", a.compute_quota_ms, 0.001, kMaxComputeQuotaMs, "ms"));
-    RETURN_IF_ERROR(CheckCountRange("--min-chunk-tokens", a.min_chunk_tokens, 1,
-                                    kMaxMinChunkTokens, "tokens"));
+    RETURN_IF_ERROR(
+        CheckCountRange("--min-chunk-tokens", a.min_chunk_tokens, 1, kMaxMinChunkTokens, "tokens"));
     if (!o.kv_store_etcd.empty() && o.kv_store_cluster.empty()) {
       return InvalidArgument("--kv-store-etcd needs --kv-store-cluster");
     }

@@ -91,8 +91,8 @@ class Prefiller {
   // After a batch without failed chunks: the planning and reference models' per-rank predictions
   // for the metrics, the measured times into the fit, and (calibrate_attention) the refitted
   // model for the next plan. work: each rank's chunks; rank_ns: measured, all layers.
-  void CalibrateAttention(std::span<const sched::RankWork> work,
-                          std::span<const int64_t> rank_ns, size_t requests, int64_t tokens);
+  void CalibrateAttention(std::span<const sched::RankWork> work, std::span<const int64_t> rank_ns,
+                          size_t requests, int64_t tokens);
   // Where recompute starts (the hit KV in place before it): set once, when compute first takes
   // the job (on the DE path after its first layer arrived). Caller holds mu_.
   void BeginLocked(PeJob& job);
@@ -154,7 +154,7 @@ class Prefiller {
   // Rank samples before the fit replaces the reference model (several batches' worth, so five
   // terms are not fitted to a handful of points).
   static constexpr uint64_t kMinFitSamples = 24;
-  std::unique_ptr<model::RankPool> ranks_;     // kBatched: the engine's ranks; compute thread only
+  std::unique_ptr<model::RankPool> ranks_;  // kBatched: the engine's ranks; compute thread only
   std::thread loader_;
   std::thread reader_thread_;
   std::thread compute_;

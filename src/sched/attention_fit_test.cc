@@ -117,7 +117,7 @@ TEST(AttentionFitTest, TooFewOrUselessSamplesGiveNoFit) {
   EXPECT_FALSE(fit.Fit(&m));
   RankWork w;
   w.Add(100, 10);
-  fit.Add(w, 0);         // no time: ignored
+  fit.Add(w, 0);           // no time: ignored
   fit.Add(RankWork{}, 5);  // no work: ignored
   EXPECT_EQ(fit.samples(), 0u);
   for (int i = 0; i < 10; ++i) fit.Add(w, 1000);

@@ -405,8 +405,8 @@ TEST(PackRanksTest, PackedRanksAreWithinAMinimumChunkOfTheWaterLevel) {
     }
     double delta = 0;
     for (const PrefillWork& w : q) {
-      delta = std::max(delta, m.ItemNs(w.cached_tokens,
-                                       std::min(limits.min_chunk_tokens, w.remaining_tokens)));
+      delta = std::max(
+          delta, m.ItemNs(w.cached_tokens, std::min(limits.min_chunk_tokens, w.remaining_tokens)));
     }
     BatchPlan plan;
     ASSERT_TRUE(PackRanks(q, m, limits, ranks, RankPlacement::kPacked, &plan).ok());
