@@ -236,6 +236,11 @@ void Loaded(const model::RefModel& m, const Args& a, const Config& c) {
         rec.sum += meas[r];
       }
       fit.Add(rank_work[r], meas[r] / layers);
+      if (std::getenv("RANK_BALANCE_DEBUG") != nullptr && !rank_work[r].empty()) {
+        std::printf("DBG b%d r%u chunks %.0f tokens %.0f pairs %.0f sq %.0f meas %.0f pred %.0f\n", b, r,
+                    rank_work[r].chunks, rank_work[r].tokens, rank_work[r].pairs, rank_work[r].sq,
+                    meas[r] / layers, pred[r] / layers);
+      }
     }
     rec.measured = MaxAvg(meas, &rec.measured_max, &rec.measured_avg);
     rec.predicted = MaxAvg(pred);
@@ -253,11 +258,11 @@ void Loaded(const model::RefModel& m, const Args& a, const Config& c) {
   if (c.calibrate) {
     std::printf(
         "%-18s fitted per layer: fixed %.0f ns, per chunk %.0f ns, per token %.0f ns, per "
-        "(new, cached) pair %.2f ns, per new token^2 %.2f ns (reference: %.0f, %.2f, "
-        "%.2f)\n",
+        "(new, cached) pair %.2f ns, per new token^2 %.2f ns, per pair and cached token %.5f ns "
+        "(reference: %.0f, %.2f, %.2f)\n",
         "", model.fixed_ns, model.per_chunk_ns, model.per_token_ns, model.per_cached_pair_ns,
-        model.per_token_sq_ns, reference.per_token_ns, reference.per_cached_pair_ns,
-        reference.per_token_sq_ns);
+        model.per_token_sq_ns, model.per_cached_pair_ctx_ns, reference.per_token_ns,
+        reference.per_cached_pair_ns, reference.per_token_sq_ns);
   }
 }
 

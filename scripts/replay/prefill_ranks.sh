@@ -115,5 +115,6 @@ for config in runs:
             if m:
                 print(f"      model at the end (per layer): fixed {m['fixed_ns']:.0f} ns, per chunk {m['per_chunk_ns']:.0f} ns, "
                       f"per token {m['per_token_ns']:.0f} ns, per pair {m['per_cached_pair_ns']:.2f} ns, "
-                      f"per token^2 {m['per_token_sq_ns']:.2f} ns ({m['samples']} samples)")
+                      f"per token^2 {m['per_token_sq_ns']:.2f} ns, per pair and cached token "
+                      f"{m.get('per_cached_pair_ctx_ns', 0):.5f} ns ({m['samples']} samples)")
 PY

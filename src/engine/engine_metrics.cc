@@ -252,6 +252,7 @@ std::string EngineMetrics::PrefillBatchJson() const {
                             {"per_token_ns", model_.per_token_ns},
                             {"per_cached_pair_ns", model_.per_cached_pair_ns},
                             {"per_token_sq_ns", model_.per_token_sq_ns},
+                            {"per_cached_pair_ctx_ns", model_.per_cached_pair_ctx_ns},
                             {"samples", model_samples_}};
   }
   return j.dump();

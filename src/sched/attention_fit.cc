@@ -15,12 +15,14 @@ void RankWork::Add(int64_t cached, int64_t bsz) {
   tokens += b;
   pairs += b * static_cast<double>(cached);
   sq += b * b;
+  pairs_ctx += b * static_cast<double>(cached) * static_cast<double>(cached);
 }
 
 double RankWork::PredictNs(const AttentionTimeModel& m) const {
   if (empty()) return 0;
   return m.fixed_ns + m.per_chunk_ns * chunks + m.per_token_ns * tokens +
-         m.per_cached_pair_ns * pairs + m.per_token_sq_ns * sq;
+         m.per_cached_pair_ns * pairs + m.per_token_sq_ns * sq +
+         m.per_cached_pair_ctx_ns * pairs_ctx;
 }
 
 void RankWorkOf(std::span<const PrefillWork> queue, const BatchPlan& plan, uint32_t ranks,
@@ -43,7 +45,7 @@ void AttentionFit::Add(const RankWork& w, double measured_ns) {
   // Relative error: weight 1/y², so the normal equations are those of (x/y)·β ≈ 1.
   const std::array<double, kTerms> x = {1.0 / measured_ns, w.chunks / measured_ns,
                                         w.tokens / measured_ns, w.pairs / measured_ns,
-                                        w.sq / measured_ns};
+                                        w.sq / measured_ns, w.pairs_ctx / measured_ns};
   for (int i = 0; i < kTerms; ++i) {
     for (int j = 0; j < kTerms; ++j) xtx_[i][j] = forget_ * xtx_[i][j] + x[i] * x[j];
     xty_[i] = forget_ * xty_[i] + x[i];  // y/y = 1
@@ -54,7 +56,7 @@ void AttentionFit::Add(const RankWork& w, double measured_ns) {
 
 bool AttentionFit::Fit(AttentionTimeModel* out) const {
   if (samples_ < static_cast<uint64_t>(kTerms)) return false;
-  // Exact non-negative least squares over five terms: the NNLS optimum is the unconstrained
+  // Exact non-negative least squares over six terms: the NNLS optimum is the unconstrained
   // optimum over its own support, so trying every support and keeping the best feasible one finds
   // it. Each system is Jacobi-scaled (unit diagonal): the raw features differ by ~10^6 (chunks vs
   // bsz·cached), which would leave the elimination's pivots meaningless in double precision.
@@ -124,12 +126,13 @@ bool AttentionFit::Fit(AttentionTimeModel* out) const {
     }
   }
   // A model whose per-work terms are all 0 would let PackRanks put everything on one rank.
-  if (!found || best[1] + best[2] + best[3] + best[4] <= 0) return false;
+  if (!found || best[1] + best[2] + best[3] + best[4] + best[5] <= 0) return false;
   out->fixed_ns = best[0];
   out->per_chunk_ns = best[1];
   out->per_token_ns = best[2];
   out->per_cached_pair_ns = best[3];
   out->per_token_sq_ns = best[4];
+  out->per_cached_pair_ctx_ns = best[5];
   return true;
 }
 

@@ -29,6 +29,7 @@ AttentionTimeModel Truth() {
   m.per_token_ns = 1400;
   m.per_cached_pair_ns = 55;
   m.per_token_sq_ns = 14;
+  m.per_cached_pair_ctx_ns = 0.004;
   return m;
 }
 
@@ -47,6 +48,8 @@ TEST(AttentionFitTest, RecoversTheModelFromExactTimes) {
   EXPECT_NEAR(m.per_token_ns, truth.per_token_ns, 1e-3 * truth.per_token_ns);
   EXPECT_NEAR(m.per_cached_pair_ns, truth.per_cached_pair_ns, 1e-3 * truth.per_cached_pair_ns);
   EXPECT_NEAR(m.per_token_sq_ns, truth.per_token_sq_ns, 1e-3 * truth.per_token_sq_ns);
+  EXPECT_NEAR(m.per_cached_pair_ctx_ns, truth.per_cached_pair_ctx_ns,
+              1e-3 * truth.per_cached_pair_ctx_ns);
 }
 
 // Measurement noise of +-10% (a shared CPU): the fitted model still predicts within a few percent
@@ -139,6 +142,7 @@ TEST(AttentionFitTest, RankWorkOfSumsEachRanksChunks) {
   EXPECT_EQ(w[1].tokens, 57);
   EXPECT_EQ(w[1].pairs, 50 * 100 + 7 * 3000);
   EXPECT_EQ(w[1].sq, 50 * 50 + 7 * 7);
+  EXPECT_EQ(w[1].pairs_ctx, 50.0 * 100 * 100 + 7.0 * 3000 * 3000);
   EXPECT_TRUE(w[2].empty());
   EXPECT_EQ(w[2].PredictNs(Truth()), 0);
 }

@@ -37,7 +37,8 @@ Status AttentionTimeModel::Validate() const {
                 {"per_token_ns", per_token_ns},
                 {"per_cached_pair_ns", per_cached_pair_ns},
                 {"per_token_sq_ns", per_token_sq_ns},
-                {"per_chunk_ns", per_chunk_ns}};
+                {"per_chunk_ns", per_chunk_ns},
+                {"per_cached_pair_ctx_ns", per_cached_pair_ctx_ns}};
   for (const auto& f : fields) {
     if (!std::isfinite(f.v) || f.v < 0) {
       return BadConfig(

@@ -9,7 +9,7 @@
 // took. The fit is least squares on relative error (each sample weighted by 1/measured², so a
 // small batch counts as much as a large one: balance is a ratio), with every coefficient >= 0
 // (PackBatch's binary search needs time monotone in bsz): non-negative least squares solved
-// exactly by trying every subset of the five coefficients (31 small systems) and keeping the
+// exactly by trying every subset of the six coefficients (63 small systems) and keeping the
 // feasible solution of least residual. Older samples fade geometrically (`forget`), so the model
 // follows slow drift in the machine (load, frequency) without being thrown by one noisy batch.
 //
@@ -30,6 +30,7 @@ struct RankWork {
   double tokens = 0;  // Σ bsz
   double pairs = 0;   // Σ bsz·cached
   double sq = 0;      // Σ bsz²
+  double pairs_ctx = 0;  // Σ bsz·cached²
   void Add(int64_t cached, int64_t bsz);
   bool empty() const { return chunks == 0; }
   // The model's time for this rank: fixed_ns (a busy rank) plus ItemNs of each chunk.
@@ -60,7 +61,8 @@ class AttentionFit {
   bool Fit(AttentionTimeModel* out) const;
 
  private:
-  static constexpr int kTerms = 5;  // fixed, per_chunk, per_token, per_cached_pair, per_token_sq
+  // fixed, per_chunk, per_token, per_cached_pair, per_token_sq, per_cached_pair_ctx
+  static constexpr int kTerms = 6;
   const double forget_;
   std::array<std::array<double, kTerms>, kTerms> xtx_{};  // Σ w·x·xᵀ (w = 1 / measured²)
   std::array<double, kTerms> xty_{};                      // Σ w·x·y

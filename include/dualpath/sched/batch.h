@@ -12,9 +12,10 @@
 // do; an engine can also fit it to its own measured attention times with sched::AttentionFit,
 // attention_fit.h):
 //   time = fixed_ns + Σ_i ( per_chunk_ns + per_token_ns·bsz_i + per_cached_pair_ns·bsz_i·cached_i
-//                           + per_token_sq_ns·bsz_i² )
+//                           + per_token_sq_ns·bsz_i² + per_cached_pair_ctx_ns·bsz_i·cached_i² )
 // (a chunk's own set-up, linear projections per new token, attention of new tokens over cached
-// ones, and the causal triangle among new tokens). All coefficients are >= 0, so time is monotone
+// ones, the causal triangle among new tokens, and the extra cost per pair of a long prefix whose
+// KV no longer stays in the cache). All coefficients are >= 0, so time is monotone
 // in every bsz_i, which is what makes the binary search valid.
 //
 // Pure functions; no allocation beyond growing `out`. Thread safety: reentrant.
@@ -38,12 +39,18 @@ struct AttentionTimeModel {
   // an engine's measurements; added last so that a model without it gives the same bits as before
   // (x + 0.0 == x: the simulator's results do not move).
   double per_chunk_ns = 0;
+  // Per (new, cached) pair and cached token: a pair over a long prefix costs more than one over a
+  // short one once the prefix's KV is streamed from memory rather than cache (measured on the
+  // reference model: ~30 ns per pair at 600 cached tokens, ~40 at 2,800). 0 unless fitted; last,
+  // like per_chunk_ns.
+  double per_cached_pair_ctx_ns = 0;
 
   // Contribution of one (cached, bsz) pair, without fixed_ns.
   double ItemNs(int64_t cached, int64_t bsz) const {
     const double b = static_cast<double>(bsz);
     return per_token_ns * b + per_cached_pair_ns * b * static_cast<double>(cached) +
-           per_token_sq_ns * b * b + (bsz > 0 ? per_chunk_ns : 0.0);
+           per_token_sq_ns * b * b + (bsz > 0 ? per_chunk_ns : 0.0) +
+           per_cached_pair_ctx_ns * b * static_cast<double>(cached) * static_cast<double>(cached);
   }
   // kSchedBadConfig naming a negative or non-finite coefficient.
   Status Validate() const;
