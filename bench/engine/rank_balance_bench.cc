@@ -237,9 +237,9 @@ void Loaded(const model::RefModel& m, const Args& a, const Config& c) {
       }
       fit.Add(rank_work[r], meas[r] / layers);
       if (std::getenv("RANK_BALANCE_DEBUG") != nullptr && !rank_work[r].empty()) {
-        std::printf("DBG b%d r%u chunks %.0f tokens %.0f pairs %.0f sq %.0f meas %.0f pred %.0f\n", b, r,
-                    rank_work[r].chunks, rank_work[r].tokens, rank_work[r].pairs, rank_work[r].sq,
-                    meas[r] / layers, pred[r] / layers);
+        std::printf("DBG b%d r%u chunks %.0f tokens %.0f pairs %.0f sq %.0f meas %.0f pred %.0f\n",
+                    b, r, rank_work[r].chunks, rank_work[r].tokens, rank_work[r].pairs,
+                    rank_work[r].sq, meas[r] / layers, pred[r] / layers);
       }
     }
     rec.measured = MaxAvg(meas, &rec.measured_max, &rec.measured_avg);

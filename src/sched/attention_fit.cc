@@ -43,9 +43,9 @@ AttentionFit::AttentionFit(double forget) : forget_(forget) {
 void AttentionFit::Add(const RankWork& w, double measured_ns) {
   if (w.empty() || !(measured_ns > 0) || !std::isfinite(measured_ns)) return;
   // Relative error: weight 1/y², so the normal equations are those of (x/y)·β ≈ 1.
-  const std::array<double, kTerms> x = {1.0 / measured_ns, w.chunks / measured_ns,
+  const std::array<double, kTerms> x = {1.0 / measured_ns,      w.chunks / measured_ns,
                                         w.tokens / measured_ns, w.pairs / measured_ns,
-                                        w.sq / measured_ns, w.pairs_ctx / measured_ns};
+                                        w.sq / measured_ns,     w.pairs_ctx / measured_ns};
   for (int i = 0; i < kTerms; ++i) {
     for (int j = 0; j < kTerms; ++j) xtx_[i][j] = forget_ * xtx_[i][j] + x[i] * x[j];
     xty_[i] = forget_ * xty_[i] + x[i];  // y/y = 1

@@ -26,10 +26,10 @@ namespace dualpath::sched {
 
 // The features of the chunks one rank computes in one batch.
 struct RankWork {
-  double chunks = 0;  // entries with bsz > 0
-  double tokens = 0;  // Σ bsz
-  double pairs = 0;   // Σ bsz·cached
-  double sq = 0;      // Σ bsz²
+  double chunks = 0;     // entries with bsz > 0
+  double tokens = 0;     // Σ bsz
+  double pairs = 0;      // Σ bsz·cached
+  double sq = 0;         // Σ bsz²
   double pairs_ctx = 0;  // Σ bsz·cached²
   void Add(int64_t cached, int64_t bsz);
   bool empty() const { return chunks == 0; }

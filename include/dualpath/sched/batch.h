@@ -40,9 +40,10 @@ struct AttentionTimeModel {
   // (x + 0.0 == x: the simulator's results do not move).
   double per_chunk_ns = 0;
   // Per (new, cached) pair and cached token: a pair over a long prefix costs more than one over a
-  // short one once the prefix's KV is streamed from memory rather than cache (measured on the
-  // reference model: ~30 ns per pair at 600 cached tokens, ~40 at 2,800). 0 unless fitted; last,
-  // like per_chunk_ns.
+  // short one once the prefix's KV is streamed from memory rather than cache (one batch of the
+  // reference model, dev build: ~40 ns per pair at 2,800 cached tokens, ~30 at ~600; the PE's fit
+  // in docs/engine.md "Measured" gave 0.0065 ns, +19 ns per pair at 3,000). 0 unless fitted;
+  // added last, like per_chunk_ns.
   double per_cached_pair_ctx_ns = 0;
 
   // Contribution of one (cached, bsz) pair, without fixed_ns.
