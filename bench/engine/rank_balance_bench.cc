@@ -20,6 +20,9 @@
 //
 //   build/release/bin/rank_balance_bench --ranks 4 --batches 40 --quota-ms 20
 //
+// RANK_BALANCE_DEBUG=1 prints every busy rank's features (chunks, tokens, pairs, ...), measured and
+// predicted time per layer, for fitting other model forms offline.
+//
 // Times are CPU times of the rank threads (what ForwardLayerBatch records), so the figures hold
 // on a busy machine as far as CPU time does; the load average is printed before and after.
 #include <CLI/CLI.hpp>
