@@ -43,10 +43,22 @@ struct DeReq {
   int64_t read_bytes = 0;
   int64_t ready_ns = 0;  // wall clock when it became ready to decode (Timing.decode_ready_ns)
   SteadyTime deadline;
+  // --kv-substrate rack-pool, guarded by Decoder::mu_: reads of the PE's rack objects into the
+  // buffer in progress (the buffer is not freed while any is), the first that failed (PrefillDone
+  // is then refused: never wrong KV to decode), and the layers whose DE-path object this engine
+  // wrote (released once the PE has them: its PrefillDone, or when the request goes).
+  int rack_reads = 0;
+  Status rack_error;
+  uint32_t rack_layers = 0;
 };
 
 namespace {
 uint64_t Addr(const void* p) { return reinterpret_cast<uint64_t>(p); }
+
+// The rack object of layer `layer` of `r`'s KV going `d` (both engines name it the same way).
+RackObjectId RackId(const DeReq& r, RackDirection d, uint32_t layer) {
+  return RackObjectId{d, r.a.request().request_id(), r.a.attempt(), r.pe_xfer_id, r.xfer_id, layer};
+}
 
 storage::WriteBehindOptions WriteBehindFor(KvStoreLink* kv_store) {
   storage::WriteBehindOptions o;
@@ -115,6 +127,13 @@ Result<v1::StartDecodeReply> Decoder::StartDecode(const v1::StartDecodeRequest& 
                                                   const std::function<bool()>& cancelled) {
   const v1c::RequestSpec& spec = req.assignment().request();
   RETURN_IF_ERROR(ValidateRequest(spec, ctx_.model->config().vocab));
+  const std::string_view substrate =
+      req.kv_substrate().empty() ? std::string_view("ucx") : std::string_view(req.kv_substrate());
+  if (substrate != KvSubstrateName(ctx_.options.kv_substrate)) {
+    return InvalidArgument(fmt::format("request {}: PE {} moves KV by {}, this engine by {}",
+                                       spec.request_id(), req.pe_name(), substrate,
+                                       KvSubstrateName(ctx_.options.kv_substrate)));
+  }
   ASSIGN_OR_RETURN(std::vector<kv::BlockHash> prompt_hashes,
                    CarriedPromptHashes(req.assignment(), *ctx_.hasher));
   auto r = std::make_shared<DeReq>();
@@ -185,7 +204,7 @@ Result<v1::StartDecodeReply> Decoder::StartDecode(const v1::StartDecodeRequest& 
 
 Status Decoder::PrefillDone(const v1::PrefillDoneRequest& req) {
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    std::unique_lock<std::mutex> lock(mu_);
     auto it = reqs_.find(req.de_xfer_id());
     if (it == reqs_.end() || it->second->a.request().request_id() != req.request_id() ||
         it->second->aborted) {
@@ -201,6 +220,25 @@ Status Decoder::PrefillDone(const v1::PrefillDoneRequest& req) {
       return NotFound(fmt::format("request {} (xfer {}) timed out here waiting for its PE",
                                   req.request_id(), req.de_xfer_id()));
     }
+    if (ctx_.rack != nullptr) {
+      // The PE deletes its rack objects once this call succeeds, and the layer notices travel
+      // apart from it: answer only when every layer was read into the buffer (or could not be).
+      auto have_all = [&] {
+        return r->aborted || r->expired || !r->rack_error.ok() ||
+               (r->arrived >= r->expected && r->rack_reads == 0);
+      };
+      if (!cv_.wait_until(lock, ctx_.Deadline(), have_all)) {
+        return Timeout(fmt::format("request {}: the PE's rack objects were not all read",
+                                   req.request_id()));
+      }
+      if (r->aborted || r->expired) {
+        return NotFound(fmt::format("request {} (xfer {}) was aborted", req.request_id(),
+                                    req.de_xfer_id()));
+      }
+      RETURN_IF_ERROR(r->rack_error);
+      // The PE computed, so it has read every DE-path object of ours: they can go.
+      ReleaseRackLocked(*r);
+    }
     r->done = req;
     r->done_in = true;
     r->deadline = ctx_.Deadline();
@@ -208,6 +246,14 @@ Status Decoder::PrefillDone(const v1::PrefillDoneRequest& req) {
   }
   cv_.notify_all();
   return Status::Ok();
+}
+
+void Decoder::ReleaseRackLocked(DeReq& r) {
+  if (ctx_.rack == nullptr) return;
+  for (uint32_t l = 0; l < r.rack_layers; ++l) {
+    ctx_.rack->Release(RackId(r, RackDirection::kToPrefill, l));
+  }
+  r.rack_layers = 0;
 }
 
 Result<v1::AbortDecodeReply> Decoder::AbortDecode(const v1::AbortDecodeRequest& req) {
@@ -247,6 +293,10 @@ Result<v1::AbortDecodeReply> Decoder::AbortDecode(const v1::AbortDecodeRequest& 
 }
 
 void Decoder::OnNotice(const Notice& n) {
+  if (ctx_.rack != nullptr) {
+    OnRackNotice(n);
+    return;
+  }
   {
     std::lock_guard<std::mutex> lock(mu_);
     auto it = reqs_.find(n.xfer_id);
@@ -256,6 +306,52 @@ void Decoder::OnNotice(const Notice& n) {
     }
     auto& r = it->second;
     if (!r->seen[n.layer]) {
+      r->seen[n.layer] = true;
+      ++r->arrived;
+      MaybeReadyLocked(r);
+    }
+  }
+  cv_.notify_all();
+}
+
+void Decoder::OnRackNotice(const Notice& n) {
+  // The PE published layer n.layer of the KV this engine lacks as a rack object; the notice names
+  // it. Read it into the buffer (on the transfer engine's progress thread: a memcpy-speed copy, no
+  // compute link bytes), then count the layer in as a UCX put's notice would.
+  std::shared_ptr<DeReq> r;
+  int64_t de_has = 0;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = reqs_.find(n.xfer_id);
+    if (it == reqs_.end() || n.layer >= ctx_.layers || it->second->aborted ||
+        it->second->expired || it->second->seen[n.layer]) {
+      log::Debug("engine {}: stray notice xfer={} layer={}", ctx_.options.name, n.xfer_id, n.layer);
+      return;
+    }
+    r = it->second;
+    ++r->rack_reads;
+    de_has = r->plan.decode_read > 0 ? r->de_loaded : 0;
+  }
+  // The PE's ranges (PutLayer): everything but the part of this engine's share it loaded.
+  const ReadPlan& p = r->plan;
+  std::byte* layer = r->area + n.layer * r->stride;
+  RackRange dst[2];
+  size_t k = 0;
+  if (p.prefill_read > 0) dst[k++] = {layer, static_cast<uint64_t>(p.prefill_read) * ctx_.bpt};
+  if (p.prompt > p.prefill_read + de_has) {
+    dst[k++] = {layer + (p.prefill_read + de_has) * ctx_.bpt,
+                static_cast<uint64_t>(p.prompt - p.prefill_read - de_has) * ctx_.bpt};
+  }
+  Status s = ctx_.rack->Read(RackId(*r, RackDirection::kToDecode, n.layer), {dst, k});
+  if (s.ok()) ctx_.metrics->OnRackPool(0, dst[0].bytes + (k > 1 ? dst[1].bytes : 0));
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    --r->rack_reads;
+    if (!s.ok()) {
+      log::Warn("engine {}: request {} layer {}: {}", ctx_.options.name,
+                r->a.request().request_id(), n.layer, s.ToString());
+      if (r->rack_error.ok()) r->rack_error = s;
+    } else if (!r->seen[n.layer]) {
       r->seen[n.layer] = true;
       ++r->arrived;
       MaybeReadyLocked(r);
@@ -347,9 +443,29 @@ void Decoder::ReadAndPush(const std::shared_ptr<DeReq>& r) {
   const uint64_t send_tokens = static_cast<uint64_t>(std::max<int64_t>(loaded, 1));
   for (uint32_t l = 0; l < ctx_.layers; ++l) {
     transfer::Batch b{.peer = *pe, .cls = transfer::TrafficClass::kLow, .op = transfer::Op::kPut};
-    b.descs.push_back({Addr(r->area) + l * r->stride + p.prefill_read * bpt,
-                       r->pe_area_addr + l * p.prompt * bpt + p.prefill_read * bpt,
-                       send_tokens * bpt});
+    if (ctx_.rack == nullptr) {
+      b.descs.push_back({Addr(r->area) + l * r->stride + p.prefill_read * bpt,
+                         r->pe_area_addr + l * p.prompt * bpt + p.prefill_read * bpt,
+                         send_tokens * bpt});
+    } else if (loaded > 0) {
+      // Rack pool substrate: the loaded share of this layer becomes one published, pinned rack
+      // object; the notice alone (no data) names it. Nothing loaded: no object, the notice says 0.
+      const RackRange src{r->area + l * r->stride + p.prefill_read * bpt,
+                          static_cast<uint64_t>(loaded) * bpt};
+      Status w = ctx_.rack->Write(RackId(*r, RackDirection::kToPrefill, l), {&src, 1});
+      if (!w.ok()) {
+        {
+          std::lock_guard<std::mutex> lock(mu_);
+          PushFailedLocked(*r, w.WithContext(fmt::format("rack object of layer {}", l)));
+          r->aborted = !r->queued;
+        }
+        report_cv_.notify_all();
+        return;
+      }
+      ctx_.metrics->OnRackPool(src.bytes, 0);
+      std::lock_guard<std::mutex> lock(mu_);
+      r->rack_layers = l + 1;
+    }
     b.notify = true;
     b.notice_tag = EncodeNotice({r->pe_xfer_id, l, static_cast<uint64_t>(loaded)});
     b.on_complete = [this, r](const Status& s) {
@@ -428,7 +544,9 @@ void Decoder::ReapLocked(std::vector<std::shared_ptr<DeReq>>* freed) {
     // is unlisted until it registers again, and its old work still runs.
     const bool pe_gone = !r.queued && !r.aborted && ctx_.prober != nullptr &&
                          ctx_.prober->Released(r.a.prefill().name());
-    if ((r.aborted || pe_gone) && !r.queued && !r.reading && r.puts_pending == 0) {
+    if ((r.aborted || pe_gone) && !r.queued && !r.reading && r.puts_pending == 0 &&
+        r.rack_reads == 0) {
+      ReleaseRackLocked(r);
       if (pe_gone) {
         log::Warn(
             "engine {}: request {} attempt {}: its PE {} is unreachable and disconnected; "
@@ -568,8 +686,9 @@ void Decoder::Release(DeReq& r) {
     std::unique_lock<std::mutex> lock(mu_);
     // Our pushes to the PE read the area; the PE saw their notices, but their completions may
     // still be on the way back. The transfer engine completes every batch, so this ends.
-    cv_.wait_until(lock, ctx_.Deadline(), [&] { return r.puts_pending == 0; });
-    if (r.puts_pending != 0) {
+    cv_.wait_until(lock, ctx_.Deadline(), [&] { return r.puts_pending == 0 && r.rack_reads == 0; });
+    ReleaseRackLocked(r);
+    if (r.puts_pending != 0 || r.rack_reads != 0) {
       log::Error("engine {}: request {} buffer leaked: pushes still in flight", ctx_.options.name,
                  r.a.request().request_id());
       reqs_.erase(r.xfer_id);

@@ -109,6 +109,11 @@ class Decoder {
   // finished ones; returns false when the engine stops.
   bool DecodeContinuousStep(std::vector<std::unique_ptr<Active>>* active);
   void MaybeReadyLocked(const std::shared_ptr<DeReq>& r);
+  // --kv-substrate rack-pool: a PE's notice naming a rack object; reads it into the buffer.
+  void OnRackNotice(const Notice& n);
+  // Unpins and deletes the DE-path rack objects this engine wrote for `r` (the PE has them, or
+  // the request is gone).
+  void ReleaseRackLocked(DeReq& r);
   // Marks requests past their deadline expired; frees those the PE aborted (or that the prober
   // released) once no put of theirs is in flight.
   void ReapLocked(std::vector<std::shared_ptr<DeReq>>* freed);
