@@ -138,7 +138,7 @@ Result<std::unique_ptr<RackPool>> StartRackPool(const testbed::Cluster& cluster,
     const std::vector<std::string> argv = {
         "ip", "netns", "exec", n.netns, bin, "pool", "serve", info.path, "--node", std::to_string(i)};
     const std::string log_path = fmt::format("{}/rack-pool-serve-{}.log", logs, n.name);
-    ASSIGN_OR_RETURN(Child c, Child::Spawn(argv, log_path, {}, /*outlive_parent=*/true));
+    ASSIGN_OR_RETURN(Child c, Child::Spawn(argv, log_path, {}, options.daemons));
     rack->info_.servers.push_back({n.name, static_cast<uint32_t>(i), c.pid()});
     rack->servers_->children.push_back(std::move(c));
     if (i == 0) {

@@ -43,6 +43,9 @@ struct RackPoolOptions {
   std::string path;                // empty: DefaultRackPoolPath(cluster)
   uint64_t lease_ms = 1000;        // the region's lease: a dead manager is replaced after it
   std::string dualpath_bin;        // empty: this executable
+  // The servers outlive this process (cluster up, which Detach()es them); otherwise they are
+  // killed when the thread that started them dies (cluster run).
+  bool daemons = false;
 };
 
 struct RackPoolInfo {
