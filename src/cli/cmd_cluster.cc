@@ -241,17 +241,15 @@ void RegisterUpDown(CLI::App* cluster, int* exit_code) {
   AddNameOption(down, down_name.get());
   down->callback([=] {
     // The rack pool's description lives in the state directory, which the tear-down removes:
-    // read it first, remove the region after (its servers are stopped with the cluster).
-    std::optional<replay::RackPoolInfo> rack;
-    std::optional<Cluster> c;
-    if (Result<Cluster> loaded = testbed::LoadCluster(*down_name); loaded.ok()) {
-      c = *loaded;
-      if (Result<std::optional<replay::RackPoolInfo>> r = replay::LoadRackPool(*c); r.ok()) {
-        rack = *r;
-      }
+    // remove the region first (Pool::Destroy: the file and its node lock files; its servers,
+    // which still map it, are stopped with the cluster's other processes just after).
+    Status rack = Status::Ok();
+    if (Result<Cluster> c = testbed::LoadCluster(*down_name); c.ok()) {
+      Result<std::optional<replay::RackPoolInfo>> r = replay::LoadRackPool(*c);
+      if (r.ok() && r->has_value()) rack = replay::RemoveRackPool(*c, **r);
     }
     Status s = testbed::ClusterDown(*down_name);
-    if (s.ok() && rack) s = replay::RemoveRackPool(*c, *rack);
+    if (s.ok()) s = rack;
     *exit_code = s.ok() ? kExitOk : ReportError("cluster down", s);
   });
 }
