@@ -211,7 +211,8 @@ Status Decoder::PrefillDone(const v1::PrefillDoneRequest& req) {
       return NotFound(fmt::format("request {} (xfer {}) is not waiting here", req.request_id(),
                                   req.de_xfer_id()));
     }
-    auto& r = it->second;
+    // A copy: the rack-pool wait below releases the lock, and the map may change meanwhile.
+    const std::shared_ptr<DeReq> r = it->second;
     if (r->expired) {
       // The PE sends PrefillDone only once its puts into the buffer completed: nothing of it can
       // land there any more, so the quarantined buffer may go (the reaper frees it).

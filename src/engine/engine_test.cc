@@ -17,6 +17,7 @@
 #include <functional>
 #include <map>
 #include <mutex>
+#include <optional>
 #include <nlohmann/json.hpp>
 #include <random>
 #include <sstream>
@@ -29,6 +30,7 @@
 #include "dualpath/kv/block_file.h"
 #include "dualpath/kv/hasher.h"
 #include "dualpath/model/ref_model.h"
+#include "dualpath/pool/pool.h"
 #include "dualpath/storage/block_store.h"
 #include "dualpath/storage/layout.h"
 #include "engine/context.h"
@@ -131,6 +133,9 @@ class EngineTest : public ::testing::Test {
     o.faults = role == Role::kDecode ? de_faults_ : pe_faults_;
     o.peer_timeout = 5 * kNanosPerSecond;
     o.metrics = &registry_;
+    o.kv_substrate = role == Role::kDecode ? de_kv_substrate_.value_or(kv_substrate_) : kv_substrate_;
+    o.rack_pool_path = rack_path_;
+    o.rack_node = role == Role::kPrefill ? 0 : 1;  // two "hosts" of the rack
     auto e = Engine::Create(o, sched_.Link());
     EXPECT_TRUE(e.ok()) << e.status().ToString();
     if (!e.ok()) {
@@ -231,6 +236,9 @@ class EngineTest : public ::testing::Test {
   Nanos compute_quota_ = 300 * kNanosPerMilli;
   storage::StorageFaults* de_faults_ = nullptr;
   storage::StorageFaults* pe_faults_ = nullptr;
+  KvSubstrate kv_substrate_ = KvSubstrate::kUcx;
+  std::optional<KvSubstrate> de_kv_substrate_;  // the DE's, when set (otherwise kv_substrate_)
+  std::string rack_path_;                       // the rack pool (kRackPool)
 
   std::string root_;
   model::RefModelConfig config_;
@@ -360,6 +368,119 @@ double CounterValue(const std::string& text, const std::string& series) {
   const size_t at = text.find(series + " ");
   return at == std::string::npos ? 0 : std::stod(text.substr(at + series.size() + 1));
 }
+
+// Issue 29: the rack pool as the KV substrate (docs/engine.md "KV substrate"), in both memory
+// models. Every read side (PE path: the PE's KV of all prompt tokens goes to the DE; DE path: the
+// DE's loaded hit KV goes to the PE and the miss tokens' KV back; split) gives the reference
+// outputs; no transfer batch carries a byte (the compute link sees notices only), the rack pool
+// carried the KV (each side read exactly what the other wrote), and every object is deleted
+// once read (the region holds no block and no pin afterwards).
+class RackSubstrateTest : public EngineTest,
+                          public ::testing::WithParamInterface<pool::MemoryModel> {
+ protected:
+  void SetUp() override {
+    rack_path_ = "/dev/shm/rkp-engine-test-" + std::to_string(getpid()) + ".pool";
+    (void)pool::Pool::Destroy(rack_path_);  // a crashed earlier run's (only a pool is removed)
+    pool::Geometry g;
+    g.model = GetParam();
+    g.lease = kNanosPerSecond;
+    g.index_capacity = 1024;
+    g.region_bytes = pool::RegionBytesFor(g, 16);  // 16 chunks of 4 MiB
+    Status created = pool::Pool::Create(rack_path_, g);
+    ASSERT_TRUE(created.ok()) << created.ToString();
+    kv_substrate_ = KvSubstrate::kRackPool;
+    EngineTest::SetUp();
+  }
+  void TearDown() override {
+    EngineTest::TearDown();
+    EXPECT_TRUE(pool::Pool::Destroy(rack_path_).ok());
+  }
+  // Sum over every series of `name` of engine `engine` (and `also`).
+  double Sum(const std::string& name, const std::string& engine, const std::string& also = "") {
+    std::istringstream in(registry_.Render());
+    double sum = 0;
+    for (std::string line; std::getline(in, line);) {
+      if (line.rfind(name + "{", 0) == 0 &&
+          line.find("engine=\"" + engine + "\"") != std::string::npos &&
+          line.find(also) != std::string::npos) {
+        sum += std::stod(line.substr(line.rfind(' ') + 1));
+      }
+    }
+    return sum;
+  }
+};
+
+TEST_P(RackSubstrateTest, KvMovesThroughTheRackPoolWithReferenceOutputs) {
+  ASSERT_TRUE(pe_ && de_);
+  Agent agent(29);
+  v1c::RequestSpec t1 = agent.NextTurn(1, 40, 6);
+  ExpectReference(t1, Run(t1, v1c::READ_SIDE_PREFILL, 0));
+  uint64_t id = 2;
+  for (v1c::ReadSide side :
+       {v1c::READ_SIDE_PREFILL, v1c::READ_SIDE_DECODE, v1c::READ_SIDE_SPLIT, v1c::READ_SIDE_DECODE}) {
+    SCOPED_TRACE(v1c::ReadSide_Name(side));
+    v1c::RequestSpec s = agent.NextTurn(id++, 30, 6);
+    const int64_t hit = HitTokens(s);
+    ASSERT_GT(hit, 0);
+    v1c::RequestResult r =
+        Run(s, side, hit, side == v1c::READ_SIDE_SPLIT ? hit / kBt / 2 * kBt : 0);
+    ExpectReference(s, r);
+    EXPECT_EQ(r.loaded_tokens(), hit);
+  }
+  // Notices alone over the compute link: no transfer batch carried a byte.
+  EXPECT_EQ(Sum("dualpath_engine_transfer_bytes_total", "p0.0"), 0);
+  EXPECT_EQ(Sum("dualpath_engine_transfer_bytes_total", "d0.0"), 0);
+  const double pe_wrote = Sum("dualpath_engine_rack_pool_bytes_total", "p0.0", "dir=\"write\"");
+  const double pe_read = Sum("dualpath_engine_rack_pool_bytes_total", "p0.0", "dir=\"read\"");
+  const double de_wrote = Sum("dualpath_engine_rack_pool_bytes_total", "d0.0", "dir=\"write\"");
+  const double de_read = Sum("dualpath_engine_rack_pool_bytes_total", "d0.0", "dir=\"read\"");
+  EXPECT_GT(pe_wrote, 0);  // every request's miss-token KV
+  EXPECT_GT(de_wrote, 0);  // the DE-path requests' hit KV
+  EXPECT_EQ(pe_wrote, de_read);
+  EXPECT_EQ(de_wrote, pe_read);
+  // Every object is released once its reader has it (the PE's after PrefillDone, the DE's at
+  // PrefillDone): the region ends with no block and no pin. The PE releases after the DE already
+  // reported, so wait for it (bounded by the hang guard).
+  pool::OpenOptions oo;
+  oo.background_thread = false;
+  oo.lock_manager = false;  // an engine holds the non-coherent manager role
+  oo.node = 2;
+  auto observer = pool::Pool::Open(rack_path_, oo);
+  ASSERT_TRUE(observer.ok()) << observer.status().ToString();
+  pool::PoolStats st;
+  EXPECT_TRUE(WaitUntil([&] {
+    st = (*observer)->Stats();
+    return st.lock_error.empty() && st.ready_entries == 0 && st.total_pins == 0;
+  })) << "ready " << st.ready_entries << " pins " << st.total_pins << " " << st.lock_error;
+  EXPECT_EQ(st.writing_entries, 0u);
+}
+
+// Both engines of a request must move KV the same way: a DE on UCX refuses a rack-pool PE's
+// request (the KV would never arrive), naming both, and the request fails instead of hanging.
+class RackSubstrateMismatchTest : public RackSubstrateTest {
+ protected:
+  RackSubstrateMismatchTest() { de_kv_substrate_ = KvSubstrate::kUcx; }
+};
+
+TEST_P(RackSubstrateMismatchTest, DecodeEngineRefusesAnotherSubstrate) {
+  ASSERT_TRUE(pe_ && de_);
+  Agent agent(30);
+  v1c::RequestSpec s = agent.NextTurn(1, 20, 3);
+  v1c::RequestResult r = Run(s, v1c::READ_SIDE_PREFILL, 0);
+  EXPECT_FALSE(r.ok());
+  EXPECT_NE(r.error().find("moves KV by rack-pool, this engine by ucx"), std::string::npos)
+      << r.error();
+}
+
+std::string ModelName(const ::testing::TestParamInfo<pool::MemoryModel>& info) {
+  return info.param == pool::MemoryModel::kCoherent ? "Coherent" : "NonCoherent";
+}
+INSTANTIATE_TEST_SUITE_P(Models, RackSubstrateTest,
+                         ::testing::Values(pool::MemoryModel::kCoherent,
+                                           pool::MemoryModel::kNonCoherent),
+                         ModelName);
+INSTANTIATE_TEST_SUITE_P(Models, RackSubstrateMismatchTest,
+                         ::testing::Values(pool::MemoryModel::kCoherent), ModelName);
 
 // Issue 28: many agents' turns in flight at once. With continuous batching the DE decodes every
 // ready request in the same steps (requests join and leave between steps); with serial decoding
