@@ -33,7 +33,8 @@ class RackLinkTest : public ::testing::TestWithParam<pool::MemoryModel> {
   std::unique_ptr<RackLink> Link(uint32_t node) {
     auto l = RackLink::Open(path_, node);
     EXPECT_TRUE(l.ok()) << l.status().ToString();
-    return l.ok() ? std::move(l).value() : nullptr;
+    if (!l.ok()) return nullptr;
+    return std::move(l).value();
   }
 
   static std::vector<std::byte> Bytes(size_t n, uint8_t seed) {
