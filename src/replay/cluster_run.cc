@@ -302,7 +302,7 @@ std::string KvStatsPath(const SystemSetup& s, const std::string& node) {
 // that are missing or unreadable are left out, with a warning), and one line to progress: the KV
 // payload bytes the engines put over the compute links and moved through the rack pool.
 std::string KvSubstrateReport(const SystemSetup& s, const std::string& rack_manager_killed,
-                              std::ostream& progress) {
+                              uint64_t compute_link_bytes, std::ostream& progress) {
   json engines = json::array();
   uint64_t compute = 0, written = 0, read = 0, errors = 0;
   for (const testbed::Node& n : s.run.cluster.nodes) {
@@ -321,10 +321,12 @@ std::string KvSubstrateReport(const SystemSetup& s, const std::string& rack_mana
   if (engines.empty()) return "";
   progress << s.system << ": KV substrate " << s.run.o.kv_substrate << ": " << compute
            << " KV payload bytes over the compute links, " << written << " written to / " << read
-           << " read from the rack pool (" << errors << " errors)\n"
+           << " read from the rack pool (" << errors << " errors); " << compute_link_bytes
+           << " bytes sent on the compute links in all\n"
            << std::flush;
   return json{{"kv_substrate", s.run.o.kv_substrate},
               {"compute_link_kv_bytes", compute},
+              {"compute_link_bytes", compute_link_bytes},
               {"rack_pool_written_bytes", written},
               {"rack_pool_read_bytes", read},
               {"rack_pool_errors", errors},
@@ -742,6 +744,7 @@ Result<SystemRun> RunSystem(const SystemSetup& setup, std::ostream& progress) {
   control::Client scheduler(s.address);
   RETURN_IF_ERROR(StartSystem(s, procs, scheduler, progress));
   ASSIGN_OR_RETURN(LinkSample before, ReadStorageCounters(r.cluster));
+  ASSIGN_OR_RETURN(LinkSample compute_before, ReadLinkCounters(r.cluster, testbed::Link::kCompute));
   LinkSampler sampler;
   sampler.Start(r.cluster, o.sample_interval_s);
   EngineKiller killer;
@@ -796,6 +799,13 @@ Result<SystemRun> RunSystem(const SystemSetup& setup, std::ostream& progress) {
   if (killed && buffers) RETURN_IF_ERROR(SweepKilledPool(s, procs, *buffers, progress));
   std::vector<LinkSample> samples = sampler.Stop();
   ASSIGN_OR_RETURN(LinkSample after, ReadStorageCounters(r.cluster));
+  ASSIGN_OR_RETURN(LinkSample compute_after, ReadLinkCounters(r.cluster, testbed::Link::kCompute));
+  // Everything the nodes sent on their compute links during the replay (KV, notices, EnginePeer
+  // RPCs, probes): the link's view next to the engines' KV byte counters.
+  uint64_t compute_link_bytes = 0;
+  for (size_t i = 0; i < compute_after.tx.size() && i < compute_before.tx.size(); ++i) {
+    compute_link_bytes += compute_after.tx[i] - compute_before.tx[i];
+  }
   Status stopped = StopSystem(o, r.cluster, s.system, procs, scheduler);
   RETURN_IF_ERROR(stopped.WithContext(s.system));
   std::string kv_store_json;
@@ -828,7 +838,7 @@ Result<SystemRun> RunSystem(const SystemSetup& setup, std::ostream& progress) {
   if (killed) run.killed_buffers = buffers;
   run.kv_store_json = std::move(kv_store_json);
   run.prefill_batches_json = PrefillBatchReport(s, progress);  // the engines wrote theirs at exit
-  run.kv_substrate_json = KvSubstrateReport(s, rack_killed, progress);
+  run.kv_substrate_json = KvSubstrateReport(s, rack_killed, compute_link_bytes, progress);
   const Summary sum = Summarize(run.replay);
   progress << s.system << ": JCT " << sum.jct_s << " s, " << sum.requests << " requests, "
            << sum.failed << " failed\n"

@@ -77,7 +77,8 @@ for tag in tags:
     check(k is not None, f"{tag}: no kv_substrate counters")
     if k is None:
         continue
-    print(f"{tag}: substrate {k['kv_substrate']}, compute link KV bytes {k['compute_link_kv_bytes']}, "
+    print(f"{tag}: substrate {k['kv_substrate']}, compute link KV bytes {k['compute_link_kv_bytes']} "
+          f"(all bytes sent on the compute links {k['compute_link_bytes']}), "
           f"rack pool written {k['rack_pool_written_bytes']} read {k['rack_pool_read_bytes']} "
           f"errors {k['rack_pool_errors']}, lock manager killed: {k.get('rack_manager_killed')}")
     if k["kv_substrate"] == "ucx":
