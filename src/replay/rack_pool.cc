@@ -158,8 +158,12 @@ Result<std::unique_ptr<RackPool>> StartRackPool(const testbed::Cluster& cluster,
       }
     }
   }
-  RETURN_IF_ERROR(
-      WriteOutputFile(RackPoolStatePath(cluster), InfoJson(rack->info_), "rack pool state"));
+  if (options.daemons) {
+    // The cluster's rack pool (cluster up): recorded for `status`, `run` and `down`. A run's own
+    // is not, so a run that is killed leaves no description of a pool that is gone.
+    RETURN_IF_ERROR(
+        WriteOutputFile(RackPoolStatePath(cluster), InfoJson(rack->info_), "rack pool state"));
+  }
   progress << "rack pool " << info.path << ": " << info.model << ", " << (info.bytes >> 20)
            << " MiB, lease " << info.lease_ms << " ms, lock manager on " << cluster.nodes[0].name
            << (servers > 1 ? " (standby on " + cluster.nodes[1].name + ")" : "") << "\n";

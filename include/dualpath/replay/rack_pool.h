@@ -8,7 +8,7 @@
 // the first node's namespace as node 0, the region's lock manager, and in the non-coherent model
 // a standby on the second node (node 1) that takes the role over when the first dies (docs/pool.md
 // "Lock manager fail-over"). It returns once a probe got the metadata lock (so a manager serves),
-// and records the rack pool in <state dir>/rack_pool.json.
+// and, for `cluster up` (options.daemons), records the rack pool in <state dir>/rack_pool.json.
 //
 // `cluster up --rack-pool` detaches the servers (they live in the cluster's namespaces, so `cluster
 // down` stops them) and `cluster down` removes the region (StopRackPool). `cluster run
