@@ -143,15 +143,21 @@ Result<std::unique_ptr<RackPool>> StartRackPool(const testbed::Cluster& cluster,
     rack->servers_->children.push_back(std::move(c));
     if (i == 0) {
       // Ready when a probe gets the metadata lock (non-coherent: granted by a manager; the
-      // probe never takes the role itself). Bounded by the probe's lock timeout (3 leases).
-      Result<std::unique_ptr<pool::Pool>> probe = Probe(info.path);
-      Status ready = probe.ok() ? Status::Ok() : probe.status();
-      if (ready.ok()) {
-        const pool::PoolStats st = (*probe)->Stats();
-        if (!st.lock_error.empty()) ready = Status(Code::kTimeout, st.lock_error);
-      }
+      // probe never takes the role itself). Each try is bounded by the probe's lock timeout (3
+      // leases); a loaded machine may start the server slower than that, so up to 10 tries
+      // while it runs.
       Child& first = rack->servers_->children.back();
-      if (!ready.ok() || first.Poll().has_value()) {
+      Status ready = Status::Ok();
+      for (int attempt = 0; attempt < 10 && !first.Poll().has_value(); ++attempt) {
+        Result<std::unique_ptr<pool::Pool>> probe = Probe(info.path);
+        ready = probe.ok() ? Status::Ok() : probe.status();
+        if (ready.ok()) {
+          const pool::PoolStats st = (*probe)->Stats();
+          if (!st.lock_error.empty()) ready = Status(Code::kTimeout, st.lock_error);
+        }
+        if (ready.ok()) break;
+      }
+      if (!ready.ok() || !first.running()) {
         return Unavailable(fmt::format("rack pool {}: pool serve on {} is not serving ({}); log {}:\n{}",
                                        info.path, n.name, ready.ToString(), log_path,
                                        first.LogTail(1000)));
