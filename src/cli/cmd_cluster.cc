@@ -172,7 +172,8 @@ void RegisterUpDown(CLI::App* cluster, int* exit_code) {
       if (rack_flag->count() > 0) {
         // Checked before anything is built (the model, the size; StartRackPool checks again).
         if (ro.model != "coherent" && ro.model != "noncoherent") {
-          return InvalidArgument("--rack-pool '" + ro.model + "': expected coherent or noncoherent");
+          return InvalidArgument("--rack-pool '" + ro.model +
+                                 "': expected coherent or noncoherent");
         }
         ASSIGN_OR_RETURN(ro.bytes, ParseSize("--rack-pool-size", *rack_size));
         RETURN_IF_ERROR(CheckCountRange("--rack-pool-size", ro.bytes, replay::kMinRackPoolBytes,
@@ -200,9 +201,9 @@ void RegisterUpDown(CLI::App* cluster, int* exit_code) {
         Result<std::unique_ptr<replay::RackPool>> rp = replay::StartRackPool(c, ro, std::cout);
         if (!rp.ok()) {
           Status down = testbed::ClusterDown(c.name);
-          return rp.status().WithContext(
-              down.ok() ? "cluster " + c.name + " taken down again"
-                        : "taking cluster " + c.name + " down again failed: " + down.ToString());
+          return rp.status().WithContext(down.ok() ? "cluster " + c.name + " taken down again"
+                                                   : "taking cluster " + c.name +
+                                                         " down again failed: " + down.ToString());
         }
         (*rp)->Detach();  // the servers live in the cluster's namespaces: `cluster down` stops them
       }

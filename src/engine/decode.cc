@@ -229,12 +229,12 @@ Status Decoder::PrefillDone(const v1::PrefillDoneRequest& req) {
                (r->arrived >= r->expected && r->rack_reads == 0);
       };
       if (!cv_.wait_until(lock, ctx_.Deadline(), have_all)) {
-        return Timeout(fmt::format("request {}: the PE's rack objects were not all read",
-                                   req.request_id()));
+        return Timeout(
+            fmt::format("request {}: the PE's rack objects were not all read", req.request_id()));
       }
       if (r->aborted || r->expired) {
-        return NotFound(fmt::format("request {} (xfer {}) was aborted", req.request_id(),
-                                    req.de_xfer_id()));
+        return NotFound(
+            fmt::format("request {} (xfer {}) was aborted", req.request_id(), req.de_xfer_id()));
       }
       RETURN_IF_ERROR(r->rack_error);
       // The PE computed, so it has read every DE-path object of ours: they can go.
@@ -324,8 +324,8 @@ void Decoder::OnRackNotice(const Notice& n) {
   {
     std::lock_guard<std::mutex> lock(mu_);
     auto it = reqs_.find(n.xfer_id);
-    if (it == reqs_.end() || n.layer >= ctx_.layers || it->second->aborted ||
-        it->second->expired || it->second->seen[n.layer]) {
+    if (it == reqs_.end() || n.layer >= ctx_.layers || it->second->aborted || it->second->expired ||
+        it->second->seen[n.layer]) {
       log::Debug("engine {}: stray notice xfer={} layer={}", ctx_.options.name, n.xfer_id, n.layer);
       return;
     }

@@ -402,8 +402,8 @@ void Engine::Impl::WriteKvStats() const {
                   "\"rack_pool_read_bytes\":{},\"rack_pool_objects_written\":{},"
                   "\"rack_pool_objects_read\":{},\"rack_pool_errors\":{}}}\n",
                   ctx.options.name, ctx.options.node, KvSubstrateName(ctx.options.kv_substrate),
-                  ctx.metrics->TransferredBytes(), r.written_bytes, r.read_bytes,
-                  r.objects_written, r.objects_read, r.errors),
+                  ctx.metrics->TransferredBytes(), r.written_bytes, r.read_bytes, r.objects_written,
+                  r.objects_read, r.errors),
       "--kv-stats");
   if (!written.ok()) log::Warn("engine: {}", written.ToString());
 }

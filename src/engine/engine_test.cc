@@ -17,8 +17,8 @@
 #include <functional>
 #include <map>
 #include <mutex>
-#include <optional>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <random>
 #include <sstream>
 #include <thread>
@@ -133,7 +133,8 @@ class EngineTest : public ::testing::Test {
     o.faults = role == Role::kDecode ? de_faults_ : pe_faults_;
     o.peer_timeout = 5 * kNanosPerSecond;
     o.metrics = &registry_;
-    o.kv_substrate = role == Role::kDecode ? de_kv_substrate_.value_or(kv_substrate_) : kv_substrate_;
+    o.kv_substrate =
+        role == Role::kDecode ? de_kv_substrate_.value_or(kv_substrate_) : kv_substrate_;
     o.rack_pool_path = rack_path_;
     o.rack_node = role == Role::kPrefill ? 0 : 1;  // two "hosts" of the rack
     auto e = Engine::Create(o, sched_.Link());
@@ -416,8 +417,8 @@ TEST_P(RackSubstrateTest, KvMovesThroughTheRackPoolWithReferenceOutputs) {
   v1c::RequestSpec t1 = agent.NextTurn(1, 40, 6);
   ExpectReference(t1, Run(t1, v1c::READ_SIDE_PREFILL, 0));
   uint64_t id = 2;
-  for (v1c::ReadSide side :
-       {v1c::READ_SIDE_PREFILL, v1c::READ_SIDE_DECODE, v1c::READ_SIDE_SPLIT, v1c::READ_SIDE_DECODE}) {
+  for (v1c::ReadSide side : {v1c::READ_SIDE_PREFILL, v1c::READ_SIDE_DECODE, v1c::READ_SIDE_SPLIT,
+                             v1c::READ_SIDE_DECODE}) {
     SCOPED_TRACE(v1c::ReadSide_Name(side));
     v1c::RequestSpec s = agent.NextTurn(id++, 30, 6);
     const int64_t hit = HitTokens(s);
@@ -451,7 +452,8 @@ TEST_P(RackSubstrateTest, KvMovesThroughTheRackPoolWithReferenceOutputs) {
   EXPECT_TRUE(WaitUntil([&] {
     st = (*observer)->Stats();
     return st.lock_error.empty() && st.ready_entries == 0 && st.total_pins == 0;
-  })) << "ready " << st.ready_entries << " pins " << st.total_pins << " " << st.lock_error;
+  })) << "ready "
+      << st.ready_entries << " pins " << st.total_pins << " " << st.lock_error;
   EXPECT_EQ(st.writing_entries, 0u);
 }
 

@@ -113,8 +113,8 @@ Status RackLink::Write(const RackObjectId& id, std::span<const RackRange> src) {
   if (Status s = pool_->Publish(*w, sum.value()); !s.ok()) {
     ++errors_;
     (void)pool_->Abort(*w);
-    return s.WithContext(fmt::format("rack pool {}: publish request {} layer {}", path_,
-                                     id.request_id, id.layer));
+    return s.WithContext(
+        fmt::format("rack pool {}: publish request {} layer {}", path_, id.request_id, id.layer));
   }
   // Pinned until the consumer has it, so eviction cannot take it in between. (Between Publish and
   // Pin it is an ordinary READY entry: evicted there, the Pin fails and so does the request.)
@@ -149,9 +149,10 @@ Status RackLink::Read(const RackObjectId& id, std::span<const RackRange> dst) {
   const uint64_t total = TotalBytes(dst);
   Status result = Status::Ok();
   if (pin->size != total) {
-    result = Status(Code::kCorruption,
-                    fmt::format("rack pool {}: request {} layer {} object has {} bytes, expected {}",
-                                path_, id.request_id, id.layer, pin->size, total));
+    result =
+        Status(Code::kCorruption,
+               fmt::format("rack pool {}: request {} layer {} object has {} bytes, expected {}",
+                           path_, id.request_id, id.layer, pin->size, total));
   } else {
     Sum sum(SeedOf(id));
     uint64_t at = 0;

@@ -262,7 +262,7 @@ struct RunShared {
   int kill_index = -1;                        // the --kill-engine node, or -1
   const MetricsEndpoints* metrics = nullptr;  // --metrics, else null
   std::unique_ptr<RunCredentials> auth;       // engines' mTLS certificates and transfer token
-  std::string rack_path;  // --kv-substrate rack-pool: the rack region, else empty
+  std::string rack_path;         // --kv-substrate rack-pool: the rack region, else empty
   RackPool* own_rack = nullptr;  // a rack pool this run started (--rack-kill-manager needs it)
 };
 
@@ -936,8 +936,8 @@ static Status ValidateRunRanges(const ClusterRunOptions& o) {
           "--rack-kill-manager needs --kv-substrate rack-pool --rack-pool noncoherent (the "
           "coherent model has no lock manager)");
     }
-    RETURN_IF_ERROR(CheckRange("--rack-kill-manager", o.rack_kill_manager_s, 0.001,
-                               o.replay.timeout_s, "s"));
+    RETURN_IF_ERROR(
+        CheckRange("--rack-kill-manager", o.rack_kill_manager_s, 0.001, o.replay.timeout_s, "s"));
   }
   if (!o.kill_node.empty()) {
     RETURN_IF_ERROR(

@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 #include <signal.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -132,11 +133,12 @@ Result<std::unique_ptr<RackPool>> StartRackPool(const testbed::Cluster& cluster,
   std::filesystem::create_directories(logs, ec);
   // The manager on the first node; in the non-coherent model a standby on the second, which takes
   // the role over after one lease of silent heartbeat when the first dies.
-  const size_t servers = model == pool::MemoryModel::kNonCoherent && cluster.nodes.size() > 1 ? 2 : 1;
+  const size_t servers =
+      model == pool::MemoryModel::kNonCoherent && cluster.nodes.size() > 1 ? 2 : 1;
   for (size_t i = 0; i < servers; ++i) {
     const testbed::Node& n = cluster.nodes[i];
-    const std::vector<std::string> argv = {
-        "ip", "netns", "exec", n.netns, bin, "pool", "serve", info.path, "--node", std::to_string(i)};
+    const std::vector<std::string> argv = {"ip",   "netns", "exec",    n.netns,  bin,
+                                           "pool", "serve", info.path, "--node", std::to_string(i)};
     const std::string log_path = fmt::format("{}/rack-pool-serve-{}.log", logs, n.name);
     ASSIGN_OR_RETURN(Child c, Child::Spawn(argv, log_path, {}, options.daemons));
     rack->info_.servers.push_back({n.name, static_cast<uint32_t>(i), c.pid()});
@@ -158,9 +160,9 @@ Result<std::unique_ptr<RackPool>> StartRackPool(const testbed::Cluster& cluster,
         if (ready.ok()) break;
       }
       if (!ready.ok() || !first.running()) {
-        return Unavailable(fmt::format("rack pool {}: pool serve on {} is not serving ({}); log {}:\n{}",
-                                       info.path, n.name, ready.ToString(), log_path,
-                                       first.LogTail(1000)));
+        return Unavailable(
+            fmt::format("rack pool {}: pool serve on {} is not serving ({}); log {}:\n{}",
+                        info.path, n.name, ready.ToString(), log_path, first.LogTail(1000)));
       }
     }
   }
@@ -192,8 +194,8 @@ Result<std::optional<RackPoolInfo>> LoadRackPool(const testbed::Cluster& cluster
   if (j["servers"].is_array()) {
     for (const json& s : j["servers"]) {
       if (!s.is_object()) continue;
-      info.servers.push_back({s.value("node", std::string()), s.value("rack_node", 0u),
-                              s.value("pid", 0)});
+      info.servers.push_back(
+          {s.value("node", std::string()), s.value("rack_node", 0u), s.value("pid", 0)});
     }
   }
   return std::optional<RackPoolInfo>(std::move(info));
@@ -224,9 +226,9 @@ std::string DescribeRackPool(const RackPoolInfo& info) {
     if (!s.lock_error.empty()) {
       state = s.lock_error;
     } else {
-      state = fmt::format("{} of {} MiB used, {} objects ({} pinned), {} processes", s.used_bytes >> 20,
-                          (s.num_chunks * s.chunk_bytes) >> 20, s.ready_entries, s.pinned_entries,
-                          s.live_procs);
+      state = fmt::format("{} of {} MiB used, {} objects ({} pinned), {} processes",
+                          s.used_bytes >> 20, (s.num_chunks * s.chunk_bytes) >> 20, s.ready_entries,
+                          s.pinned_entries, s.live_procs);
       if (s.manager_epoch != 0) {
         state += fmt::format(", lock manager node {} pid {} (epoch {})", s.manager_node,
                              s.manager_pid, s.manager_epoch >> 16);
