@@ -231,7 +231,7 @@ std::string DescribeRackPool(const RackPoolInfo& info) {
                           s.pinned_entries, s.live_procs);
       if (s.manager_epoch != 0) {
         state += fmt::format(", lock manager node {} pid {} (epoch {})", s.manager_node,
-                             s.manager_pid, s.manager_epoch >> 16);
+                             s.manager_pid, s.manager_epoch);
       }
     }
   }
