@@ -19,8 +19,8 @@
 //             sweep drops its pins) and LRU evicts them: nothing leaks.
 //
 // An object is named by RackObjectId, which both sides know from the request protocol (request
-// id, attempt, both xfer ids, layer, direction), so the notice's tag (xfer id + layer) is the
-// object's id.
+// id, attempt, the PE's xfer id, the DE's for PE->DE objects, layer, direction), so the notice's
+// tag (xfer id + layer) is the object's id.
 //
 // Thread safety: every method may be called from any thread (the pool is thread-safe; the pins
 // this process holds are guarded by mu_).
