@@ -13,8 +13,8 @@
 #   MODE=2p2d  2P2D: `cluster up --rack-pool noncoherent` (status shows it), a rack-pool run on
 #              that pool; then a run that brings up its own 2P2D cluster with a coherent rack pool.
 #              0 mismatches in both; `cluster down` removes the region.
-#   MODE=failover  1P1D, noncoherent rack pool, `--rack-kill-manager 2`: the `pool serve` holding
-#              the lock-manager role is SIGKILLed 2 s into the replay; its standby on the other
+#   MODE=failover  1P1D, noncoherent rack pool, `--rack-kill-manager 0.5`, 6 turns: the `pool
+#              serve` holding the lock-manager role is SIGKILLed 0.5 s into the replay; its standby on the other
 #              node takes the role (lease 1 s, waits bounded by OpenOptions::lock_timeout), the run
 #              completes within its deadline (no hang), every request ok, 0 mismatches
 #              (acceptance 4).
@@ -43,7 +43,7 @@ run() {
   shift 3
   local start=$(date +%s)
   timeout -k 10 "$DEADLINE" "$bin" cluster run --name "$cluster" --pd "$pd" --system dualpath \
-    --workload synthetic --agents 3 --turns 3 --max-context 1024 --gen 4 --goodput nominal \
+    --workload synthetic --agents 3 --turns "${TURNS:-3}" --max-context 1024 --gen 4 --goodput nominal \
     --timeout 90 --json "$tmp/$tag.json" "$@" >"$tmp/$tag.table" 2>"$tmp/$tag.progress"
   local rc=$?
   echo "--- $tag: cluster run $* exit $rc in $(($(date +%s) - start)) s; progress:"
@@ -137,8 +137,9 @@ case $MODE in
     no_region "${NAME}c"
     ;;
   failover)
-    run "$NAME" 1P1D failover --kv-substrate rack-pool --rack-pool noncoherent \
-      --rack-pool-size 256M --rack-kill-manager 2
+    # Long enough (18 requests, ~3-8 s here) that the kill at 0.5 s lands while KV moves.
+    TURNS=6 run "$NAME" 1P1D failover --kv-substrate rack-pool --rack-pool noncoherent \
+      --rack-pool-size 256M --rack-kill-manager 0.5
     grep -q "killed the rack pool's lock manager (pool serve on p0) mid-run" "$tmp/failover.progress" ||
       fail "the lock manager (pool serve on p0) was not killed mid-run"
     check failover
