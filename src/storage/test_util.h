@@ -1,17 +1,21 @@
-// Helpers shared by storage unit and system tests: a scratch directory on a disk that accepts
-// O_DIRECT, deterministic block contents, and a small block shape.
+// Helpers shared by storage unit and system tests (and tests of the engines' use of storage): a
+// scratch directory on a disk that accepts O_DIRECT, deterministic block contents, a small block
+// shape, and a gate that holds block publishes.
 #pragma once
 
 #include <stdlib.h>
 
+#include <condition_variable>
 #include <cstddef>
 #include <filesystem>
+#include <mutex>
 #include <random>
 #include <string>
 #include <vector>
 
 #include "dualpath/kv/block_hash.h"
 #include "dualpath/kv/layout.h"
+#include "dualpath/storage/faults.h"
 
 namespace dualpath::storage::testing {
 
@@ -59,6 +63,34 @@ class ScratchDir {
 
  private:
   std::string path_;
+};
+
+// Holds every publish (the rename after a block file is written) until opened: a sink that does
+// not drain, so a test fills a write-behind queue deterministically, without sleeps. Thread-safe.
+class PublishGate : public StorageFaults {
+ public:
+  void BeforePublish(const kv::BlockHash&) override {
+    std::unique_lock lock(mu_);
+    ++arrived_;
+    cv_.notify_all();
+    cv_.wait(lock, [&] { return open_; });
+  }
+  // Waits until n publishes reached the gate.
+  void WaitArrived(int n) {
+    std::unique_lock lock(mu_);
+    cv_.wait(lock, [&] { return arrived_ >= n; });
+  }
+  void Open() {
+    std::lock_guard lock(mu_);
+    open_ = true;
+    cv_.notify_all();
+  }
+
+ private:
+  std::mutex mu_;
+  std::condition_variable cv_;
+  int arrived_ = 0;
+  bool open_ = false;
 };
 
 }  // namespace dualpath::storage::testing

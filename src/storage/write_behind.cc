@@ -103,6 +103,13 @@ void WriteBehind::Run() {
     }
     finished_seq_ += batch.size();
     space_cv_.notify_all();
+    if (options_.on_space) {
+      // Unlocked: the callback takes its owner's lock, and that owner calls Submit under none of
+      // its own locks, so no lock order between the two objects exists to get wrong.
+      lock.unlock();
+      options_.on_space();
+      lock.lock();
+    }
   }
 }
 
