@@ -418,7 +418,7 @@ void Decoder::PushFailedLocked(DeReq& r, const Status& why) {
   r.push_failed = true;
   log::Warn("engine {}: request {} attempt {}: {}; reporting it failed", ctx_.options.name,
             r.a.request().request_id(), r.a.attempt(), why.ToString());
-  to_report_.push_back(FailedResult(r.a, why));
+  to_report_.push_back({FailedResult(r.a, why), 0});
 }
 
 void Decoder::ReapLocked(std::vector<std::shared_ptr<DeReq>>* freed) {
@@ -569,7 +569,7 @@ void Decoder::Report(const v1c::RequestResult& result) {
 
 void Decoder::ReportLoop() {
   while (true) {
-    std::deque<v1c::RequestResult> batch;
+    std::deque<Outgoing> batch;
     {
       std::unique_lock<std::mutex> lock(mu_);
       report_cv_.wait(lock, [&] { return !to_report_.empty() || !decode_running_; });
@@ -578,16 +578,18 @@ void Decoder::ReportLoop() {
       }
       batch.swap(to_report_);
     }
-    // The next turn of these agents hits their blocks only if they are published before its
-    // Submit probes storage, i.e. before the result reaches the replayer. One flush covers every
-    // block queued before it, so a batch of results waits once.
-    write_behind_.Flush();
+    for (const Outgoing& out : batch) {
+      // The next turn of this agent hits its blocks only if they are published before its Submit
+      // probes storage, i.e. before the result reaches the replayer. It waits for the blocks
+      // queued up to its own last one (the queue finishes them in order), not for blocks queued
+      // after it: in a burst of first turns each result goes out as soon as its own blocks are
+      // written, not when the whole queue is.
+      write_behind_.FlushTo(out.blocks_seq);
+      Report(out.result);
+    }
     if (!write_behind_.last_error().ok()) {
       log::Debug("engine {}: write-behind last error: {}", ctx_.options.name,
                  write_behind_.last_error().ToString());
-    }
-    for (const v1c::RequestResult& result : batch) {
-      Report(result);
     }
   }
 }
@@ -744,8 +746,8 @@ void Decoder::Finish(Active& a) {
   const v1c::RequestSpec& spec = r.a.request();
   const uint32_t gen = spec.gen_tokens();
   const int64_t done_ns = a.done_ns;
-  // Every block of it is queued by now; the reporter flushes the write-behind before reporting
-  // this result (ReportLoop).
+  // Every block of it is queued by now; the reporter waits until they are written before it
+  // reports this result (ReportLoop).
   v1c::RequestResult res;
   res.set_request_id(spec.request_id());
   res.set_ok(true);
@@ -772,9 +774,11 @@ void Decoder::Finish(Active& a) {
   t->set_decode_start_ns(a.start_ns);
   res.set_attempt(r.a.attempt());
   Release(r);
+  // Every block of it is queued (or was already): they are among the first accepted() blocks.
+  const uint64_t blocks_seq = write_behind_.accepted();
   {
     std::lock_guard<std::mutex> lock(mu_);
-    to_report_.push_back(std::move(res));
+    to_report_.push_back({std::move(res), blocks_seq});
   }
   report_cv_.notify_all();
 }
@@ -786,7 +790,7 @@ void Decoder::Abandon(Active& a, const Status& why) {
   Release(*a.r);
   {
     std::lock_guard<std::mutex> lock(mu_);
-    to_report_.push_back(FailedResult(a.r->a, why));
+    to_report_.push_back({FailedResult(a.r->a, why), 0});
   }
   report_cv_.notify_all();
 }

@@ -27,8 +27,8 @@
 //                queued yet holds its buffer ("retiring") and is reported once they are, so the
 //                pending blocks take no memory beyond the DE buffers, and a full buffer region
 //                pushes back on admission (StartDecode waits for memory), not on the steps;
-//   reporter     (one thread) waits until the blocks queued before a result are written, then
-//                reports it to the scheduler: the agent's next turn must find them in storage,
+//   reporter     (one thread) waits until the blocks queued up to a result's last one are
+//                written, then reports it to the scheduler: the agent's next turn must find them in storage,
 //                but the decode thread does not wait for the storage writes (they queue behind
 //                the node's reads in the storage client and took ~0.1 s each under DualPath).
 // Requests whose PE aborts them are freed once no put of theirs is in flight. One that stays
@@ -139,7 +139,14 @@ class Decoder {
   std::map<uint32_t, std::shared_ptr<DeReq>> reqs_;   // by DE xfer id; guarded by mu_
   std::deque<std::shared_ptr<DeReq>> to_read_;        // guarded by mu_
   std::deque<std::shared_ptr<DeReq>> ready_;          // guarded by mu_
-  std::deque<control::v1::RequestResult> to_report_;  // decoded, blocks queued; guarded by mu_
+  // A result for the reporter and the write-behind sequence number (WriteBehind::accepted) its
+  // blocks are within: reported once those are written. 0 for a failed result (nothing to wait
+  // for).
+  struct Outgoing {
+    control::v1::RequestResult result;
+    uint64_t blocks_seq = 0;
+  };
+  std::deque<Outgoing> to_report_;                    // decoded, blocks queued; guarded by mu_
   std::condition_variable report_cv_;                 // reporter: to_report_ or decode stopped
   bool decode_running_ = true;                        // guarded by mu_
   uint32_t last_xfer_id_ = 0;                         // guarded by mu_

@@ -8,9 +8,11 @@
 #include <condition_variable>
 #include <cstddef>
 #include <filesystem>
+#include <functional>
 #include <mutex>
 #include <random>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "dualpath/kv/block_hash.h"
@@ -65,11 +67,16 @@ class ScratchDir {
   std::string path_;
 };
 
-// Holds every publish (the rename after a block file is written) until opened: a sink that does
-// not drain, so a test fills a write-behind queue deterministically, without sleeps. Thread-safe.
+// Holds every publish (the rename after a block file is written) until opened, or only those of
+// the blocks `holds` picks: a sink that does not drain, so a test fills a write-behind queue
+// deterministically, without sleeps. Thread-safe.
 class PublishGate : public StorageFaults {
  public:
-  void BeforePublish(const kv::BlockHash&) override {
+  PublishGate() = default;
+  explicit PublishGate(std::function<bool(const kv::BlockHash&)> holds)
+      : holds_(std::move(holds)) {}
+  void BeforePublish(const kv::BlockHash& hash) override {
+    if (holds_ && !holds_(hash)) return;
     std::unique_lock lock(mu_);
     ++arrived_;
     cv_.notify_all();
@@ -87,6 +94,7 @@ class PublishGate : public StorageFaults {
   }
 
  private:
+  const std::function<bool(const kv::BlockHash&)> holds_;
   std::mutex mu_;
   std::condition_variable cv_;
   int arrived_ = 0;

@@ -113,10 +113,16 @@ void WriteBehind::Run() {
   }
 }
 
-void WriteBehind::Flush() {
+void WriteBehind::Flush() { FlushTo(accepted()); }
+
+uint64_t WriteBehind::accepted() const {
+  std::lock_guard lock(mu_);
+  return enqueued_seq_;
+}
+
+void WriteBehind::FlushTo(uint64_t seq) {
   std::unique_lock lock(mu_);
-  const uint64_t target = enqueued_seq_;
-  space_cv_.wait(lock, [&] { return finished_seq_ >= target; });
+  space_cv_.wait(lock, [&] { return finished_seq_ >= seq; });
 }
 
 void WriteBehind::Close() {

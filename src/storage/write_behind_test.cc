@@ -192,6 +192,32 @@ TEST_F(WriteBehindTest, OnSpaceRunsAfterBytesAreFreedAndMaySubmit) {
   EXPECT_TRUE(Readable(*store, 1));
 }
 
+// FlushTo(accepted() after a block) waits for that block and those queued before it, not for the
+// blocks queued after it (the decode engine reports each result once its own blocks are written).
+// Block 1's publish is held: FlushTo for block 0 must return while it is (the old whole-queue
+// Flush would wait forever).
+TEST_F(WriteBehindTest, FlushToWaitsForBlocksUpToTheSequenceOnly) {
+  PublishGate gate([](const kv::BlockHash& h) { return h == HashOf(1); });
+  auto store = Open(&gate);
+  WriteBehindOptions o;
+  o.max_batch = 1;
+  WriteBehind wb(*store, o);
+  EXPECT_EQ(wb.accepted(), 0u);
+  const auto p = PayloadOf(0, SmallShape().FullBytes());
+  ASSERT_TRUE(wb.Submit(HashOf(0), SmallShape(), p).ok());
+  const uint64_t after0 = wb.accepted();
+  EXPECT_EQ(after0, 1u);
+  ASSERT_TRUE(wb.Submit(HashOf(1), SmallShape(), p).ok());
+  wb.FlushTo(after0);
+  EXPECT_TRUE(store->Contains(HashOf(0)));
+  gate.WaitArrived(1);  // block 1 is held before its publish
+  EXPECT_FALSE(store->Contains(HashOf(1)));
+  gate.Open();
+  wb.FlushTo(wb.accepted());
+  EXPECT_TRUE(store->Contains(HashOf(1)));
+  EXPECT_EQ(wb.accepted(), 2u);
+}
+
 TEST_F(WriteBehindTest, OversizedBlockAndBadPayloadAreRejected) {
   auto store = Open(nullptr);
   WriteBehindOptions o;

@@ -68,6 +68,13 @@ class WriteBehind {
                 std::span<const std::byte> payload);
   // Waits until every block submitted before the call is written (or has failed).
   void Flush();
+  // Blocks queued so far, a sequence number: the queue finishes blocks in the order they were
+  // queued, so once FlushTo(n) returns the first n are written (or have failed). A block a Submit
+  // accepted (or found already queued) before accepted() was read is among them, when the
+  // submitting thread is the only one (another thread may still be encoding the original of a
+  // duplicate).
+  uint64_t accepted() const;
+  void FlushTo(uint64_t seq);
   // Flushes, then stops the worker. Idempotent.
   void Close();
 
