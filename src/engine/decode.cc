@@ -75,6 +75,23 @@ storage::WriteBehindOptions WriteBehindFor(const EngineOptions& options, KvStore
 constexpr int kQueuedBlocksPerStep = 8;
 }  // namespace
 
+struct Decoder::Active {
+  std::shared_ptr<DeReq> r;
+  v1::PrefillDoneRequest done;
+  // The computed positions' tokens: the prompt, then the teacher tokens fed to decode steps.
+  std::vector<uint32_t> tokens;
+  std::vector<kv::BlockHash> hashes;  // of every full block of `tokens`
+  int64_t full_blocks = 0;
+  int64_t next_write = 0;  // first full block not yet queued for write-behind (or loaded)
+  int64_t computed = 0;    // positions [0, computed) have their KV in the buffer
+  std::vector<uint32_t> generated;
+  uint32_t next_step = 1;  // generated token index the next step produces; done at gen_tokens
+  int64_t ready_ns = 0;    // DeReq::ready_ns
+  int64_t start_ns = 0;    // taken into decode (BeginDecode)
+  int64_t second_token_ns = 0;
+  int64_t done_ns = 0;  // its last step ran (retired; reported once its blocks are queued)
+};
+
 Decoder::Decoder(Context& ctx)
     : ctx_(ctx),
       reader_(*ctx.store, ctx.shape, ctx.options.read_depth, ctx.kv_store),
@@ -612,23 +629,6 @@ void Decoder::Release(DeReq& r) {
   }
   ctx_.arena->Free(r.area);
 }
-
-struct Decoder::Active {
-  std::shared_ptr<DeReq> r;
-  v1::PrefillDoneRequest done;
-  // The computed positions' tokens: the prompt, then the teacher tokens fed to decode steps.
-  std::vector<uint32_t> tokens;
-  std::vector<kv::BlockHash> hashes;  // of every full block of `tokens`
-  int64_t full_blocks = 0;
-  int64_t next_write = 0;  // first full block not yet queued for write-behind (or loaded)
-  int64_t computed = 0;    // positions [0, computed) have their KV in the buffer
-  std::vector<uint32_t> generated;
-  uint32_t next_step = 1;  // generated token index the next step produces; done at gen_tokens
-  int64_t ready_ns = 0;    // DeReq::ready_ns
-  int64_t start_ns = 0;    // taken into decode (BeginDecode)
-  int64_t second_token_ns = 0;
-  int64_t done_ns = 0;  // its last step ran (retired; reported once its blocks are queued)
-};
 
 std::unique_ptr<Decoder::Active> Decoder::BeginDecode(const std::shared_ptr<DeReq>& r) {
   auto a = std::make_unique<Active>();
