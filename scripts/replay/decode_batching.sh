@@ -14,8 +14,9 @@
 #
 # usage: scripts/replay/decode_batching.sh [DUALPATH_BINARY]   (default build/release/bin/dualpath)
 # env:   AGENTS (16), TURNS (30), APPEND (16), GEN (8), MAX_CONTEXT (3072), STOR_RATE (400mbit),
-#        COMP_RATE (2gbit), SYSTEM (dualpath), PREFILL (the PE's --prefill-batching: serial or
-#        batched, serial), REPS (1), OUT_DIR (build/decode-batching), NAME (batdb: the testbed
+#        COMP_RATE (2gbit), SYSTEM (dualpath), PREFILL (the PE's --prefill-batching, batched: the
+#        system with batching on, as acceptance 1; serial gives the PE of the first measurements,
+#        which hands the DE one request at a time), REPS (1), OUT_DIR (build/decode-batching), NAME (batdb: the testbed
 #        cluster's name), EXTRA (more `cluster run` arguments)
 set -uo pipefail
 here=$(cd "$(dirname "$0")/../.." && pwd)
@@ -28,7 +29,7 @@ MAX_CONTEXT=${MAX_CONTEXT:-3072}
 STOR_RATE=${STOR_RATE:-400mbit}
 COMP_RATE=${COMP_RATE:-2gbit}
 SYSTEM=${SYSTEM:-dualpath}
-PREFILL=${PREFILL:-serial}
+PREFILL=${PREFILL:-batched}
 REPS=${REPS:-1}
 OUT_DIR=${OUT_DIR:-$here/build/decode-batching}
 NAME=${NAME:-batdb}
