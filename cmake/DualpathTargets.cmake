@@ -6,17 +6,29 @@ if(CMAKE_CXX_COMPILER_ID MATCHES "Clang")
   list(APPEND DUALPATH_WARNINGS -Wthread-safety)
 endif()
 
+# DUALPATH_FUZZ (the `debug` preset, clang only) adds libFuzzer's coverage instrumentation
+# (fuzzer-no-link) to every project file, so the fuzz targets (fuzz/, linked with libFuzzer's main)
+# are built from the same objects as the tests instead of in a second tree that compiled every
+# library again (issue 26: that tree was a sixth of a cold test run's compiling). In the tests and
+# the `dualpath` binary the instrumentation's callbacks are the sanitizer runtime's no-op defaults.
+set(DUALPATH_SAN_LIST "${DUALPATH_SANITIZE}")
+if(DUALPATH_FUZZ)
+  if(NOT CMAKE_CXX_COMPILER_ID MATCHES "Clang")
+    message(FATAL_ERROR "DUALPATH_FUZZ needs clang (the `debug` preset sets it)")
+  endif()
+  if(NOT DUALPATH_SANITIZE STREQUAL "address,undefined")
+    message(FATAL_ERROR "DUALPATH_FUZZ needs DUALPATH_SANITIZE=address,undefined (the `debug` preset)")
+  endif()
+  string(APPEND DUALPATH_SAN_LIST ",fuzzer-no-link")
+endif()
 set(DUALPATH_SAN_FLAGS "")
 if(DUALPATH_SANITIZE STREQUAL "address,undefined")
-  set(DUALPATH_SAN_FLAGS -fsanitize=address,undefined -fno-omit-frame-pointer
-                         -fno-sanitize-recover=undefined)
-elseif(DUALPATH_SANITIZE STREQUAL "fuzzer")
-  # The `fuzz` preset (clang only): ASan + UBSan, and libFuzzer's coverage instrumentation on every
-  # project file; the fuzz targets themselves link libFuzzer's main (fuzz/CMakeLists.txt).
-  set(DUALPATH_SAN_FLAGS -fsanitize=address,undefined,fuzzer-no-link -fno-omit-frame-pointer
+  set(DUALPATH_SAN_FLAGS -fsanitize=${DUALPATH_SAN_LIST} -fno-omit-frame-pointer
                          -fno-sanitize-recover=undefined)
 elseif(DUALPATH_SANITIZE STREQUAL "thread")
   set(DUALPATH_SAN_FLAGS -fsanitize=thread -fno-omit-frame-pointer)
+elseif(DUALPATH_SANITIZE)
+  message(FATAL_ERROR "DUALPATH_SANITIZE='${DUALPATH_SANITIZE}': expected address,undefined, thread or empty")
 endif()
 if(DUALPATH_SAN_FLAGS)
   add_compile_options(${DUALPATH_SAN_FLAGS})

@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
-# Builds the libFuzzer targets (fuzz/, the `fuzz` preset: clang, ASan + UBSan + coverage) and runs
-# each for a bounded time on its committed corpus (fuzz/corpus/<target>) plus the text seeds of
-# the RPC targets (fuzz/seeds/<target>/*.txtpb, encoded here with protoc). Fails if any target
-# finds a crash, a leak, a sanitizer report, a timeout or a broken invariant; the input that did
-# it is saved as build/fuzz/artifacts/<target>-crash-* (reproduce: build/fuzz/bin/<target> FILE).
+# Builds the libFuzzer targets (fuzz/, in the `debug` preset's tree: clang, ASan + UBSan, and
+# libFuzzer's coverage instrumentation on every project file) and runs each for a bounded time on
+# its committed corpus (fuzz/corpus/<target>) plus the text seeds of the RPC targets
+# (fuzz/seeds/<target>/*.txtpb, encoded here with protoc). Fails if any target finds a crash, a
+# leak, a sanitizer report, a timeout or a broken invariant; the input that did it is saved as
+# build/fuzz/artifacts/<target>-crash-* (reproduce: build/debug/bin/<target> FILE).
 #
 #   scripts/fuzz.sh [--seconds N] [--jobs J] [--update-corpus] [TARGET...]
 #     --seconds N       time per target (default 600: the long run of docs/fuzzing.md)
@@ -40,9 +41,12 @@ for t in "${targets[@]}"; do
   [[ " ${all[*]} " == *" $t "* ]] || { echo "fuzz: unknown target '$t' (targets: ${all[*]})" >&2; exit 2; }
 done
 
+# The test command has built them already (they are part of the debug build); run alone, this
+# builds them and the libraries they link.
 source scripts/ccache_env.sh
-cmake --preset fuzz >/dev/null
-cmake --build --preset fuzz -j2 --target "${targets[@]}"
+cmake --preset debug >/dev/null
+cmake --build --preset debug -j2 --target "${targets[@]}"
+bin=build/debug/bin
 
 out=build/fuzz/run
 rm -rf "$out"
@@ -67,7 +71,7 @@ run_one() {
   mkdir -p "$out/work/$t" "$out/seeds/$t"
   # New inputs go to the first directory (the run's own); the committed corpus is read only.
   ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
-    build/fuzz/bin/"$t" -max_total_time="$seconds" -timeout=30 -rss_limit_mb=3072 \
+    "$bin/$t" -max_total_time="$seconds" -timeout=30 -rss_limit_mb=3072 \
     -print_final_stats=1 -artifact_prefix="build/fuzz/artifacts/$t-" \
     "$out/work/$t" "fuzz/corpus/$t" "$out/seeds/$t" >"$out/$t.log" 2>&1
 }
@@ -104,7 +108,7 @@ if [[ $update -eq 1 && $status -eq 0 ]]; then
   for t in "${targets[@]}"; do
     rm -rf "$out/merged/$t"
     mkdir -p "$out/merged/$t"
-    build/fuzz/bin/"$t" -merge=1 "$out/merged/$t" "fuzz/corpus/$t" "$out/work/$t" "$out/seeds/$t" \
+    "$bin/$t" -merge=1 "$out/merged/$t" "fuzz/corpus/$t" "$out/work/$t" "$out/seeds/$t" \
       >"$out/$t.merge.log" 2>&1
     rm -rf "fuzz/corpus/$t"
     cp -r "$out/merged/$t" "fuzz/corpus/$t"

@@ -34,7 +34,7 @@ fi
 PACKAGES=(
   # toolchain
   build-essential cmake ninja-build pkg-config clang clang-format git ccache
-  # libFuzzer and clang's sanitizer runtimes (the fuzz preset, scripts/fuzz.sh)
+  # libFuzzer and clang's sanitizer runtimes (the debug preset builds with clang; scripts/fuzz.sh)
   libclang-rt-14-dev
   # test and benchmark frameworks
   libgtest-dev libgmock-dev libbenchmark-dev

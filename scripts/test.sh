@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # Installs dependencies; builds the tests labelled `tsan` (multithreaded code) with ThreadSanitizer
-# and runs them; then builds everything with ASan+UBSan (the `debug` preset) and runs every test
-# under CTest; then runs each libFuzzer target for 15 s (scripts/fuzz.sh); then the Python
-# package's tests (pytest in the project's venvs, scripts/test_python.sh), whose closing summary
-# line is the last one printed.
+# and runs them; then builds everything with ASan+UBSan (the `debug` preset: clang, its tree also
+# holds the libFuzzer targets) and runs every test under CTest; then runs each libFuzzer target for
+# 15 s (scripts/fuzz.sh, which finds them built); then the Python package's tests (pytest in the
+# project's venvs, scripts/test_python.sh), whose closing summary line is the last one printed.
 # This is the README's test command; .ci/run calls exactly this.
 # The Python venvs (scripts/setup.sh --venvs-only: on a fresh machine pip downloads and unpacks
 # ~26 GB, 25-50 minutes spent waiting on the network and the disk, not the CPU) are made in the

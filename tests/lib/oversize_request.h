@@ -6,8 +6,10 @@
 //   20); EXPECT_EQ(c.code, grpc::StatusCode::RESOURCE_EXHAUSTED) << c.output;
 //   EXPECT_LT(oversize::RssBytes() - before, (256 << 20) / 2);
 //
-// The helper's path comes from the GRPC_OVERSIZE_CLIENT compile definition (tests/CMakeLists.txt,
-// target oversize_request). Thread safety: free functions; Send blocks until the helper exits.
+// The helper is this build's bin/grpc_oversize_client, found through $DUALPATH_BINARY_DIR (which
+// dualpath_test sets for CTest; not a compile definition: an absolute path on the command line
+// made every file of the tests that link oversize_request a ccache miss in each fresh clone).
+// Thread safety: free functions; Send blocks until the helper exits.
 #pragma once
 
 #include <gtest/gtest.h>
@@ -74,6 +76,12 @@ inline bool ResetPeak() {
 // One call of `method` at `address` with `bytes` zero bytes in protobuf field `field`.
 inline Call Send(const std::string& address, const std::string& method, int field, int64_t bytes) {
   Call out;
+  const char* bin_dir = std::getenv("DUALPATH_BINARY_DIR");
+  if (bin_dir == nullptr) {
+    out.output =
+        "DUALPATH_BINARY_DIR is not set: run under ctest (it names bin/grpc_oversize_client)";
+    return out;
+  }
   int pipefd[2];
   if (pipe(pipefd) != 0) return out;
   posix_spawn_file_actions_t actions;
@@ -81,8 +89,8 @@ inline Call Send(const std::string& address, const std::string& method, int fiel
   posix_spawn_file_actions_adddup2(&actions, pipefd[1], STDOUT_FILENO);
   posix_spawn_file_actions_adddup2(&actions, pipefd[1], STDERR_FILENO);
   posix_spawn_file_actions_addclose(&actions, pipefd[0]);
-  std::vector<std::string> args = {GRPC_OVERSIZE_CLIENT, address, method, std::to_string(field),
-                                   std::to_string(bytes)};
+  std::vector<std::string> args = {std::string(bin_dir) + "/bin/grpc_oversize_client", address,
+                                   method, std::to_string(field), std::to_string(bytes)};
   std::vector<char*> argv;
   for (std::string& a : args) argv.push_back(a.data());
   argv.push_back(nullptr);

@@ -38,6 +38,13 @@ uint64_t EnvOr(const char* name, uint64_t fallback) {
   return v ? std::strtoull(v, nullptr, 10) : fallback;
 }
 
+// This build's bin/pool_stress_worker, through $DUALPATH_BINARY_DIR (CTest sets it; not a compile
+// definition, whose absolute path would make this file a ccache miss in every fresh clone).
+std::string WorkerBinary() {
+  const char* dir = std::getenv("DUALPATH_BINARY_DIR");
+  return std::string(dir != nullptr ? dir : "build/dev") + "/bin/pool_stress_worker";
+}
+
 struct Child {
   pid_t pid = -1;
   int stdin_w = -1;   // control: closing it asks a forever-worker to finish
@@ -56,14 +63,15 @@ Child Spawn(const std::string& region, const std::string& local_dir, uint32_t no
   posix_spawn_file_actions_adddup2(&fa, in[0], 0);
   posix_spawn_file_actions_adddup2(&fa, out[1], 1);
   posix_spawn_file_actions_adddup2(&fa, prog[1], 3);
+  const std::string worker = WorkerBinary();
   std::vector<std::string> args = {
-      POOL_STRESS_WORKER,  region, local_dir, std::to_string(node), std::to_string(seed),
-      std::to_string(ops), "3"};
+      worker, region, local_dir, std::to_string(node), std::to_string(seed), std::to_string(ops),
+      "3"};
   std::vector<char*> argv;
   for (auto& a : args) argv.push_back(a.data());
   argv.push_back(nullptr);
   Child c;
-  EXPECT_EQ(posix_spawn(&c.pid, POOL_STRESS_WORKER, &fa, nullptr, argv.data(), environ), 0);
+  EXPECT_EQ(posix_spawn(&c.pid, worker.c_str(), &fa, nullptr, argv.data(), environ), 0);
   posix_spawn_file_actions_destroy(&fa);
   close(in[0]);
   close(out[1]);
