@@ -50,7 +50,7 @@ namespace {
 uint64_t Addr(const void* p) { return reinterpret_cast<uint64_t>(p); }
 
 storage::WriteBehindOptions WriteBehindFor(const EngineOptions& options, KvStoreLink* kv_store,
-                                          std::function<void()> on_space) {
+                                           std::function<void()> on_space) {
   storage::WriteBehindOptions o;
   if (kv_store != nullptr) {
     // Every block persisted to the node's tier also goes to the distributed store (its file
@@ -95,19 +95,22 @@ struct Decoder::Active {
 Decoder::Decoder(Context& ctx)
     : ctx_(ctx),
       reader_(*ctx.store, ctx.shape, ctx.options.read_depth, ctx.kv_store),
-      write_behind_(*ctx.store, WriteBehindFor(ctx.options, ctx.kv_store, [this] {
-                      {
-                        std::lock_guard<std::mutex> lock(mu_);
-                        write_space_ = true;
-                      }
-                      cv_.notify_all();
-                    })) {
+      write_behind_(*ctx.store,
+                    WriteBehindFor(ctx.options, ctx.kv_store, [this] { OnWriteSpace(); })) {
   reader_thread_ = std::thread([this] { ReaderLoop(); });
   decode_thread_ = std::thread([this] { DecodeLoop(); });
   report_thread_ = std::thread([this] { ReportLoop(); });
 }
 
 Decoder::~Decoder() { Stop(); }
+
+void Decoder::OnWriteSpace() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    write_space_ = true;
+  }
+  cv_.notify_all();
+}
 
 void Decoder::Stop() {
   {

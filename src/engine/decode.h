@@ -28,9 +28,10 @@
 //                pending blocks take no memory beyond the DE buffers, and a full buffer region
 //                pushes back on admission (StartDecode waits for memory), not on the steps;
 //   reporter     (one thread) waits until the blocks queued up to a result's last one are
-//                written, then reports it to the scheduler: the agent's next turn must find them in storage,
-//                but the decode thread does not wait for the storage writes (they queue behind
-//                the node's reads in the storage client and took ~0.1 s each under DualPath).
+//                written, then reports it to the scheduler: the agent's next turn must find them in
+//                storage, but the decode thread does not wait for the storage writes (they queue
+//                behind the node's reads in the storage client and took ~0.1 s each under
+//                DualPath).
 // Requests whose PE aborts them are freed once no put of theirs is in flight. One that stays
 // incomplete past the request timeout is failed here (its PrefillDone refused) but its buffer is
 // quarantined until the PE can no longer write into it (its PrefillDone or AbortDecode, or the
@@ -125,6 +126,9 @@ class Decoder {
   // to the write-behind and reports the retired requests whose blocks are all queued. Waits only
   // when nothing is decoding (for work or for write-behind space). False when the engine stops.
   bool DecodeIteration(DecodeState* st);
+  // The write-behind's on_space callback (its worker thread): wakes a decode thread that waits
+  // for queue space.
+  void OnWriteSpace();
   void MaybeReadyLocked(const std::shared_ptr<DeReq>& r);
   // Marks requests past their deadline expired; frees those the PE aborted (or that the prober
   // released) once no put of theirs is in flight.
@@ -136,9 +140,9 @@ class Decoder {
   storage::WriteBehind write_behind_;
   mutable std::mutex mu_;
   std::condition_variable cv_;
-  std::map<uint32_t, std::shared_ptr<DeReq>> reqs_;   // by DE xfer id; guarded by mu_
-  std::deque<std::shared_ptr<DeReq>> to_read_;        // guarded by mu_
-  std::deque<std::shared_ptr<DeReq>> ready_;          // guarded by mu_
+  std::map<uint32_t, std::shared_ptr<DeReq>> reqs_;  // by DE xfer id; guarded by mu_
+  std::deque<std::shared_ptr<DeReq>> to_read_;       // guarded by mu_
+  std::deque<std::shared_ptr<DeReq>> ready_;         // guarded by mu_
   // A result for the reporter and the write-behind sequence number (WriteBehind::accepted) its
   // blocks are within: reported once those are written. 0 for a failed result (nothing to wait
   // for).
@@ -146,13 +150,13 @@ class Decoder {
     control::v1::RequestResult result;
     uint64_t blocks_seq = 0;
   };
-  std::deque<Outgoing> to_report_;                    // decoded, blocks queued; guarded by mu_
-  std::condition_variable report_cv_;                 // reporter: to_report_ or decode stopped
-  bool decode_running_ = true;                        // guarded by mu_
-  uint32_t last_xfer_id_ = 0;                         // guarded by mu_
-  int64_t queued_read_tokens_ = 0;                    // guarded by mu_
-  int64_t unfinished_tokens_ = 0;                     // guarded by mu_
-  bool stop_ = false;                                 // guarded by mu_
+  std::deque<Outgoing> to_report_;     // decoded, blocks queued; guarded by mu_
+  std::condition_variable report_cv_;  // reporter: to_report_ or decode stopped
+  bool decode_running_ = true;         // guarded by mu_
+  uint32_t last_xfer_id_ = 0;          // guarded by mu_
+  int64_t queued_read_tokens_ = 0;     // guarded by mu_
+  int64_t unfinished_tokens_ = 0;      // guarded by mu_
+  bool stop_ = false;                  // guarded by mu_
   // The write-behind freed queue space since the decode thread last offered blocks (its on_space
   // callback sets it); guarded by mu_.
   bool write_space_ = false;

@@ -460,8 +460,8 @@ class FullWriteBehindTest : public EngineTest,
   FullWriteBehindTest() {
     decode_batching_ = GetParam();
     de_faults_ = &gate_;
-    const kv::BlockShape shape = kv::BlockShape::For(
-        model::RefModelConfig::Parse(kSpec).value().Geometry(), kBt);
+    const kv::BlockShape shape =
+        kv::BlockShape::For(model::RefModelConfig::Parse(kSpec).value().Geometry(), kBt);
     write_behind_bytes_ = 2 * storage::BlockStore::FileBytes(shape);
   }
   void TearDown() override {
