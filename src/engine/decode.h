@@ -17,8 +17,8 @@
 //                the thread: kContinuous runs steps over every active request at
 //                once (one model::ForwardLayerBatch per layer, each request advancing one token),
 //                takes newly ready requests in at step boundaries and retires finished ones;
-//                kSerial (the default until continuous is measured better on TTST and JCT:
-//                docs/engine.md "Decode batching") steps one request until it finishes before
+//                kSerial (the default before issue 28, kept to compare against: docs/engine.md
+//                "Decode batching") steps one request until it finishes before
 //                taking the next. Both run the same loop and step code, so their tokens and KV
 //                are bit-identical (batch invariance, docs/model.md). The loop never waits for
 //                the write-behind: a block its full queue refuses stays in the request's buffer

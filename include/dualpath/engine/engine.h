@@ -85,7 +85,7 @@ struct EngineOptions {
   std::string ucx_tls = "tcp";   // UCX_TLS of the transfer engine
   unsigned read_depth = 8;       // io_uring reads in flight per reader stage
   uint32_t fetch_wait_ms = 200;  // long-poll bound of one Fetch
-  DecodeBatching decode_batching = DecodeBatching::kSerial;  // decode engines only
+  DecodeBatching decode_batching = DecodeBatching::kContinuous;  // decode engines only
   // Decode engines: bytes of block files the write-behind may hold queued or in flight (at least
   // one block file). Blocks it refuses when full wait in their requests' buffers, never in the
   // decode step loop (docs/engine.md "Decode batching").
