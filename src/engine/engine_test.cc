@@ -33,7 +33,6 @@
 #include "dualpath/storage/layout.h"
 #include "engine/context.h"
 #include "engine/local_scheduler.h"
-#include "storage/test_util.h"
 
 namespace dualpath::engine {
 namespace {
@@ -454,6 +453,34 @@ INSTANTIATE_TEST_SUITE_P(Modes, DecodeBatchingTest,
 // their buffers meanwhile. Once the sink drains, every block of every request is written and every
 // result equals the reference. Before the fix the decode thread waited in WriteBehind::Submit
 // (block_when_full) at the first request's third block and never stepped at all.
+// Holds every block publish of the DE's store (after the file is written, before the rename that
+// makes it visible) until opened: a storage sink that does not drain. (storage's own tests use
+// storage::testing::PublishGate, a private header of that component.)
+class HeldPublishes final : public storage::StorageFaults {
+ public:
+  void BeforePublish(const kv::BlockHash&) override {
+    std::unique_lock<std::mutex> lock(mu_);
+    ++arrived_;
+    cv_.notify_all();
+    cv_.wait(lock, [&] { return open_; });
+  }
+  void WaitArrived(int n) {
+    std::unique_lock<std::mutex> lock(mu_);
+    cv_.wait(lock, [&] { return arrived_ >= n; });
+  }
+  void Open() {
+    std::lock_guard<std::mutex> lock(mu_);
+    open_ = true;
+    cv_.notify_all();
+  }
+
+ private:
+  std::mutex mu_;
+  std::condition_variable cv_;
+  int arrived_ = 0;
+  bool open_ = false;
+};
+
 class FullWriteBehindTest : public EngineTest,
                             public ::testing::WithParamInterface<DecodeBatching> {
  protected:
@@ -468,7 +495,7 @@ class FullWriteBehindTest : public EngineTest,
     gate_.Open();  // lets the write-behind drain so the DE can stop
     EngineTest::TearDown();
   }
-  storage::testing::PublishGate gate_;
+  HeldPublishes gate_;
 };
 
 TEST_P(FullWriteBehindTest, StepLoopKeepsSteppingWhileTheWriteBehindIsFull) {
