@@ -36,6 +36,7 @@ constexpr uint64_t kMaxHbmTokens = 1ull << 40;
 constexpr double kMaxTimeoutS = 86'400;  // a day: beyond, a stuck request is never noticed
 constexpr uint64_t kMaxRanks = 64;       // threads standing in for the GPUs of one engine
 constexpr double kMaxComputeQuotaMs = 60'000;
+constexpr uint64_t kMaxMinChunkTokens = 1u << 20;  // no prompt is longer (kv limits)
 
 struct EngineArgs {
   std::string role;
@@ -43,6 +44,8 @@ struct EngineArgs {
   std::string decode_batching = "continuous";
   std::string prefill_batching = "serial";
   std::string rank_placement = "packed";
+  std::string attention_model = "calibrated";
+  uint64_t min_chunk_tokens = 8;
   uint64_t ranks = 1;
   double compute_quota_ms = 300;
   uint64_t buffer_mib = 256;
@@ -92,6 +95,7 @@ int RunEngine(EngineArgs& a) {
                                                       : engine::PrefillBatching::kBatched;
   o.rank_placement = a.rank_placement == "packed" ? sched::RankPlacement::kPacked
                                                   : sched::RankPlacement::kRoundRobin;
+  o.calibrate_attention = a.attention_model == "calibrated";
   // docs/engine.md "Input ranges": checked before anything is created or connected.
   Status in_range = [&]() -> Status {
     RETURN_IF_ERROR(CheckCountRange("--buffer-mib", a.buffer_mib, 1, kMaxBufferMib, "MiB"));
@@ -106,6 +110,8 @@ int RunEngine(EngineArgs& a) {
     RETURN_IF_ERROR(CheckCountRange("--ranks", a.ranks, 1, kMaxRanks, "ranks"));
     RETURN_IF_ERROR(
         CheckRange("--compute-quota-ms", a.compute_quota_ms, 0.001, kMaxComputeQuotaMs, "ms"));
+    RETURN_IF_ERROR(
+        CheckCountRange("--min-chunk-tokens", a.min_chunk_tokens, 1, kMaxMinChunkTokens, "tokens"));
     if (!o.kv_store_etcd.empty() && o.kv_store_cluster.empty()) {
       return InvalidArgument("--kv-store-etcd needs --kv-store-cluster");
     }
@@ -133,6 +139,7 @@ int RunEngine(EngineArgs& a) {
   o.request_timeout = FromSeconds(a.request_timeout_s);
   o.ranks = static_cast<uint32_t>(a.ranks);
   o.compute_quota = FromSeconds(a.compute_quota_ms / 1000);
+  o.min_chunk_tokens = static_cast<int64_t>(a.min_chunk_tokens);
   o.peer_timeout = FromSeconds(a.peer_timeout_s);
   std::string dev = a.ucx_net_devices.empty() ? InterfaceOf(o.listen_ip) : a.ucx_net_devices;
   if (!dev.empty() && std::getenv("UCX_NET_DEVICES") == nullptr) {
@@ -239,6 +246,14 @@ void Register(CLI::App& root, int* exit_code) {
   sub->add_option("--compute-quota-ms", a->compute_quota_ms,
                   "Prefill engine, batched: each rank's compute quota, the predicted attention "
                   "time of one layer, ms; default 300");
+  sub->add_option("--attention-model", a->attention_model,
+                  "Prefill engine, batched: the time model the ranks are packed with: calibrated "
+                  "(fitted to the ranks' measured attention times as batches run) or fixed (the "
+                  "reference model's); default calibrated")
+      ->check(CLI::IsMember({"calibrated", "fixed"}));
+  sub->add_option("--min-chunk-tokens", a->min_chunk_tokens,
+                  "Prefill engine, batched: the smallest chunk a request is cut to, 1-1048576; "
+                  "default 8");
   sub->add_option("--batch-stats", a->o.batch_stats_path,
                   "Prefill engine: write forward batch sizes and per-rank attention balance "
                   "(JSON) here at exit");

@@ -1,6 +1,7 @@
 #include "engine/engine_metrics.h"
 
 #include <algorithm>
+#include <cmath>
 #include <nlohmann/json.hpp>
 #include <utility>
 
@@ -135,7 +136,9 @@ void EngineMetrics::OnDecodeStep(size_t requests) {
 }
 
 void EngineMetrics::OnPrefillBatch(size_t requests, int64_t tokens,
-                                   std::span<const int64_t> rank_ns) {
+                                   std::span<const int64_t> rank_ns,
+                                   std::span<const double> planned_ns,
+                                   std::span<const double> reference_ns) {
   BatchRecord rec;
   rec.requests = static_cast<uint32_t>(requests);
   rec.tokens = tokens;
@@ -145,6 +148,17 @@ void EngineMetrics::OnPrefillBatch(size_t requests, int64_t tokens,
     sum += static_cast<double>(t);
   }
   if (!rank_ns.empty()) rec.avg_ns = sum / static_cast<double>(rank_ns.size());
+  if (planned_ns.size() == rank_ns.size() && reference_ns.size() == rank_ns.size()) {
+    double planned_sum = 0;
+    for (size_t r = 0; r < rank_ns.size(); ++r) {
+      rec.planned_max_ns = std::max(rec.planned_max_ns, planned_ns[r]);
+      planned_sum += planned_ns[r];
+      const double measured = static_cast<double>(rank_ns[r]);
+      rec.planned_abs_err_ns += std::abs(planned_ns[r] - measured);
+      rec.reference_abs_err_ns += std::abs(reference_ns[r] - measured);
+    }
+    if (!rank_ns.empty()) rec.planned_avg_ns = planned_sum / static_cast<double>(rank_ns.size());
+  }
   prefill_batches_.Inc();
   prefill_batch_requests_.Inc(requests);
   prefill_batch_tokens_.Inc(static_cast<uint64_t>(std::max<int64_t>(tokens, 0)));
@@ -155,6 +169,13 @@ void EngineMetrics::OnPrefillBatch(size_t requests, int64_t tokens,
   ranks_ = std::max<uint32_t>(ranks_, static_cast<uint32_t>(rank_ns.size()));
   for (size_t r = 0; r < rank_ns.size(); ++r) rank_ns_[r] += rank_ns[r];
   if (batches_.size() < kMaxBatchRecords) batches_.push_back(rec);
+}
+
+void EngineMetrics::OnAttentionModel(const sched::AttentionTimeModel& model, uint64_t samples) {
+  std::lock_guard<std::mutex> lock(batch_mu_);
+  model_ = model;
+  model_samples_ = samples;
+  model_set_ = true;
 }
 
 std::string EngineMetrics::PrefillBatchJson() const {
@@ -177,16 +198,19 @@ std::string EngineMetrics::PrefillBatchJson() const {
   j["mean_tokens"] = tokens / n;
   j["rank_attention_s"] = nlohmann::json::array();
   for (int64_t t : rank_ns_) j["rank_attention_s"].push_back(static_cast<double>(t) * 1e-9);
-  // Attention max/avg across ranks over the measured batches; `full`: only batches with at least
-  // as many requests as ranks (with fewer, some rank is idle whatever the placement).
-  auto balance = [&](bool full_only) {
+  // Attention max/avg across ranks over the measured batches (or, `planned`, as the planning
+  // model predicted them); `full`: only batches with at least as many requests as ranks (with
+  // fewer, some rank is idle whatever the placement).
+  auto balance = [&](bool full_only, bool planned) {
     std::vector<double> ratios;
     double sum_max = 0, sum_avg = 0;
     for (const BatchRecord& b : batches_) {
-      if (b.avg_ns <= 0 || (full_only && b.requests < ranks_)) continue;
-      ratios.push_back(b.max_ns / b.avg_ns);
-      sum_max += b.max_ns;
-      sum_avg += b.avg_ns;
+      const double mx = planned ? b.planned_max_ns : b.max_ns;
+      const double avg = planned ? b.planned_avg_ns : b.avg_ns;
+      if (b.avg_ns <= 0 || avg <= 0 || (full_only && b.requests < ranks_)) continue;
+      ratios.push_back(mx / avg);
+      sum_max += mx;
+      sum_avg += avg;
     }
     nlohmann::json o;
     o["batches"] = ratios.size();
@@ -202,8 +226,35 @@ std::string EngineMetrics::PrefillBatchJson() const {
     o["weighted"] = sum_max / sum_avg;
     return o;
   };
-  j["attention_max_avg"] = balance(false);
-  j["attention_max_avg_full"] = balance(true);
+  j["attention_max_avg"] = balance(false, false);
+  j["attention_max_avg_full"] = balance(true, false);
+  j["planned_max_avg"] = balance(false, true);
+  j["planned_max_avg_full"] = balance(true, true);
+  // The time models' error against the measured rank times: Σ |predicted - measured| / Σ
+  // measured over the busy ranks of every batch that has predictions, for the model each batch
+  // was planned with and for the fixed reference model.
+  {
+    double planned = 0, reference = 0, measured = 0;
+    for (const BatchRecord& b : batches_) {
+      if (b.planned_avg_ns <= 0) continue;
+      planned += b.planned_abs_err_ns;
+      reference += b.reference_abs_err_ns;
+      measured += b.avg_ns * static_cast<double>(ranks_);
+    }
+    nlohmann::json e;
+    e["planned"] = measured > 0 ? nlohmann::json(planned / measured) : nlohmann::json(nullptr);
+    e["reference"] = measured > 0 ? nlohmann::json(reference / measured) : nlohmann::json(nullptr);
+    j["model_error"] = e;
+  }
+  if (model_set_) {
+    j["attention_model"] = {{"fixed_ns", model_.fixed_ns},
+                            {"per_chunk_ns", model_.per_chunk_ns},
+                            {"per_token_ns", model_.per_token_ns},
+                            {"per_cached_pair_ns", model_.per_cached_pair_ns},
+                            {"per_token_sq_ns", model_.per_token_sq_ns},
+                            {"per_cached_pair_ctx_ns", model_.per_cached_pair_ctx_ns},
+                            {"samples", model_samples_}};
+  }
   return j.dump();
 }
 

@@ -20,6 +20,7 @@
 #include "dualpath/common/metrics.h"
 #include "dualpath/common/status.h"
 #include "dualpath/control/v1/scheduler.pb.h"
+#include "dualpath/sched/batch.h"
 #include "dualpath/storage/block_store.h"
 #include "dualpath/storage/write_behind.h"
 #include "dualpath/transfer/engine.h"
@@ -53,11 +54,18 @@ class EngineMetrics {
   // The prefill engine ran one forward batch: `requests` chunks (one per request), `tokens` new
   // tokens in all, and each rank's attention CPU time over all layers (empty: not measured, the
   // serial PE). Idle ranks are in rank_ns as 0: they count in the balance, as an idle GPU does.
-  void OnPrefillBatch(size_t requests, int64_t tokens, std::span<const int64_t> rank_ns);
+  // planned_ns / reference_ns (empty, or one per rank, over all layers like rank_ns): what the
+  // time model the batch was planned with, and the fixed reference model, predicted per rank.
+  void OnPrefillBatch(size_t requests, int64_t tokens, std::span<const int64_t> rank_ns,
+                      std::span<const double> planned_ns = {},
+                      std::span<const double> reference_ns = {});
+  // The time model the PE plans with now (after a refit) and the samples it was fitted to.
+  void OnAttentionModel(const sched::AttentionTimeModel& model, uint64_t samples);
   // The forward batches so far as one JSON object (docs/engine.md "Prefill batching": batches,
   // mean requests and tokens per batch, per-rank attention totals, and attention max/avg over the
   // ranks: per batch (mean, p50, p90), time-weighted (Σ max / Σ avg), and the same over "full"
-  // batches, those with at least as many requests as ranks).
+  // batches, those with at least as many requests as ranks; the same max/avg as the planning
+  // model predicted it, the models' prediction errors, and the model in use at the end).
   std::string PrefillBatchJson() const;
 
   // Series read at scrape time. `report` and `write_behind` (may be empty) must be thread-safe.
@@ -90,11 +98,21 @@ class EngineMetrics {
     int64_t tokens = 0;
     double max_ns = 0;  // slowest rank's attention (0: not measured)
     double avg_ns = 0;  // mean over the ranks, idle ones included
+    // The planning model's prediction of the same (0: none), and Σ over busy ranks of
+    // |predicted - measured| for the planning and the reference model (relative error = these /
+    // Σ measured = avg_ns * ranks).
+    double planned_max_ns = 0;
+    double planned_avg_ns = 0;
+    double planned_abs_err_ns = 0;
+    double reference_abs_err_ns = 0;
   };
   mutable std::mutex batch_mu_;
   std::vector<BatchRecord> batches_;  // guarded by batch_mu_; at most kMaxBatchRecords
   std::vector<int64_t> rank_ns_;      // guarded by batch_mu_: attention per rank, all batches
   uint32_t ranks_ = 0;                // guarded by batch_mu_
+  sched::AttentionTimeModel model_;   // guarded by batch_mu_: the PE's planning model, latest
+  uint64_t model_samples_ = 0;        // guarded by batch_mu_
+  bool model_set_ = false;            // guarded by batch_mu_
 };
 
 }  // namespace dualpath::engine

@@ -634,6 +634,17 @@ TEST_P(PrefillBatchingTest, ConcurrentAgentsGiveReferenceOutputs) {
     EXPECT_GT(j["rank_attention_s"][0].get<double>(), 0);
     EXPECT_GE(j["attention_max_avg"]["weighted"].get<double>(), 1.0);
     RecordProperty("attention_max_avg", j["attention_max_avg"].dump());
+    // What the planning model predicted for the same batches, its error against the measured
+    // rank times, and the model in use (calibrated by default: fitted once 24 rank samples were
+    // in; the outputs above are the reference's whatever model planned the batches).
+    EXPECT_EQ(j["planned_max_avg"]["batches"], j["attention_max_avg"]["batches"]);
+    EXPECT_GE(j["planned_max_avg"]["weighted"].get<double>(), 1.0);
+    EXPECT_GE(j["model_error"]["planned"].get<double>(), 0.0);
+    EXPECT_GE(j["model_error"]["reference"].get<double>(), 0.0);
+    ASSERT_TRUE(j["attention_model"].is_object());
+    EXPECT_GT(j["attention_model"]["samples"].get<double>(), 0);
+    RecordProperty("model_error", j["model_error"].dump());
+    RecordProperty("attention_model", j["attention_model"].dump());
   }
 }
 

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "dualpath/common/log.h"
+#include "dualpath/engine/attention_model.h"
 #include "dualpath/model/rank_pool.h"
 
 namespace dualpath::engine {
@@ -54,14 +55,17 @@ struct PeJob {
 
 namespace {
 uint64_t Addr(const void* p) { return reinterpret_cast<uint64_t>(p); }
+}  // namespace
 
 // The reference model's attention time per layer on one rank, as sched::PackRanks predicts it
 // (the §6.2 time model, which the paper fits by profiling). Fitted once to the rank CPU times of
 // ForwardLayerBatch for the default shape (4 heads of 32, dev build; docs/engine.md "Prefill
 // batching"): ~55 ns per (new, cached) pair, ~14 ns per new token squared (the causal triangle,
 // blocked), ~1.4 us per new token (rotary angles, KV write), scaled with the head shape. Only the
-// ratios matter for balancing the ranks; the scale sets how much work the quota admits.
-sched::AttentionTimeModel RefAttentionModel(const model::RefModelConfig& c) {
+// ratios matter for balancing the ranks; the scale sets how much work the quota admits. It is
+// the starting point: with calibrate_attention the PE refits the model to its own measured rank
+// times (Prefiller::CalibrateAttention), since build type, CPU and load all move it.
+sched::AttentionTimeModel ReferenceAttentionModel(const model::RefModelConfig& c) {
   sched::AttentionTimeModel m;
   m.per_cached_pair_ns = 0.31 * c.q_heads * (c.head_dim + 12.0);
   m.per_token_sq_ns = m.per_cached_pair_ns / 4;
@@ -69,12 +73,11 @@ sched::AttentionTimeModel RefAttentionModel(const model::RefModelConfig& c) {
   return m;
 }
 
-}  // namespace
-
 Prefiller::Prefiller(Context& ctx)
     : ctx_(ctx), reader_(*ctx.store, ctx.shape, ctx.options.read_depth, ctx.kv_store) {
   if (ctx_.options.prefill_batching == PrefillBatching::kBatched) {
-    attention_model_ = RefAttentionModel(ctx_.model->config());
+    reference_model_ = ReferenceAttentionModel(ctx_.model->config());
+    attention_model_ = reference_model_;
     ranks_ = std::make_unique<model::RankPool>(std::max<uint32_t>(ctx_.options.ranks, 1));
   }
   loader_ = std::thread([this] { LoaderLoop(); });
@@ -616,6 +619,7 @@ void Prefiller::BatchLoop() {
   std::vector<sched::PrefillWork> work;
   sched::BatchLimits limits;
   limits.compute_quota = ctx_.options.compute_quota;
+  limits.min_chunk_tokens = ctx_.options.min_chunk_tokens;
   sched::BatchPlan plan;
   while (true) {
     std::shared_ptr<PeJob> stuck;
@@ -756,7 +760,14 @@ void Prefiller::RunBatch(std::vector<std::shared_ptr<PeJob>>& jobs, const sched:
     }
     if (any_failed) drop_failed();
   }
-  ctx_.metrics->OnPrefillBatch(jobs.size(), tokens, rank_ns);
+  if (failed.empty()) {
+    // Every chunk ran all layers: the measured rank times belong to exactly the planned work.
+    std::vector<sched::RankWork> work(ranks);
+    for (const Item& it : items) work[it.rank].Add(it.start, it.n);
+    CalibrateAttention(work, rank_ns, jobs.size(), tokens);
+  } else {
+    ctx_.metrics->OnPrefillBatch(jobs.size(), tokens, rank_ns);
+  }
 
   // Finished requests: the logits of their last token, then the completer hands them off.
   std::vector<float> logits(m.config().vocab);
@@ -786,6 +797,30 @@ void Prefiller::RunBatch(std::vector<std::shared_ptr<PeJob>>& jobs, const sched:
   }
   if (!done.empty()) done_cv_.notify_all();
   for (Item& it : failed) Finish(it.job, it.status);
+}
+
+void Prefiller::CalibrateAttention(std::span<const sched::RankWork> work,
+                                   std::span<const int64_t> rank_ns, size_t requests,
+                                   int64_t tokens) {
+  // The models predict one layer; the ranks were measured over all of them.
+  const double layers = static_cast<double>(ctx_.layers);
+  std::vector<double> planned(work.size()), reference(work.size());
+  for (size_t r = 0; r < work.size(); ++r) {
+    planned[r] = work[r].PredictNs(attention_model_) * layers;
+    reference[r] = work[r].PredictNs(reference_model_) * layers;
+  }
+  ctx_.metrics->OnPrefillBatch(requests, tokens, rank_ns, planned, reference);
+  for (size_t r = 0; r < work.size(); ++r) {
+    attention_fit_.Add(work[r], static_cast<double>(rank_ns[r]) / layers);
+  }
+  // A fit that is degenerate so far (too few, too similar samples) keeps the model in use.
+  sched::AttentionTimeModel fitted;
+  if (ctx_.options.calibrate_attention && attention_fit_.samples() >= kMinFitSamples &&
+      attention_fit_.Fit(&fitted)) {
+    attention_model_ = fitted;
+  }
+  ctx_.metrics->OnAttentionModel(attention_model_,
+                                 ctx_.options.calibrate_attention ? attention_fit_.samples() : 0);
 }
 
 Status Prefiller::Complete(PeJob& job) {

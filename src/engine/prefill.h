@@ -50,6 +50,7 @@
 #include <thread>
 #include <vector>
 
+#include "dualpath/sched/attention_fit.h"
 #include "engine/context.h"
 #include "engine/hit_reader.h"
 #include "engine/notice.h"
@@ -87,6 +88,11 @@ class Prefiller {
   // kBatched's compute loop and one forward batch over `jobs` (plan: sched::PackRanks over them).
   void BatchLoop();
   void RunBatch(std::vector<std::shared_ptr<PeJob>>& jobs, const sched::BatchPlan& plan);
+  // After a batch without failed chunks: the planning and reference models' per-rank predictions
+  // for the metrics, the measured times into the fit, and (calibrate_attention) the refitted
+  // model for the next plan. work: each rank's chunks; rank_ns: measured, all layers.
+  void CalibrateAttention(std::span<const sched::RankWork> work, std::span<const int64_t> rank_ns,
+                          size_t requests, int64_t tokens);
   // Where recompute starts (the hit KV in place before it): set once, when compute first takes
   // the job (on the DE path after its first layer arrived). Caller holds mu_.
   void BeginLocked(PeJob& job);
@@ -135,8 +141,20 @@ class Prefiller {
   bool stop_ = false;                                   // guarded by mu_
   size_t computing_ = 0;   // jobs taken by compute (a batch, or one); guarded by mu_
   uint64_t last_seq_ = 0;  // admission order of jobs (PeJob::seq); guarded by mu_
-  sched::AttentionTimeModel attention_model_;  // kBatched: the reference model's, fixed
-  std::unique_ptr<model::RankPool> ranks_;     // kBatched: the engine's ranks; compute thread only
+  // kBatched, compute thread only: the time model PackRanks plans with (the reference model's
+  // until enough batches were measured, then, with calibrate_attention, the fit to them), the
+  // fixed reference model (for its error in the batch stats) and the fit.
+  sched::AttentionTimeModel attention_model_;
+  sched::AttentionTimeModel reference_model_;
+  sched::AttentionFit attention_fit_{kAttentionForget};
+  // Each sample weighs 0.995 of the one after it: the fit's memory is ~200 rank samples (~50
+  // batches of 4 ranks), long enough to average out one batch's noise, short enough to follow
+  // the machine's load.
+  static constexpr double kAttentionForget = 0.995;
+  // Rank samples before the fit replaces the reference model (several batches' worth, so five
+  // terms are not fitted to a handful of points).
+  static constexpr uint64_t kMinFitSamples = 24;
+  std::unique_ptr<model::RankPool> ranks_;  // kBatched: the engine's ranks; compute thread only
   std::thread loader_;
   std::thread reader_thread_;
   std::thread compute_;

@@ -36,7 +36,9 @@ Status AttentionTimeModel::Validate() const {
   } fields[] = {{"fixed_ns", fixed_ns},
                 {"per_token_ns", per_token_ns},
                 {"per_cached_pair_ns", per_cached_pair_ns},
-                {"per_token_sq_ns", per_token_sq_ns}};
+                {"per_token_sq_ns", per_token_sq_ns},
+                {"per_chunk_ns", per_chunk_ns},
+                {"per_cached_pair_ctx_ns", per_cached_pair_ctx_ns}};
   for (const auto& f : fields) {
     if (!std::isfinite(f.v) || f.v < 0) {
       return BadConfig(
@@ -187,6 +189,7 @@ void PlaceAtLevel(std::span<const PrefillWork> queue, const AttentionTimeModel& 
     out->tokens += take;
   }
   RankTimes(queue, model, ranks, out);
+  out->level_ns = level;
 }
 
 }  // namespace

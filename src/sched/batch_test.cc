@@ -376,6 +376,123 @@ TEST(PackRanksTest, RandomQueuesKeepTheInvariants) {
   EXPECT_GE(better, trials * 9 / 10);
 }
 
+// The water-level bound (§6.2 packing against its own model) in the loaded regime, where the
+// queue holds more than the ranks take: no rank's load (its predicted time without fixed_ns) is
+// over the level the plan was placed at, and none is below it by a minimum chunk or more - a batch
+// closes only when the least-loaded rank cannot take min_chunk_tokens of the next request. So the
+// predicted max/avg is at most (L + fixed) / (L + fixed - δ), δ the costliest such minimum chunk.
+// Checked over random queues and models, with a per-chunk cost and fine and coarse minimum
+// chunks. (When the whole queue fits, a request cannot be split across ranks, so some ranks may
+// end lower: that is the granularity the engine's min chunk and the plan's rounds work against.)
+TEST(PackRanksTest, PackedRanksAreWithinAMinimumChunkOfTheWaterLevel) {
+  std::mt19937_64 rng(62);
+  int checked = 0;
+  for (int trial = 0; trial < 400; ++trial) {
+    AttentionTimeModel m;
+    m.fixed_ns = static_cast<double>(rng() % 3) * 1e5;
+    m.per_chunk_ns = static_cast<double>(rng() % 4) * 5e4;
+    m.per_token_ns = 500 + static_cast<double>(rng() % 2000);
+    m.per_cached_pair_ns = 10 + static_cast<double>(rng() % 60);
+    m.per_token_sq_ns = m.per_cached_pair_ns / (1 + static_cast<double>(rng() % 4));
+    BatchLimits limits = Limits(20);
+    limits.min_chunk_tokens = (rng() % 2) != 0 ? 8 : 64;
+    const uint32_t ranks = 2 + static_cast<uint32_t>(rng() % 5);
+    std::vector<PrefillWork> q(ranks + 4 + rng() % 30);
+    for (PrefillWork& w : q) {
+      w.cached_tokens = static_cast<int64_t>(rng() % 3000);
+      // Mostly agentic appends (tens of tokens), now and then a first turn.
+      w.remaining_tokens = 1 + static_cast<int64_t>(rng() % 8 == 0 ? rng() % 3000 : rng() % 200);
+    }
+    double delta = 0;
+    for (const PrefillWork& w : q) {
+      delta = std::max(
+          delta, m.ItemNs(w.cached_tokens, std::min(limits.min_chunk_tokens, w.remaining_tokens)));
+    }
+    BatchPlan plan;
+    ASSERT_TRUE(PackRanks(q, m, limits, ranks, RankPlacement::kPacked, &plan).ok());
+    CheckPlan(q, m, ranks, plan);
+    const double level = plan.level_ns;
+    // The head alone over the level runs anyway (progress); no bound is claimed then.
+    if (m.ItemNs(q[0].cached_tokens, std::min(limits.min_chunk_tokens, q[0].remaining_tokens)) >
+        level) {
+      continue;
+    }
+    for (uint32_t r = 0; r < ranks; ++r) {
+      const double load = plan.rank_ns[r] > 0 ? plan.rank_ns[r] - m.fixed_ns : 0;
+      EXPECT_LE(load, level * (1 + 1e-9)) << "trial " << trial << " rank " << r;
+    }
+    if (plan.entries.size() == q.size()) continue;  // the whole queue fits: not the loaded case
+    for (uint32_t r = 0; r < ranks; ++r) {
+      const double load = plan.rank_ns[r] > 0 ? plan.rank_ns[r] - m.fixed_ns : 0;
+      EXPECT_GE(load, level - delta - 1e-6 * level) << "trial " << trial << " rank " << r;
+    }
+    if (level + m.fixed_ns > delta) {
+      EXPECT_LE(MaxAvg(plan.rank_ns),
+                (level + m.fixed_ns) / (level + m.fixed_ns - delta) * (1 + 1e-9))
+          << "trial " << trial;
+    }
+    ++checked;
+  }
+  EXPECT_GT(checked, 200);
+}
+
+// Chunked prefill run to the end (as the PE does: a batch's chunks advance their requests, the
+// finished ones leave, the chunked ones stay at their place in the queue): every batch is a
+// prefix of the FIFO queue (no request starts before an earlier one), each request gets exactly
+// its tokens, in order, one chunk per batch, and every batch makes progress.
+TEST(PackRanksTest, ChunkingConservesTokensAndOrder) {
+  std::mt19937_64 rng(63);
+  for (int trial = 0; trial < 100; ++trial) {
+    const AttentionTimeModel m = Model();
+    BatchLimits limits = Limits(20 + static_cast<Nanos>(rng() % 200));
+    limits.min_chunk_tokens = 1 + static_cast<int64_t>(rng() % 64);
+    const uint32_t ranks = 1 + static_cast<uint32_t>(rng() % 6);
+    const RankPlacement placement =
+        (rng() % 2) != 0 ? RankPlacement::kPacked : RankPlacement::kRoundRobin;
+    struct Req {
+      int id;
+      PrefillWork w;
+    };
+    std::vector<Req> queue;
+    std::vector<int64_t> want, start;
+    for (int i = 0; i < 1 + static_cast<int>(rng() % 20); ++i) {
+      const PrefillWork w{static_cast<int64_t>(rng() % 5000),
+                          1 + static_cast<int64_t>(rng() % 4000)};
+      queue.push_back({i, w});
+      want.push_back(w.remaining_tokens);
+      start.push_back(w.cached_tokens);
+    }
+    std::vector<int64_t> got(want.size(), 0);
+    int next_new = 0;  // the lowest id never scheduled yet
+    int batches = 0;
+    std::vector<PrefillWork> work;
+    BatchPlan plan;
+    while (!queue.empty()) {
+      ASSERT_LT(++batches, 100000) << "no progress";
+      work.clear();
+      for (const Req& r : queue) work.push_back(r.w);
+      ASSERT_TRUE(PackRanks(work, m, limits, ranks, placement, &plan).ok());
+      CheckPlan(work, m, ranks, plan);
+      ASSERT_FALSE(plan.entries.empty());
+      for (size_t k = 0; k < plan.entries.size(); ++k) {
+        ASSERT_EQ(plan.entries[k].index, k) << "a batch must be a prefix of the queue";
+        Req& r = queue[k];
+        // The chunk continues exactly where the request's computed KV ends.
+        EXPECT_EQ(r.w.cached_tokens, start[r.id] + got[r.id]);
+        if (r.id >= next_new) {
+          EXPECT_EQ(r.id, next_new) << "request " << r.id << " overtook " << next_new;
+          next_new = r.id + 1;
+        }
+        got[r.id] += plan.entries[k].bsz;
+        r.w.cached_tokens += plan.entries[k].bsz;
+        r.w.remaining_tokens -= plan.entries[k].bsz;
+      }
+      std::erase_if(queue, [](const Req& r) { return r.w.remaining_tokens == 0; });
+    }
+    EXPECT_EQ(got, want) << "trial " << trial;
+  }
+}
+
 TEST(PackRanksTest, ZeroRanksIsABadConfig) {
   BatchPlan plan;
   const std::vector<PrefillWork> q = {{0, 10}};

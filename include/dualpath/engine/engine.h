@@ -97,6 +97,12 @@ struct EngineOptions {
   uint32_t ranks = 1;
   sched::RankPlacement rank_placement = sched::RankPlacement::kPacked;
   Nanos compute_quota = 300 * kNanosPerMilli;
+  // The §6.2 time model PackRanks plans with: true fits it to the ranks' measured attention times
+  // as batches run (sched::AttentionFit), starting from the reference model's fixed one; false
+  // keeps the fixed one. And the smallest chunk a request is cut to when a rank's room is less
+  // than its remainder (smaller: ranks fill closer to the level).
+  bool calibrate_attention = true;
+  int64_t min_chunk_tokens = 8;
   // Written at exit (JSON: forward batch sizes and per-rank attention balance), when set.
   std::string batch_stats_path;
   // PE: how many requests the loader may have loaded (or be loading) beyond the one computing.

@@ -8,13 +8,15 @@
 // closes the batch. Equal attention times across data-parallel attention GPUs keep the bubbles
 // before the shared FFN stage small (Figure 14's max/avg 1.06).
 //
-// The time model is fitted offline by the caller (profiling, as the paper and PrefillOnly /
-// Sarathi-Serve do):
-//   time = fixed_ns + Σ_i ( per_token_ns·bsz_i + per_cached_pair_ns·bsz_i·cached_i
-//                           + per_token_sq_ns·bsz_i² )
-// (linear projections per new token, attention of new tokens over cached ones, and the causal
-// triangle among new tokens). All coefficients are >= 0, so time is monotone in every bsz_i, which
-// is what makes the binary search valid.
+// The time model is fitted by the caller (profiling, as the paper and PrefillOnly / Sarathi-Serve
+// do; an engine can also fit it to its own measured attention times with sched::AttentionFit,
+// attention_fit.h):
+//   time = fixed_ns + Σ_i ( per_chunk_ns + per_token_ns·bsz_i + per_cached_pair_ns·bsz_i·cached_i
+//                           + per_token_sq_ns·bsz_i² + per_cached_pair_ctx_ns·bsz_i·cached_i² )
+// (a chunk's own set-up, linear projections per new token, attention of new tokens over cached
+// ones, the causal triangle among new tokens, and the extra cost per pair of a long prefix whose
+// KV no longer stays in the cache). All coefficients are >= 0, so time is monotone
+// in every bsz_i, which is what makes the binary search valid.
 //
 // Pure functions; no allocation beyond growing `out`. Thread safety: reentrant.
 #pragma once
@@ -33,12 +35,23 @@ struct AttentionTimeModel {
   double per_token_ns = 0;
   double per_cached_pair_ns = 0;
   double per_token_sq_ns = 0;
+  // Per chunk (entry) of a batch with bsz > 0, on the rank that computes it. 0 unless fitted to
+  // an engine's measurements; added last so that a model without it gives the same bits as before
+  // (x + 0.0 == x: the simulator's results do not move).
+  double per_chunk_ns = 0;
+  // Per (new, cached) pair and cached token: a pair over a long prefix costs more than one over a
+  // short one once the prefix's KV is streamed from memory rather than cache (one batch of the
+  // reference model, dev build: ~40 ns per pair at 2,800 cached tokens, ~30 at ~600; the PE's fit
+  // in docs/engine.md "Measured" gave 0.0065 ns, +19 ns per pair at 3,000). 0 unless fitted;
+  // added last, like per_chunk_ns.
+  double per_cached_pair_ctx_ns = 0;
 
   // Contribution of one (cached, bsz) pair, without fixed_ns.
   double ItemNs(int64_t cached, int64_t bsz) const {
     const double b = static_cast<double>(bsz);
     return per_token_ns * b + per_cached_pair_ns * b * static_cast<double>(cached) +
-           per_token_sq_ns * b * b;
+           per_token_sq_ns * b * b + (bsz > 0 ? per_chunk_ns : 0.0) +
+           per_cached_pair_ctx_ns * b * static_cast<double>(cached) * static_cast<double>(cached);
   }
   // kSchedBadConfig naming a negative or non-finite coefficient.
   Status Validate() const;
@@ -74,11 +87,15 @@ struct BatchPlan {
   // with nothing to do). predicted_ns is then their maximum: the batch's attention stage ends
   // with its slowest rank. Empty from PackBatch.
   std::vector<double> rank_ns;
+  // PackRanks kPacked: the per-rank level (without fixed_ns) the entries were placed at; every
+  // rank's load is at most this unless the head alone exceeds it (progress). 0 otherwise.
+  double level_ns = 0;
   void Clear() {
     entries.clear();
     predicted_ns = 0;
     tokens = 0;
     rank_ns.clear();
+    level_ns = 0;
   }
 };
 
