@@ -42,7 +42,7 @@ constexpr uint64_t kMaxMinChunkTokens = 1u << 20;  // no prompt is longer (kv li
 struct EngineArgs {
   std::string role;
   std::string scheduler;
-  std::string decode_batching = "serial";
+  std::string decode_batching = "continuous";
   std::string prefill_batching = "serial";
   std::string rank_placement = "packed";
   std::string attention_model = "calibrated";
@@ -237,7 +237,7 @@ void Register(CLI::App& root, int* exit_code) {
   sub->add_option("--decode-batching", a->decode_batching,
                   "Decode engine: continuous (every active request advances one token per step, "
                   "arrivals join at step boundaries) or serial (one request at a time); default "
-                  "serial")
+                  "continuous")
       ->check(CLI::IsMember({"continuous", "serial"}));
   sub->add_option("--prefill-batching", a->prefill_batching,
                   "Prefill engine: batched (forward batches of every loaded request's chunks, "

@@ -173,6 +173,12 @@ Status Engine::Impl::RegisterAndBuild() {
   ctx.block_tokens = reply.block_tokens();
   const kv::ModelGeometry geometry = mc->Geometry();
   ctx.shape = kv::BlockShape::For(geometry, ctx.block_tokens);
+  if (o.role == Role::kDecode && o.write_behind_bytes < storage::BlockStore::FileBytes(ctx.shape)) {
+    // Every block would be refused as larger than the queue (a miss on every later turn).
+    return InvalidArgument(
+        fmt::format("write-behind queue of {} bytes is below one block file ({} bytes)",
+                    o.write_behind_bytes, storage::BlockStore::FileBytes(ctx.shape)));
+  }
   // The service's hashing: prompts arrive hashed (Assignment.prompt_block_hashes); this hasher
   // checks each carried chain's first hash and extends chains over generated tokens.
   Result<kv::HashAlgo> algo = kv::ParseHashAlgo(

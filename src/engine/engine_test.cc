@@ -123,6 +123,7 @@ class EngineTest : public ::testing::Test {
     o.ucx_tls = "tcp";
     o.fetch_wait_ms = 50;
     o.decode_batching = decode_batching_;
+    o.write_behind_bytes = write_behind_bytes_;
     o.prefill_batching = prefill_batching_;
     o.ranks = ranks_;
     o.rank_placement = rank_placement_;
@@ -231,6 +232,7 @@ class EngineTest : public ::testing::Test {
   Nanos request_timeout_ = 30 * kNanosPerSecond;
   Nanos de_request_timeout_ = 0;  // the DE's, when not 0 (otherwise request_timeout_)
   DecodeBatching decode_batching_ = DecodeBatching::kContinuous;
+  uint64_t write_behind_bytes_ = EngineOptions{}.write_behind_bytes;
   PrefillBatching prefill_batching_ = PrefillBatching::kBatched;
   uint32_t ranks_ = 2;
   sched::RankPlacement rank_placement_ = sched::RankPlacement::kPacked;
@@ -560,6 +562,113 @@ TEST_P(DecodeBatchingTest, ConcurrentAgentsGiveReferenceOutputs) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Modes, DecodeBatchingTest,
+                         ::testing::Values(DecodeBatching::kContinuous, DecodeBatching::kSerial),
+                         [](const auto& info) {
+                           return info.param == DecodeBatching::kSerial ? "Serial" : "Continuous";
+                         });
+
+// Issue 28 acceptance 2 (docs/engine.md "Decode batching"): a full write-behind must not stall
+// the decode step loop. The DE's store holds every publish (a sink that does not drain) and its
+// write-behind queue holds two block files, so the first request's new prompt blocks fill it. The
+// step loop still steps every request to its end (the DE's step counter says so) while the queue
+// stays full; no result is reported and no block is visible before its blocks are written (the
+// next turn must find them, and a block is never a hit before it is durable); the requests hold
+// their buffers meanwhile. Once the sink drains, every block of every request is written and every
+// result equals the reference. Before the fix the decode thread waited in WriteBehind::Submit
+// (block_when_full) at the first request's third block and never stepped at all.
+// Holds every block publish of the DE's store (after the file is written, before the rename that
+// makes it visible) until opened: a storage sink that does not drain. (storage's own tests use
+// storage::testing::PublishGate, a private header of that component.)
+class HeldPublishes final : public storage::StorageFaults {
+ public:
+  void BeforePublish(const kv::BlockHash&) override {
+    std::unique_lock<std::mutex> lock(mu_);
+    ++arrived_;
+    cv_.notify_all();
+    cv_.wait(lock, [&] { return open_; });
+  }
+  void WaitArrived(int n) {
+    std::unique_lock<std::mutex> lock(mu_);
+    cv_.wait(lock, [&] { return arrived_ >= n; });
+  }
+  void Open() {
+    std::lock_guard<std::mutex> lock(mu_);
+    open_ = true;
+    cv_.notify_all();
+  }
+
+ private:
+  std::mutex mu_;
+  std::condition_variable cv_;
+  int arrived_ = 0;
+  bool open_ = false;
+};
+
+class FullWriteBehindTest : public EngineTest,
+                            public ::testing::WithParamInterface<DecodeBatching> {
+ protected:
+  FullWriteBehindTest() {
+    decode_batching_ = GetParam();
+    de_faults_ = &gate_;
+    const kv::BlockShape shape =
+        kv::BlockShape::For(model::RefModelConfig::Parse(kSpec).value().Geometry(), kBt);
+    write_behind_bytes_ = 2 * storage::BlockStore::FileBytes(shape);
+  }
+  void TearDown() override {
+    gate_.Open();  // lets the write-behind drain so the DE can stop
+    EngineTest::TearDown();
+  }
+  HeldPublishes gate_;
+};
+
+TEST_P(FullWriteBehindTest, StepLoopKeepsSteppingWhileTheWriteBehindIsFull) {
+  ASSERT_TRUE(pe_ && de_);
+  constexpr int kAgents = 4;
+  constexpr uint32_t kGen = 12;
+  std::vector<v1c::RequestSpec> specs;
+  for (int i = 0; i < kAgents; ++i) {
+    Agent agent(200 + i);
+    // 40-88 prompt tokens: 2-5 new prompt blocks each, and the fed tokens complete more.
+    specs.push_back(agent.NextTurn(i + 1, 40 + 16 * i, kGen));
+  }
+  for (const auto& s : specs) {
+    sched_.Assign(pe_->engine_id(), de_->engine_id(), s, v1c::READ_SIDE_PREFILL, 0, 0);
+  }
+  const double request_steps = kAgents * (kGen - 1);
+  ASSERT_TRUE(WaitUntil([&] {
+    return Series("dualpath_engine_decode_step_requests_total", "d0.0") >= request_steps;
+  })) << "the decode step loop stalled on the full write-behind: "
+      << Series("dualpath_engine_decode_step_requests_total", "d0.0") << " of " << request_steps
+      << " request-steps ran";
+  gate_.WaitArrived(1);  // the queue's first block is in flight, held before its publish
+  // Every request's blocks: the prompt's and those its fed tokens complete.
+  std::vector<std::vector<kv::BlockHash>> blocks;
+  size_t total = 0;
+  for (const auto& s : specs) {
+    std::vector<uint32_t> tokens(s.prompt().begin(), s.prompt().end());
+    tokens.insert(tokens.end(), s.teacher().begin(), s.teacher().begin() + (kGen - 1));
+    blocks.push_back(hasher_->HashPrefix(tokens));
+    total += blocks.back().size();
+  }
+  ASSERT_GT(total, 4u);  // more than the queue (2) and the one in flight hold
+  for (const auto& s : specs) {
+    EXPECT_FALSE(sched_.Wait(s.request_id(), std::chrono::milliseconds(0)).has_value())
+        << "request " << s.request_id() << " reported before its blocks were written";
+  }
+  for (const auto& hs : blocks) {
+    for (const auto& h : hs) EXPECT_FALSE(store_->Contains(h));
+  }
+  EXPECT_EQ(Series("dualpath_engine_unfinished_requests", "d0.0"), kAgents);  // buffers held
+  gate_.Open();
+  for (size_t i = 0; i < specs.size(); ++i) {
+    ExpectReference(specs[i], Wait(specs[i].request_id()));
+    for (size_t b = 0; b < blocks[i].size(); ++b) {
+      EXPECT_TRUE(store_->Contains(blocks[i][b])) << "request " << i + 1 << " block " << b;
+    }
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Modes, FullWriteBehindTest,
                          ::testing::Values(DecodeBatching::kContinuous, DecodeBatching::kSerial),
                          [](const auto& info) {
                            return info.param == DecodeBatching::kSerial ? "Serial" : "Continuous";

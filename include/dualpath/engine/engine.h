@@ -92,7 +92,11 @@ struct EngineOptions {
   std::string ucx_tls = "tcp";   // UCX_TLS of the transfer engine
   unsigned read_depth = 8;       // io_uring reads in flight per reader stage
   uint32_t fetch_wait_ms = 200;  // long-poll bound of one Fetch
-  DecodeBatching decode_batching = DecodeBatching::kSerial;  // decode engines only
+  DecodeBatching decode_batching = DecodeBatching::kContinuous;  // decode engines only
+  // Decode engines: bytes of block files the write-behind may hold queued or in flight (at least
+  // one block file). Blocks it refuses when full wait in their requests' buffers, never in the
+  // decode step loop (docs/engine.md "Decode batching").
+  uint64_t write_behind_bytes = 64ull << 20;
   // Prefill engines only (docs/engine.md "Prefill batching"): how forward batches are formed, the
   // engine's data-parallel attention ranks (threads standing in for its GPUs), how chunks are
   // placed on them, and each rank's compute quota (predicted attention time of one layer).
