@@ -2,6 +2,7 @@
 //
 //   dualpath cluster up --pd 2P2D --stor-rate 400mbit --comp-rate 2gbit [--name N] [--dscp]
 //       [--store [--store-dram-mib M]]
+//       [--rack-pool coherent|noncoherent [--rack-pool-size S] [--rack-pool-path P]]
 //   dualpath cluster status [--name N]
 //   dualpath cluster exec [--name N] NODE -- CMD...
 //   dualpath cluster get [--name N] KEY            (one value, for scripts)
@@ -14,13 +15,17 @@
 #include <cstdio>
 #include <fstream>
 #include <iostream>
+#include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "cli/command.h"
+#include "cli/number_flags.h"
 #include "dualpath/common/numeric.h"
 #include "dualpath/common/stop_signal.h"
 #include "dualpath/replay/cluster_store.h"
+#include "dualpath/replay/rack_pool.h"
 #include "dualpath/testbed/cluster.h"
 #include "dualpath/testbed/link_stats.h"
 #include "dualpath/testbed/netperf.h"
@@ -145,9 +150,35 @@ void RegisterUpDown(CLI::App* cluster, int* exit_code) {
                  "DRAM tier of each store node, MiB (default 256; with --store)")
       ->check(CLI::Range(uint64_t{1}, uint64_t{1} << 20))
       ->needs(store_flag);
+  auto rack = std::make_shared<replay::RackPoolOptions>();
+  auto rack_size = std::make_shared<std::string>("1G");
+  CLI::Option* rack_flag = up->add_option(
+      "--rack-pool", rack->model,
+      "Also make the rack pool, coherent or noncoherent: one pool region every node maps (the "
+      "KV substrate of `cluster run --kv-substrate rack-pool`), its lock manager `pool serve` on "
+      "the first node (and, noncoherent, a standby on the second), removed by `cluster down` "
+      "(docs/testbed.md \"Rack pool\")");
+  up->add_option("--rack-pool-size", *rack_size, "Data size of the rack pool (default 1G)")
+      ->needs(rack_flag);
+  up->add_option("--rack-pool-path", rack->path,
+                 "Where the rack pool lives: a file every node namespace sees (default "
+                 "/dev/shm/NAME-rack.pool), a hugetlbfs file or a DAX device")
+      ->needs(rack_flag);
   up->callback([=] {
     testbed::ClusterOptions o = *up_opts;
     Status s = [&]() -> Status {
+      replay::RackPoolOptions ro = *rack;
+      ro.daemons = true;
+      if (rack_flag->count() > 0) {
+        // Checked before anything is built (the model, the size; StartRackPool checks again).
+        if (ro.model != "coherent" && ro.model != "noncoherent") {
+          return InvalidArgument("--rack-pool '" + ro.model +
+                                 "': expected coherent or noncoherent");
+        }
+        ASSIGN_OR_RETURN(ro.bytes, ParseSize("--rack-pool-size", *rack_size));
+        RETURN_IF_ERROR(CheckCountRange("--rack-pool-size", ro.bytes, replay::kMinRackPoolBytes,
+                                        replay::kMaxRackPoolBytes, "bytes"));
+      }
       ASSIGN_OR_RETURN(auto counts, testbed::ParsePdSpec(*pd));
       o.prefill_nodes = counts.first;
       o.decode_nodes = counts.second;
@@ -166,6 +197,16 @@ void RegisterUpDown(CLI::App* cluster, int* exit_code) {
       }
       PrintDescription(c, std::cout);
       std::cout << fmt::format("up in {:.2f} s\n", report.seconds);
+      if (rack_flag->count() > 0) {
+        Result<std::unique_ptr<replay::RackPool>> rp = replay::StartRackPool(c, ro, std::cout);
+        if (!rp.ok()) {
+          Status down = testbed::ClusterDown(c.name);
+          return rp.status().WithContext(down.ok() ? "cluster " + c.name + " taken down again"
+                                                   : "taking cluster " + c.name +
+                                                         " down again failed: " + down.ToString());
+        }
+        (*rp)->Detach();  // the servers live in the cluster's namespaces: `cluster down` stops them
+      }
       if (*store) {
         replay::ClusterStoreOptions so;
         so.dram_mib = *store_dram_mib;
@@ -200,7 +241,16 @@ void RegisterUpDown(CLI::App* cluster, int* exit_code) {
       "down", "Stop and remove a cluster: processes, mounts, namespaces, state (idempotent)");
   AddNameOption(down, down_name.get());
   down->callback([=] {
+    // The rack pool's description lives in the state directory, which the tear-down removes:
+    // remove the region first (Pool::Destroy: the file and its node lock files; its servers,
+    // which still map it, are stopped with the cluster's other processes just after).
+    Status rack = Status::Ok();
+    if (Result<Cluster> c = testbed::LoadCluster(*down_name); c.ok()) {
+      Result<std::optional<replay::RackPoolInfo>> r = replay::LoadRackPool(*c);
+      if (r.ok() && r->has_value()) rack = replay::RemoveRackPool(*c, **r);
+    }
     Status s = testbed::ClusterDown(*down_name);
+    if (s.ok()) s = rack;
     *exit_code = s.ok() ? kExitOk : ReportError("cluster down", s);
   });
 }
@@ -215,6 +265,8 @@ void RegisterInspect(CLI::App* cluster, int* exit_code) {
     Status s = [&]() -> Status {
       ASSIGN_OR_RETURN(Cluster c, testbed::LoadCluster(*name));
       PrintDescription(c, std::cout);
+      ASSIGN_OR_RETURN(std::optional<replay::RackPoolInfo> rack, replay::LoadRackPool(c));
+      if (rack) std::cout << "  " << replay::DescribeRackPool(*rack) << "\n";
       std::cout << fmt::format("  {:<8} {:<9} {:>15} {:>15}   {}\n", "node", "link", "rx bytes",
                                "tx bytes", "mount");
       for (const Node& n : c.nodes) {

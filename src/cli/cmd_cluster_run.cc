@@ -13,6 +13,7 @@
 #include <memory>
 
 #include "cli/command.h"
+#include "cli/number_flags.h"
 #include "dualpath/common/file.h"
 #include "dualpath/common/stop_signal.h"
 #include "dualpath/replay/cluster_run.h"
@@ -32,6 +33,7 @@ struct RunArgs {
   bool no_pool = false;
   std::string kill;
   std::string fault;
+  std::string rack_pool_size = "512M";
 };
 
 void Register(CLI::App& root, int* exit_code) {
@@ -136,6 +138,18 @@ void Register(CLI::App& root, int* exit_code) {
   run->add_flag("--no-pool", a->no_pool,
                 "Engines keep their buffers in process memory instead of their node's "
                 "shared-memory pool (/dev/shm/dualpath-CLUSTER-NODE.pool)");
+  run->add_option("--kv-substrate", o.kv_substrate,
+                  "How KV moves between a PE and its DE: ucx (puts over the compute link) or "
+                  "rack-pool (objects in the cluster's rack pool, only notices on the compute "
+                  "link; docs/e2e.md \"KV substrate\"); default ucx");
+  run->add_option("--rack-pool", o.rack_pool_model,
+                  "With --kv-substrate rack-pool on a cluster without a rack pool: the memory "
+                  "model of the one this run makes, coherent or noncoherent (default coherent)");
+  run->add_option("--rack-pool-size", a->rack_pool_size,
+                  "Data size of the run's rack pool (K/M/G; default 512M)");
+  run->add_option("--rack-kill-manager", o.rack_kill_manager_s,
+                  "With --rack-pool noncoherent: SIGKILL the pool serve holding the lock-manager "
+                  "role this many seconds into each system's replay (its standby takes over)");
   run->add_flag("--no-check", a->no_check, "Skip the recompute-and-compare correctness check");
   run->callback([a, pd, append, turns, exit_code] {
     // SIGINT / SIGTERM end the run at its next check (within a poll interval): the service and
@@ -150,6 +164,7 @@ void Register(CLI::App& root, int* exit_code) {
       o.workload = replay::WithSourceDefaults(
           o.workload, {.append = append->count() > 0, .turns = turns->count() > 0});
       ASSIGN_OR_RETURN(o.systems, replay::ParseSystems(a->systems));
+      ASSIGN_OR_RETURN(o.rack_pool_bytes, ParseSize("--rack-pool-size", a->rack_pool_size));
       if (!a->kill.empty()) {
         const size_t colon = a->kill.find(':');
         char* end = nullptr;

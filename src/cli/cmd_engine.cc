@@ -35,17 +35,20 @@ constexpr uint64_t kMaxPoolMib = 1u << 22;    // 4 TiB: a node's shared-memory p
 constexpr uint64_t kMaxHbmTokens = 1ull << 40;
 constexpr double kMaxTimeoutS = 86'400;  // a day: beyond, a stuck request is never noticed
 constexpr uint64_t kMaxRanks = 64;       // threads standing in for the GPUs of one engine
+constexpr uint64_t kMaxRackNode = 1023;  // a pool region has at most 1024 nodes (docs/pool.md)
 constexpr double kMaxComputeQuotaMs = 60'000;
 constexpr uint64_t kMaxMinChunkTokens = 1u << 20;  // no prompt is longer (kv limits)
 
 struct EngineArgs {
   std::string role;
   std::string scheduler;
-  std::string decode_batching = "serial";
+  std::string decode_batching = "continuous";
   std::string prefill_batching = "serial";
   std::string rank_placement = "packed";
   std::string attention_model = "calibrated";
   uint64_t min_chunk_tokens = 8;
+  std::string kv_substrate = "ucx";
+  uint64_t rack_node = 0;
   uint64_t ranks = 1;
   double compute_quota_ms = 300;
   uint64_t buffer_mib = 256;
@@ -112,6 +115,10 @@ int RunEngine(EngineArgs& a) {
         CheckRange("--compute-quota-ms", a.compute_quota_ms, 0.001, kMaxComputeQuotaMs, "ms"));
     RETURN_IF_ERROR(
         CheckCountRange("--min-chunk-tokens", a.min_chunk_tokens, 1, kMaxMinChunkTokens, "tokens"));
+    RETURN_IF_ERROR(CheckCountRange("--rack-node", a.rack_node, 0, kMaxRackNode, "(node id)"));
+    if (a.kv_substrate == "rack-pool" && o.rack_pool_path.empty()) {
+      return InvalidArgument("--kv-substrate rack-pool needs --rack-pool PATH");
+    }
     if (!o.kv_store_etcd.empty() && o.kv_store_cluster.empty()) {
       return InvalidArgument("--kv-store-etcd needs --kv-store-cluster");
     }
@@ -135,6 +142,8 @@ int RunEngine(EngineArgs& a) {
     o.transfer_token = std::move(*token);
   }
   o.buffer_bytes = a.buffer_mib << 20;
+  o.kv_substrate = *engine::ParseKvSubstrate(a.kv_substrate);  // CLI::IsMember checked it
+  o.rack_node = static_cast<uint32_t>(a.rack_node);
   o.pool_bytes = a.pool_mib << 20;
   o.request_timeout = FromSeconds(a.request_timeout_s);
   o.ranks = static_cast<uint32_t>(a.ranks);
@@ -228,7 +237,7 @@ void Register(CLI::App& root, int* exit_code) {
   sub->add_option("--decode-batching", a->decode_batching,
                   "Decode engine: continuous (every active request advances one token per step, "
                   "arrivals join at step boundaries) or serial (one request at a time); default "
-                  "serial")
+                  "continuous")
       ->check(CLI::IsMember({"continuous", "serial"}));
   sub->add_option("--prefill-batching", a->prefill_batching,
                   "Prefill engine: batched (forward batches of every loaded request's chunks, "
@@ -257,6 +266,20 @@ void Register(CLI::App& root, int* exit_code) {
   sub->add_option("--batch-stats", a->o.batch_stats_path,
                   "Prefill engine: write forward batch sizes and per-rank attention balance "
                   "(JSON) here at exit");
+  sub->add_option("--kv-substrate", a->kv_substrate,
+                  "How KV moves between a PE and its DE: ucx (puts over the compute link) or "
+                  "rack-pool (objects in the rack pool --rack-pool, only notices on the compute "
+                  "link; docs/engine.md \"KV substrate\"); default ucx")
+      ->check(CLI::IsMember({"ucx", "rack-pool"}));
+  sub->add_option("--rack-pool", a->o.rack_pool_path,
+                  "The rack's shared pool region (a file every node maps, or a DAX device); it "
+                  "must exist (`cluster run --kv-substrate rack-pool` or `pool create` makes it)");
+  sub->add_option("--rack-node", a->rack_node,
+                  "This engine's node id in the rack pool (its non-coherent lock tier), 0-1023; "
+                  "default 0");
+  sub->add_option("--kv-stats", a->o.kv_stats_path,
+                  "Write the KV substrate's counters (JSON: compute link KV bytes, rack pool "
+                  "bytes) here at exit");
   sub->add_option("--fetch-wait-ms", a->o.fetch_wait_ms, "Long-poll bound of a Fetch (default 200)")
       ->check(CLI::Range(1, 60000));
   sub->add_option("--request-timeout-s", a->request_timeout_s,

@@ -2,7 +2,9 @@
 
 #include <cerrno>
 #include <cmath>
+#include <cstdint>
 #include <cstdlib>
+#include <exception>
 #include <string>
 
 namespace dualpath::cli {
@@ -72,5 +74,37 @@ void Guard(CLI::App& app) {
 }  // namespace
 
 void GuardNumberOptions(CLI::App& app) { Guard(app); }
+
+Result<uint64_t> ParseSize(const std::string& what, const std::string& s) {
+  if (s.empty()) return InvalidArgument(what + ": empty size");
+  // stoull would accept "-1" (as 2^64-1) and leading blanks: a size starts with a digit.
+  if (s[0] < '0' || s[0] > '9') {
+    return InvalidArgument(what + ": '" + s + "' is not a size (e.g. 4096, 64K, 4M, 8G)");
+  }
+  size_t pos = 0;
+  uint64_t v = 0;
+  try {
+    v = std::stoull(s, &pos);
+  } catch (const std::exception&) {
+    return InvalidArgument(what + ": '" + s + "' is not a size (e.g. 4096, 64K, 4M, 8G)");
+  }
+  const std::string unit = s.substr(pos);
+  uint64_t mult = 1;
+  if (unit == "K" || unit == "k" || unit == "KiB") {
+    mult = 1ull << 10;
+  } else if (unit == "M" || unit == "m" || unit == "MiB") {
+    mult = 1ull << 20;
+  } else if (unit == "G" || unit == "g" || unit == "GiB") {
+    mult = 1ull << 30;
+  } else if (!unit.empty()) {
+    return InvalidArgument(what + ": '" + s + "' has an unknown unit (use K, M or G)");
+  }
+  // A file size is an off_t: at most 2^63-1 bytes (and v * mult must not wrap).
+  constexpr uint64_t kMaxSize = uint64_t{INT64_MAX};
+  if (v > kMaxSize / mult) {
+    return InvalidArgument(what + ": '" + s + "' is more than 2^63-1 bytes");
+  }
+  return v * mult;
+}
 
 }  // namespace dualpath::cli

@@ -14,6 +14,10 @@
 #pragma once
 
 #include <CLI/CLI.hpp>
+#include <cstdint>
+#include <string>
+
+#include "dualpath/common/status.h"
 
 namespace dualpath::cli {
 
@@ -21,5 +25,9 @@ namespace dualpath::cli {
 // unsigned (CLI11 type "UINT"): no minus sign, at most 2^64-1; signed ("INT"): within 64 bits;
 // floating point ("FLOAT"): a finite double.
 void GuardNumberOptions(CLI::App& app);
+
+// A byte size flag: "4096", "64K", "4M", "8G" (binary units; also k/m/g and KiB/MiB/GiB), at most
+// 2^63-1 bytes (a file size). Anything else is kInvalidArgument naming `what` and the value.
+Result<uint64_t> ParseSize(const std::string& what, const std::string& s);
 
 }  // namespace dualpath::cli

@@ -17,6 +17,16 @@ int64_t RealtimeNs() {
   return int64_t{ts.tv_sec} * 1'000'000'000 + ts.tv_nsec;
 }
 
+std::string_view KvSubstrateName(KvSubstrate s) {
+  return s == KvSubstrate::kRackPool ? "rack-pool" : "ucx";
+}
+
+Result<KvSubstrate> ParseKvSubstrate(std::string_view name) {
+  if (name == "ucx") return KvSubstrate::kUcx;
+  if (name == "rack-pool") return KvSubstrate::kRackPool;
+  return InvalidArgument(fmt::format("KV substrate '{}' is not ucx or rack-pool", name));
+}
+
 ReadPlan MakeReadPlan(const control::v1::Assignment& a, uint32_t block_tokens) {
   ReadPlan p;
   const int64_t bt = block_tokens;

@@ -28,6 +28,7 @@
 #include "engine/kv_store_link.h"
 #include "engine/peer_probe.h"
 #include "engine/peers.h"
+#include "engine/rack_link.h"
 
 namespace dualpath::engine {
 
@@ -50,6 +51,8 @@ struct Context {
   // engines built without one (then nothing is ever unreachable by probe).
   PeerProber* prober = nullptr;
   SchedulerLink* scheduler = nullptr;
+  // --kv-substrate rack-pool: the rack region KV goes through instead of UCX puts; null: UCX.
+  RackLink* rack = nullptr;
   EngineMetrics* metrics = nullptr;  // set before the stages start (never null then)
   std::atomic<bool> stopping{false};
 

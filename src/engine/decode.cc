@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <limits>
 #include <vector>
 
 #include "dualpath/common/log.h"
@@ -43,12 +44,31 @@ struct DeReq {
   int64_t read_bytes = 0;
   int64_t ready_ns = 0;  // wall clock when it became ready to decode (Timing.decode_ready_ns)
   SteadyTime deadline;
+  // --kv-substrate rack-pool, guarded by Decoder::mu_: reads of the PE's rack objects into the
+  // buffer in progress (the buffer is not freed while any is), the first that failed (PrefillDone
+  // is then refused: never wrong KV to decode), and the layers whose DE-path object this engine
+  // wrote (released once the PE has them: its PrefillDone, or when the request goes).
+  int rack_reads = 0;
+  Status rack_error;
+  uint32_t rack_layers = 0;
 };
 
 namespace {
 uint64_t Addr(const void* p) { return reinterpret_cast<uint64_t>(p); }
 
-storage::WriteBehindOptions WriteBehindFor(KvStoreLink* kv_store) {
+// The rack object of layer `layer` of `r`'s KV going `d` (both engines name it the same way;
+// DE->PE objects without this engine's xfer id, which the PE may not have read yet).
+RackObjectId RackId(const DeReq& r, RackDirection d, uint32_t layer) {
+  return RackObjectId{d,
+                      r.a.request().request_id(),
+                      r.a.attempt(),
+                      r.pe_xfer_id,
+                      d == RackDirection::kToDecode ? r.xfer_id : 0,
+                      layer};
+}
+
+storage::WriteBehindOptions WriteBehindFor(const EngineOptions& options, KvStoreLink* kv_store,
+                                           std::function<void()> on_space) {
   storage::WriteBehindOptions o;
   if (kv_store != nullptr) {
     // Every block persisted to the node's tier also goes to the distributed store (its file
@@ -56,24 +76,59 @@ storage::WriteBehindOptions WriteBehindFor(KvStoreLink* kv_store) {
     o.after_write = [kv_store](std::span<const storage::EncodedBlock> blocks,
                                std::span<const Status> results) { kv_store->Put(blocks, results); };
   }
-  o.max_queued_bytes = 64ull << 20;
-  // Decode waits rather than drop a block: a dropped block is a miss (a full recompute of it) on
-  // the agent's next turn, which costs far more than the wait.
-  o.block_when_full = true;
+  o.max_queued_bytes = options.write_behind_bytes;
+  // Never wait in Submit: a full queue refuses, and the decode thread keeps the refused block in
+  // its request's buffer and offers it again when on_space says bytes were freed (DecodeLoop).
+  // Dropping it instead would make it a miss (a recompute) on the agent's next turn; waiting would
+  // hold every request of the step batch (docs/engine.md "Decode batching").
+  o.block_when_full = false;
+  o.on_space = std::move(on_space);
   return o;
 }
+
+// Blocks queued per step boundary while requests are decoding: encoding a block (a copy and a
+// checksum pass on the decode thread) delays the next step, so a burst (16 first turns joining at
+// once bring ~370 new blocks) is spread over steps. The storage link drains ~100 blocks/s of 512
+// KiB and steps take milliseconds, so this never limits what the link gets.
+constexpr int kQueuedBlocksPerStep = 8;
 }  // namespace
+
+struct Decoder::Active {
+  std::shared_ptr<DeReq> r;
+  v1::PrefillDoneRequest done;
+  // The computed positions' tokens: the prompt, then the teacher tokens fed to decode steps.
+  std::vector<uint32_t> tokens;
+  std::vector<kv::BlockHash> hashes;  // of every full block of `tokens`
+  int64_t full_blocks = 0;
+  int64_t next_write = 0;  // first full block not yet queued for write-behind (or loaded)
+  int64_t computed = 0;    // positions [0, computed) have their KV in the buffer
+  std::vector<uint32_t> generated;
+  uint32_t next_step = 1;  // generated token index the next step produces; done at gen_tokens
+  int64_t ready_ns = 0;    // DeReq::ready_ns
+  int64_t start_ns = 0;    // taken into decode (BeginDecode)
+  int64_t second_token_ns = 0;
+  int64_t done_ns = 0;  // its last step ran (retired; reported once its blocks are queued)
+};
 
 Decoder::Decoder(Context& ctx)
     : ctx_(ctx),
       reader_(*ctx.store, ctx.shape, ctx.options.read_depth, ctx.kv_store),
-      write_behind_(*ctx.store, WriteBehindFor(ctx.kv_store)) {
+      write_behind_(*ctx.store,
+                    WriteBehindFor(ctx.options, ctx.kv_store, [this] { OnWriteSpace(); })) {
   reader_thread_ = std::thread([this] { ReaderLoop(); });
   decode_thread_ = std::thread([this] { DecodeLoop(); });
   report_thread_ = std::thread([this] { ReportLoop(); });
 }
 
 Decoder::~Decoder() { Stop(); }
+
+void Decoder::OnWriteSpace() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    write_space_ = true;
+  }
+  cv_.notify_all();
+}
 
 void Decoder::Stop() {
   {
@@ -115,6 +170,13 @@ Result<v1::StartDecodeReply> Decoder::StartDecode(const v1::StartDecodeRequest& 
                                                   const std::function<bool()>& cancelled) {
   const v1c::RequestSpec& spec = req.assignment().request();
   RETURN_IF_ERROR(ValidateRequest(spec, ctx_.model->config().vocab));
+  const std::string_view substrate =
+      req.kv_substrate().empty() ? std::string_view("ucx") : std::string_view(req.kv_substrate());
+  if (substrate != KvSubstrateName(ctx_.options.kv_substrate)) {
+    return InvalidArgument(fmt::format("request {}: PE {} moves KV by {}, this engine by {}",
+                                       spec.request_id(), req.pe_name(), substrate,
+                                       KvSubstrateName(ctx_.options.kv_substrate)));
+  }
   ASSIGN_OR_RETURN(std::vector<kv::BlockHash> prompt_hashes,
                    CarriedPromptHashes(req.assignment(), *ctx_.hasher));
   auto r = std::make_shared<DeReq>();
@@ -185,14 +247,15 @@ Result<v1::StartDecodeReply> Decoder::StartDecode(const v1::StartDecodeRequest& 
 
 Status Decoder::PrefillDone(const v1::PrefillDoneRequest& req) {
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    std::unique_lock<std::mutex> lock(mu_);
     auto it = reqs_.find(req.de_xfer_id());
     if (it == reqs_.end() || it->second->a.request().request_id() != req.request_id() ||
         it->second->aborted) {
       return NotFound(fmt::format("request {} (xfer {}) is not waiting here", req.request_id(),
                                   req.de_xfer_id()));
     }
-    auto& r = it->second;
+    // A copy: the rack-pool wait below releases the lock, and the map may change meanwhile.
+    const std::shared_ptr<DeReq> r = it->second;
     if (r->expired) {
       // The PE sends PrefillDone only once its puts into the buffer completed: nothing of it can
       // land there any more, so the quarantined buffer may go (the reaper frees it).
@@ -201,6 +264,25 @@ Status Decoder::PrefillDone(const v1::PrefillDoneRequest& req) {
       return NotFound(fmt::format("request {} (xfer {}) timed out here waiting for its PE",
                                   req.request_id(), req.de_xfer_id()));
     }
+    if (ctx_.rack != nullptr) {
+      // The PE deletes its rack objects once this call succeeds, and the layer notices travel
+      // apart from it: answer only when every layer was read into the buffer (or could not be).
+      auto have_all = [&] {
+        return r->aborted || r->expired || !r->rack_error.ok() ||
+               (r->arrived >= r->expected && r->rack_reads == 0);
+      };
+      if (!cv_.wait_until(lock, ctx_.Deadline(), have_all)) {
+        return Timeout(
+            fmt::format("request {}: the PE's rack objects were not all read", req.request_id()));
+      }
+      if (r->aborted || r->expired) {
+        return NotFound(
+            fmt::format("request {} (xfer {}) was aborted", req.request_id(), req.de_xfer_id()));
+      }
+      RETURN_IF_ERROR(r->rack_error);
+      // The PE computed, so it has read every DE-path object of ours: they can go.
+      ReleaseRackLocked(*r);
+    }
     r->done = req;
     r->done_in = true;
     r->deadline = ctx_.Deadline();
@@ -208,6 +290,14 @@ Status Decoder::PrefillDone(const v1::PrefillDoneRequest& req) {
   }
   cv_.notify_all();
   return Status::Ok();
+}
+
+void Decoder::ReleaseRackLocked(DeReq& r) {
+  if (ctx_.rack == nullptr) return;
+  for (uint32_t l = 0; l < r.rack_layers; ++l) {
+    ctx_.rack->Release(RackId(r, RackDirection::kToPrefill, l));
+  }
+  r.rack_layers = 0;
 }
 
 Result<v1::AbortDecodeReply> Decoder::AbortDecode(const v1::AbortDecodeRequest& req) {
@@ -247,6 +337,10 @@ Result<v1::AbortDecodeReply> Decoder::AbortDecode(const v1::AbortDecodeRequest& 
 }
 
 void Decoder::OnNotice(const Notice& n) {
+  if (ctx_.rack != nullptr) {
+    OnRackNotice(n);
+    return;
+  }
   {
     std::lock_guard<std::mutex> lock(mu_);
     auto it = reqs_.find(n.xfer_id);
@@ -256,6 +350,52 @@ void Decoder::OnNotice(const Notice& n) {
     }
     auto& r = it->second;
     if (!r->seen[n.layer]) {
+      r->seen[n.layer] = true;
+      ++r->arrived;
+      MaybeReadyLocked(r);
+    }
+  }
+  cv_.notify_all();
+}
+
+void Decoder::OnRackNotice(const Notice& n) {
+  // The PE published layer n.layer of the KV this engine lacks as a rack object; the notice names
+  // it. Read it into the buffer (on the transfer engine's progress thread: a memcpy-speed copy, no
+  // compute link bytes), then count the layer in as a UCX put's notice would.
+  std::shared_ptr<DeReq> r;
+  int64_t de_has = 0;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = reqs_.find(n.xfer_id);
+    if (it == reqs_.end() || n.layer >= ctx_.layers || it->second->aborted || it->second->expired ||
+        it->second->seen[n.layer]) {
+      log::Debug("engine {}: stray notice xfer={} layer={}", ctx_.options.name, n.xfer_id, n.layer);
+      return;
+    }
+    r = it->second;
+    ++r->rack_reads;
+    de_has = r->plan.decode_read > 0 ? r->de_loaded : 0;
+  }
+  // The PE's ranges (PutLayer): everything but the part of this engine's share it loaded.
+  const ReadPlan& p = r->plan;
+  std::byte* layer = r->area + n.layer * r->stride;
+  RackRange dst[2];
+  size_t k = 0;
+  if (p.prefill_read > 0) dst[k++] = {layer, static_cast<uint64_t>(p.prefill_read) * ctx_.bpt};
+  if (p.prompt > p.prefill_read + de_has) {
+    dst[k++] = {layer + (p.prefill_read + de_has) * ctx_.bpt,
+                static_cast<uint64_t>(p.prompt - p.prefill_read - de_has) * ctx_.bpt};
+  }
+  Status s = ctx_.rack->Read(RackId(*r, RackDirection::kToDecode, n.layer), {dst, k});
+  if (s.ok()) ctx_.metrics->OnRackPool(0, dst[0].bytes + (k > 1 ? dst[1].bytes : 0));
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    --r->rack_reads;
+    if (!s.ok()) {
+      log::Warn("engine {}: request {} layer {}: {}", ctx_.options.name,
+                r->a.request().request_id(), n.layer, s.ToString());
+      if (r->rack_error.ok()) r->rack_error = s;
+    } else if (!r->seen[n.layer]) {
       r->seen[n.layer] = true;
       ++r->arrived;
       MaybeReadyLocked(r);
@@ -347,9 +487,29 @@ void Decoder::ReadAndPush(const std::shared_ptr<DeReq>& r) {
   const uint64_t send_tokens = static_cast<uint64_t>(std::max<int64_t>(loaded, 1));
   for (uint32_t l = 0; l < ctx_.layers; ++l) {
     transfer::Batch b{.peer = *pe, .cls = transfer::TrafficClass::kLow, .op = transfer::Op::kPut};
-    b.descs.push_back({Addr(r->area) + l * r->stride + p.prefill_read * bpt,
-                       r->pe_area_addr + l * p.prompt * bpt + p.prefill_read * bpt,
-                       send_tokens * bpt});
+    if (ctx_.rack == nullptr) {
+      b.descs.push_back({Addr(r->area) + l * r->stride + p.prefill_read * bpt,
+                         r->pe_area_addr + l * p.prompt * bpt + p.prefill_read * bpt,
+                         send_tokens * bpt});
+    } else if (loaded > 0) {
+      // Rack pool substrate: the loaded share of this layer becomes one published, pinned rack
+      // object; the notice alone (no data) names it. Nothing loaded: no object, the notice says 0.
+      const RackRange src{r->area + l * r->stride + p.prefill_read * bpt,
+                          static_cast<uint64_t>(loaded) * bpt};
+      Status w = ctx_.rack->Write(RackId(*r, RackDirection::kToPrefill, l), {&src, 1});
+      if (!w.ok()) {
+        {
+          std::lock_guard<std::mutex> lock(mu_);
+          PushFailedLocked(*r, w.WithContext(fmt::format("rack object of layer {}", l)));
+          r->aborted = !r->queued;
+        }
+        report_cv_.notify_all();
+        return;
+      }
+      ctx_.metrics->OnRackPool(src.bytes, 0);
+      std::lock_guard<std::mutex> lock(mu_);
+      r->rack_layers = l + 1;
+    }
     b.notify = true;
     b.notice_tag = EncodeNotice({r->pe_xfer_id, l, static_cast<uint64_t>(loaded)});
     b.on_complete = [this, r](const Status& s) {
@@ -401,7 +561,7 @@ void Decoder::PushFailedLocked(DeReq& r, const Status& why) {
   r.push_failed = true;
   log::Warn("engine {}: request {} attempt {}: {}; reporting it failed", ctx_.options.name,
             r.a.request().request_id(), r.a.attempt(), why.ToString());
-  to_report_.push_back(FailedResult(r.a, why));
+  to_report_.push_back({FailedResult(r.a, why), 0});
 }
 
 void Decoder::ReapLocked(std::vector<std::shared_ptr<DeReq>>* freed) {
@@ -428,7 +588,9 @@ void Decoder::ReapLocked(std::vector<std::shared_ptr<DeReq>>* freed) {
     // is unlisted until it registers again, and its old work still runs.
     const bool pe_gone = !r.queued && !r.aborted && ctx_.prober != nullptr &&
                          ctx_.prober->Released(r.a.prefill().name());
-    if ((r.aborted || pe_gone) && !r.queued && !r.reading && r.puts_pending == 0) {
+    if ((r.aborted || pe_gone) && !r.queued && !r.reading && r.puts_pending == 0 &&
+        r.rack_reads == 0) {
+      ReleaseRackLocked(r);
       if (pe_gone) {
         log::Warn(
             "engine {}: request {} attempt {}: its PE {} is unreachable and disconnected; "
@@ -445,84 +607,96 @@ void Decoder::ReapLocked(std::vector<std::shared_ptr<DeReq>>* freed) {
 }
 
 void Decoder::DecodeLoop() {
-  if (ctx_.options.decode_batching == DecodeBatching::kContinuous) {
-    std::vector<std::unique_ptr<Active>> active;
-    while (DecodeContinuousStep(&active)) {
-    }
-    // Stopping: the requests still decoding are reported failed (the scheduler re-submits them)
-    // instead of holding the engine's exit for the rest of their generation.
-    for (auto& a : active) Abandon(*a, Status(Code::kEngineStopped, "decode engine stopping"));
-    return;
+  DecodeState st;
+  while (DecodeIteration(&st)) {
   }
-  while (true) {
-    std::shared_ptr<DeReq> r;
-    std::vector<std::shared_ptr<DeReq>> freed;
-    {
-      std::unique_lock<std::mutex> lock(mu_);
-      // The timed wait is for the reaper (timeouts have no other event to wake on).
-      cv_.wait_for(lock, std::chrono::milliseconds(200), [&] { return stop_ || !ready_.empty(); });
-      if (stop_) {
-        return;
-      }
-      ReapLocked(&freed);
-      if (!ready_.empty()) {
-        r = ready_.front();
-        ready_.pop_front();
-      }
-    }
-    for (auto& f : freed) {
-      ctx_.arena->Free(f->area);
-    }
-    if (r != nullptr) {
-      DecodeSerial(r);
-    }
+  // Stopping: the requests still decoding are reported failed (the scheduler re-submits them)
+  // instead of holding the engine's exit for the rest of their generation.
+  for (auto& a : st.active) Abandon(*a, Status(Code::kEngineStopped, "decode engine stopping"));
+  // The retiring ones are done: their blocks are queued now, waiting for space (the write-behind
+  // is closed only after this thread returns, and its worker always makes progress), then they
+  // are reported as usual.
+  for (auto& a : st.retiring) {
+    int unlimited = std::numeric_limits<int>::max();
+    while (!QueueWrites(*a, unlimited)) write_behind_.Flush();
+    Finish(*a);
   }
 }
 
-void Decoder::DecodeSerial(const std::shared_ptr<DeReq>& r) {
-  std::unique_ptr<Active> a = BeginDecode(r);
-  Active* one = a.get();
-  while (!Finished(*a)) Step({&one, 1});
-  Finish(*a);
-}
-
-bool Decoder::DecodeContinuousStep(std::vector<std::unique_ptr<Active>>* active) {
+bool Decoder::DecodeIteration(DecodeState* st) {
+  const bool serial = ctx_.options.decode_batching == DecodeBatching::kSerial;
   std::vector<std::shared_ptr<DeReq>> joining;
   std::vector<std::shared_ptr<DeReq>> freed;
   {
     std::unique_lock<std::mutex> lock(mu_);
-    if (active->empty()) {
-      // Idle: wait for work; the timed wait is for the reaper (timeouts have no other event).
-      cv_.wait_for(lock, std::chrono::milliseconds(200), [&] { return stop_ || !ready_.empty(); });
+    if (st->active.empty()) {
+      // Nothing to step: wait for work, or (with retiring requests whose blocks the full queue
+      // refused) for the write-behind to free space. The timed wait is for the reaper (timeouts
+      // have no other event to wake on).
+      cv_.wait_for(lock, std::chrono::milliseconds(200), [&] {
+        return stop_ || !ready_.empty() || (write_space_ && !st->retiring.empty());
+      });
     }
     if (stop_) {
       return false;
     }
+    // Consumed before this iteration offers blocks: space freed from now on sets it again, so the
+    // wait above cannot miss it.
+    write_space_ = false;
     ReapLocked(&freed);
-    // Arrivals join at the step boundary: every request ready now is in the next step.
-    joining.assign(ready_.begin(), ready_.end());
-    ready_.clear();
+    // Arrivals join at the step boundary: every request ready now is in the next step (serial:
+    // one, and only when none is decoding).
+    if (!serial) {
+      joining.assign(ready_.begin(), ready_.end());
+      ready_.clear();
+    } else if (st->active.empty() && !ready_.empty()) {
+      joining.push_back(ready_.front());
+      ready_.pop_front();
+    }
   }
   for (auto& f : freed) {
     ctx_.arena->Free(f->area);
   }
   for (auto& r : joining) {
-    active->push_back(BeginDecode(r));
+    st->active.push_back(BeginDecode(r));
   }
   std::vector<Active*> batch;
-  batch.reserve(active->size());
-  for (auto& a : *active) {
+  batch.reserve(st->active.size());
+  for (auto& a : st->active) {
     if (!Finished(*a)) batch.push_back(a.get());  // gen_tokens == 1 needs no step
   }
   if (!batch.empty()) {
     Step(batch);
   }
-  // Retire the finished requests (their buffers free at once for new arrivals).
-  for (size_t i = 0; i < active->size();) {
-    if (Finished(*(*active)[i])) {
-      Finish(*(*active)[i]);
-      (*active)[i] = std::move(active->back());
-      active->pop_back();
+  // Retire the finished requests: done decoding, but their buffers hold the KV of blocks not yet
+  // queued for write-behind, so they are reported (and freed) only once all of them are queued.
+  for (size_t i = 0; i < st->active.size();) {
+    if (Finished(*st->active[i])) {
+      st->active[i]->done_ns = RealtimeNs();
+      st->retiring.push_back(std::move(st->active[i]));
+      st->active.erase(st->active.begin() + static_cast<ptrdiff_t>(i));
+    } else {
+      ++i;
+    }
+  }
+  // Offer the computed blocks to the write-behind without waiting: retiring requests first
+  // (their results wait for them), then decoding ones in join order, until the queue refuses
+  // one or (while requests decode) this boundary's budget is spent. What is not queued stays in
+  // its request's buffer for the next boundary.
+  int budget = st->active.empty() ? std::numeric_limits<int>::max() : kQueuedBlocksPerStep;
+  bool full = false;
+  for (auto* list : {&st->retiring, &st->active}) {
+    for (auto& a : *list) {
+      if (budget <= 0 || full) break;
+      full = !QueueWrites(*a, budget);
+    }
+  }
+  // Report (and free) the retiring requests whose blocks are all queued: the reporter flushes the
+  // write-behind before it reports, so their next turns find the blocks.
+  for (size_t i = 0; i < st->retiring.size();) {
+    if (!WritesPending(*st->retiring[i])) {
+      Finish(*st->retiring[i]);
+      st->retiring.erase(st->retiring.begin() + static_cast<ptrdiff_t>(i));
     } else {
       ++i;
     }
@@ -540,7 +714,7 @@ void Decoder::Report(const v1c::RequestResult& result) {
 
 void Decoder::ReportLoop() {
   while (true) {
-    std::deque<v1c::RequestResult> batch;
+    std::deque<Outgoing> batch;
     {
       std::unique_lock<std::mutex> lock(mu_);
       report_cv_.wait(lock, [&] { return !to_report_.empty() || !decode_running_; });
@@ -549,16 +723,18 @@ void Decoder::ReportLoop() {
       }
       batch.swap(to_report_);
     }
-    // The next turn of these agents hits their blocks only if they are published before its
-    // Submit probes storage, i.e. before the result reaches the replayer. One flush covers every
-    // block queued before it, so a batch of results waits once.
-    write_behind_.Flush();
+    for (const Outgoing& out : batch) {
+      // The next turn of this agent hits its blocks only if they are published before its Submit
+      // probes storage, i.e. before the result reaches the replayer. It waits for the blocks
+      // queued up to its own last one (the queue finishes them in order), not for blocks queued
+      // after it: in a burst of first turns each result goes out as soon as its own blocks are
+      // written, not when the whole queue is.
+      write_behind_.FlushTo(out.blocks_seq);
+      Report(out.result);
+    }
     if (!write_behind_.last_error().ok()) {
       log::Debug("engine {}: write-behind last error: {}", ctx_.options.name,
                  write_behind_.last_error().ToString());
-    }
-    for (const v1c::RequestResult& result : batch) {
-      Report(result);
     }
   }
 }
@@ -568,8 +744,9 @@ void Decoder::Release(DeReq& r) {
     std::unique_lock<std::mutex> lock(mu_);
     // Our pushes to the PE read the area; the PE saw their notices, but their completions may
     // still be on the way back. The transfer engine completes every batch, so this ends.
-    cv_.wait_until(lock, ctx_.Deadline(), [&] { return r.puts_pending == 0; });
-    if (r.puts_pending != 0) {
+    cv_.wait_until(lock, ctx_.Deadline(), [&] { return r.puts_pending == 0 && r.rack_reads == 0; });
+    ReleaseRackLocked(r);
+    if (r.puts_pending != 0 || r.rack_reads != 0) {
       log::Error("engine {}: request {} buffer leaked: pushes still in flight", ctx_.options.name,
                  r.a.request().request_id());
       reqs_.erase(r.xfer_id);
@@ -581,21 +758,6 @@ void Decoder::Release(DeReq& r) {
   }
   ctx_.arena->Free(r.area);
 }
-
-struct Decoder::Active {
-  std::shared_ptr<DeReq> r;
-  v1::PrefillDoneRequest done;
-  // The computed positions' tokens: the prompt, then the teacher tokens fed to decode steps.
-  std::vector<uint32_t> tokens;
-  std::vector<kv::BlockHash> hashes;  // of every full block of `tokens`
-  int64_t full_blocks = 0;
-  int64_t next_write = 0;  // first full block not yet written behind (or loaded)
-  std::vector<uint32_t> generated;
-  uint32_t next_step = 1;  // generated token index the next step produces; done at gen_tokens
-  int64_t ready_ns = 0;    // DeReq::ready_ns
-  int64_t start_ns = 0;    // taken into decode (BeginDecode)
-  int64_t second_token_ns = 0;
-};
 
 std::unique_ptr<Decoder::Active> Decoder::BeginDecode(const std::shared_ptr<DeReq>& r) {
   auto a = std::make_unique<Active>();
@@ -625,10 +787,11 @@ std::unique_ptr<Decoder::Active> Decoder::BeginDecode(const std::shared_ptr<DeRe
   } else {
     ctx_.hasher->HashBlocks(a->hashes.back(), rest, &a->hashes);  // copies the parent first
   }
-  // Blocks below the loaded prefix came from storage and are there; the rest are written behind
-  // as soon as their last position is computed.
+  // Blocks below the loaded prefix came from storage and are there; the rest are queued for
+  // write-behind once their last position is computed, by the step loop after the first step
+  // (so encoding the prompt's new blocks does not delay the request's second token).
   a->next_write = std::clamp<int64_t>(a->done.loaded_tokens(), 0, prompt) / bt;
-  WriteUpto(*a, prompt);
+  a->computed = prompt;
   a->generated.reserve(gen);
   a->generated.push_back(a->done.first_token());
   return a;
@@ -638,26 +801,34 @@ bool Decoder::Finished(const Active& a) const {
   return a.next_step >= a.r->a.request().gen_tokens();
 }
 
-void Decoder::WriteUpto(Active& a, int64_t computed) {
+bool Decoder::WritesPending(const Active& a) const {
+  return a.next_write < a.full_blocks && (a.next_write + 1) * ctx_.block_tokens <= a.computed;
+}
+
+bool Decoder::QueueWrites(Active& a, int& budget) {
   const int64_t bt = ctx_.block_tokens;
   const uint64_t layer_bytes = ctx_.shape.LayerBytes();
   block_.resize(ctx_.shape.FullBytes());
-  while (a.next_write < a.full_blocks && (a.next_write + 1) * bt <= computed) {
+  while (budget > 0 && WritesPending(a)) {
     for (uint32_t l = 0; l < ctx_.layers; ++l) {
       std::memcpy(block_.data() + l * layer_bytes,
                   a.r->area + l * a.r->stride + static_cast<uint64_t>(a.next_write * bt) * ctx_.bpt,
                   layer_bytes);
     }
-    // With the queue full this waits (block_when_full): the step's other requests wait too,
-    // as the one decoding request did before batching.
     Status s =
         write_behind_.Submit(a.hashes[static_cast<size_t>(a.next_write)], ctx_.shape, block_);
+    if (s.code() == Code::kStorageQueueFull) {
+      return false;  // kept: the buffer still holds it; offered again at a later boundary
+    }
     if (!s.ok()) {
+      // Closed or refused for good: there is nothing to retry (the block is a miss next turn).
       log::Warn("engine {}: write-behind of block {} of request {}: {}", ctx_.options.name,
                 a.next_write, a.r->a.request().request_id(), s.ToString());
     }
     ++a.next_write;
+    --budget;
   }
+  return true;
 }
 
 void Decoder::Step(std::span<Active* const> batch) {
@@ -694,7 +865,7 @@ void Decoder::Step(std::span<Active* const> batch) {
       a.second_token_ns = now_ns;
     }
     ++a.next_step;
-    WriteUpto(a, a.r->plan.prompt + a.next_step - 1);  // positions [0, prompt + j) computed
+    a.computed = a.r->plan.prompt + a.next_step - 1;  // positions [0, prompt + j) computed
   }
   ctx_.metrics->OnDecodeStep(n);
 }
@@ -703,8 +874,9 @@ void Decoder::Finish(Active& a) {
   DeReq& r = *a.r;
   const v1c::RequestSpec& spec = r.a.request();
   const uint32_t gen = spec.gen_tokens();
-  const int64_t done_ns = RealtimeNs();
-  // The reporter flushes the write-behind before reporting this result (ReportLoop).
+  const int64_t done_ns = a.done_ns;
+  // Every block of it is queued by now; the reporter waits until they are written before it
+  // reports this result (ReportLoop).
   v1c::RequestResult res;
   res.set_request_id(spec.request_id());
   res.set_ok(true);
@@ -731,9 +903,11 @@ void Decoder::Finish(Active& a) {
   t->set_decode_start_ns(a.start_ns);
   res.set_attempt(r.a.attempt());
   Release(r);
+  // Every block of it is queued (or was already): they are among the first accepted() blocks.
+  const uint64_t blocks_seq = write_behind_.accepted();
   {
     std::lock_guard<std::mutex> lock(mu_);
-    to_report_.push_back(std::move(res));
+    to_report_.push_back({std::move(res), blocks_seq});
   }
   report_cv_.notify_all();
 }
@@ -745,7 +919,7 @@ void Decoder::Abandon(Active& a, const Status& why) {
   Release(*a.r);
   {
     std::lock_guard<std::mutex> lock(mu_);
-    to_report_.push_back(FailedResult(a.r->a, why));
+    to_report_.push_back({FailedResult(a.r->a, why), 0});
   }
   report_cv_.notify_all();
 }

@@ -17,15 +17,21 @@
 //                the thread: kContinuous runs steps over every active request at
 //                once (one model::ForwardLayerBatch per layer, each request advancing one token),
 //                takes newly ready requests in at step boundaries and retires finished ones;
-//                kSerial (the default until continuous is measured better on TTST and JCT:
-//                docs/engine.md "Decode batching"; its step loop still blocks on a full
-//                write-behind, see there) decodes one request until it finishes before taking
-//                the next. Both run the same step code, so
-//                their tokens and KV are bit-identical (batch invariance, docs/model.md);
-//   reporter     (one thread) waits until the blocks queued before a result are written, then
-//                reports it to the scheduler: the agent's next turn must find them in storage,
-//                but the decode thread does not wait for the storage writes (they queue behind
-//                the node's reads in the storage client and took ~0.1 s each under DualPath).
+//                kSerial (the default before issue 28, kept to compare against: docs/engine.md
+//                "Decode batching") steps one request until it finishes before
+//                taking the next. Both run the same loop and step code, so their tokens and KV
+//                are bit-identical (batch invariance, docs/model.md). The loop never waits for
+//                the write-behind: a block its full queue refuses stays in the request's buffer
+//                and is offered again at a later step boundary (or, with nothing to step, when
+//                the write-behind frees space); a finished request whose blocks are not all
+//                queued yet holds its buffer ("retiring") and is reported once they are, so the
+//                pending blocks take no memory beyond the DE buffers, and a full buffer region
+//                pushes back on admission (StartDecode waits for memory), not on the steps;
+//   reporter     (one thread) waits until the blocks queued up to a result's last one are
+//                written, then reports it to the scheduler: the agent's next turn must find them in
+//                storage, but the decode thread does not wait for the storage writes (they queue
+//                behind the node's reads in the storage client and took ~0.1 s each under
+//                DualPath).
 // Requests whose PE aborts them are freed once no put of theirs is in flight. One that stays
 // incomplete past the request timeout is failed here (its PrefillDone refused) but its buffer is
 // quarantined until the PE can no longer write into it (its PrefillDone or AbortDecode, or the
@@ -102,13 +108,33 @@ class Decoder {
   void Finish(Active& a);
   // Fails a request that was being decoded (the engine stops): reported failed, buffer freed.
   void Abandon(Active& a, const Status& why);
-  // Writes behind every full block of a's tokens whose positions [0, computed) are all computed.
-  void WriteUpto(Active& a, int64_t computed);
-  void DecodeSerial(const std::shared_ptr<DeReq>& r);
-  // The continuous-batching loop's body: takes ready requests in, runs one step, retires the
-  // finished ones; returns false when the engine stops.
-  bool DecodeContinuousStep(std::vector<std::unique_ptr<Active>>* active);
+  // Whether a has a full block whose positions are all computed and that is not yet queued.
+  bool WritesPending(const Active& a) const;
+  // Queues a's pending blocks for write-behind in order, never waiting: at most `budget` of them
+  // (decremented per block queued). Returns false when the write-behind refused one as full (it
+  // stays pending: a's buffer holds its KV), true otherwise.
+  bool QueueWrites(Active& a, int& budget);
+  // The decode thread's requests. active: in the step batch (serial: at most one). retiring:
+  // every step done, some block not yet queued (the write-behind was full); each holds its buffer
+  // until its last block is queued, then it is reported.
+  struct DecodeState {
+    std::vector<std::unique_ptr<Active>> active;
+    std::vector<std::unique_ptr<Active>> retiring;
+  };
+  // The decode loop's body, one step boundary: takes ready requests in (continuous: all; serial:
+  // one when none is decoding), runs one step, retires the finished ones, offers pending blocks
+  // to the write-behind and reports the retired requests whose blocks are all queued. Waits only
+  // when nothing is decoding (for work or for write-behind space). False when the engine stops.
+  bool DecodeIteration(DecodeState* st);
+  // The write-behind's on_space callback (its worker thread): wakes a decode thread that waits
+  // for queue space.
+  void OnWriteSpace();
   void MaybeReadyLocked(const std::shared_ptr<DeReq>& r);
+  // --kv-substrate rack-pool: a PE's notice naming a rack object; reads it into the buffer.
+  void OnRackNotice(const Notice& n);
+  // Unpins and deletes the DE-path rack objects this engine wrote for `r` (the PE has them, or
+  // the request is gone).
+  void ReleaseRackLocked(DeReq& r);
   // Marks requests past their deadline expired; frees those the PE aborted (or that the prober
   // released) once no put of theirs is in flight.
   void ReapLocked(std::vector<std::shared_ptr<DeReq>>* freed);
@@ -119,16 +145,26 @@ class Decoder {
   storage::WriteBehind write_behind_;
   mutable std::mutex mu_;
   std::condition_variable cv_;
-  std::map<uint32_t, std::shared_ptr<DeReq>> reqs_;   // by DE xfer id; guarded by mu_
-  std::deque<std::shared_ptr<DeReq>> to_read_;        // guarded by mu_
-  std::deque<std::shared_ptr<DeReq>> ready_;          // guarded by mu_
-  std::deque<control::v1::RequestResult> to_report_;  // decoded, blocks queued; guarded by mu_
-  std::condition_variable report_cv_;                 // reporter: to_report_ or decode stopped
-  bool decode_running_ = true;                        // guarded by mu_
-  uint32_t last_xfer_id_ = 0;                         // guarded by mu_
-  int64_t queued_read_tokens_ = 0;                    // guarded by mu_
-  int64_t unfinished_tokens_ = 0;                     // guarded by mu_
-  bool stop_ = false;                                 // guarded by mu_
+  std::map<uint32_t, std::shared_ptr<DeReq>> reqs_;  // by DE xfer id; guarded by mu_
+  std::deque<std::shared_ptr<DeReq>> to_read_;       // guarded by mu_
+  std::deque<std::shared_ptr<DeReq>> ready_;         // guarded by mu_
+  // A result for the reporter and the write-behind sequence number (WriteBehind::accepted) its
+  // blocks are within: reported once those are written. 0 for a failed result (nothing to wait
+  // for).
+  struct Outgoing {
+    control::v1::RequestResult result;
+    uint64_t blocks_seq = 0;
+  };
+  std::deque<Outgoing> to_report_;     // decoded, blocks queued; guarded by mu_
+  std::condition_variable report_cv_;  // reporter: to_report_ or decode stopped
+  bool decode_running_ = true;         // guarded by mu_
+  uint32_t last_xfer_id_ = 0;          // guarded by mu_
+  int64_t queued_read_tokens_ = 0;     // guarded by mu_
+  int64_t unfinished_tokens_ = 0;      // guarded by mu_
+  bool stop_ = false;                  // guarded by mu_
+  // The write-behind freed queue space since the decode thread last offered blocks (its on_space
+  // callback sets it); guarded by mu_.
+  bool write_space_ = false;
   // Decode thread only: one block's staging buffer for the write-behind, and a step's rows.
   std::vector<std::byte> block_;
   std::vector<float> step_hidden_;

@@ -20,6 +20,7 @@
 #include "engine/peer_service.h"
 #include "engine/pool_buffer.h"
 #include "engine/prefill.h"
+#include "engine/rack_link.h"
 
 namespace dualpath::engine {
 
@@ -35,6 +36,7 @@ struct Engine::Impl {
   std::unique_ptr<SchedulerLink> scheduler;
   // Declared before the transfer engine: the pool memory must outlive its registration.
   std::unique_ptr<PoolBuffer> pool_buffer;
+  std::unique_ptr<RackLink> rack;  // --kv-substrate rack-pool: the rack region
   std::unique_ptr<transfer::TransferEngine> transfer;
   std::unique_ptr<KvArena> arena;
   std::unique_ptr<PeerDirectory> peers;
@@ -66,6 +68,7 @@ struct Engine::Impl {
   void Stop();
   void WriteKvStoreStats() const;
   void WriteBatchStats() const;
+  void WriteKvStats() const;
   ~Impl() {
     Stop();
     metrics.reset();  // no scrape reads the stages, store or arena from here on
@@ -74,6 +77,7 @@ struct Engine::Impl {
     transfer.reset();
     prefiller.reset();
     decoder.reset();
+    rack.reset();  // after the stages: their objects' pins go with the attachment
     // Nothing refers to the buffer any more: give the pool root back (clean exit).
     arena.reset();
     pool_buffer.reset();
@@ -87,6 +91,13 @@ Status Engine::Impl::StartServers() {
   tc.peer_timeout = o.peer_timeout;
   tc.token = o.transfer_token;
   ASSIGN_OR_RETURN(transfer, transfer::TransferEngine::Create(tc));
+  if (o.kv_substrate == KvSubstrate::kRackPool) {
+    // The cluster made the region (and runs its lock manager); an engine never creates it.
+    ASSIGN_OR_RETURN(rack, RackLink::Open(o.rack_pool_path, o.rack_node));
+    ctx.rack = rack.get();
+    log::Info("engine {}: KV substrate rack-pool {} ({}, node {})", o.name, o.rack_pool_path,
+              pool::MemoryModelName(rack->model()), o.rack_node);
+  }
   // One registered region for every buffer of the engine: areas allocated from it never need
   // another registration or a remote-key exchange.
   std::byte* base = nullptr;
@@ -162,6 +173,12 @@ Status Engine::Impl::RegisterAndBuild() {
   ctx.block_tokens = reply.block_tokens();
   const kv::ModelGeometry geometry = mc->Geometry();
   ctx.shape = kv::BlockShape::For(geometry, ctx.block_tokens);
+  if (o.role == Role::kDecode && o.write_behind_bytes < storage::BlockStore::FileBytes(ctx.shape)) {
+    // Every block would be refused as larger than the queue (a miss on every later turn).
+    return InvalidArgument(
+        fmt::format("write-behind queue of {} bytes is below one block file ({} bytes)",
+                    o.write_behind_bytes, storage::BlockStore::FileBytes(ctx.shape)));
+  }
   // The service's hashing: prompts arrive hashed (Assignment.prompt_block_hashes); this hasher
   // checks each carried chain's first hash and extends chains over generated tokens.
   Result<kv::HashAlgo> algo = kv::ParseHashAlgo(
@@ -305,6 +322,9 @@ Status Engine::Impl::Start() {
   if (o.buffer_bytes < (1u << 20)) {
     return InvalidArgument(fmt::format("buffer of {} bytes is below 1 MiB", o.buffer_bytes));
   }
+  if (o.kv_substrate == KvSubstrate::kRackPool && o.rack_pool_path.empty()) {
+    return InvalidArgument("engine: --kv-substrate rack-pool needs --rack-pool PATH");
+  }
   if (o.read_depth == 0 || o.read_depth > 1024) {
     return InvalidArgument(fmt::format("read depth {} not in [1, 1024]", o.read_depth));
   }
@@ -373,6 +393,25 @@ void Engine::Impl::Stop() {
   }
   WriteKvStoreStats();
   WriteBatchStats();
+  WriteKvStats();
+}
+
+// After the stages stopped: the KV substrate's counters (--kv-stats), for `cluster run`'s
+// comparison of the compute link's KV bytes under ucx and rack-pool (issue 29 acceptance 2).
+void Engine::Impl::WriteKvStats() const {
+  if (ctx.options.kv_stats_path.empty() || ctx.metrics == nullptr) return;
+  const RackLinkStats r = rack != nullptr ? rack->Stats() : RackLinkStats{};
+  const Status written = WriteOutputFile(
+      ctx.options.kv_stats_path,
+      fmt::format("{{\"engine\":\"{}\",\"node\":\"{}\",\"kv_substrate\":\"{}\","
+                  "\"compute_link_kv_bytes\":{},\"rack_pool_written_bytes\":{},"
+                  "\"rack_pool_read_bytes\":{},\"rack_pool_objects_written\":{},"
+                  "\"rack_pool_objects_read\":{},\"rack_pool_errors\":{}}}\n",
+                  ctx.options.name, ctx.options.node, KvSubstrateName(ctx.options.kv_substrate),
+                  ctx.metrics->TransferredBytes(), r.written_bytes, r.read_bytes, r.objects_written,
+                  r.objects_read, r.errors),
+      "--kv-stats");
+  if (!written.ok()) log::Warn("engine: {}", written.ToString());
 }
 
 // After the stages stopped: the prefill engine's forward batches (--batch-stats).

@@ -108,6 +108,26 @@ EngineMetrics::EngineMetrics(metrics::Registry& registry, Labels labels)
           With({std::string(transfer::ClassName(c)), std::string(transfer::OpName(op))}));
     }
   }
+  metrics::CounterFamily& rack = group_.Counter(
+      "dualpath_engine_rack_pool_bytes_total",
+      "KV payload bytes this engine wrote into (dir=\"write\") or read out of (dir=\"read\") the "
+      "rack pool (--kv-substrate rack-pool).",
+      Plus(kEngineLabels, {"dir"}));
+  rack_pool_bytes_[0] = &rack.With(With({"write"}));
+  rack_pool_bytes_[1] = &rack.With(With({"read"}));
+}
+
+uint64_t EngineMetrics::TransferredBytes() const {
+  uint64_t n = 0;
+  for (const auto& by_op : transfer_bytes_) {
+    for (const metrics::Counter* c : by_op) n += c != nullptr ? c->Value() : 0;
+  }
+  return n;
+}
+
+void EngineMetrics::OnRackPool(uint64_t written, uint64_t read) {
+  if (written > 0) rack_pool_bytes_[0]->Inc(written);
+  if (read > 0) rack_pool_bytes_[1]->Inc(read);
 }
 
 void EngineMetrics::OnRead(uint64_t bytes, double seconds) {

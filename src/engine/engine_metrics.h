@@ -47,6 +47,12 @@ class EngineMetrics {
   };
   static BatchSize SizeOf(const transfer::Batch& b);
   void OnTransfer(const BatchSize& size);
+  // Bytes of every transfer batch this engine submitted (all classes and operations): the KV
+  // payload it put over the compute link (notices alone count 0).
+  uint64_t TransferredBytes() const;
+  // KV payload bytes written into (`written`) or read out of the rack pool (--kv-substrate
+  // rack-pool).
+  void OnRackPool(uint64_t written, uint64_t read);
   // A request failed on this engine (reported to the scheduler with ok=false).
   void OnFailed(const Status& why);
   // The decode engine ran one decode step over `requests` requests (its batch size).
@@ -84,6 +90,7 @@ class EngineMetrics {
   // [class][op], resolved once: no lookup on the hot path.
   metrics::Counter* transfer_bytes_[transfer::kNumClasses][2] = {};
   metrics::CounterFamily& errors_;
+  metrics::Counter* rack_pool_bytes_[2] = {};  // [0] written, [1] read
   metrics::Counter& decode_steps_;
   metrics::Counter& decode_step_requests_;
   metrics::Counter& prefill_batches_;

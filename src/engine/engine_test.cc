@@ -18,6 +18,7 @@
 #include <map>
 #include <mutex>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <random>
 #include <sstream>
 #include <thread>
@@ -29,6 +30,7 @@
 #include "dualpath/kv/block_file.h"
 #include "dualpath/kv/hasher.h"
 #include "dualpath/model/ref_model.h"
+#include "dualpath/pool/pool.h"
 #include "dualpath/storage/block_store.h"
 #include "dualpath/storage/layout.h"
 #include "engine/context.h"
@@ -121,6 +123,7 @@ class EngineTest : public ::testing::Test {
     o.ucx_tls = "tcp";
     o.fetch_wait_ms = 50;
     o.decode_batching = decode_batching_;
+    o.write_behind_bytes = write_behind_bytes_;
     o.prefill_batching = prefill_batching_;
     o.ranks = ranks_;
     o.rank_placement = rank_placement_;
@@ -131,6 +134,10 @@ class EngineTest : public ::testing::Test {
     o.faults = role == Role::kDecode ? de_faults_ : pe_faults_;
     o.peer_timeout = 5 * kNanosPerSecond;
     o.metrics = &registry_;
+    o.kv_substrate =
+        role == Role::kDecode ? de_kv_substrate_.value_or(kv_substrate_) : kv_substrate_;
+    o.rack_pool_path = rack_path_;
+    o.rack_node = role == Role::kPrefill ? 0 : 1;  // two "hosts" of the rack
     auto e = Engine::Create(o, sched_.Link());
     EXPECT_TRUE(e.ok()) << e.status().ToString();
     if (!e.ok()) {
@@ -225,12 +232,16 @@ class EngineTest : public ::testing::Test {
   Nanos request_timeout_ = 30 * kNanosPerSecond;
   Nanos de_request_timeout_ = 0;  // the DE's, when not 0 (otherwise request_timeout_)
   DecodeBatching decode_batching_ = DecodeBatching::kContinuous;
+  uint64_t write_behind_bytes_ = EngineOptions{}.write_behind_bytes;
   PrefillBatching prefill_batching_ = PrefillBatching::kBatched;
   uint32_t ranks_ = 2;
   sched::RankPlacement rank_placement_ = sched::RankPlacement::kPacked;
   Nanos compute_quota_ = 300 * kNanosPerMilli;
   storage::StorageFaults* de_faults_ = nullptr;
   storage::StorageFaults* pe_faults_ = nullptr;
+  KvSubstrate kv_substrate_ = KvSubstrate::kUcx;
+  std::optional<KvSubstrate> de_kv_substrate_;  // the DE's, when set (otherwise kv_substrate_)
+  std::string rack_path_;                       // the rack pool (kRackPool)
 
   std::string root_;
   model::RefModelConfig config_;
@@ -361,6 +372,120 @@ double CounterValue(const std::string& text, const std::string& series) {
   return at == std::string::npos ? 0 : std::stod(text.substr(at + series.size() + 1));
 }
 
+// Issue 29: the rack pool as the KV substrate (docs/engine.md "KV substrate"), in both memory
+// models. Every read side (PE path: the PE's KV of all prompt tokens goes to the DE; DE path: the
+// DE's loaded hit KV goes to the PE and the miss tokens' KV back; split) gives the reference
+// outputs; no transfer batch carries a byte (the compute link sees notices only), the rack pool
+// carried the KV (each side read exactly what the other wrote), and every object is deleted
+// once read (the region holds no block and no pin afterwards).
+class RackSubstrateTest : public EngineTest,
+                          public ::testing::WithParamInterface<pool::MemoryModel> {
+ protected:
+  void SetUp() override {
+    rack_path_ = "/dev/shm/rkp-engine-test-" + std::to_string(getpid()) + ".pool";
+    (void)pool::Pool::Destroy(rack_path_);  // a crashed earlier run's (only a pool is removed)
+    pool::Geometry g;
+    g.model = GetParam();
+    g.lease = kNanosPerSecond;
+    g.index_capacity = 1024;
+    g.region_bytes = pool::RegionBytesFor(g, 16);  // 16 chunks of 4 MiB
+    Status created = pool::Pool::Create(rack_path_, g);
+    ASSERT_TRUE(created.ok()) << created.ToString();
+    kv_substrate_ = KvSubstrate::kRackPool;
+    EngineTest::SetUp();
+  }
+  void TearDown() override {
+    EngineTest::TearDown();
+    EXPECT_TRUE(pool::Pool::Destroy(rack_path_).ok());
+  }
+  // Sum over every series of `name` of engine `engine` (and `also`).
+  double Sum(const std::string& name, const std::string& engine, const std::string& also = "") {
+    std::istringstream in(registry_.Render());
+    double sum = 0;
+    for (std::string line; std::getline(in, line);) {
+      if (line.rfind(name + "{", 0) == 0 &&
+          line.find("engine=\"" + engine + "\"") != std::string::npos &&
+          line.find(also) != std::string::npos) {
+        sum += std::stod(line.substr(line.rfind(' ') + 1));
+      }
+    }
+    return sum;
+  }
+};
+
+TEST_P(RackSubstrateTest, KvMovesThroughTheRackPoolWithReferenceOutputs) {
+  ASSERT_TRUE(pe_ && de_);
+  Agent agent(29);
+  v1c::RequestSpec t1 = agent.NextTurn(1, 40, 6);
+  ExpectReference(t1, Run(t1, v1c::READ_SIDE_PREFILL, 0));
+  uint64_t id = 2;
+  for (v1c::ReadSide side : {v1c::READ_SIDE_PREFILL, v1c::READ_SIDE_DECODE, v1c::READ_SIDE_SPLIT,
+                             v1c::READ_SIDE_DECODE}) {
+    SCOPED_TRACE(v1c::ReadSide_Name(side));
+    v1c::RequestSpec s = agent.NextTurn(id++, 30, 6);
+    const int64_t hit = HitTokens(s);
+    ASSERT_GT(hit, 0);
+    v1c::RequestResult r =
+        Run(s, side, hit, side == v1c::READ_SIDE_SPLIT ? hit / kBt / 2 * kBt : 0);
+    ExpectReference(s, r);
+    EXPECT_EQ(r.loaded_tokens(), hit);
+  }
+  // Notices alone over the compute link: no transfer batch carried a byte.
+  EXPECT_EQ(Sum("dualpath_engine_transfer_bytes_total", "p0.0"), 0);
+  EXPECT_EQ(Sum("dualpath_engine_transfer_bytes_total", "d0.0"), 0);
+  const double pe_wrote = Sum("dualpath_engine_rack_pool_bytes_total", "p0.0", "dir=\"write\"");
+  const double pe_read = Sum("dualpath_engine_rack_pool_bytes_total", "p0.0", "dir=\"read\"");
+  const double de_wrote = Sum("dualpath_engine_rack_pool_bytes_total", "d0.0", "dir=\"write\"");
+  const double de_read = Sum("dualpath_engine_rack_pool_bytes_total", "d0.0", "dir=\"read\"");
+  EXPECT_GT(pe_wrote, 0);  // every request's miss-token KV
+  EXPECT_GT(de_wrote, 0);  // the DE-path requests' hit KV
+  EXPECT_EQ(pe_wrote, de_read);
+  EXPECT_EQ(de_wrote, pe_read);
+  // Every object is released once its reader has it (the PE's after PrefillDone, the DE's at
+  // PrefillDone): the region ends with no block and no pin. The PE releases after the DE already
+  // reported, so wait for it (bounded by the hang guard).
+  pool::OpenOptions oo;
+  oo.background_thread = false;
+  oo.lock_manager = false;  // an engine holds the non-coherent manager role
+  oo.node = 2;
+  auto observer = pool::Pool::Open(rack_path_, oo);
+  ASSERT_TRUE(observer.ok()) << observer.status().ToString();
+  pool::PoolStats st;
+  EXPECT_TRUE(WaitUntil([&] {
+    st = (*observer)->Stats();
+    return st.lock_error.empty() && st.ready_entries == 0 && st.total_pins == 0;
+  })) << "ready "
+      << st.ready_entries << " pins " << st.total_pins << " " << st.lock_error;
+  EXPECT_EQ(st.writing_entries, 0u);
+}
+
+// Both engines of a request must move KV the same way: a DE on UCX refuses a rack-pool PE's
+// request (the KV would never arrive), naming both, and the request fails instead of hanging.
+class RackSubstrateMismatchTest : public RackSubstrateTest {
+ protected:
+  RackSubstrateMismatchTest() { de_kv_substrate_ = KvSubstrate::kUcx; }
+};
+
+TEST_P(RackSubstrateMismatchTest, DecodeEngineRefusesAnotherSubstrate) {
+  ASSERT_TRUE(pe_ && de_);
+  Agent agent(30);
+  v1c::RequestSpec s = agent.NextTurn(1, 20, 3);
+  v1c::RequestResult r = Run(s, v1c::READ_SIDE_PREFILL, 0);
+  EXPECT_FALSE(r.ok());
+  EXPECT_NE(r.error().find("moves KV by rack-pool, this engine by ucx"), std::string::npos)
+      << r.error();
+}
+
+std::string ModelName(const ::testing::TestParamInfo<pool::MemoryModel>& info) {
+  return info.param == pool::MemoryModel::kCoherent ? "Coherent" : "NonCoherent";
+}
+INSTANTIATE_TEST_SUITE_P(Models, RackSubstrateTest,
+                         ::testing::Values(pool::MemoryModel::kCoherent,
+                                           pool::MemoryModel::kNonCoherent),
+                         ModelName);
+INSTANTIATE_TEST_SUITE_P(Models, RackSubstrateMismatchTest,
+                         ::testing::Values(pool::MemoryModel::kCoherent), ModelName);
+
 // Issue 28: many agents' turns in flight at once. With continuous batching the DE decodes every
 // ready request in the same steps (requests join and leave between steps); with serial decoding
 // one at a time. Either way every request's tokens and first-logits digest equal the reference,
@@ -437,6 +562,113 @@ TEST_P(DecodeBatchingTest, ConcurrentAgentsGiveReferenceOutputs) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Modes, DecodeBatchingTest,
+                         ::testing::Values(DecodeBatching::kContinuous, DecodeBatching::kSerial),
+                         [](const auto& info) {
+                           return info.param == DecodeBatching::kSerial ? "Serial" : "Continuous";
+                         });
+
+// Issue 28 acceptance 2 (docs/engine.md "Decode batching"): a full write-behind must not stall
+// the decode step loop. The DE's store holds every publish (a sink that does not drain) and its
+// write-behind queue holds two block files, so the first request's new prompt blocks fill it. The
+// step loop still steps every request to its end (the DE's step counter says so) while the queue
+// stays full; no result is reported and no block is visible before its blocks are written (the
+// next turn must find them, and a block is never a hit before it is durable); the requests hold
+// their buffers meanwhile. Once the sink drains, every block of every request is written and every
+// result equals the reference. Before the fix the decode thread waited in WriteBehind::Submit
+// (block_when_full) at the first request's third block and never stepped at all.
+// Holds every block publish of the DE's store (after the file is written, before the rename that
+// makes it visible) until opened: a storage sink that does not drain. (storage's own tests use
+// storage::testing::PublishGate, a private header of that component.)
+class HeldPublishes final : public storage::StorageFaults {
+ public:
+  void BeforePublish(const kv::BlockHash&) override {
+    std::unique_lock<std::mutex> lock(mu_);
+    ++arrived_;
+    cv_.notify_all();
+    cv_.wait(lock, [&] { return open_; });
+  }
+  void WaitArrived(int n) {
+    std::unique_lock<std::mutex> lock(mu_);
+    cv_.wait(lock, [&] { return arrived_ >= n; });
+  }
+  void Open() {
+    std::lock_guard<std::mutex> lock(mu_);
+    open_ = true;
+    cv_.notify_all();
+  }
+
+ private:
+  std::mutex mu_;
+  std::condition_variable cv_;
+  int arrived_ = 0;
+  bool open_ = false;
+};
+
+class FullWriteBehindTest : public EngineTest,
+                            public ::testing::WithParamInterface<DecodeBatching> {
+ protected:
+  FullWriteBehindTest() {
+    decode_batching_ = GetParam();
+    de_faults_ = &gate_;
+    const kv::BlockShape shape =
+        kv::BlockShape::For(model::RefModelConfig::Parse(kSpec).value().Geometry(), kBt);
+    write_behind_bytes_ = 2 * storage::BlockStore::FileBytes(shape);
+  }
+  void TearDown() override {
+    gate_.Open();  // lets the write-behind drain so the DE can stop
+    EngineTest::TearDown();
+  }
+  HeldPublishes gate_;
+};
+
+TEST_P(FullWriteBehindTest, StepLoopKeepsSteppingWhileTheWriteBehindIsFull) {
+  ASSERT_TRUE(pe_ && de_);
+  constexpr int kAgents = 4;
+  constexpr uint32_t kGen = 12;
+  std::vector<v1c::RequestSpec> specs;
+  for (int i = 0; i < kAgents; ++i) {
+    Agent agent(200 + i);
+    // 40-88 prompt tokens: 2-5 new prompt blocks each, and the fed tokens complete more.
+    specs.push_back(agent.NextTurn(i + 1, 40 + 16 * i, kGen));
+  }
+  for (const auto& s : specs) {
+    sched_.Assign(pe_->engine_id(), de_->engine_id(), s, v1c::READ_SIDE_PREFILL, 0, 0);
+  }
+  const double request_steps = kAgents * (kGen - 1);
+  ASSERT_TRUE(WaitUntil([&] {
+    return Series("dualpath_engine_decode_step_requests_total", "d0.0") >= request_steps;
+  })) << "the decode step loop stalled on the full write-behind: "
+      << Series("dualpath_engine_decode_step_requests_total", "d0.0") << " of " << request_steps
+      << " request-steps ran";
+  gate_.WaitArrived(1);  // the queue's first block is in flight, held before its publish
+  // Every request's blocks: the prompt's and those its fed tokens complete.
+  std::vector<std::vector<kv::BlockHash>> blocks;
+  size_t total = 0;
+  for (const auto& s : specs) {
+    std::vector<uint32_t> tokens(s.prompt().begin(), s.prompt().end());
+    tokens.insert(tokens.end(), s.teacher().begin(), s.teacher().begin() + (kGen - 1));
+    blocks.push_back(hasher_->HashPrefix(tokens));
+    total += blocks.back().size();
+  }
+  ASSERT_GT(total, 4u);  // more than the queue (2) and the one in flight hold
+  for (const auto& s : specs) {
+    EXPECT_FALSE(sched_.Wait(s.request_id(), std::chrono::milliseconds(0)).has_value())
+        << "request " << s.request_id() << " reported before its blocks were written";
+  }
+  for (const auto& hs : blocks) {
+    for (const auto& h : hs) EXPECT_FALSE(store_->Contains(h));
+  }
+  EXPECT_EQ(Series("dualpath_engine_unfinished_requests", "d0.0"), kAgents);  // buffers held
+  gate_.Open();
+  for (size_t i = 0; i < specs.size(); ++i) {
+    ExpectReference(specs[i], Wait(specs[i].request_id()));
+    for (size_t b = 0; b < blocks[i].size(); ++b) {
+      EXPECT_TRUE(store_->Contains(blocks[i][b])) << "request " << i + 1 << " block " << b;
+    }
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Modes, FullWriteBehindTest,
                          ::testing::Values(DecodeBatching::kContinuous, DecodeBatching::kSerial),
                          [](const auto& info) {
                            return info.param == DecodeBatching::kSerial ? "Serial" : "Continuous";

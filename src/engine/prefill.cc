@@ -51,11 +51,30 @@ struct PeJob {
   int64_t loaded = 0;  // recompute starts here: [0, loaded) is hit KV in place
   int64_t next = 0;    // the next position to compute (prompt: all computed)
   int64_t prefill_start_ns = 0;
+  // --kv-substrate rack-pool. Guarded by Prefiller::mu_: rack reads of DE-path objects into the
+  // area in progress (Finish waits for them before the area may go), and `finishing`, set when
+  // Finish starts (no read starts after it). rack_layers: layers whose object this PE wrote (the
+  // compute thread's until the job is handed to the completer).
+  int rack_reads = 0;
+  bool finishing = false;
+  uint32_t rack_layers = 0;
 };
 
 namespace {
 uint64_t Addr(const void* p) { return reinterpret_cast<uint64_t>(p); }
 }  // namespace
+
+// The rack object of layer `layer` of `j`'s KV going `d` (both engines name it the same way).
+// DE->PE objects leave the DE's xfer id out: the DE publishes them as soon as StartDecode
+// returned, possibly before this engine has read the reply that carries it.
+RackObjectId RackId(const PeJob& j, RackDirection d, uint32_t layer) {
+  return RackObjectId{d,
+                      j.a.request().request_id(),
+                      j.a.attempt(),
+                      j.xfer_id,
+                      d == RackDirection::kToDecode ? j.de_xfer_id : 0,
+                      layer};
+}
 
 // The reference model's attention time per layer on one rank, as sched::PackRanks predicts it
 // (the §6.2 time model, which the paper fits by profiling). Fitted once to the rank CPU times of
@@ -145,6 +164,10 @@ void Prefiller::Enqueue(const v1c::Assignment& a) {
 }
 
 void Prefiller::OnNotice(const Notice& n) {
+  if (ctx_.rack != nullptr && n.loaded_tokens > 0) {
+    OnRackNotice(n);
+    return;
+  }
   {
     std::lock_guard<std::mutex> lock(mu_);
     auto it = by_xfer_.find(n.xfer_id);
@@ -161,6 +184,51 @@ void Prefiller::OnNotice(const Notice& n) {
   }
   notice_cv_.notify_all();
   queue_cv_.notify_all();  // the job may have become ready to compute
+}
+
+void Prefiller::OnRackNotice(const Notice& n) {
+  // The DE published layer n.layer of the hit KV it loaded ([prefill_read, + loaded)) as a rack
+  // object; the notice names it. Read it into the area (on the transfer engine's progress thread:
+  // a memcpy-speed copy, no compute link bytes), then count the layer in as a UCX push would.
+  std::shared_ptr<PeJob> job;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = by_xfer_.find(n.xfer_id);
+    if (it == by_xfer_.end() || n.layer >= ctx_.layers || it->second->finishing ||
+        it->second->arrived[n.layer]) {
+      log::Debug("engine {}: stray notice xfer={} layer={}", ctx_.options.name, n.xfer_id, n.layer);
+      return;
+    }
+    job = it->second;
+    ++job->rack_reads;
+  }
+  PeJob& j = *job;
+  const ReadPlan& p = j.plan;
+  Status s = Status::Ok();
+  if (static_cast<int64_t>(n.loaded_tokens) > p.decode_read) {
+    s = Corruption(fmt::format("request {}: DE loaded {} tokens of a {}-token share",
+                               j.a.request().request_id(), n.loaded_tokens, p.decode_read));
+  } else {
+    const RackRange dst{j.area + (n.layer * p.prompt + p.prefill_read) * ctx_.bpt,
+                        n.loaded_tokens * ctx_.bpt};
+    s = ctx_.rack->Read(RackId(j, RackDirection::kToPrefill, n.layer), {&dst, 1});
+    if (s.ok()) ctx_.metrics->OnRackPool(0, dst.bytes);
+  }
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    --j.rack_reads;
+    if (!s.ok()) {
+      // Unusable DE-path KV fails the request (never wrong KV to the model); compute sees it at
+      // its next wait for a layer.
+      if (j.give_up.ok()) j.give_up = s;
+    } else if (!j.arrived[n.layer]) {
+      j.arrived[n.layer] = true;
+      ++j.arrived_count;
+      j.de_loaded = static_cast<int64_t>(n.loaded_tokens);
+    }
+  }
+  notice_cv_.notify_all();
+  queue_cv_.notify_all();
 }
 
 int64_t Prefiller::unfinished_requests() const {
@@ -277,6 +345,7 @@ Status Prefiller::Admit(const std::shared_ptr<PeJob>& self) {
   req.set_pe_xfer_id(job.xfer_id);
   req.set_prefill_read_tokens(p.prefill_read);
   req.set_decode_read_tokens(p.decode_read);
+  req.set_kv_substrate(std::string(KvSubstrateName(ctx_.options.kv_substrate)));
   v1::StartDecodeReply reply;
   grpc::ClientContext cctx;
   cctx.set_deadline(ctx_.RpcDeadline());
@@ -367,7 +436,9 @@ std::shared_ptr<PeJob> Prefiller::TakeStuckLocked() {
     if (j.pe_pending || !j.plan.decode_path()) {
       continue;
     }
-    if (!ctx_.peers->Alive(j.de_peer)) {
+    if (!j.give_up.ok()) {
+      // Already failed (a rack object of the DE's that could not be read): fail it now.
+    } else if (!ctx_.peers->Alive(j.de_peer)) {
       j.give_up = Status(Code::kEnginePeerFailed,
                          fmt::format("decode engine {} died before the DE-path hit KV arrived",
                                      j.a.decode().name()));
@@ -439,6 +510,7 @@ Status Prefiller::WaitLayer(PeJob& job, uint32_t layer) {
     if (stop_) {
       return Status(Code::kEngineStopped, "prefill engine stopping");
     }
+    RETURN_IF_ERROR(job.give_up);  // e.g. a rack object of the DE's that failed verification
     // Wake up now and then to notice a DE that died without a word (its notices never come).
     auto slice = std::chrono::steady_clock::now() + std::chrono::milliseconds(100);
     notice_cv_.wait_until(lock, std::min(slice, deadline));
@@ -508,6 +580,20 @@ Status Prefiller::PutLayer(const std::shared_ptr<PeJob>& job, uint32_t layer) {
   };
   add(0, p.prefill_read);
   add(p.prefill_read + de_has, p.prompt);
+  if (ctx_.rack != nullptr) {
+    // Rack pool substrate: the same ranges go into one published, pinned object of the rack
+    // region; over the compute link only the notice that names it (a message with no data).
+    std::vector<RackRange> ranges;
+    uint64_t bytes = 0;
+    for (const transfer::Descriptor& d : b.descs) {
+      ranges.push_back({reinterpret_cast<std::byte*>(d.local_addr), d.length});
+      bytes += d.length;
+    }
+    b.descs.clear();
+    RETURN_IF_ERROR(ctx_.rack->Write(RackId(*job, RackDirection::kToDecode, layer), ranges));
+    job->rack_layers = layer + 1;
+    ctx_.metrics->OnRackPool(bytes, 0);
+  }
   b.notify = true;
   b.notice_tag = EncodeNotice({job->de_xfer_id, layer, 0});
   b.on_complete = [this, job](const Status& s) {
@@ -856,7 +942,9 @@ bool Prefiller::ReleaseDe(PeJob& j, const Status& why) {
     PeerCall call(*ctx_.peers, j.a.decode().peer_addr(), cctx);
     s = j.de_stub->AbortDecode(&cctx, abort, &reply);
   }
-  const bool de_pushes = j.plan.decode_path();
+  // In the rack-pool substrate the DE never writes into the area (this engine reads its objects,
+  // and Finish stops and waits for those reads).
+  const bool de_pushes = j.plan.decode_path() && ctx_.rack == nullptr;
   const std::string& de = j.a.decode().name();
   const bool gone = ctx_.prober != nullptr && ctx_.prober->Gone(de);
   // Nothing of the DE's can land in the area any more: for a DE let go of (partitioned), once
@@ -891,6 +979,21 @@ bool Prefiller::ReleaseDe(PeJob& j, const Status& why) {
 void Prefiller::Finish(const std::shared_ptr<PeJob>& job, Status status) {
   PeJob& j = *job;
   bool safe_to_free = true;
+  if (ctx_.rack != nullptr) {
+    {
+      // No rack read into the area starts from here on; wait out those in progress (each is
+      // bounded by the region's lock timeout).
+      std::unique_lock<std::mutex> lock(mu_);
+      j.finishing = true;
+      notice_cv_.wait(lock, [&] { return j.rack_reads == 0; });
+    }
+    // The DE has read our objects (its PrefillDone answer waits for that) or the request failed:
+    // either way they go (one the DE still pins is left to LRU eviction).
+    for (uint32_t l = 0; l < j.rack_layers; ++l) {
+      ctx_.rack->Release(RackId(j, RackDirection::kToDecode, l));
+    }
+    j.rack_layers = 0;
+  }
   if (!status.ok()) {
     log::Warn("engine {}: request {} failed: {}", ctx_.options.name, j.a.request().request_id(),
               status.ToString());

@@ -113,6 +113,9 @@ class Prefiller {
   // Waits for the job's puts, then PrefillDone at the DE.
   Status Complete(PeJob& job);
   Status WaitLayer(PeJob& job, uint32_t layer);
+  // --kv-substrate rack-pool: a DE's notice naming a rack object of DE-path KV; reads it into
+  // the job's area (on the transfer engine's progress thread).
+  void OnRackNotice(const Notice& n);
   Status WaitPuts(PeJob& job);
   Status PutLayer(const std::shared_ptr<PeJob>& job, uint32_t layer);
   // Aborts the request at the DE; true once no put of the DE's can still land in the area.

@@ -8,6 +8,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <mutex>
 #include <nlohmann/json.hpp>
 #include <sstream>
@@ -21,6 +22,7 @@
 #include "dualpath/control/client.h"
 #include "dualpath/kv/hasher.h"
 #include "dualpath/pool/pool.h"
+#include "dualpath/replay/rack_pool.h"
 #include "dualpath/sched/routing.h"
 #include "dualpath/sched/system.h"
 #include "dualpath/testbed/testbed.h"
@@ -104,6 +106,7 @@ std::string ConfigJson(const ClusterRunOptions& o, const testbed::Cluster& c,
   j["goodput_bps"] = goodput;
   j["systems"] = o.systems;
   j["routing"] = o.routing;
+  j["kv_substrate"] = o.kv_substrate;
   return j.dump();
 }
 
@@ -128,11 +131,15 @@ class EngineKiller {
   ~EngineKiller() { Stop(); }
 
   void Start(Child* victim, Nanos delay) {
-    thread_ = std::thread([this, victim, delay] {
+    StartAction([victim] { victim->Signal(SIGKILL); }, delay);
+  }
+  // Runs `kill` after `delay` instead (e.g. the rack pool's lock manager, RackPool::KillManager).
+  void StartAction(std::function<void()> kill, Nanos delay) {
+    thread_ = std::thread([this, kill = std::move(kill), delay] {
       std::unique_lock<std::mutex> lock(mu_);
       // A timed wait on the stop flag: the delay is the fault's schedule, not synchronization.
       if (!cv_.wait_for(lock, std::chrono::nanoseconds(delay), [this] { return stop_; })) {
-        victim->Signal(SIGKILL);
+        kill();
         fired_ = true;
       }
     });
@@ -255,6 +262,8 @@ struct RunShared {
   int kill_index = -1;                        // the --kill-engine node, or -1
   const MetricsEndpoints* metrics = nullptr;  // --metrics, else null
   std::unique_ptr<RunCredentials> auth;       // engines' mTLS certificates and transfer token
+  std::string rack_path;         // --kv-substrate rack-pool: the rack region, else empty
+  RackPool* own_rack = nullptr;  // a rack pool this run started (--rack-kill-manager needs it)
 };
 
 // One system's run: its name, its store subdirectory and the service's address.
@@ -282,6 +291,50 @@ std::vector<std::string> SystemSubdirs(const SystemSetup& s) {
 // Where engine `node` writes its store link's counters (--store).
 std::string KvStoreStatsPath(const SystemSetup& s, const std::string& node) {
   return s.run.work + "/" + s.system + "_kvstore_" + node + ".json";
+}
+
+// Where engine `node` writes its KV substrate counters (--kv-stats).
+std::string KvStatsPath(const SystemSetup& s, const std::string& node) {
+  return s.run.work + "/" + s.system + "_kvstats_" + node + ".json";
+}
+
+// The engines' KV substrate counters as one JSON object (sums and the per-engine objects; files
+// that are missing or unreadable are left out, with a warning), and one line to progress: the KV
+// payload bytes the engines put over the compute links and moved through the rack pool.
+std::string KvSubstrateReport(const SystemSetup& s, const std::string& rack_manager_killed,
+                              uint64_t compute_link_bytes, std::ostream& progress) {
+  json engines = json::array();
+  uint64_t compute = 0, written = 0, read = 0, errors = 0;
+  for (const testbed::Node& n : s.run.cluster.nodes) {
+    std::ifstream in(KvStatsPath(s, n.name));
+    json e = json::parse(in, nullptr, /*allow_exceptions=*/false);
+    if (e.is_discarded() || !e.is_object()) {
+      log::Warn("cluster run: no KV stats from engine {} ({})", n.name, KvStatsPath(s, n.name));
+      continue;
+    }
+    compute += e.value("compute_link_kv_bytes", uint64_t{0});
+    written += e.value("rack_pool_written_bytes", uint64_t{0});
+    read += e.value("rack_pool_read_bytes", uint64_t{0});
+    errors += e.value("rack_pool_errors", uint64_t{0});
+    engines.push_back(std::move(e));
+  }
+  if (engines.empty()) return "";
+  progress << s.system << ": KV substrate " << s.run.o.kv_substrate << ": " << compute
+           << " KV payload bytes over the compute links, " << written << " written to / " << read
+           << " read from the rack pool (" << errors << " errors); " << compute_link_bytes
+           << " bytes sent on the compute links in all\n"
+           << std::flush;
+  return json{{"kv_substrate", s.run.o.kv_substrate},
+              {"compute_link_kv_bytes", compute},
+              {"compute_link_bytes", compute_link_bytes},
+              {"rack_pool_written_bytes", written},
+              {"rack_pool_read_bytes", read},
+              {"rack_pool_errors", errors},
+              {"rack_pool", s.run.rack_path.empty() ? json(nullptr) : json(s.run.rack_path)},
+              {"rack_manager_killed",
+               rack_manager_killed.empty() ? json(nullptr) : json(rack_manager_killed)},
+              {"engines", std::move(engines)}}
+      .dump();
 }
 
 // Where prefill engine `node` writes its forward batch stats (--batch-stats).
@@ -399,6 +452,12 @@ std::vector<std::string> EngineArgv(const SystemSetup& s, const testbed::Node& n
   if (o.pool) {
     argv.push_back("--pool");
     argv.push_back(NodePoolPath(s.run.cluster.name, n.name));
+  }
+  argv.insert(argv.end(), {"--kv-stats", KvStatsPath(s, n.name)});
+  if (!s.run.rack_path.empty()) {
+    // Rack node i is cluster node i (replay/rack_pool.h).
+    argv.insert(argv.end(), {"--kv-substrate", "rack-pool", "--rack-pool", s.run.rack_path,
+                             "--rack-node", std::to_string(i)});
   }
   for (std::string& a :
        MetricsEndpoints::ArgsOf(s.run.metrics, MetricsEndpoints::NodeSlot(i), o.metrics_wait_s)) {
@@ -685,6 +744,7 @@ Result<SystemRun> RunSystem(const SystemSetup& setup, std::ostream& progress) {
   control::Client scheduler(s.address);
   RETURN_IF_ERROR(StartSystem(s, procs, scheduler, progress));
   ASSIGN_OR_RETURN(LinkSample before, ReadStorageCounters(r.cluster));
+  ASSIGN_OR_RETURN(LinkSample compute_before, ReadLinkCounters(r.cluster, testbed::Link::kCompute));
   LinkSampler sampler;
   sampler.Start(r.cluster, o.sample_interval_s);
   EngineKiller killer;
@@ -698,8 +758,26 @@ Result<SystemRun> RunSystem(const SystemSetup& setup, std::ostream& progress) {
     }
     killer.Start(&procs.engines[static_cast<size_t>(r.kill_index)], FromSeconds(o.kill_after_s));
   }
+  // --rack-kill-manager: the rack pool's lock manager dies mid-run; its standby takes the role.
+  EngineKiller rack_killer;
+  std::string rack_killed;  // written by rack_killer's thread, read after its Stop()
+  if (o.rack_kill_manager_s > 0 && r.own_rack != nullptr) {
+    rack_killer.StartAction(
+        [rack = r.own_rack, &rack_killed] {
+          Result<std::string> node = rack->KillManager();
+          rack_killed = node.ok() ? *node : "(not killed: " + node.status().ToString() + ")";
+        },
+        FromSeconds(o.rack_kill_manager_s));
+  }
   std::unique_ptr<FaultInjector> fault = MakeFaultInjector(s, procs, scheduler);
   Result<ReplayResult> replay = ReplaySystem(s, procs, sampler, fault.get());
+  if (rack_killer.Stop()) {
+    progress << s.system << ": killed the rack pool's lock manager (pool serve on " << rack_killed
+             << ") mid-run\n";
+    if (replay.ok() && rack_killed.rfind("(not", 0) == 0) {
+      replay = Status(Code::kInternal, "--rack-kill-manager: " + rack_killed);
+    }
+  }
   if (replay.ok() && fault != nullptr) {
     Status done = fault->Finish(s.system, replay->records.size());
     if (!done.ok()) replay = done;
@@ -721,6 +799,13 @@ Result<SystemRun> RunSystem(const SystemSetup& setup, std::ostream& progress) {
   if (killed && buffers) RETURN_IF_ERROR(SweepKilledPool(s, procs, *buffers, progress));
   std::vector<LinkSample> samples = sampler.Stop();
   ASSIGN_OR_RETURN(LinkSample after, ReadStorageCounters(r.cluster));
+  ASSIGN_OR_RETURN(LinkSample compute_after, ReadLinkCounters(r.cluster, testbed::Link::kCompute));
+  // Everything the nodes sent on their compute links during the replay (KV, notices, EnginePeer
+  // RPCs, probes): the link's view next to the engines' KV byte counters.
+  uint64_t compute_link_bytes = 0;
+  for (size_t i = 0; i < compute_after.tx.size() && i < compute_before.tx.size(); ++i) {
+    compute_link_bytes += compute_after.tx[i] - compute_before.tx[i];
+  }
   Status stopped = StopSystem(o, r.cluster, s.system, procs, scheduler);
   RETURN_IF_ERROR(stopped.WithContext(s.system));
   std::string kv_store_json;
@@ -753,6 +838,7 @@ Result<SystemRun> RunSystem(const SystemSetup& setup, std::ostream& progress) {
   if (killed) run.killed_buffers = buffers;
   run.kv_store_json = std::move(kv_store_json);
   run.prefill_batches_json = PrefillBatchReport(s, progress);  // the engines wrote theirs at exit
+  run.kv_substrate_json = KvSubstrateReport(s, rack_killed, compute_link_bytes, progress);
   const Summary sum = Summarize(run.replay);
   progress << s.system << ": JCT " << sum.jct_s << " s, " << sum.requests << " requests, "
            << sum.failed << " failed\n"
@@ -836,6 +922,23 @@ static Status ValidateRunRanges(const ClusterRunOptions& o) {
     return InvalidArgument("--fault " + o.fault->ToString() +
                            ": the store fault kinds need --store (there is no store to fault)");
   }
+  if (o.kv_substrate != "ucx" && o.kv_substrate != "rack-pool") {
+    return InvalidArgument("--kv-substrate '" + o.kv_substrate + "': expected ucx or rack-pool");
+  }
+  if (o.kv_substrate == "rack-pool") {
+    RETURN_IF_ERROR(pool::ParseMemoryModel(o.rack_pool_model).status().WithContext("--rack-pool"));
+    RETURN_IF_ERROR(CheckCountRange("--rack-pool-size", o.rack_pool_bytes, kMinRackPoolBytes,
+                                    kMaxRackPoolBytes, "bytes"));
+  }
+  if (o.rack_kill_manager_s != 0) {
+    if (o.kv_substrate != "rack-pool" || o.rack_pool_model != "noncoherent") {
+      return InvalidArgument(
+          "--rack-kill-manager needs --kv-substrate rack-pool --rack-pool noncoherent (the "
+          "coherent model has no lock manager)");
+    }
+    RETURN_IF_ERROR(
+        CheckRange("--rack-kill-manager", o.rack_kill_manager_s, 0.001, o.replay.timeout_s, "s"));
+  }
   if (!o.kill_node.empty()) {
     RETURN_IF_ERROR(
         CheckRange("--kill-engine seconds", o.kill_after_s, 0.001, o.replay.timeout_s, "s"));
@@ -902,6 +1005,28 @@ Result<ClusterRunReport> RunOnCluster(const ClusterRunOptions& o, std::ostream& 
 
   // Declared after the cluster guard: the pools go before the cluster does.
   NodePools pools(cluster, o.pool);
+  // The rack pool (--kv-substrate rack-pool): the cluster's (`cluster up --rack-pool`), or one of
+  // this run's, whose servers and region go before the cluster does.
+  std::unique_ptr<RackPool> own_rack;
+  if (o.kv_substrate == "rack-pool") {
+    ASSIGN_OR_RETURN(std::optional<RackPoolInfo> rack, LoadRackPool(cluster));
+    if (rack && o.rack_kill_manager_s != 0) {
+      return InvalidArgument("--rack-kill-manager: cluster '" + o.name +
+                             "' has its own rack pool; the run kills only a server it started");
+    }
+    if (!rack) {
+      RackPoolOptions ro;
+      ro.model = o.rack_pool_model;
+      ro.bytes = o.rack_pool_bytes;
+      ro.dualpath_bin = run.bin;
+      ASSIGN_OR_RETURN(own_rack, StartRackPool(cluster, ro, progress));
+      rack = own_rack->info();
+    } else {
+      progress << "rack pool: the cluster's, " << rack->path << " (" << rack->model << ")\n";
+    }
+    run.rack_path = rack->path;
+    run.own_rack = own_rack.get();
+  }
   for (const std::string& system : o.systems) {
     RETURN_IF_ERROR(CheckStop());
     const std::string subdir = "replay-" + run.run_id + "-" + system;

@@ -66,10 +66,14 @@ Result<double> ParseSteadyRate(const std::string& text, const std::string& node)
 }  // namespace
 
 Result<LinkSample> ReadStorageCounters(const testbed::Cluster& cluster) {
+  return ReadLinkCounters(cluster, testbed::Link::kStorage);
+}
+
+Result<LinkSample> ReadLinkCounters(const testbed::Cluster& cluster, testbed::Link link) {
   LinkSample s;
   s.t = WallClock().Now();
   for (const testbed::Node& n : cluster.nodes) {
-    ASSIGN_OR_RETURN(testbed::LinkCounters c, testbed::ReadNodeLink(n, testbed::Link::kStorage));
+    ASSIGN_OR_RETURN(testbed::LinkCounters c, testbed::ReadNodeLink(n, link));
     s.rx.push_back(c.rx_bytes);
     s.tx.push_back(c.tx_bytes);
   }

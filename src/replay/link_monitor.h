@@ -16,11 +16,14 @@
 #include "dualpath/common/status.h"
 #include "dualpath/replay/results.h"
 #include "dualpath/testbed/cluster.h"
+#include "dualpath/testbed/link_stats.h"
 
 namespace dualpath::replay {
 
 // Cumulative storage-link rx/tx bytes of every node (cluster order), stamped with the wall clock.
 Result<LinkSample> ReadStorageCounters(const testbed::Cluster& cluster);
+// The same for another link of every node (the compute links: what a run's KV substrate sends).
+Result<LinkSample> ReadLinkCounters(const testbed::Cluster& cluster, testbed::Link link);
 
 class LinkSampler {
  public:

@@ -303,6 +303,10 @@ json SystemRunJson(const SystemRun& run, bool online) {
     json b = json::parse(run.prefill_batches_json, nullptr, /*allow_exceptions=*/false);
     o["prefill_batches"] = b.is_discarded() ? json(nullptr) : std::move(b);
   }
+  if (!run.kv_substrate_json.empty()) {
+    json k = json::parse(run.kv_substrate_json, nullptr, /*allow_exceptions=*/false);
+    o["kv_substrate"] = k.is_discarded() ? json(nullptr) : std::move(k);
+  }
   o["records"] = RecordsJson(run);
   return o;
 }

@@ -1,17 +1,23 @@
-// Helpers shared by storage unit and system tests: a scratch directory on a disk that accepts
-// O_DIRECT, deterministic block contents, and a small block shape.
+// Helpers shared by storage unit and system tests (and tests of the engines' use of storage): a
+// scratch directory on a disk that accepts O_DIRECT, deterministic block contents, a small block
+// shape, and a gate that holds block publishes.
 #pragma once
 
 #include <stdlib.h>
 
+#include <condition_variable>
 #include <cstddef>
 #include <filesystem>
+#include <functional>
+#include <mutex>
 #include <random>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "dualpath/kv/block_hash.h"
 #include "dualpath/kv/layout.h"
+#include "dualpath/storage/faults.h"
 
 namespace dualpath::storage::testing {
 
@@ -59,6 +65,40 @@ class ScratchDir {
 
  private:
   std::string path_;
+};
+
+// Holds every publish (the rename after a block file is written) until opened, or only those of
+// the blocks `holds` picks: a sink that does not drain, so a test fills a write-behind queue
+// deterministically, without sleeps. Thread-safe.
+class PublishGate : public StorageFaults {
+ public:
+  PublishGate() = default;
+  explicit PublishGate(std::function<bool(const kv::BlockHash&)> holds)
+      : holds_(std::move(holds)) {}
+  void BeforePublish(const kv::BlockHash& hash) override {
+    if (holds_ && !holds_(hash)) return;
+    std::unique_lock lock(mu_);
+    ++arrived_;
+    cv_.notify_all();
+    cv_.wait(lock, [&] { return open_; });
+  }
+  // Waits until n publishes reached the gate.
+  void WaitArrived(int n) {
+    std::unique_lock lock(mu_);
+    cv_.wait(lock, [&] { return arrived_ >= n; });
+  }
+  void Open() {
+    std::lock_guard lock(mu_);
+    open_ = true;
+    cv_.notify_all();
+  }
+
+ private:
+  const std::function<bool(const kv::BlockHash&)> holds_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  int arrived_ = 0;
+  bool open_ = false;
 };
 
 }  // namespace dualpath::storage::testing

@@ -103,13 +103,26 @@ void WriteBehind::Run() {
     }
     finished_seq_ += batch.size();
     space_cv_.notify_all();
+    if (options_.on_space) {
+      // Unlocked: the callback takes its owner's lock, and that owner calls Submit under none of
+      // its own locks, so no lock order between the two objects exists to get wrong.
+      lock.unlock();
+      options_.on_space();
+      lock.lock();
+    }
   }
 }
 
-void WriteBehind::Flush() {
+void WriteBehind::Flush() { FlushTo(accepted()); }
+
+uint64_t WriteBehind::accepted() const {
+  std::lock_guard lock(mu_);
+  return enqueued_seq_;
+}
+
+void WriteBehind::FlushTo(uint64_t seq) {
   std::unique_lock lock(mu_);
-  const uint64_t target = enqueued_seq_;
-  space_cv_.wait(lock, [&] { return finished_seq_ >= target; });
+  space_cv_.wait(lock, [&] { return finished_seq_ >= seq; });
 }
 
 void WriteBehind::Close() {

@@ -16,34 +16,9 @@ namespace {
 
 using testing::HashOf;
 using testing::PayloadOf;
+using testing::PublishGate;
 using testing::ScratchDir;
 using testing::SmallShape;
-
-// Holds every publish until released: lets a test fill the queue deterministically, without sleeps.
-class Gate : public StorageFaults {
- public:
-  void BeforePublish(const kv::BlockHash&) override {
-    std::unique_lock lock(mu_);
-    ++arrived_;
-    cv_.notify_all();
-    cv_.wait(lock, [&] { return open_; });
-  }
-  void WaitArrived(int n) {
-    std::unique_lock lock(mu_);
-    cv_.wait(lock, [&] { return arrived_ >= n; });
-  }
-  void Open() {
-    std::lock_guard lock(mu_);
-    open_ = true;
-    cv_.notify_all();
-  }
-
- private:
-  std::mutex mu_;
-  std::condition_variable cv_;
-  int arrived_ = 0;
-  bool open_ = false;
-};
 
 class WriteBehindTest : public ::testing::Test {
  protected:
@@ -125,7 +100,7 @@ TEST_F(WriteBehindTest, AfterWriteSeesEveryWrittenFileImageBeforeFlushReturns) {
 }
 
 TEST_F(WriteBehindTest, FullQueueRejectsWithoutBlockingThenDrains) {
-  Gate gate;
+  PublishGate gate;
   auto store = Open(&gate);
   WriteBehindOptions o;
   o.max_queued_bytes = 2 * BlockStore::FileBytes(SmallShape());
@@ -150,7 +125,7 @@ TEST_F(WriteBehindTest, FullQueueRejectsWithoutBlockingThenDrains) {
 }
 
 TEST_F(WriteBehindTest, BlockingModeWaitsForSpace) {
-  Gate gate;
+  PublishGate gate;
   auto store = Open(&gate);
   WriteBehindOptions o;
   o.max_queued_bytes = BlockStore::FileBytes(SmallShape());
@@ -171,6 +146,76 @@ TEST_F(WriteBehindTest, BlockingModeWaitsForSpace) {
   EXPECT_EQ(wb.stats().rejected, 0u);
   EXPECT_TRUE(Readable(*store, 0));
   EXPECT_TRUE(Readable(*store, 1));
+}
+
+// on_space is how the decode engine's step loop learns it may offer the blocks it kept when the
+// queue was full (it never waits in Submit): it runs after a batch's bytes left the queue, with no
+// lock of the write-behind held, so a Submit refused as full before goes through from inside it.
+TEST_F(WriteBehindTest, OnSpaceRunsAfterBytesAreFreedAndMaySubmit) {
+  PublishGate gate;
+  auto store = Open(&gate);
+  std::mutex mu;
+  std::condition_variable cv;
+  int calls = 0;
+  Status retried = Status(Code::kInternal, "not retried");
+  WriteBehind* wbp = nullptr;
+  const auto p1 = PayloadOf(1, SmallShape().FullBytes());
+  WriteBehindOptions o;
+  o.max_queued_bytes = BlockStore::FileBytes(SmallShape());  // one block
+  o.max_batch = 1;
+  o.on_space = [&] {
+    std::lock_guard lock(mu);
+    if (++calls == 1) {
+      retried = wbp->Submit(HashOf(1), SmallShape(), p1);  // the kept block, offered again
+    }
+    cv.notify_all();
+  };
+  WriteBehind wb(*store, o);
+  wbp = &wb;
+  const auto p0 = PayloadOf(0, SmallShape().FullBytes());
+  ASSERT_TRUE(wb.Submit(HashOf(0), SmallShape(), p0).ok());
+  gate.WaitArrived(1);  // block 0 in flight, held before its publish: its bytes are still queued
+  EXPECT_EQ(wb.Submit(HashOf(1), SmallShape(), p1).code(), Code::kStorageQueueFull);
+  {
+    std::lock_guard lock(mu);
+    EXPECT_EQ(calls, 0);  // nothing finished yet
+  }
+  gate.Open();
+  {
+    std::unique_lock lock(mu);
+    cv.wait(lock, [&] { return calls >= 1; });
+    EXPECT_TRUE(retried.ok()) << retried.ToString();
+  }
+  wb.Close();
+  EXPECT_EQ(wb.stats().written, 2u);
+  EXPECT_TRUE(Readable(*store, 0));
+  EXPECT_TRUE(Readable(*store, 1));
+}
+
+// FlushTo(accepted() after a block) waits for that block and those queued before it, not for the
+// blocks queued after it (the decode engine reports each result once its own blocks are written).
+// Block 1's publish is held: FlushTo for block 0 must return while it is (the old whole-queue
+// Flush would wait forever).
+TEST_F(WriteBehindTest, FlushToWaitsForBlocksUpToTheSequenceOnly) {
+  PublishGate gate([](const kv::BlockHash& h) { return h == HashOf(1); });
+  auto store = Open(&gate);
+  WriteBehindOptions o;
+  o.max_batch = 1;
+  WriteBehind wb(*store, o);
+  EXPECT_EQ(wb.accepted(), 0u);
+  const auto p = PayloadOf(0, SmallShape().FullBytes());
+  ASSERT_TRUE(wb.Submit(HashOf(0), SmallShape(), p).ok());
+  const uint64_t after0 = wb.accepted();
+  EXPECT_EQ(after0, 1u);
+  ASSERT_TRUE(wb.Submit(HashOf(1), SmallShape(), p).ok());
+  wb.FlushTo(after0);
+  EXPECT_TRUE(store->Contains(HashOf(0)));
+  gate.WaitArrived(1);  // block 1 is held before its publish
+  EXPECT_FALSE(store->Contains(HashOf(1)));
+  gate.Open();
+  wb.FlushTo(wb.accepted());
+  EXPECT_TRUE(store->Contains(HashOf(1)));
+  EXPECT_EQ(wb.accepted(), 2u);
 }
 
 TEST_F(WriteBehindTest, OversizedBlockAndBadPayloadAreRejected) {

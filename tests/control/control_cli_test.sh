@@ -67,6 +67,9 @@ engine_bad "--hbm-tokens = 9000000000000000000 is outside" --hbm-tokens 90000000
 engine_bad "--request-timeout-s = 1e+300 is outside" --request-timeout-s 1e300
 engine_bad "--peer-timeout-s = 0 is outside" --peer-timeout-s 0
 engine_bad "--read-depth" --read-depth 5000
+# Issue 29: the KV substrate's flags.
+engine_bad "--rack-node = 5000 is outside" --rack-node 5000
+engine_bad "--kv-substrate rack-pool needs --rack-pool PATH" --kv-substrate rack-pool
 # Issue 17: the metrics flags (docs/metrics.md), on both processes.
 engine_bad "--metrics-addr 'nohost'" --metrics-addr nohost
 engine_bad "--metrics-addr '127.0.0.1:70000'" --metrics-addr 127.0.0.1:70000

@@ -64,6 +64,15 @@ expect_bad "--fault store-leader@3req:0: the store fault kinds need --store" --f
 expect_bad "--fault 'store-node@3req': store-node needs a node" --store --fault store-node@3req
 expect_bad "--store-ttl requires --store" --store-ttl 3
 expect_bad "--store-ttl = 0.5 is outside" --store --store-ttl 0.5
+# Issue 29: the KV substrate and the rack pool (docs/e2e.md "KV substrate").
+expect_bad "--kv-substrate 'rdma': expected ucx or rack-pool" --kv-substrate rdma
+expect_bad "--rack-pool: unknown memory model 'cxl'" --kv-substrate rack-pool --rack-pool cxl
+expect_bad "--rack-pool-size = 1048576 is outside" --kv-substrate rack-pool --rack-pool-size 1M
+expect_bad "--rack-pool-size: 'lots' is not a size" --kv-substrate rack-pool --rack-pool-size lots
+expect_bad "--rack-kill-manager needs --kv-substrate rack-pool --rack-pool noncoherent" \
+  --kv-substrate rack-pool --rack-kill-manager 2
+expect_bad "--rack-kill-manager = 100 is outside" --kv-substrate rack-pool --rack-pool noncoherent \
+  --rack-kill-manager 100 --timeout 10
 if [[ -e /var/tmp/dualpath-testbed/rpclitest ]]; then
   echo "FAIL: a bad-input run created cluster state"
   failures=$((failures + 1))

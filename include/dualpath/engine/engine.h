@@ -25,6 +25,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <string_view>
 
 #include "dualpath/common/clock.h"
 #include "dualpath/common/grpc_tls.h"
@@ -59,6 +60,12 @@ enum class Role { kPrefill, kDecode };
 // batch; requests join at step boundaries and leave when done. kSerial: one request decodes until
 // it finishes before the next starts (the engine before issue 28, kept to compare against).
 enum class DecodeBatching { kContinuous, kSerial };
+// How KV moves between a PE and its DE (issue 29, docs/engine.md "KV substrate"): one-sided UCX
+// puts over the compute link, or objects in the rack pool (engine/rack_link.h) with only notices
+// on the compute link.
+enum class KvSubstrate { kUcx, kRackPool };
+std::string_view KvSubstrateName(KvSubstrate s);  // "ucx" | "rack-pool"
+Result<KvSubstrate> ParseKvSubstrate(std::string_view name);
 
 // How a prefill engine's compute thread forms forward passes (docs/engine.md "Prefill batching").
 // kBatched: each forward batch packs the chunks of every request whose hit KV is in place with
@@ -85,7 +92,11 @@ struct EngineOptions {
   std::string ucx_tls = "tcp";   // UCX_TLS of the transfer engine
   unsigned read_depth = 8;       // io_uring reads in flight per reader stage
   uint32_t fetch_wait_ms = 200;  // long-poll bound of one Fetch
-  DecodeBatching decode_batching = DecodeBatching::kSerial;  // decode engines only
+  DecodeBatching decode_batching = DecodeBatching::kContinuous;  // decode engines only
+  // Decode engines: bytes of block files the write-behind may hold queued or in flight (at least
+  // one block file). Blocks it refuses when full wait in their requests' buffers, never in the
+  // decode step loop (docs/engine.md "Decode batching").
+  uint64_t write_behind_bytes = 64ull << 20;
   // Prefill engines only (docs/engine.md "Prefill batching"): how forward batches are formed, the
   // engine's data-parallel attention ranks (threads standing in for its GPUs), how chunks are
   // placed on them, and each rank's compute quota (predicted attention time of one layer).
@@ -101,6 +112,15 @@ struct EngineOptions {
   int64_t min_chunk_tokens = 8;
   // Written at exit (JSON: forward batch sizes and per-rank attention balance), when set.
   std::string batch_stats_path;
+  // The KV substrate (both engines of a request must use the same one: StartDecode carries it and
+  // the DE refuses a mismatch). kRackPool needs rack_pool_path: the rack's shared region (it must
+  // exist), attached as node rack_node (the non-coherent model's node id, < the region's nodes).
+  KvSubstrate kv_substrate = KvSubstrate::kUcx;
+  std::string rack_pool_path;
+  uint32_t rack_node = 0;
+  // Written at exit (JSON: KV payload bytes this engine put over the compute link, bytes it
+  // wrote into and read from the rack pool), when set.
+  std::string kv_stats_path;
   // PE: how many requests the loader may have loaded (or be loading) beyond the one computing.
   // The default keeps loading as long as buffer memory lasts; 0 turns the overlap of storage
   // reads and compute off (a baseline for benchmarks: load, compute, load, compute...).

@@ -107,6 +107,17 @@ struct ClusterRunOptions {
   // another's blocks); the service probes all of them (a block counts when any node has it; the
   // engine that gets the request loads what its tier, or the store, has and recomputes the rest).
   bool local_tiers = false;
+  // The KV substrate between PE and DE (issue 29, docs/e2e.md "KV substrate"): "ucx" (puts over
+  // the compute link) or "rack-pool" (objects in the cluster's rack pool, only notices on the
+  // compute link). rack-pool uses the rack pool `cluster up --rack-pool` made, or starts one for
+  // the run (replay/rack_pool.h: rack_pool_model, rack_pool_bytes, removed at the end).
+  std::string kv_substrate = "ucx";
+  std::string rack_pool_model = "coherent";
+  uint64_t rack_pool_bytes = 512ull << 20;
+  // Non-coherent rack pool owned by the run: SIGKILL the `pool serve` holding the lock-manager
+  // role this many seconds into each system's replay (0: never); its standby must take the role
+  // and the run complete (issue 29 acceptance 4).
+  double rack_kill_manager_s = 0;
   std::string metrics_host = "127.0.0.1";
   double metrics_wait_s = 5;
   std::string metrics_config;

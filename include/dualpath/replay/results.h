@@ -80,6 +80,9 @@ struct SystemRun {
   // The prefill engines' forward batches (a JSON array, one object per PE: its --batch-stats
   // file, docs/engine.md "Prefill batching"); empty if none wrote one (absent from the results).
   std::string prefill_batches_json;
+  // The KV substrate's counters (a JSON object: kv_substrate, compute_link_kv_bytes and the rack
+  // pool's bytes summed over the engines, and each engine's --kv-stats); empty if none wrote one.
+  std::string kv_substrate_json;
 };
 
 struct Summary {

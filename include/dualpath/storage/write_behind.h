@@ -4,9 +4,10 @@
 // Submit copies the block into a file image (the caller's buffer may be reused at once) and
 // queues it; one worker thread writes queued blocks in batches through BlockStore::WriteBatch.
 // The queue is bounded in bytes: when it is full, Submit either returns kStorageQueueFull (the
-// default: decode drops the write rather than stall; the block is simply recomputed or re-sent
-// later) or waits for space, per option. A block already queued is not queued twice. Close (and
-// the destructor) flushes everything queued before returning.
+// default: the caller keeps the block and offers it again later, or drops it; the decode engine
+// keeps it in the request's buffer and retries when on_space says bytes were freed) or waits for
+// space, per option. A block already queued is not queued twice. Close (and the destructor)
+// flushes everything queued before returning.
 //
 // Ownership: the store must outlive this object. Thread safety: Submit, Flush, stats and Close may
 // be called from any thread.
@@ -37,6 +38,11 @@ struct WriteBehindOptions {
   // puts the written blocks into the distributed KV store here (docs/store.md "In the system").
   // Empty: none.
   std::function<void(std::span<const EncodedBlock>, std::span<const Status>)> after_write;
+  // Called on the worker thread after each batch finished and its bytes left the queue, with no
+  // lock of this object held (so it may call Submit, or take the caller's own lock and wake a
+  // thread that waits for space: the decode engine's step loop never waits in Submit, it waits
+  // for this). Empty: none.
+  std::function<void()> on_space;
 };
 
 struct WriteBehindStats {
@@ -62,6 +68,13 @@ class WriteBehind {
                 std::span<const std::byte> payload);
   // Waits until every block submitted before the call is written (or has failed).
   void Flush();
+  // Blocks queued so far, a sequence number: the queue finishes blocks in the order they were
+  // queued, so once FlushTo(n) returns the first n are written (or have failed). A block a Submit
+  // accepted (or found already queued) before accepted() was read is among them, when the
+  // submitting thread is the only one (another thread may still be encoding the original of a
+  // duplicate).
+  uint64_t accepted() const;
+  void FlushTo(uint64_t seq);
   // Flushes, then stops the worker. Idempotent.
   void Close();
 
