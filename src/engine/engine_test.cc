@@ -35,6 +35,7 @@
 #include "dualpath/storage/layout.h"
 #include "engine/context.h"
 #include "engine/local_scheduler.h"
+#include "engine/rack_test_util.h"
 
 namespace dualpath::engine {
 namespace {
@@ -382,14 +383,7 @@ class RackSubstrateTest : public EngineTest,
                           public ::testing::WithParamInterface<pool::MemoryModel> {
  protected:
   void SetUp() override {
-    rack_path_ = "/dev/shm/rkp-engine-test-" + std::to_string(getpid()) + ".pool";
-    (void)pool::Pool::Destroy(rack_path_);  // a crashed earlier run's (only a pool is removed)
-    pool::Geometry g;
-    g.model = GetParam();
-    g.lease = kNanosPerSecond;
-    g.index_capacity = 1024;
-    g.region_bytes = pool::RegionBytesFor(g, 16);  // 16 chunks of 4 MiB
-    Status created = pool::Pool::Create(rack_path_, g);
+    Status created = CreateTestRackPool("rkp-engine-test", GetParam(), 1024, 16, &rack_path_);
     ASSERT_TRUE(created.ok()) << created.ToString();
     kv_substrate_ = KvSubstrate::kRackPool;
     EngineTest::SetUp();

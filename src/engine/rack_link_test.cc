@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "dualpath/pool/pool.h"
+#include "engine/rack_test_util.h"
 
 namespace dualpath::engine {
 namespace {
@@ -18,14 +19,7 @@ namespace {
 class RackLinkTest : public ::testing::TestWithParam<pool::MemoryModel> {
  protected:
   void SetUp() override {
-    path_ = "/dev/shm/rkp-rack-link-test-" + std::to_string(getpid()) + ".pool";
-    (void)pool::Pool::Destroy(path_);  // a crashed earlier run's (only a pool is removed)
-    pool::Geometry g;
-    g.model = GetParam();
-    g.lease = kNanosPerSecond;
-    g.index_capacity = 256;
-    g.region_bytes = pool::RegionBytesFor(g, 4);
-    Status s = pool::Pool::Create(path_, g);
+    Status s = CreateTestRackPool("rkp-rack-link-test", GetParam(), 256, 4, &path_);
     ASSERT_TRUE(s.ok()) << s.ToString();
   }
   void TearDown() override { EXPECT_TRUE(pool::Pool::Destroy(path_).ok()); }
