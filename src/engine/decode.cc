@@ -59,8 +59,12 @@ uint64_t Addr(const void* p) { return reinterpret_cast<uint64_t>(p); }
 // The rack object of layer `layer` of `r`'s KV going `d` (both engines name it the same way;
 // DE->PE objects without this engine's xfer id, which the PE may not have read yet).
 RackObjectId RackId(const DeReq& r, RackDirection d, uint32_t layer) {
-  return RackObjectId::For(d, r.a.request().request_id(), r.a.attempt(), r.pe_xfer_id, r.xfer_id,
-                           layer);
+  return RackObjectId{d,
+                      r.a.request().request_id(),
+                      r.a.attempt(),
+                      r.pe_xfer_id,
+                      d == RackDirection::kToDecode ? r.xfer_id : 0,
+                      layer};
 }
 
 storage::WriteBehindOptions WriteBehindFor(const EngineOptions& options, KvStoreLink* kv_store,

@@ -68,8 +68,12 @@ uint64_t Addr(const void* p) { return reinterpret_cast<uint64_t>(p); }
 // DE->PE objects leave the DE's xfer id out: the DE publishes them as soon as StartDecode
 // returned, possibly before this engine has read the reply that carries it.
 RackObjectId RackId(const PeJob& j, RackDirection d, uint32_t layer) {
-  return RackObjectId::For(d, j.a.request().request_id(), j.a.attempt(), j.xfer_id, j.de_xfer_id,
-                           layer);
+  return RackObjectId{d,
+                      j.a.request().request_id(),
+                      j.a.attempt(),
+                      j.xfer_id,
+                      d == RackDirection::kToDecode ? j.de_xfer_id : 0,
+                      layer};
 }
 
 // The reference model's attention time per layer on one rank, as sched::PackRanks predicts it

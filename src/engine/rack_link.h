@@ -54,15 +54,6 @@ struct RackObjectId {
   // The pool key: a fixed tag ("rackkv01") then the fields, so it never equals a block hash of
   // KV content (those are SHA-256 / keyed hashes of tokens) and two live requests never share one.
   kv::BlockHash Key() const;
-
-  // The one naming rule both engines use. DE->PE objects leave the DE's xfer id out (0): the DE
-  // publishes them as soon as StartDecode returned, possibly before the PE has read the reply
-  // that carries that id.
-  static RackObjectId For(RackDirection d, uint64_t request_id, uint32_t attempt,
-                          uint32_t pe_xfer_id, uint32_t de_xfer_id, uint32_t layer) {
-    return RackObjectId{
-        d, request_id, attempt, pe_xfer_id, d == RackDirection::kToDecode ? de_xfer_id : 0u, layer};
-  }
 };
 
 // A contiguous range of an engine buffer that an object holds a piece of (in object order).
