@@ -66,7 +66,8 @@ uint64_t Addr(const void* p) { return reinterpret_cast<uint64_t>(p); }
 
 // The rack object of layer `layer` of `j`'s KV going `d` (both engines name it the same way).
 // DE->PE objects leave the DE's xfer id out: the DE publishes them as soon as StartDecode
-// returned, possibly before this engine has read the reply that carries it.
+// returned, possibly before this engine has read the reply that carries it. Nor is the field read
+// for them: Admit writes it while their notices arrive on the transfer progress thread.
 RackObjectId RackId(const PeJob& j, RackDirection d, uint32_t layer) {
   return RackObjectId{d,
                       j.a.request().request_id(),
