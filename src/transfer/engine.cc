@@ -7,6 +7,8 @@
 #include <sys/eventfd.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <utility>
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
@@ -110,11 +112,14 @@ Status EngineImpl::InitClass(int c) {
   // ("invalid configurations" at worker creation) and applies "TX_SEG_SIZE", a field only the
   // tcp transport has in UCX 1.13.
   if (UsesTcp(config_.ucx_tls) && config_.tcp_seg_size > 0) {
-    const std::string seg = std::to_string(config_.tcp_seg_size);
-    for (const char* key : {"TX_SEG_SIZE", "RX_SEG_SIZE"}) {
+    // Receive segments at least as large as sent ones (EngineConfig::tcp_rx_seg_size).
+    const uint64_t rx = std::max(config_.tcp_seg_size, config_.tcp_rx_seg_size);
+    for (const auto& [key, bytes] : {std::pair<const char*, uint64_t>{"TX_SEG_SIZE", config_.tcp_seg_size},
+                                     std::pair<const char*, uint64_t>{"RX_SEG_SIZE", rx}}) {
       if (std::getenv(fmt::format("UCX_TCP_{}", key).c_str()) != nullptr) {
         continue;  // the operator's explicit setting wins
       }
+      const std::string seg = std::to_string(bytes);
       ucs_status_t st = ucp_config_modify(cfg, key, seg.c_str());
       if (st != UCS_OK) {
         ucp_config_release(cfg);

@@ -45,6 +45,11 @@
 
 namespace dualpath::transfer {
 
+// The largest tcp segment a dualpath engine sends (the store client's puts of up to 1 MiB
+// objects: 1 MiB of payload plus UCX's headers in one segment) and so the receive segment every
+// engine accepts (EngineConfig::tcp_rx_seg_size).
+inline constexpr uint64_t kLargeTcpSegBytes = (1024 + 8) * 1024;
+
 struct EngineConfig {
   std::array<ClassConfig, kNumClasses> classes = {DefaultHighClass(), DefaultLowClass()};
   // UCX_TLS for both class contexts; empty keeps UCX's default (and the environment's UCX_TLS).
@@ -76,6 +81,13 @@ struct EngineConfig {
   // measured 2-4x more 64 KiB puts per CPU second on loopback (docs/transfer.md). Costs
   // receive buffers of this size per connection.
   uint64_t tcp_seg_size = 72 * 1024;
+  // The receive side of the same (UCX_TCP_RX_SEG_SIZE), raised to at least tcp_seg_size. UCX's
+  // tcp transport aborts the receiving process when a segment is larger than its receive buffer
+  // (assertion at tcp_ep.c:1404, seen with a 1 MiB sender against 72 KiB), so every engine
+  // receives segments as large as any dualpath sender sends: the store client sends its puts in
+  // segments of kStoreTcpSegBytes (store/client.h, issue 27). Costs memory only where such
+  // segments arrive (UCX's receive pool grows by 8 buffers at a time, lazily).
+  uint64_t tcp_rx_seg_size = kLargeTcpSegBytes;
   // The cluster's transfer token (dualpath/transfer/token.h): Listen admits and Connect accepts
   // only a peer that proves it holds the same token; others are refused (kPermissionDenied on the
   // connecting side, a warning in the accepting engine's log) before any region is advertised.
