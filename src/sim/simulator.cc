@@ -149,9 +149,15 @@ class Simulation {
   Status Fetch(uint32_t group, double now);
   Status PlacePrefill(const sched::Assignment& a, double now);
   // A per-request event (arrival, read done, decode join) or a fetch tick: the event heap.
+  // Arrivals, one pending per thinking agent (tens of thousands), go to the queue's second heap,
+  // so that the ticks, joins and reads walk a small one (EventQueue::PushDistant).
   void Push(double time, uint32_t kind, uint32_t a = 0, uint64_t b = 0) {
     if (kind != kFetch) ++work_events_;
-    q_.Push(time, kind, a, b);
+    if (kind == kArrive) {
+      q_.PushDistant(time, kind, a, b);
+    } else {
+      q_.Push(time, kind, a, b);
+    }
   }
   // A prefill or decode group's event, at most one pending per timer (event_queue.h): its
   // forward's end, its next decode completion. Setting it again supersedes the pending one.
