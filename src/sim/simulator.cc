@@ -245,6 +245,7 @@ class Simulation {
   std::vector<ReqLife> lives_;  // by request slot
   std::vector<uint32_t> free_reqs_;
   std::vector<StorageNic::Started> started_;  // AdmitReads' scratch
+  std::vector<uint32_t> due_;                 // DecodeDone's scratch: the requests completing
   // By storage NIC: its reads in service, in completion order, the first one's kReadDone in the
   // event queue. A NIC serves reads one after another (FIFO), so their completion times only
   // grow; keeping the rest out of the heap keeps it at one read per NIC (EventQueue::ReserveSeq).
@@ -677,9 +678,18 @@ void Simulation::DecodeDone(uint32_t gi, uint64_t version, double now) {
   if (version != g.version) return;
   AdvanceDecode(g, now);
   AccumulateDecodeSeries(g, now);
+  // Every request due at this step leaves the heap first, and its records start loading, before
+  // the first is completed: they were last touched at their join, long ago, and one after another
+  // each miss stalled the loop (issue 27). Completing touches no decode heap, so the requests
+  // complete in the same order as when each was popped just before its completion.
+  due_.clear();
   while (!g.heap.empty() && g.heap.top().step <= g.steps + 1e-6) {
-    const uint32_t slot = g.heap.top().slot;
+    const DecodeEnd& e = g.heap.top();
+    PrefetchDecodeEnd(e);  // the first was prefetched when the event was timed; a hint
+    due_.push_back(e.slot);
     g.heap.pop();
+  }
+  for (const uint32_t slot : due_) {
     Req& r = reqs_[slot];
     DeState& d = c_.des[r.de];
     d.batch--;
