@@ -74,7 +74,8 @@ struct PeGroup {
 };
 
 // A request decoding in a group: the step it finishes at, and the agent it belongs to (carried
-// so that the completion's agent record can be prefetched without first loading the request's).
+// so that the agent's workload record, NextTurn's read, can be prefetched without first loading
+// the request's).
 // The heap orders by (step, slot), as the std::pair it replaced did: a total order (a slot is in
 // at most one group's heap, once), so the pops are the same whatever the heap's shape.
 struct DecodeEnd {
@@ -141,7 +142,6 @@ class Simulation {
   void PrefetchDecodeEnd(const DecodeEnd& e) const {
     __builtin_prefetch(&reqs_[e.slot]);
     __builtin_prefetch(&lives_[e.slot]);
-    metrics_.PrefetchAgent(e.agent);
     __builtin_prefetch(&w_.agents[e.agent % w_.agents.size()]);  // NextTurn's read
   }
   bool Stalled(double now) const;
@@ -640,8 +640,8 @@ void Simulation::RetimeDecode(uint32_t gi, double now) {
     const DecodeEnd& next = g.heap.top();
     const double left = std::max(0.0, next.step - g.steps);
     SetTimer(DecodeTimer(gi), now + left * g.tau, kDecodeDone, gi, g.version);
-    // The group's next completion touches these three records, each last used long ago: start
-    // loading them now, many events ahead (the agent record was the largest miss left, issue 27).
+    // The group's next completion touches these records, each last used long ago: start loading
+    // them now, many events ahead (issue 27; the agent's sums are batched: SimMetrics::FlushDone).
     PrefetchDecodeEnd(next);
   } else if (q_.CancelTimer(DecodeTimer(gi))) {
     --work_events_;
