@@ -535,13 +535,16 @@ Status Simulation::KickPrefill(uint32_t gi, double now) {
 // batch, and sums their attention time and KV traffic (none without KV movement: Oracle).
 Status Simulation::PlanPeStep(PeGroup& g, PeState& pe, const sched::BatchLimits& limits,
                               PeStep* step, double* tokens_total) {
-  work_.clear();
-  for (uint32_t slot : pe.ready) {
-    const Req& r = reqs_[slot];
-    work_.push_back(sched::PrefillWork{static_cast<int64_t>(r.hit + r.done_new),
-                                       static_cast<int64_t>(r.prompt - r.hit - r.done_new)});
-  }
-  RETURN_IF_ERROR(sched::PackBatch(work_, attn_model_, limits, &plan_));
+  // Only the prefix of the ready queue that PackBatch reads (sched::PackBatchPrefix): a long
+  // ready queue was read in full on every step, a cache miss per request (issue 27).
+  RETURN_IF_ERROR(sched::PackBatchPrefix(
+      pe.ready.size(),
+      [&](size_t i) {
+        const Req& r = reqs_[pe.ready[i]];
+        return sched::PrefillWork{static_cast<int64_t>(r.hit + r.done_new),
+                                  static_cast<int64_t>(r.prompt - r.hit - r.done_new)};
+      },
+      attn_model_, limits, &work_, &plan_));
   const double kvb = cost_.kv_bytes_per_token();
   for (const sched::BatchEntry& e : plan_.entries) {
     const uint32_t slot = pe.ready[e.index];
