@@ -9,7 +9,7 @@
 // engine group index, ...). Time never goes backwards: Push() of a time before Now() is an
 // invariant violation (checked).
 //
-// Two stores, one order:
+// Several stores, one order:
 // - Push(): a 4-ary min-heap (QuadHeap, quad_heap.h) over one flat vector of 32-byte records (no
 //   allocation per event once the vector has grown; a node's four children share two cache lines,
 //   and the heap is half as deep as a binary one).
