@@ -16,7 +16,10 @@
 #        judged on each system's median JCT, since on a shared 2-core machine one run's CPU noise
 #        is as large as the 10% being tested), OUT_DIR (build/replay-acceptance),
 #        ONLY ("1p1d 1p2d compute"), EXTRA (more `cluster run` arguments), NAME (rpaccept: the
-#        testbed cluster's name; give each concurrent user of the machine their own)
+#        testbed cluster's name; give each concurrent user of the machine their own),
+#        PREFILL (the PE's --prefill-batching, batched: §6.2 forward batches; serial gives issue 8's
+#        one-prompt-at-a-time PE), RANKS (the PE's --ranks, 1), DECODE (the DE's
+#        --decode-batching, continuous; serial gives issue 8's one-request-at-a-time DE)
 set -uo pipefail
 here=$(cd "$(dirname "$0")/../.." && pwd)
 bin=$(realpath "${1:-$here/build/release/bin/dualpath}")
@@ -37,19 +40,25 @@ COMPUTE_REPS=${COMPUTE_REPS:-3}
 OUT_DIR=${OUT_DIR:-$here/build/replay-acceptance}
 ONLY=${ONLY:-1p1d 1p2d compute}
 EXTRA=${EXTRA:-}
+PREFILL=${PREFILL:-batched}
+RANKS=${RANKS:-1}
+DECODE=${DECODE:-continuous}
 NAME=${NAME:-rpaccept}
 mkdir -p "$OUT_DIR"
 trap '"$bin" cluster down --name "$NAME" >/dev/null 2>&1' EXIT
 
 run() { # label pd systems workload agents turns append max_context
   local label=$1 pd=$2 systems=$3 workload=$4 agents=$5 turns=$6 append=$7 max_context=$8
-  echo "=== $label: $pd $systems $workload agents=$agents turns=$turns append=$append"
+  echo "=== $label: $pd $systems $workload agents=$agents turns=$turns append=$append" \
+    "prefill=$PREFILL ranks=$RANKS decode=$DECODE"
   # The machine's load beside every figure: on a shared machine it is part of the result.
   echo "=== $label: load before $(cut -d' ' -f1-3 /proc/loadavg)" | tee "$OUT_DIR/$label.load"
   # shellcheck disable=SC2086
   "$bin" cluster run --name "$NAME" --pd "$pd" --stor-rate "$STOR_RATE" --comp-rate "$COMP_RATE" \
     --system "$systems" --workload "$workload" --agents "$agents" --turns "$turns" \
     --append "$append" --gen "$GEN" --max-context "$max_context" \
+    --engine-arg=--prefill-batching --engine-arg="$PREFILL" --engine-arg=--ranks \
+    --engine-arg="$RANKS" --engine-arg=--decode-batching --engine-arg="$DECODE" \
     --json "$OUT_DIR/$label.json" --plot "$OUT_DIR/$label-plots" $EXTRA
   local rc=$?
   echo "=== $label: load after $(cut -d' ' -f1-3 /proc/loadavg)" | tee -a "$OUT_DIR/$label.load"
