@@ -43,7 +43,7 @@ struct EngineArgs {
   std::string role;
   std::string scheduler;
   std::string decode_batching = "continuous";
-  std::string prefill_batching = "serial";
+  std::string prefill_batching = "batched";
   std::string rank_placement = "packed";
   std::string attention_model = "calibrated";
   uint64_t min_chunk_tokens = 8;
@@ -242,7 +242,7 @@ void Register(CLI::App& root, int* exit_code) {
   sub->add_option("--prefill-batching", a->prefill_batching,
                   "Prefill engine: batched (forward batches of every loaded request's chunks, "
                   "§6.2 packing onto --ranks) or serial (one request per forward pass); default "
-                  "serial")
+                  "batched")
       ->check(CLI::IsMember({"batched", "serial"}));
   sub->add_option("--ranks", a->ranks,
                   "Prefill engine, batched: data-parallel attention ranks (threads standing in "
