@@ -145,6 +145,10 @@ void Register(CLI::App& root, int* exit_code) {
   run->add_option("--rack-pool", o.rack_pool_model,
                   "With --kv-substrate rack-pool on a cluster without a rack pool: the memory "
                   "model of the one this run makes, coherent or noncoherent (default coherent)");
+  run->add_option("--rack-prefix-cache", o.rack_prefix_cache,
+                  "With --kv-substrate rack-pool: on (default) also uses the rack pool as the "
+                  "rack-wide prefix cache (hits read from it before storage, new blocks published "
+                  "there; docs/pool.md \"Rack prefix cache\"), off: PE<->DE KV only");
   run->add_option("--rack-pool-size", a->rack_pool_size,
                   "Data size of the run's rack pool (K/M/G; default 512M)");
   run->add_option("--rack-kill-manager", o.rack_kill_manager_s,
