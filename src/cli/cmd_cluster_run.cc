@@ -1,7 +1,7 @@
 // `dualpath cluster run`: Basic vs DualPath vs Oracle on the emulated cluster (docs/replay.md).
 //
 //   dualpath cluster run [--name N] [--pd 1P1D] [--stor-rate 400mbit] [--comp-rate 2gbit]
-//       --system basic|dualpath|oracle|all --workload synthetic|compute|codex|weka|mooncake|FILE
+//       --system basic|dualpath|oracle|all --workload synthetic|compute|codex|static|weka|mooncake|FILE
 //       [--agents N] [--turns N] [--append N] [--gen N] [--max-context N] [--seed S]
 //       [--shared-prefix N] [--routing dualpath|round-robin|sticky]
 //       [--online --aps X] [--json OUT] [--plot DIR] [--keep]
@@ -59,8 +59,9 @@ void Register(CLI::App& root, int* exit_code) {
                   "basic, dualpath, oracle, all, or a comma-separated list (default all)");
   run->add_option("--workload", o.workload.source,
                   "synthetic (Table-2 shaped), compute (long appends), codex (shared system "
-                  "prefix, long first prompt, ~2K appends, 30 turns), weka, mooncake, or a trace "
-                  "file/directory (default synthetic)");
+                  "prefix, long first prompt, ~2K appends, 30 turns), static (TraCT: first prompts "
+                  "of 1500/3000/4500/6000 tokens by agent, 3 output tokens), weka, mooncake, or a "
+                  "trace file/directory (default synthetic)");
   run->add_option("--agents", o.workload.agents, "Agents (default 16)");
   CLI::Option* turns = run->add_option("--turns", o.workload.turns,
                                        "At most this many turns per agent (default 8; codex: 30)");
