@@ -1,7 +1,8 @@
 // `dualpath cluster run`: Basic vs DualPath vs Oracle on the emulated cluster (docs/replay.md).
 //
 //   dualpath cluster run [--name N] [--pd 1P1D] [--stor-rate 400mbit] [--comp-rate 2gbit]
-//       --system basic|dualpath|oracle|all --workload synthetic|compute|codex|static|weka|mooncake|FILE
+//       --system basic|dualpath|oracle|all --workload
+//       synthetic|compute|codex|static|weka|mooncake|FILE
 //       [--agents N] [--turns N] [--append N] [--gen N] [--max-context N] [--seed S]
 //       [--shared-prefix N] [--routing dualpath|round-robin|sticky]
 //       [--online --aps X] [--json OUT] [--plot DIR] [--keep]

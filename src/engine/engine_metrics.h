@@ -23,8 +23,8 @@
 #include "dualpath/sched/batch.h"
 #include "dualpath/storage/block_store.h"
 #include "dualpath/storage/write_behind.h"
-#include "engine/rack_link.h"
 #include "dualpath/transfer/engine.h"
+#include "engine/rack_link.h"
 
 namespace dualpath::engine {
 

@@ -499,8 +499,7 @@ class RackPrefixCacheTest : public RackSubstrateTest {
     ASSERT_TRUE((*p)->Unpin(*pin).ok());
   }
   double RackLookups(const std::string& engine, const std::string& result) {
-    return Series("dualpath_kv_lookups_total", engine,
-                  "tier=\"rack\",result=\"" + result + "\"");
+    return Series("dualpath_kv_lookups_total", engine, "tier=\"rack\",result=\"" + result + "\"");
   }
 };
 
@@ -558,7 +557,8 @@ TEST_P(RackPrefixCacheTest, LaterTurnsReadTheirPrefixFromTheRackAndADamagedRackB
   EXPECT_TRUE(WaitUntil([&] {
     st = (*observer)->Stats();
     return st.lock_error.empty() && st.total_pins == 0;
-  })) << "pins " << st.total_pins << " " << st.lock_error;
+  })) << "pins "
+      << st.total_pins << " " << st.lock_error;
   EXPECT_GE(st.ready_entries, static_cast<uint64_t>(hit4 / kBt));
 }
 

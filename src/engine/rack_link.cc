@@ -242,11 +242,16 @@ Status RackLink::ReadBlock(const kv::BlockHash& hash,
 }
 
 RackLinkStats RackLink::Stats() const {
-  return RackLinkStats{written_bytes_.load(),  read_bytes_.load(),
-                       objects_written_.load(), objects_read_.load(),
-                       errors_.load(),          prefix_hits_.load(),
-                       prefix_misses_.load(),   prefix_corrupt_.load(),
-                       prefix_bytes_.load(),    prefix_published_.load(),
+  return RackLinkStats{written_bytes_.load(),
+                       read_bytes_.load(),
+                       objects_written_.load(),
+                       objects_read_.load(),
+                       errors_.load(),
+                       prefix_hits_.load(),
+                       prefix_misses_.load(),
+                       prefix_corrupt_.load(),
+                       prefix_bytes_.load(),
+                       prefix_published_.load(),
                        prefix_publish_errors_.load()};
 }
 

@@ -80,11 +80,11 @@ struct RackLinkStats {
   uint64_t objects_read = 0;
   uint64_t errors = 0;  // writes or reads that failed (pool full, timeout, corruption, ...)
   // The rack prefix cache (block files under their block hash):
-  uint64_t prefix_hits = 0;       // blocks found and verified
-  uint64_t prefix_misses = 0;     // blocks looked up and absent (never published, or evicted)
-  uint64_t prefix_corrupt = 0;    // blocks found that failed verification (a miss too)
-  uint64_t prefix_bytes = 0;      // block file bytes of the hits
-  uint64_t prefix_published = 0;  // blocks this engine published
+  uint64_t prefix_hits = 0;            // blocks found and verified
+  uint64_t prefix_misses = 0;          // blocks looked up and absent (never published, or evicted)
+  uint64_t prefix_corrupt = 0;         // blocks found that failed verification (a miss too)
+  uint64_t prefix_bytes = 0;           // block file bytes of the hits
+  uint64_t prefix_published = 0;       // blocks this engine published
   uint64_t prefix_publish_errors = 0;  // publishes that failed (pool full of pinned objects, ...)
 };
 

@@ -490,9 +490,9 @@ std::vector<std::string> EngineArgv(const SystemSetup& s, const testbed::Node& n
   argv.insert(argv.end(), {"--kv-stats", KvStatsPath(s, n.name)});
   if (!s.run.rack_path.empty()) {
     // Rack node i is cluster node i (replay/rack_pool.h).
-    argv.insert(argv.end(), {"--kv-substrate", "rack-pool", "--rack-pool", s.run.rack_path,
-                             "--rack-node", std::to_string(i), "--rack-prefix-cache",
-                             o.rack_prefix_cache});
+    argv.insert(argv.end(),
+                {"--kv-substrate", "rack-pool", "--rack-pool", s.run.rack_path, "--rack-node",
+                 std::to_string(i), "--rack-prefix-cache", o.rack_prefix_cache});
   }
   for (std::string& a :
        MetricsEndpoints::ArgsOf(s.run.metrics, MetricsEndpoints::NodeSlot(i), o.metrics_wait_s)) {

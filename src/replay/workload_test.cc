@@ -294,8 +294,8 @@ TEST(WorkloadTest, StaticHasTractsFixedInputsAndThreeOutputTokens) {
     EXPECT_EQ(a.turns[1].prompt.size(), want[k] + 3 + 10);
     EXPECT_EQ(a.turns[1].context_tokens, want[k] + 3);
     // The second prompt extends the first prompt and its recorded outputs (teacher forcing).
-    EXPECT_TRUE(std::equal(a.turns[0].prompt.begin(), a.turns[0].prompt.end(),
-                           a.turns[1].prompt.begin()));
+    EXPECT_TRUE(
+        std::equal(a.turns[0].prompt.begin(), a.turns[0].prompt.end(), a.turns[1].prompt.begin()));
     EXPECT_TRUE(std::equal(a.turns[0].teacher.begin(), a.turns[0].teacher.end(),
                            a.turns[1].prompt.begin() + want[k]));
   }

@@ -54,8 +54,8 @@ inline constexpr std::array<uint32_t, 4> kStaticInputTokens = {1500, 3000, 4500,
 inline constexpr uint32_t kStaticGenTokens = 3;
 
 struct WorkloadOptions {
-  // "synthetic", "compute", "codex", "static", "weka", "mooncake", or a path (file or directory) for
-  // trace::ReadTrace.
+  // "synthetic", "compute", "codex", "static", "weka", "mooncake", or a path (file or directory)
+  // for trace::ReadTrace.
   std::string source = "synthetic";
   uint32_t agents = 4;
   uint32_t turns = 6;           // at most this many turns per agent
