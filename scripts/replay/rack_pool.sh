@@ -19,7 +19,9 @@
 #
 # usage: scripts/replay/rack_pool.sh [DUALPATH_BINARY]   (default build/release/bin/dualpath)
 # env:   PART (both | agentic | static), PD (1P1D), AGENTS (8), TURNS (4), APPEND (24), GEN (8),
-#        MAX_CONTEXT (2048), STATIC_AGENTS (8), STATIC_TURNS (2), STATIC_APS (0.5), RACK_MODEL
+#        MAX_CONTEXT (2048), STATIC_AGENTS (4: one per input length), STATIC_TURNS (2), STATIC_APS (0.1),
+#        STATIC_TIMEOUT_S (900: the engines' --request-timeout-s; the reference model prefills
+#        6,000 tokens on one CPU core in tens of seconds on a loaded machine), RACK_MODEL
 #        (coherent), RACK_SIZE (1G), STOR_RATE (400mbit), COMP_RATE (2gbit), NAME (rkpool: the
 #        testbed cluster's name), OUT_DIR (build/rack-pool), EXTRA (more `cluster run` arguments)
 set -uo pipefail
@@ -32,9 +34,10 @@ TURNS=${TURNS:-4}
 APPEND=${APPEND:-24}
 GEN=${GEN:-8}
 MAX_CONTEXT=${MAX_CONTEXT:-2048}
-STATIC_AGENTS=${STATIC_AGENTS:-8}
+STATIC_AGENTS=${STATIC_AGENTS:-4}
 STATIC_TURNS=${STATIC_TURNS:-2}
-STATIC_APS=${STATIC_APS:-0.5}
+STATIC_TIMEOUT_S=${STATIC_TIMEOUT_S:-900}
+STATIC_APS=${STATIC_APS:-0.1}
 RACK_MODEL=${RACK_MODEL:-coherent}
 RACK_SIZE=${RACK_SIZE:-1G}
 STOR_RATE=${STOR_RATE:-400mbit}
@@ -110,7 +113,8 @@ fi
 if [[ $PART == both || $PART == static ]]; then
   for s in ucx nocache cache; do
     run "static-$s" --workload static --agents "$STATIC_AGENTS" --turns "$STATIC_TURNS" \
-      --append 64 --online --aps "$STATIC_APS" --timeout 600
+      --append 64 --online --aps "$STATIC_APS" --timeout "$STATIC_TIMEOUT_S" \
+      --engine-arg=--request-timeout-s --engine-arg="$STATIC_TIMEOUT_S"
   done
   python3 - "$OUT_DIR" <<'PY'
 import json, os, sys
