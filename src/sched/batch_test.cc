@@ -212,6 +212,51 @@ TEST(TooLongTest, EachSideAgainstItsLargestEngine) {
   EXPECT_EQ(TooLongName(TooLong::kDecode), "decode");
 }
 
+// PackBatchPrefix (the simulator's bounded read of a ready queue, issue 27) against PackBatch
+// over the whole queue: the same entries, tokens, prediction and status on random queues of
+// every length around the prefix sizes, with and without a KV limit, from any first prefix; and
+// it reads fewer requests than the queue holds when the batch closes early.
+TEST(BatchTest, PrefixPackingPlansLikeTheWholeQueue) {
+  std::mt19937_64 rng(27);
+  const AttentionTimeModel m = Model();
+  int read_less = 0;
+  for (int trial = 0; trial < 2000; ++trial) {
+    std::vector<PrefillWork> q(rng() % 70);
+    // Small requests, so that many fit whole and the prefix has to grow; some large ones.
+    for (PrefillWork& w : q) {
+      w.cached_tokens = static_cast<int64_t>(rng() % 3000);
+      w.remaining_tokens = 1 + static_cast<int64_t>(rng() % (rng() % 8 == 0 ? 40000 : 2500));
+    }
+    BatchLimits limits = Limits(static_cast<Nanos>(20 + rng() % 400));
+    if (rng() % 3 == 0) limits.max_batch_kv_tokens = 45000 + static_cast<int64_t>(rng() % 60000);
+    const size_t first = rng() % 20;
+    BatchPlan whole, prefix;
+    const Status ws = PackBatch(q, m, limits, &whole);
+    std::vector<PrefillWork> work;
+    size_t reads = 0;
+    const Status ps = PackBatchPrefix(
+        q.size(),
+        [&](size_t i) {
+          ++reads;
+          return q[i];
+        },
+        m, limits, &work, &prefix, first);
+    ASSERT_EQ(ws.code(), ps.code()) << "trial " << trial;
+    if (!ws.ok()) continue;
+    ASSERT_EQ(whole.entries.size(), prefix.entries.size()) << "trial " << trial;
+    for (size_t i = 0; i < whole.entries.size(); ++i) {
+      EXPECT_EQ(whole.entries[i].index, prefix.entries[i].index);
+      EXPECT_EQ(whole.entries[i].bsz, prefix.entries[i].bsz);
+      EXPECT_EQ(whole.entries[i].chunked, prefix.entries[i].chunked);
+    }
+    EXPECT_EQ(whole.tokens, prefix.tokens);
+    EXPECT_EQ(whole.predicted_ns, prefix.predicted_ns);
+    EXPECT_EQ(reads, work.size());  // each request read once
+    if (reads < q.size()) ++read_less;
+  }
+  EXPECT_GT(read_less, 500);
+}
+
 TEST(BatchTest, EmptyQueueGivesEmptyPlan) {
   BatchPlan plan;
   plan.entries.push_back({});

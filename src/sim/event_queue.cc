@@ -9,6 +9,11 @@ void EventQueue::Push(double time, uint32_t kind, uint32_t a, uint64_t b) {
   heap_.push(Event{time, next_seq_++, kind, a, b});
 }
 
+void EventQueue::PushDistant(double time, uint32_t kind, uint32_t a, uint64_t b) {
+  DUALPATH_CHECK(time >= now_, "event scheduled before the current simulated time");
+  distant_.push(Event{time, next_seq_++, kind, a, b});
+}
+
 void EventQueue::PushReserved(double time, uint64_t seq, uint32_t kind, uint32_t a, uint64_t b) {
   DUALPATH_CHECK(seq < next_seq_, "PushReserved: sequence number not from ReserveSeq()");
   // Due already: an event after it in (time, seq) order has been popped.
@@ -71,7 +76,8 @@ bool EventQueue::CancelTimer(uint32_t timer) {
 Event EventQueue::Pop() {
   DUALPATH_CHECK(!Empty(), "Pop() on an empty event queue");
   const Event* t = TimerFront();
-  if (t != nullptr && (heap_.empty() || EarlierKey(match_[1], heap_.top()))) {
+  const Event* h = HeapsFront();
+  if (t != nullptr && (h == nullptr || EarlierKey(match_[1], *h))) {
     const Event top = *t;
     const auto timer = static_cast<uint32_t>(match_[1].timer);
     match_[leaves_ + timer].time = kNever;
@@ -83,8 +89,13 @@ Event EventQueue::Pop() {
     ++processed_;
     return top;
   }
-  const Event top = heap_.top();
-  heap_.pop();
+  const bool distant = !distant_.empty() && h == &distant_.top();
+  const Event top = *h;
+  if (distant) {
+    distant_.pop();
+  } else {
+    heap_.pop();
+  }
   now_ = top.time;
   now_seq_ = top.seq;
   popped_ = true;

@@ -262,6 +262,56 @@ TEST(EventQueueTest, ReservedStreamsPopLikePushingEveryEvent) {
   }
 }
 
+// The second heap (PushDistant, issue 27) against one binary heap holding every event: on random
+// interleavings of pushes to either heap, timer sets and pops, with many equal times across the
+// heaps, every pop and every Peek() is the event one heap would give.
+TEST(EventQueueTest, DistantHeapPopsLikeOneHeap) {
+  for (uint64_t seed = 1; seed <= 20; ++seed) {
+    std::mt19937_64 rng(seed);
+    EventQueue q;
+    q.ResizeTimers(3);
+    BinaryHeapEventQueue ref;
+    uint64_t pops = 0, distant_pops = 0;
+    for (int step = 0; step < 20'000; ++step) {
+      const uint64_t op = rng() % 100;
+      const bool late = step >= 10'000;
+      // Distant events far out and near (ties with the other heap's), the others near.
+      const double t = q.Now() + static_cast<double>(rng() % 8) * 0.25;
+      const uint64_t b = rng();
+      if (op < (late ? 15u : 30u)) {
+        q.Push(t, 1, 0, b);
+        ref.Push(t, 1, 0, b);
+      } else if (op < (late ? 35u : 60u)) {
+        const double far = t + static_cast<double>(rng() % 2) * 8.0;
+        q.PushDistant(far, 3, 0, b);
+        ref.Push(far, 3, 0, b);
+      } else if (op < (late ? 40u : 65u)) {
+        const auto timer = static_cast<uint32_t>(rng() % 3);
+        if (!q.TimerPending(timer)) {
+          q.SetTimer(timer, t, 2, timer, b);
+          ref.Push(t, 2, timer, b);
+        }
+      } else if (!q.Empty()) {
+        const Event peeked = *q.Peek();
+        const Event x = q.Pop();
+        const Event y = ref.Pop();
+        ASSERT_EQ(x.seq, y.seq) << "seed " << seed << " pop " << pops;
+        ASSERT_EQ(x.time, y.time);
+        ASSERT_EQ(x.kind, y.kind);
+        ASSERT_EQ(x.a, y.a);
+        ASSERT_EQ(x.b, y.b);
+        ASSERT_EQ(peeked.seq, x.seq);
+        if (x.kind == 3) ++distant_pops;
+        ++pops;
+      }
+      ASSERT_EQ(q.Size(), ref.Size());
+    }
+    while (!q.Empty()) ASSERT_EQ(q.Pop().seq, ref.Pop().seq);
+    EXPECT_TRUE(ref.Empty());
+    EXPECT_GT(distant_pops, 2'000u);
+  }
+}
+
 TEST(EventQueueTest, SingleTimerAndEmptyQueue) {
   EventQueue q;
   q.ResizeTimers(1);

@@ -35,18 +35,33 @@ void SimMetrics::RequestDone(uint32_t agent, double arrival, double first_token,
                              double second_token, double now, uint64_t gen) {
   ttst_sum_ += second_token - first_token;
   ttst_n_++;
-  AgentSums& path = agent_sums_[agent];
-  path.to_first_token_s += first_token - arrival;
-  path.decode_s += now - first_token;
-  path.generated_tokens += gen;
-  path.finish_s = now;
+  done_log_.push_back(DoneEntry{agent, gen, first_token - arrival, now - first_token, now});
+  if (done_log_.size() == kDoneBatch) FlushDone();
   requests_done_++;
   last_completion_ = std::max(last_completion_, now);
+}
+
+void SimMetrics::FlushDone() {
+  const DoneEntry* log = done_log_.data();
+  const size_t n = done_log_.size();
+  for (size_t i = 0; i < n && i < kDoneAhead; ++i)
+    __builtin_prefetch(&agent_sums_[log[i].agent], 1);
+  for (size_t i = 0; i < n; ++i) {
+    if (i + kDoneAhead < n) __builtin_prefetch(&agent_sums_[log[i + kDoneAhead].agent], 1);
+    const DoneEntry& d = log[i];
+    AgentSums& path = agent_sums_[d.agent];
+    path.to_first_token_s += d.to_first_token_s;
+    path.decode_s += d.decode_s;
+    path.generated_tokens += d.gen;
+    path.finish_s = d.now;
+  }
+  done_log_.clear();
 }
 
 void SimMetrics::TooLong(uint32_t agent, sched::TooLong side, double now) {
   too_long_.requests++;
   (side == sched::TooLong::kPrefill ? too_long_.prefill : too_long_.decode)++;
+  FlushDone();  // the agent's earlier completions set finish_s first
   agent_sums_[agent].finish_s = now;
   last_completion_ = std::max(last_completion_, now);
 }
@@ -58,6 +73,7 @@ void SimMetrics::AgentDone(uint32_t agent, double now) {
 
 SimResult SimMetrics::Collect(std::string system, ClusterState& cluster, double snic_bytes_per_s,
                               uint64_t events) {
+  FlushDone();
   SimResult r;
   r.system = std::move(system);
   r.requests = requests_done_;

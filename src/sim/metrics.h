@@ -31,10 +31,10 @@ class SimMetrics {
   void InitAgents(size_t agents) {
     agent_path_.assign(agents, AgentPath{});
     agent_sums_.assign(agents, AgentSums{});
+    done_log_.clear();
+    done_log_.reserve(kDoneBatch);
   }
   AgentPath& agent(uint32_t agent) { return agent_path_[agent]; }
-  // A hint: RequestDone(agent, ...) comes soon (its record is otherwise a cache miss).
-  void PrefetchAgent(uint32_t agent) const { __builtin_prefetch(&agent_sums_[agent], 1); }
   // Online: TTFT over requests arriving in [from, to].
   void SetSteadyWindow(double from, double to) {
     steady_from_ = from;
@@ -107,6 +107,23 @@ class SimMetrics {
   };
   std::vector<AgentPath> agent_path_;  // per agent: agent, turns, start (the rest: agent_sums_)
   std::vector<AgentSums> agent_sums_;
+  // RequestDone's updates of agent_sums_, logged and applied in batches (FlushDone): applied one
+  // at a time, each was a cache miss on a random agent's line that stalled the completion (the
+  // prefetch when the completion was timed came too early or too late; ~6 % of a 48K-agent run,
+  // issue 27). A batch prefetches kDoneAhead entries ahead, so its misses overlap. Every update
+  // is the same double operation in the same order per agent (the log keeps completion order),
+  // so the sums are bit-identical; anything that reads or writes agent_sums_ flushes first.
+  struct DoneEntry {
+    uint32_t agent;
+    uint64_t gen;
+    double to_first_token_s;  // first_token - arrival
+    double decode_s;          // now - first_token
+    double now;
+  };
+  static constexpr size_t kDoneBatch = 1024;  // 40 KB of log
+  static constexpr size_t kDoneAhead = 16;
+  void FlushDone();
+  std::vector<DoneEntry> done_log_;
   // Per window (snic_window_s, widened on long runs: time_bins.h), summed over decode groups:
   // integral of requests in decode, time a group was decoding, and integral of its step time
   // while it was.

@@ -74,7 +74,8 @@ struct PeGroup {
 };
 
 // A request decoding in a group: the step it finishes at, and the agent it belongs to (carried
-// so that the completion's agent record can be prefetched without first loading the request's).
+// so that the agent's workload record, NextTurn's read, can be prefetched without first loading
+// the request's).
 // The heap orders by (step, slot), as the std::pair it replaced did: a total order (a slot is in
 // at most one group's heap, once), so the pops are the same whatever the heap's shape.
 struct DecodeEnd {
@@ -141,7 +142,6 @@ class Simulation {
   void PrefetchDecodeEnd(const DecodeEnd& e) const {
     __builtin_prefetch(&reqs_[e.slot]);
     __builtin_prefetch(&lives_[e.slot]);
-    metrics_.PrefetchAgent(e.agent);
     __builtin_prefetch(&w_.agents[e.agent % w_.agents.size()]);  // NextTurn's read
   }
   bool Stalled(double now) const;
@@ -149,9 +149,15 @@ class Simulation {
   Status Fetch(uint32_t group, double now);
   Status PlacePrefill(const sched::Assignment& a, double now);
   // A per-request event (arrival, read done, decode join) or a fetch tick: the event heap.
+  // Arrivals, one pending per thinking agent (tens of thousands), go to the queue's second heap,
+  // so that the ticks, joins and reads walk a small one (EventQueue::PushDistant).
   void Push(double time, uint32_t kind, uint32_t a = 0, uint64_t b = 0) {
     if (kind != kFetch) ++work_events_;
-    q_.Push(time, kind, a, b);
+    if (kind == kArrive) {
+      q_.PushDistant(time, kind, a, b);
+    } else {
+      q_.Push(time, kind, a, b);
+    }
   }
   // A prefill or decode group's event, at most one pending per timer (event_queue.h): its
   // forward's end, its next decode completion. Setting it again supersedes the pending one.
@@ -239,6 +245,7 @@ class Simulation {
   std::vector<ReqLife> lives_;  // by request slot
   std::vector<uint32_t> free_reqs_;
   std::vector<StorageNic::Started> started_;  // AdmitReads' scratch
+  std::vector<uint32_t> due_;                 // DecodeDone's scratch: the requests completing
   // By storage NIC: its reads in service, in completion order, the first one's kReadDone in the
   // event queue. A NIC serves reads one after another (FIFO), so their completion times only
   // grow; keeping the rest out of the heap keeps it at one read per NIC (EventQueue::ReserveSeq).
@@ -464,6 +471,9 @@ void Simulation::NextReadDone(uint32_t nic) {
   if (!fifo.empty()) {
     const ReadEnd& r = fifo.front();
     q_.PushReserved(r.time, r.seq, kReadDone, nic, r.slot);
+    // Its ReadDone is a read's service time away, many events: start loading the request now
+    // (the prefetch one event ahead, in Run, came too late to hide the miss: issue 27).
+    __builtin_prefetch(&reqs_[r.slot]);
   }
 }
 
@@ -525,13 +535,16 @@ Status Simulation::KickPrefill(uint32_t gi, double now) {
 // batch, and sums their attention time and KV traffic (none without KV movement: Oracle).
 Status Simulation::PlanPeStep(PeGroup& g, PeState& pe, const sched::BatchLimits& limits,
                               PeStep* step, double* tokens_total) {
-  work_.clear();
-  for (uint32_t slot : pe.ready) {
-    const Req& r = reqs_[slot];
-    work_.push_back(sched::PrefillWork{static_cast<int64_t>(r.hit + r.done_new),
-                                       static_cast<int64_t>(r.prompt - r.hit - r.done_new)});
-  }
-  RETURN_IF_ERROR(sched::PackBatch(work_, attn_model_, limits, &plan_));
+  // Only the prefix of the ready queue that PackBatch reads (sched::PackBatchPrefix): a long
+  // ready queue was read in full on every step, a cache miss per request (issue 27).
+  RETURN_IF_ERROR(sched::PackBatchPrefix(
+      pe.ready.size(),
+      [&](size_t i) {
+        const Req& r = reqs_[pe.ready[i]];
+        return sched::PrefillWork{static_cast<int64_t>(r.hit + r.done_new),
+                                  static_cast<int64_t>(r.prompt - r.hit - r.done_new)};
+      },
+      attn_model_, limits, &work_, &plan_));
   const double kvb = cost_.kv_bytes_per_token();
   for (const sched::BatchEntry& e : plan_.entries) {
     const uint32_t slot = pe.ready[e.index];
@@ -630,8 +643,8 @@ void Simulation::RetimeDecode(uint32_t gi, double now) {
     const DecodeEnd& next = g.heap.top();
     const double left = std::max(0.0, next.step - g.steps);
     SetTimer(DecodeTimer(gi), now + left * g.tau, kDecodeDone, gi, g.version);
-    // The group's next completion touches these three records, each last used long ago: start
-    // loading them now, many events ahead (the agent record was the largest miss left, issue 27).
+    // The group's next completion touches these records, each last used long ago: start loading
+    // them now, many events ahead (issue 27; the agent's sums are batched: SimMetrics::FlushDone).
     PrefetchDecodeEnd(next);
   } else if (q_.CancelTimer(DecodeTimer(gi))) {
     --work_events_;
@@ -671,9 +684,18 @@ void Simulation::DecodeDone(uint32_t gi, uint64_t version, double now) {
   if (version != g.version) return;
   AdvanceDecode(g, now);
   AccumulateDecodeSeries(g, now);
+  // Every request due at this step leaves the heap first, and its records start loading, before
+  // the first is completed: they were last touched at their join, long ago, and one after another
+  // each miss stalled the loop (issue 27). Completing touches no decode heap, so the requests
+  // complete in the same order as when each was popped just before its completion.
+  due_.clear();
   while (!g.heap.empty() && g.heap.top().step <= g.steps + 1e-6) {
-    const uint32_t slot = g.heap.top().slot;
+    const DecodeEnd& e = g.heap.top();
+    PrefetchDecodeEnd(e);  // the first was prefetched when the event was timed; a hint
+    due_.push_back(e.slot);
     g.heap.pop();
+  }
+  for (const uint32_t slot : due_) {
     Req& r = reqs_[slot];
     DeState& d = c_.des[r.de];
     d.batch--;

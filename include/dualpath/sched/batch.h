@@ -21,6 +21,8 @@
 // Pure functions; no allocation beyond growing `out`. Thread safety: reentrant.
 #pragma once
 
+#include <algorithm>
+#include <cstddef>
 #include <cstdint>
 #include <span>
 #include <vector>
@@ -112,6 +114,28 @@ struct BatchPlan {
 // non-layerwise PE (sched::CheckTooLong, types.h). A head that fits the limit always progresses.
 Status PackBatch(std::span<const PrefillWork> queue, const AttentionTimeModel& model,
                  const BatchLimits& limits, BatchPlan* out);
+
+// PackBatch over a queue of `size` requests, `item(i)` giving queue[i], reading only the prefix
+// PackBatch needs: it reads the queue in order and stops at the first request that does not fit
+// whole (chunked or left out, the batch closes there), so its plan over any prefix reaching past
+// that request is its plan over the whole queue. The prefix starts at `first_prefix` requests and
+// doubles while the plan took every request of it whole. `work` is the caller's scratch (left
+// holding the prefix). The same plan and status as PackBatch over all `size` requests
+// (batch_test.cc). For callers whose queue is expensive to read in full (the simulator's ready
+// queues: a cache miss per request, issue 27).
+template <typename ItemFn>
+Status PackBatchPrefix(size_t size, ItemFn item, const AttentionTimeModel& model,
+                       const BatchLimits& limits, std::vector<PrefillWork>* work, BatchPlan* out,
+                       size_t first_prefix = 16) {
+  work->clear();
+  size_t n = std::min(size, std::max<size_t>(1, first_prefix));
+  for (;;) {
+    for (size_t i = work->size(); i < n; ++i) work->push_back(item(i));
+    RETURN_IF_ERROR(PackBatch(*work, model, limits, out));
+    if (n == size || out->entries.size() < n || out->entries.back().chunked) return Status::Ok();
+    n = std::min(size, 2 * n);
+  }
+}
 
 // How PackRanks places the chunks of a forward batch on an engine's data-parallel attention ranks.
 enum class RankPlacement {

@@ -9,7 +9,7 @@
 // engine group index, ...). Time never goes backwards: Push() of a time before Now() is an
 // invariant violation (checked).
 //
-// Two stores, one order:
+// Several stores, one order:
 // - Push(): a 4-ary min-heap (QuadHeap, quad_heap.h) over one flat vector of 32-byte records (no
 //   allocation per event once the vector has grown; a node's four children share two cache lines,
 //   and the heap is half as deep as a binary one).
@@ -27,7 +27,12 @@
 //   the simulator keeps each storage NIC's read completions (a FIFO server's: their times only
 //   grow) in a FIFO of its own, with only the earliest in the heap, so the heap holds one read per
 //   NIC instead of every read in flight (thousands at 48P96D, issue 27).
-// All draw the sequence number from one counter, and Pop() takes the earlier of the two fronts
+// - PushDistant(): a second 4-ary heap, for events the caller keeps many of pending at once (in
+//   the simulator: the agents' next arrivals after their think time, one per thinking agent,
+//   ~48K at 48K agents). Kept apart so that the frequent short-lived events (fetch ticks, decode
+//   joins, read completions: most of the pushes and pops) walk a heap of a few hundred entries,
+//   a few levels in L1, instead of one 8 levels deep over megabytes (issue 27).
+// All draw the sequence number from one counter, and Pop() takes the earliest of the fronts
 // by (time, seq): a total order, so the pop order is the same as one priority queue holding every
 // event (minus the superseded ones). event_queue_test.cc checks this against the binary
 // std::push_heap queue this replaced, on random inputs; bench/sim compares speed.
@@ -56,6 +61,9 @@ class EventQueue {
  public:
   // Schedules an event. Precondition: time >= Now().
   void Push(double time, uint32_t kind, uint32_t a = 0, uint64_t b = 0);
+  // The same as Push() (same number, same pop position), kept in the second heap: for events of
+  // which many are pending at once (see above).
+  void PushDistant(double time, uint32_t kind, uint32_t a = 0, uint64_t b = 0);
   // Takes the next sequence number, as Push() would, for an event pushed later by PushReserved.
   uint64_t ReserveSeq() { return next_seq_++; }
   // Schedules an event with a number from ReserveSeq(). Precondition (checked): it is not due yet,
@@ -70,18 +78,19 @@ class EventQueue {
   // Drops timer `timer`'s pending event (superseded); returns whether there was one.
   bool CancelTimer(uint32_t timer);
   bool TimerPending(uint32_t timer) const { return match_[leaves_ + timer].time != kNever; }
-  bool Empty() const { return heap_.empty() && timers_pending_ == 0; }
+  bool Empty() const { return heap_.empty() && distant_.empty() && timers_pending_ == 0; }
   // Pending events, timers included.
-  size_t Size() const { return heap_.size() + timers_pending_; }
+  size_t Size() const { return heap_.size() + distant_.size() + timers_pending_; }
   // Removes and returns the earliest event and advances Now() to its time. Precondition: !Empty().
   Event Pop();
   // The event Pop() would return next, or nullptr when empty (lets the caller prefetch what the
   // next event will touch).
   const Event* Peek() const {
+    const Event* h = HeapsFront();
     const Event* t = TimerFront();
-    if (heap_.empty()) return t;
-    if (t != nullptr && EarlierKey(match_[1], heap_.top())) return t;
-    return &heap_.top();
+    if (h == nullptr) return t;
+    if (t != nullptr && EarlierKey(match_[1], *h)) return t;
+    return h;
   }
   // Time of the last popped event (0 before the first).
   double Now() const { return now_; }
@@ -118,12 +127,19 @@ class EventQueue {
   // child wins is data, not control flow (the branchy version mispredicted on most levels and
   // cost more than the heap operations it saved).
   void UpdateTimer(uint32_t timer);
+  // The earlier of the two heaps' tops, or nullptr when both are empty.
+  const Event* HeapsFront() const {
+    if (distant_.empty()) return heap_.empty() ? nullptr : &heap_.top();
+    if (heap_.empty() || EventOrder::Earlier(distant_.top(), heap_.top())) return &distant_.top();
+    return &heap_.top();
+  }
   const Event* TimerFront() const {
     if (timers_pending_ == 0) return nullptr;
     return &timer_ev_[match_[1].timer];
   }
 
   QuadHeap<Event, EventOrder> heap_;
+  QuadHeap<Event, EventOrder> distant_;  // PushDistant's events
   // Tournament tree: match_[1..leaves_-1] each match's winner, match_[leaves_ + t] timer t's own
   // key; leaves_ is the timer count rounded up to a power of two (at least 2; the padding leaves
   // are never pending).
