@@ -141,13 +141,7 @@ print()
 print("| input tokens | turn | n | " + " | ".join(
     f"{s} TTFT mean / p99 (s) | {s} prefill / queue (s)" for s in res) + " | cache/ucx TTFT mean |")
 print("|---|---|---|" + "---|---|" * len(res) + "---|")
-groups = {}
-for s, r in res.items():
-    for x in r["records"]:
-        if not x["ok"]:
-            continue
-        first = x["prompt_tokens"] if x["turn"] == 0 else None
-        groups.setdefault((x["agent"], s), []).append(x)
+# An agent's input length is its first turn's prompt (agent k: kStaticInputTokens[k % 4]).
 lengths = {}
 for s, r in res.items():
     for x in r["records"]:
