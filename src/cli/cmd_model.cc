@@ -7,17 +7,31 @@
 //                           --gen N [--teacher own|random] [--json]
 //       runs the model from scratch; prints the prompt, the generated tokens and the digest of the
 //       first generated token's logits (what engines report and the checker compares)
+//   dualpath model calibrate --spec SPEC [--reps 5] [--json] [--sim-config OUT
+//                            --stor-rate 400mbit --comp-rate 2gbit --storage-efficiency 0.957
+//                            --buffer-mib 256 --ranks 1]
+//       measures the model's prefill and decode costs on this machine (thread CPU time) and fits
+//       the simulator's cost model to them; --sim-config writes a `dualpath sim --config` file for
+//       the emulated testbed (docs/sim.md "Against the engines")
+#include <time.h>
+
+#include <algorithm>
+#include <array>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <iostream>
 #include <nlohmann/json.hpp>
 #include <string>
 
 #include "cli/command.h"
+#include "dualpath/common/file.h"
 #include "dualpath/common/numeric.h"
 #include "dualpath/common/splitmix.h"
 #include "dualpath/kv/hasher.h"
 #include "dualpath/model/ref_model.h"
+#include "dualpath/sim/config.h"
+#include "dualpath/testbed/cluster.h"
 
 namespace dualpath::cli {
 namespace {
@@ -195,6 +209,250 @@ int RunGenerate(const GenerateArgs& a) {
   return kExitOk;
 }
 
+// ---- model calibrate ---------------------------------------------------------------------------
+
+struct CalibrateArgs {
+  std::string spec;
+  int64_t reps = 5;
+  bool json = false;
+  std::string sim_config;
+  std::string stor_rate = "400mbit";
+  std::string comp_rate = "2gbit";
+  double storage_efficiency = 0.957;
+  int64_t buffer_mib = 256;
+  int64_t ranks = 1;
+};
+
+// This thread's CPU time: the work a shape costs on a core of its own. Wall time on the shared
+// machine would add whatever else runs (other engines, builds), which the simulator does not model
+// (docs/sim.md "Against the engines").
+double ThreadCpuSeconds() {
+  timespec ts{};
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+  return static_cast<double>(ts.tv_sec) + static_cast<double>(ts.tv_nsec) * 1e-9;
+}
+
+// One measured shape: features x (the fitted terms' coefficients' multipliers) and its time.
+struct Sample {
+  std::array<double, 3> x{};
+  double seconds = 0;
+};
+
+// Least squares on relative error (weight 1 / t², so a small shape counts as much as a large
+// one) over the first `terms` features, coefficients >= 0: every subset of the terms is solved
+// (at most 7 small systems) and the feasible one of least residual kept. false if none is.
+bool FitNonNegative(const std::vector<Sample>& samples, int terms, std::array<double, 3>* coef,
+                    double* rms_rel_error) {
+  double best = INFINITY;
+  for (int mask = 1; mask < (1 << terms); ++mask) {
+    std::vector<int> idx;
+    for (int k = 0; k < terms; ++k) {
+      if (mask & (1 << k)) idx.push_back(k);
+    }
+    const size_t m = idx.size();
+    double a[3][4] = {};  // normal equations [XᵀWX | XᵀWy]
+    for (const Sample& s : samples) {
+      const double w = 1 / (s.seconds * s.seconds);
+      for (size_t r = 0; r < m; ++r) {
+        for (size_t c = 0; c < m; ++c) a[r][c] += w * s.x[idx[r]] * s.x[idx[c]];
+        a[r][m] += w * s.x[idx[r]] * s.seconds;
+      }
+    }
+    bool singular = false;
+    for (size_t p = 0; p < m && !singular; ++p) {  // Gaussian elimination with partial pivoting
+      size_t piv = p;
+      for (size_t r = p + 1; r < m; ++r) {
+        if (std::fabs(a[r][p]) > std::fabs(a[piv][p])) piv = r;
+      }
+      if (std::fabs(a[piv][p]) < 1e-300) singular = true;
+      if (singular) break;
+      for (size_t c = 0; c <= m; ++c) std::swap(a[p][c], a[piv][c]);
+      for (size_t r = 0; r < m; ++r) {
+        if (r == p) continue;
+        const double f = a[r][p] / a[p][p];
+        for (size_t c = p; c <= m; ++c) a[r][c] -= f * a[p][c];
+      }
+    }
+    if (singular) continue;
+    std::array<double, 3> c{};
+    bool feasible = true;
+    for (size_t r = 0; r < m; ++r) {
+      c[idx[r]] = a[r][m] / a[r][r];
+      if (!(c[idx[r]] >= 0)) feasible = false;
+    }
+    if (!feasible) continue;
+    double err = 0;
+    for (const Sample& s : samples) {
+      double pred = 0;
+      for (int k = 0; k < terms; ++k) pred += c[k] * s.x[k];
+      err += (pred - s.seconds) * (pred - s.seconds) / (s.seconds * s.seconds);
+    }
+    if (err < best) {
+      best = err;
+      *coef = c;
+    }
+  }
+  if (!std::isfinite(best)) return false;
+  *rms_rel_error = std::sqrt(best / static_cast<double>(samples.size()));
+  return true;
+}
+
+// The median thread CPU time of `reps` runs of `work`.
+template <typename F>
+double MedianSeconds(int64_t reps, F&& work) {
+  std::vector<double> t;
+  for (int64_t r = 0; r < reps; ++r) {
+    const double t0 = ThreadCpuSeconds();
+    work();
+    t.push_back(ThreadCpuSeconds() - t0);
+  }
+  std::sort(t.begin(), t.end());
+  return t[t.size() / 2];
+}
+
+int RunCalibrate(const CalibrateArgs& a) {
+  Result<RefModelConfig> c = RefModelConfig::Parse(a.spec);
+  if (!c.ok()) return ReportError("model calibrate: --spec", c.status());
+  Status st = CheckCountRange("--reps", a.reps, 1, 1000, "repetitions");
+  if (st.ok()) st = CheckCountRange("--buffer-mib", a.buffer_mib, 64, 1 << 20, "MiB");
+  if (st.ok()) st = CheckCountRange("--ranks", a.ranks, 1, 64, "ranks");
+  if (st.ok()) {
+    st = CheckRange("--storage-efficiency", a.storage_efficiency, 0.01, 1, "(fraction)");
+  }
+  Result<uint64_t> stor_bps = testbed::ParseRate(a.stor_rate);
+  Result<uint64_t> comp_bps = testbed::ParseRate(a.comp_rate);
+  if (st.ok() && !stor_bps.ok()) st = stor_bps.status().WithContext("--stor-rate");
+  if (st.ok() && !comp_bps.ok()) st = comp_bps.status().WithContext("--comp-rate");
+  if (!st.ok()) return ReportError("model calibrate", st);
+  Result<std::unique_ptr<RefModel>> made = RefModel::Create(*c);
+  if (!made.ok()) return ReportError("model calibrate", made.status());
+  const RefModel& m = **made;
+  const kv::ModelGeometry g = c->Geometry();
+  const uint64_t bpt = c->KvBytesPerTokenPerLayer();
+  const uint32_t hidden = c->hidden();
+
+  // Prefill: one request's forward over all layers (Embed, every layer, the last row's logits),
+  // as a serial or one-request PE batch runs it, at the workloads' shapes: appends of tens to
+  // hundreds of tokens over contexts of 0 to ~3K tokens.
+  std::vector<Sample> prefill;
+  nlohmann::json shapes = nlohmann::json::array();
+  std::vector<float> logits(c->vocab);
+  for (uint64_t cached : {0ull, 1024ull, 2560ull}) {
+    for (uint64_t n : {16ull, 64ull, 256ull}) {
+      std::vector<std::byte> kv(c->layers * (cached + n) * bpt);
+      std::vector<uint32_t> tokens(n, 1);
+      std::vector<float> h(n * hidden);
+      const double t = MedianSeconds(a.reps, [&] {
+        m.Embed(tokens, h);
+        for (uint32_t l = 0; l < c->layers; ++l) {
+          std::span<std::byte> layer_kv(kv.data() + l * (cached + n) * bpt, (cached + n) * bpt);
+          const RefModel::BatchSeq seq{.start = cached, .n = n, .layer_kv = layer_kv};
+          m.ForwardLayerBatch(l, std::span<const RefModel::BatchSeq>(&seq, 1), h);
+        }
+        m.Logits(std::span<const float>(h).subspan((n - 1) * hidden, hidden), logits);
+      });
+      prefill.push_back({{1.0, static_cast<double>(n), g.AttentionFlops(cached, n)}, t});
+      shapes.push_back({{"kind", "prefill"}, {"cached", cached}, {"tokens", n}, {"seconds", t}});
+    }
+  }
+  // Decode: one continuous-batching step of b requests at context `ctx` (every request one token,
+  // its logits), as the DE runs it.
+  std::vector<Sample> decode;
+  for (uint64_t ctx : {512ull, 2048ull}) {
+    for (uint64_t b : {1ull, 4ull, 16ull}) {
+      std::vector<std::byte> kv(b * c->layers * (ctx + 1) * bpt);
+      std::vector<uint32_t> tokens(b, 1);
+      std::vector<float> h(b * hidden);
+      std::vector<float> rows_logits(b * c->vocab);
+      const double t = MedianSeconds(a.reps, [&] {
+        m.Embed(tokens, h);
+        for (uint32_t l = 0; l < c->layers; ++l) {
+          std::vector<RefModel::BatchSeq> seqs(b);
+          for (uint64_t i = 0; i < b; ++i) {
+            const size_t off = ((i * c->layers) + l) * (ctx + 1) * bpt;
+            seqs[i] = {.start = ctx, .n = 1, .layer_kv = {kv.data() + off, (ctx + 1) * bpt}};
+          }
+          m.ForwardLayerBatch(l, seqs, h);
+        }
+        m.LogitsRows(h, rows_logits);
+      });
+      decode.push_back({{1.0, static_cast<double>(b) * g.DecodeFlopsPerToken(ctx), 0}, t});
+      shapes.push_back({{"kind", "decode"}, {"context", ctx}, {"batch", b}, {"seconds", t}});
+    }
+  }
+  std::array<double, 3> pc{}, dc{};
+  double prefill_err = 0, decode_err = 0;
+  if (!FitNonNegative(prefill, 3, &pc, &prefill_err) ||
+      !FitNonNegative(decode, 2, &dc, &decode_err) || pc[1] <= 0 || pc[2] <= 0 || dc[1] <= 0) {
+    return ReportError("model calibrate",
+                       Status(Code::kInternal,
+                              "the measured times fit no cost model with positive "
+                              "per-token and per-FLOP costs (a clock that did not "
+                              "advance?); try more --reps"));
+  }
+  sim::MeasuredCosts costs{.forward_overhead_s = pc[0],
+                           .linear_s_per_token = pc[1],
+                           .attention_s_per_flop = pc[2],
+                           .decode_step_overhead_s = dc[0],
+                           .decode_s_per_flop = dc[1]};
+  nlohmann::json j = {
+      {"spec", c->ToString()},
+      {"isa", std::string(m.isa())},
+      {"kv_bytes_per_token", g.KvBytesPerToken()},
+      {"clock", "thread CPU time, median of --reps"},
+      {"costs",
+       {{"forward_overhead_s", costs.forward_overhead_s},
+        {"linear_s_per_token", costs.linear_s_per_token},
+        {"attention_s_per_flop", costs.attention_s_per_flop},
+        {"decode_step_overhead_s", costs.decode_step_overhead_s},
+        {"decode_s_per_flop", costs.decode_s_per_flop}}},
+      {"fit_rms_relative_error", {{"prefill", prefill_err}, {"decode", decode_err}}},
+      {"shapes", shapes},
+  };
+  if (!a.sim_config.empty()) {
+    // The emulated testbed as the simulator sees it: one "GPU" per rank, the shaped links (all of
+    // the compute link is the engines' KV traffic: there is no model traffic to leave room for),
+    // and the engine's registered buffer as both its HBM for KV and its DRAM buffer.
+    sim::SimConfig sc;
+    sc.hw.gpus_per_node = static_cast<uint32_t>(a.ranks);
+    sc.hw.snic_gbps = static_cast<double>(*stor_bps) / 1e9;
+    sc.hw.snic_efficiency = a.storage_efficiency;
+    sc.hw.cnic_gbps = static_cast<double>(*comp_bps) / 1e9;
+    sc.hw.cnic_kv_share = 1;
+    sc.hw.pcie_gBps = 1e4;
+    const double buffer_gb = static_cast<double>(a.buffer_mib) * (1 << 20) / 1e9;
+    sc.hw.hbm_gb = std::max(1.0, 2 * buffer_gb);
+    sc.engine.pe_hbm_reserved_gb = sc.hw.hbm_gb - buffer_gb;
+    sc.engine.de_hbm_reserved_gb = sc.hw.hbm_gb - buffer_gb;
+    sc.hw.dram_buffer_gb = buffer_gb;
+    sc.engine.pe_ep_nodes = 1;
+    sc.engine.de_ep_nodes = 1;
+    Result<sim::SimConfig> applied = sim::ApplyMeasuredCosts(sc, g, costs);
+    if (!applied.ok()) return ReportError("model calibrate", applied.status());
+    Status w = WriteOutputFile(a.sim_config,
+                               nlohmann::json::parse(sim::SimConfigToJson(*applied)).dump(2) + "\n",
+                               "--sim-config");
+    if (!w.ok()) return ReportError("model calibrate", w);
+    j["sim_config"] = a.sim_config;
+  }
+  if (a.json) {
+    std::cout << j.dump(2) << "\n";
+    return kExitOk;
+  }
+  std::printf("model %s (%s kernels), thread CPU time, median of %lld\n", c->ToString().c_str(),
+              std::string(m.isa()).c_str(), static_cast<long long>(a.reps));
+  std::printf(
+      "prefill: %.3f ms per forward + %.2f us per token + %.3f ns per attention FLOP "
+      "(fit rms relative error %.3f)\n",
+      costs.forward_overhead_s * 1e3, costs.linear_s_per_token * 1e6,
+      costs.attention_s_per_flop * 1e9, prefill_err);
+  std::printf(
+      "decode:  %.3f ms per step + %.3f ns per request FLOP (fit rms relative error %.3f)\n",
+      costs.decode_step_overhead_s * 1e3, costs.decode_s_per_flop * 1e9, decode_err);
+  if (!a.sim_config.empty()) std::printf("sim config: %s\n", a.sim_config.c_str());
+  return kExitOk;
+}
+
 void Register(CLI::App& root, int* exit_code) {
   CLI::App* m = root.add_subcommand("model", "The reference CPU model (RefModel)");
   m->require_subcommand(1);
@@ -222,6 +480,26 @@ void Register(CLI::App& root, int* exit_code) {
                   "seeded tokens, like Reference()");
   gen->add_flag("--json", gen_args->json, "Print one JSON object");
   gen->callback([gen_args, exit_code] { *exit_code = RunGenerate(*gen_args); });
+
+  auto cal = std::make_shared<CalibrateArgs>();
+  CLI::App* calibrate = m->add_subcommand(
+      "calibrate",
+      "Measure the model's prefill and decode costs here and fit the simulator's cost model");
+  calibrate->add_option("--spec", cal->spec, spec_help);
+  calibrate->add_option("--reps", cal->reps, "Runs per shape; the median counts (default 5)");
+  calibrate->add_flag("--json", cal->json, "Print JSON (costs, fit error, every shape's time)");
+  calibrate->add_option("--sim-config", cal->sim_config,
+                        "Write a `dualpath sim --config` file: these costs on the testbed below");
+  calibrate->add_option("--stor-rate", cal->stor_rate, "Storage link rate (default 400mbit)");
+  calibrate->add_option("--comp-rate", cal->comp_rate, "Compute link rate (default 2gbit)");
+  calibrate->add_option("--storage-efficiency", cal->storage_efficiency,
+                        "Measured goodput / storage link rate (default 0.957, cluster run's "
+                        "probe on the 400mbit testbed)");
+  calibrate->add_option("--buffer-mib", cal->buffer_mib,
+                        "Engine buffer (engine --buffer-mib, default 256): HBM for KV and DRAM "
+                        "buffer");
+  calibrate->add_option("--ranks", cal->ranks, "Prefill engine ranks = GPUs per node (default 1)");
+  calibrate->callback([cal, exit_code] { *exit_code = RunCalibrate(*cal); });
 }
 
 DUALPATH_CLI_COMMAND(Register);

@@ -4,6 +4,13 @@
 //                [--system basic|layerwise|dualpath-rr|dualpath|oracle|dualpath-split|all|a,b]
 //                [--ablation] [--online --aps X | --find-max-aps] [--trace FILE]
 //                [--json OUT] [--plot DIR] [--seed S] [--config FILE]
+//                [--replay-workload synthetic|compute|codex|weka|mooncake|FILE --turns N
+//                 --append N --gen N --max-context N]
+//
+// --model ref[:SPEC] is the reference CPU model the testbed's engines run (`model calibrate`
+// writes the --config that gives its measured costs); --replay-workload is exactly the workload
+// `dualpath cluster run --workload` replays with the same flags (docs/sim.md "Against the
+// engines").
 //
 // With no arguments it runs Basic, DualPath and Oracle offline on the 64K synthetic workload and
 // prints the comparison. Bad input: one line on stderr, exit status 2.
@@ -17,6 +24,8 @@
 #include "dualpath/common/file.h"
 #include "dualpath/common/numeric.h"
 #include "dualpath/kv/model.h"
+#include "dualpath/model/ref_model.h"
+#include "dualpath/replay/workload.h"
 #include "dualpath/sched/routing.h"
 #include "dualpath/sched/system.h"
 #include "dualpath/sim/capacity.h"
@@ -53,7 +62,22 @@ struct Options {
   std::string config;
   double start_skew_s = 0;  // --start-skew: overrides offline_start_skew_s when given
   bool start_skew_given = false;
+  // --replay-workload: cluster run's workload (its defaults, WithSourceDefaults, its ranges).
+  replay::WorkloadOptions replay{.source = ""};  // "": not given
+  replay::GivenOptions replay_given;
+  bool replay_shape_given = false;  // any of --turns/--append/--gen/--max-context
 };
+
+// A model preset or JSON (kv::ResolveModel), or "ref" / "ref:SPEC": the reference CPU model of
+// the engines (RefModelConfig::Parse's spec), so the simulator sees their geometry.
+Result<kv::ModelGeometry> ResolveSimModel(const std::string& name) {
+  if (name == "ref" || name.rfind("ref:", 0) == 0) {
+    ASSIGN_OR_RETURN(const model::RefModelConfig c,
+                     model::RefModelConfig::Parse(name == "ref" ? "" : name.substr(4)));
+    return c.Geometry();
+  }
+  return kv::ResolveModel(name);
+}
 
 // "1024", "2K" (x1024).
 Result<uint64_t> ParseCount(const std::string& what, const std::string& text) {
@@ -145,7 +169,7 @@ Result<Inputs> ResolveInputs(const Options& o) {
     }
     in.config.offline_start_skew_s = o.start_skew_s;
   }
-  ASSIGN_OR_RETURN(in.model, kv::ResolveModel(o.model));
+  ASSIGN_OR_RETURN(in.model, ResolveSimModel(o.model));
   ASSIGN_OR_RETURN(in.shape, sim::ParseClusterShape(o.pd));
   // Model-derived engine constants, resolved here so --json records the values used.
   ASSIGN_OR_RETURN(in.config, sim::ResolveEngine(in.config, in.model, in.shape.prefill_nodes,
@@ -162,7 +186,18 @@ Result<Inputs> ResolveInputs(const Options& o) {
 // trajectories that the agents sample (Appendix A.3, sim::SampleAgents).
 Result<sim::SimWorkload> BuildWorkload(const Options& o, const Inputs& in, std::string* name) {
   const sim::SimConfig& config = in.config;
+  const bool replayed = !o.replay.source.empty();
+  if (!replayed && o.replay_shape_given) {
+    return InvalidArgument("--turns, --append, --gen and --max-context need --replay-workload");
+  }
   Result<trace::Workload> workload = [&]() -> Result<trace::Workload> {
+    if (replayed) {
+      if (!o.trace.empty()) return InvalidArgument("--replay-workload and --trace are exclusive");
+      replay::WorkloadOptions w = replay::WithSourceDefaults(o.replay, o.replay_given);
+      w.agents = static_cast<uint32_t>(in.agents);
+      w.seed = o.seed;
+      return replay::ShapeWorkload(w);
+    }
     if (!o.trace.empty()) return LoadTrace(o.trace);
     trace::SyntheticSpec spec;
     spec.max_len_k = in.max_len_k;
@@ -175,7 +210,7 @@ Result<sim::SimWorkload> BuildWorkload(const Options& o, const Inputs& in, std::
   if (!workload.ok()) return workload.status();
   ASSIGN_OR_RETURN(sim::SimWorkload compact,
                    sim::CompactWorkload(*workload, config.engine.block_tokens));
-  if (o.trace.empty() && config.synthetic_trajectories > 0) {
+  if (o.trace.empty() && !replayed && config.synthetic_trajectories > 0) {
     compact = sim::SampleAgents(compact, in.agents, o.seed);
   }
   *name = workload->name;
@@ -190,7 +225,7 @@ sim::RunInfo MakeRunInfo(const Options& o, const Inputs& in, const sim::SimWorkl
   run.agents = workload.agents.size();
   for (const sim::SimAgent& a : workload.agents) run.requests += a.num_turns;
   run.workload = std::move(workload_name);
-  if (o.trace.empty() && in.config.synthetic_trajectories > 0) {
+  if (o.trace.empty() && o.replay.source.empty() && in.config.synthetic_trajectories > 0) {
     run.trajectories = in.config.synthetic_trajectories;
   }
   run.max_len_k = in.max_len_k;
@@ -313,11 +348,27 @@ void Register(CLI::App& root, int* exit_code) {
                   "Prefill engine per turn: dualpath (the system's choice, default), round-robin "
                   "((agent + turn) mod PEs) or sticky (agent mod PEs)");
   sub->add_option("--config", opts->config, "Simulator config JSON overriding the defaults");
+  sub->add_option("--replay-workload", opts->replay.source,
+                  "The workload `cluster run --workload` replays (synthetic, compute, codex, weka, "
+                  "mooncake or a trace file), shaped by --turns/--append/--gen/--max-context and "
+                  "--agents/--seed exactly as there");
+  CLI::Option* turns = sub->add_option("--turns", opts->replay.turns,
+                                       "--replay-workload: turns per agent at most (default 6)");
+  CLI::Option* append = sub->add_option("--append", opts->replay.append,
+                                        "--replay-workload: mean append tokens (default 24)");
+  CLI::Option* gen = sub->add_option(
+      "--gen", opts->replay.gen, "--replay-workload: mean generated tokens per turn (default 16)");
+  CLI::Option* max_context =
+      sub->add_option("--max-context", opts->replay.max_context,
+                      "--replay-workload: no prompt + generation exceeds this (default 3072)");
   CLI::Option* skew = sub->add_option(
       "--start-skew", opts->start_skew_s,
       "Offline: agents' first turns start uniformly over [0, S] seconds (default 0)");
-  sub->callback([opts, exit_code, skew] {
+  sub->callback([opts, exit_code, skew, turns, append, gen, max_context] {
     opts->start_skew_given = skew->count() > 0;
+    opts->replay_given = {.append = append->count() > 0, .turns = turns->count() > 0};
+    opts->replay_shape_given =
+        turns->count() + append->count() + gen->count() + max_context->count() > 0;
     *exit_code = RunSim(*opts);
   });
 }

@@ -1,5 +1,7 @@
 #include "dualpath/sim/config.h"
 
+#include <algorithm>
+#include <cmath>
 #include <nlohmann/json.hpp>
 #include <sstream>
 
@@ -17,18 +19,20 @@ using nlohmann::json;
 // derive = a negative value means "derive from the model" (ResolveEngine) and skips the range.
 // Lower bounds keep every rate far from 0 and upper bounds keep every size and time far from the
 // limits of a double: simulated time grows as 1/rate, and the events and metric windows with it.
+// The link and FLOP-rate floors (10 Mbit/s, 0.1 GFLOP/s) admit the emulated testbed's CPU engines
+// and shaped links (ApplyMeasuredCosts, `dualpath model calibrate`), ~1000x slower than a GPU.
 // clang-format off
 #define DP_HW_FIELDS(X)                                                                    \
   X(gpus_per_node, 1, 64, "GPUs", false)                                                   \
-  X(cnic_gbps, 1, 1e4, "Gbit/s", false)                                                    \
-  X(snic_gbps, 1, 1e4, "Gbit/s", false)                                                    \
+  X(cnic_gbps, 0.01, 1e4, "Gbit/s", false)                                                 \
+  X(snic_gbps, 0.01, 1e4, "Gbit/s", false)                                                 \
   X(snic_efficiency, 0.01, 1, "", false)                                                   \
   X(cnic_kv_share, 0.01, 1, "", false)                                                     \
   X(dram_buffer_gb, 0.1, 1e5, "GB", false)                                                 \
   X(host_mem_gBps, 1, 1e5, "GB/s", false)                                                  \
   X(pcie_gBps, 1, 1e4, "GB/s", false)                                                      \
-  X(gpu_bf16_tflops, 1, 1e5, "TFLOP/s", false)                                             \
-  X(gpu_fp8_tflops, 1, 1e5, "TFLOP/s", false)                                              \
+  X(gpu_bf16_tflops, 1e-4, 1e5, "TFLOP/s", false)                                          \
+  X(gpu_fp8_tflops, 1e-4, 1e5, "TFLOP/s", false)                                           \
   X(hbm_gb, 1, 1e4, "GB", false)                                                           \
   X(hbm_tbps, 0.1, 1e3, "TB/s", false)
 #define DP_ENGINE_FIELDS(X)                                                                \
@@ -247,5 +251,43 @@ json SimConfigJson(const SimConfig& c) {
 }
 
 std::string SimConfigToJson(const SimConfig& c) { return SimConfigJson(c).dump(); }
+
+Result<SimConfig> ApplyMeasuredCosts(SimConfig c, const kv::ModelGeometry& model,
+                                     const MeasuredCosts& m) {
+  auto positive = [](double v) { return std::isfinite(v) && v > 0; };
+  auto non_negative = [](double v) { return std::isfinite(v) && v >= 0; };
+  if (!positive(m.linear_s_per_token) || !positive(m.attention_s_per_flop) ||
+      !positive(m.decode_s_per_flop) || !non_negative(m.forward_overhead_s) ||
+      !non_negative(m.decode_step_overhead_s)) {
+    return Status(Code::kSimBadConfig,
+                  "measured costs: per-token and per-FLOP costs must be > 0 and overheads >= 0");
+  }
+  if (model.num_layers == 0 || !(model.LinearFlopsPerToken() > 0)) {
+    return Status(Code::kSimBadConfig, "measured costs: model '" + model.name +
+                                           "' has no layers or no linear FLOPs per token");
+  }
+  // CostModel charges linear time LinearFlopsPerToken * (tokens + half) / (fp8 peak * eff):
+  // half = 0 and eff = 1 make the FP8 "peak" the measured linear FLOP rate.
+  c.hw.gpu_fp8_tflops = model.LinearFlopsPerToken() / m.linear_s_per_token / 1e12;
+  c.engine.linear_efficiency = 1;
+  c.engine.linear_half_tokens = 0;
+  // Attention and decode both scale the BF16 peak by an efficiency <= 1: the peak is the faster of
+  // the two measured rates and each efficiency the ratio to it.
+  const double attention_flops_per_s = 1 / m.attention_s_per_flop;
+  const double decode_flops_per_s = 1 / m.decode_s_per_flop;
+  const double peak = std::max(attention_flops_per_s, decode_flops_per_s);
+  c.hw.gpu_bf16_tflops = peak / 1e12;
+  c.engine.attention_efficiency = attention_flops_per_s / peak;
+  c.engine.decode_compute_efficiency = decode_flops_per_s / peak;
+  c.engine.layer_overhead_us = m.forward_overhead_s / model.num_layers * 1e6;
+  c.engine.decode_overhead_ms = m.decode_step_overhead_s * 1e3;
+  // A CPU engine reads its weights from caches and DRAM at a cost the measured per-FLOP rate
+  // already holds: no separate HBM term (its bandwidth at the range's top, no weight bytes).
+  c.hw.hbm_tbps = 1e3;
+  c.engine.decode_hbm_efficiency = 1;
+  c.engine.decode_weight_gb = 0;
+  RETURN_IF_ERROR(c.Validate().WithContext("measured costs"));
+  return c;
+}
 
 }  // namespace dualpath::sim

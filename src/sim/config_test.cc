@@ -62,7 +62,7 @@ TEST(SimConfigTest, ErrorsNameTheProblem) {
                 "hardware.snic_efficiency = 1.5 is outside [0.01, 1]"},
            // Issue 19: a rate near 0 made simulated time, and the metric windows, unbounded.
            Case{R"({"hardware": {"snic_gbps": 1e-9}})",
-                "hardware.snic_gbps = 1e-09 is outside [1, 10000] Gbit/s"},
+                "hardware.snic_gbps = 1e-09 is outside [0.01, 10000] Gbit/s"},
            Case{R"({"sched": {"fetch_interval_ms": 0}})", "sched.fetch_interval_ms = 0 is outside"},
            Case{R"({"snic_window_s": 1e-300})", "snic_window_s = 1e-300 is outside"},
            Case{R"({"engine": {"weight_bytes_per_param": 0}})",

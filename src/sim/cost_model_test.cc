@@ -69,5 +69,37 @@ TEST(CostModelTest, SchedulerAttentionFitTracksTheFlopModel) {
   }
 }
 
+// `dualpath model calibrate` feeds the simulator an engine's measured costs (the reference CPU
+// model's on the testbed); the cost model must then charge exactly those, not GPU-peak ones.
+TEST(CostModelTest, MeasuredCostsAreChargedExactly) {
+  const kv::ModelGeometry model = Ds660b();
+  MeasuredCosts m;
+  m.forward_overhead_s = 2e-3;
+  m.linear_s_per_token = 1e-4;
+  m.attention_s_per_flop = 1e-10;
+  m.decode_step_overhead_s = 5e-4;
+  m.decode_s_per_flop = 2e-10;
+  Result<SimConfig> c = ApplyMeasuredCosts(SimConfig{}, model, m);
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  CostModel cost(*c, model);
+  EXPECT_NEAR(cost.PrefillLinearTime(300), 300 * 1e-4, 1e-9);
+  EXPECT_NEAR(cost.PrefillAttentionTime(1024, 64), model.AttentionFlops(1024, 64) * 1e-10,
+              1e-9 * model.AttentionFlops(1024, 64) * 1e-10);
+  EXPECT_NEAR(cost.ForwardOverhead(), 2e-3, 1e-12);
+  EXPECT_NEAR(cost.decode_overhead_s(), 5e-4, 1e-12);
+  const double flops = cost.DecodeFlopsPerStep(2048) * 3;
+  EXPECT_NEAR(cost.DecodeGpuTime(flops, cost.DecodeKvBytesPerStep(2048) * 3, 3), flops * 2e-10,
+              flops * 2e-10 * 1e-6);
+  // A cost of 0 per token, or a negative overhead, says the measurement failed: refused.
+  MeasuredCosts bad = m;
+  bad.linear_s_per_token = 0;
+  EXPECT_EQ(ApplyMeasuredCosts(SimConfig{}, model, bad).status().code(),
+            dualpath::Code::kSimBadConfig);
+  bad = m;
+  bad.forward_overhead_s = -1;
+  EXPECT_EQ(ApplyMeasuredCosts(SimConfig{}, model, bad).status().code(),
+            dualpath::Code::kSimBadConfig);
+}
+
 }  // namespace
 }  // namespace dualpath::sim

@@ -28,6 +28,7 @@
 
 #include <algorithm>
 #include <array>
+#include <cstddef>
 #include <cstdint>
 #include <memory>
 #include <mutex>
@@ -81,15 +82,21 @@ struct ReplicaSlot {
 };
 static_assert(sizeof(ReplicaSlot) == 20);
 
+// Field order (issue 27, `exists` hits): a lookup reads only the hash, the state and the model,
+// so they come first, in bytes [0, kLookupBytes). Records are 80 bytes, so they start at 0, 16,
+// 32 or 48 bytes into a cache line in turn: the first kLookupBytes (44) of half of them lie in
+// one line, where the whole record always spans two. A batch lookup (Impl::Exists) prefetches
+// just those bytes, so a hit loads 1.5 lines of record on average instead of 2.
 struct Object {
   kv::BlockHash hash;
-  // kPending: the put id; kCommitted and kHidden: the checksum the writer committed.
-  uint64_t put_or_checksum = 0;
   uint64_t size : 48 = 0;  // as the writer gave it (space taken is Aligned(size))
   uint64_t state : 8 = 0;  // ObjectState
   uint64_t num_replicas : 8 = 0;
-  uint32_t model = 0;          // index into Impl::models_
-  uint32_t pins = 0;           // live pin references (a key twice in one Get counts twice)
+  uint32_t model = 0;  // index into Impl::models_
+  // ---- kLookupBytes end here ----
+  uint32_t pins = 0;  // live pin references (a key twice in one Get counts twice)
+  // kPending: the put id; kCommitted and kHidden: the checksum the writer committed.
+  uint64_t put_or_checksum = 0;
   uint32_t extra = kNoObject;  // replicas 2 and 3 (Impl::extras_); the free list's link when free
   ReplicaSlot slot0;
 
@@ -97,6 +104,9 @@ struct Object {
   void set_state(ObjectState s) { state = static_cast<uint8_t>(s); }
 };
 static_assert(sizeof(Object) == 80, "the master's per-object record (docs/store.md: memory)");
+// The bytes a lookup compares: hash, the word holding size and state, and model.
+inline constexpr size_t kLookupBytes = offsetof(Object, model) + sizeof(uint32_t);
+static_assert(kLookupBytes == 44, "Exists' prefetch covers hash, state and model");
 
 struct LruList {
   ObjIndex head = kNoObject;  // least recently used

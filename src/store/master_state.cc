@@ -397,10 +397,11 @@ ExistsResult MasterState::Impl::Exists(std::span<const ObjectKey> keys) const {
     const ObjIndex c = index_.Candidate(probe[j].first);
     probe[j].second = c;
     if (c != kNoObject) {
-      // A record is 80 bytes: its hash and state may straddle two lines.
+      // Only the bytes the decision reads (Object: hash, state, model first); they straddle two
+      // lines for half the records, where the whole 80-byte record always does.
       const char* rec = reinterpret_cast<const char*>(&Obj(c));
       __builtin_prefetch(rec);
-      __builtin_prefetch(rec + sizeof(Object) - 1);
+      __builtin_prefetch(rec + kLookupBytes - 1);
     }
   };
   for (size_t j = 0; j < std::min(n, 2 * kDistance); ++j) stage_prefetch(j);

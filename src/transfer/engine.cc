@@ -7,10 +7,12 @@
 #include <sys/eventfd.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
 #include <random>
+#include <utility>
 
 #include "dualpath/common/log.h"
 #include "engine_impl.h"
@@ -109,12 +111,17 @@ Status EngineImpl::InitClass(int c) {
   // Transport options go in without their table's prefix: UCX rejected "TCP_TX_SEG_SIZE" here
   // ("invalid configurations" at worker creation) and applies "TX_SEG_SIZE", a field only the
   // tcp transport has in UCX 1.13.
-  if (UsesTcp(config_.ucx_tls) && config_.tcp_seg_size > 0) {
-    const std::string seg = std::to_string(config_.tcp_seg_size);
-    for (const char* key : {"TX_SEG_SIZE", "RX_SEG_SIZE"}) {
-      if (std::getenv(fmt::format("UCX_TCP_{}", key).c_str()) != nullptr) {
-        continue;  // the operator's explicit setting wins
+  if (UsesTcp(config_.ucx_tls)) {
+    // Receive segments at least as large as sent ones (EngineConfig::tcp_rx_seg_size); each
+    // size 0 keeps UCX's default.
+    const uint64_t rx = std::max(config_.tcp_seg_size, config_.tcp_rx_seg_size);
+    for (const auto& [key, bytes] :
+         {std::pair<const char*, uint64_t>{"TX_SEG_SIZE", config_.tcp_seg_size},
+          std::pair<const char*, uint64_t>{"RX_SEG_SIZE", rx}}) {
+      if (bytes == 0 || std::getenv(fmt::format("UCX_TCP_{}", key).c_str()) != nullptr) {
+        continue;  // UCX's default, or the operator's explicit setting, which wins
       }
+      const std::string seg = std::to_string(bytes);
       ucs_status_t st = ucp_config_modify(cfg, key, seg.c_str());
       if (st != UCS_OK) {
         ucp_config_release(cfg);

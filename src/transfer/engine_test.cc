@@ -36,10 +36,11 @@ struct Pair {
   PeerId b_from_a;
 };
 
-Pair Connect(const EngineConfig& cfg) {
+// `b_cfg`: B's own configuration (default: the same as A's).
+Pair Connect(const EngineConfig& cfg, const EngineConfig* b_cfg = nullptr) {
   Pair p;
   auto a = TransferEngine::Create(cfg);
-  auto b = TransferEngine::Create(cfg);
+  auto b = TransferEngine::Create(b_cfg != nullptr ? *b_cfg : cfg);
   EXPECT_TRUE(a.ok()) << a.status().ToString();
   EXPECT_TRUE(b.ok()) << b.status().ToString();
   p.a = std::move(a).value();
@@ -109,6 +110,38 @@ TEST(TcpConnectTest, AHostThatNeverAnswersFailsAtTheTimeout) {
   EXPECT_EQ(dropped.status().code(), Code::kTransferPeerDead);
   EXPECT_NE(dropped.status().message().find("no answer within 200 ms"), std::string::npos)
       << dropped.status().ToString();
+}
+
+// Issue 27: the store client sends its tcp puts in segments of kLargeTcpSegBytes, and UCX's tcp
+// transport aborts a receiver whose receive segment is smaller (an assertion in tcp_ep.c; before
+// EngineConfig::tcp_rx_seg_size every engine received 72 KiB segments). An engine with the
+// default configuration receives such puts, of sizes around the segment's payload, byte for byte.
+TEST(EngineTcpSegmentTest, ADefaultEngineReceivesTheLargestSegmentsAnEngineSends) {
+  EngineConfig sender;
+  sender.ucx_tls = "tcp";
+  sender.tcp_seg_size = kLargeTcpSegBytes;
+  EngineConfig receiver;  // every default but the transport
+  receiver.ucx_tls = "tcp";
+  Pair p = Connect(sender, &receiver);
+  const std::vector<size_t> sizes = {1 << 20, (1 << 20) + 1, kLargeTcpSegBytes - 1,
+                                     kLargeTcpSegBytes + 1, 2 * kLargeTcpSegBytes + 3};
+  size_t total = 0;
+  for (size_t n : sizes) total += n;
+  std::vector<uint8_t> src = Pattern(total, 27);
+  std::vector<uint8_t> dst(total, 0);
+  ASSERT_TRUE(p.a->RegisterRegion(src.data(), src.size()).ok());
+  ASSERT_TRUE(p.b->RegisterRegion(dst.data(), dst.size()).ok());
+  while (p.a->RemoteRegions(p.b_from_a)->empty()) {
+    std::this_thread::yield();
+  }
+  Batch put{.peer = p.b_from_a, .cls = TrafficClass::kLow, .op = Op::kPut};
+  size_t at = 0;
+  for (size_t n : sizes) {
+    put.descs.push_back({Addr(src.data() + at), Addr(dst.data() + at), n});
+    at += n;
+  }
+  ASSERT_TRUE(RunBatch(*p.a, put).ok());
+  EXPECT_EQ(dst, src);
 }
 
 class EngineTest : public ::testing::TestWithParam<std::tuple<std::string, bool>> {

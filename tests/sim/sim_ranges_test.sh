@@ -55,7 +55,7 @@ check_bad 'field "output_length" = 18446744073709551615 is outside [0, 107374182
 # Defect 3: a storage NIC of 1e-9 Gbit/s reached 12 GB in 20 s; every rate has a floor.
 cfg() { echo "$1" >"$tmp/cfg.json"; }
 cfg '{"hardware": {"snic_gbps": 1e-9}}'
-check_bad 'hardware.snic_gbps = 1e-09 is outside [1, 10000] Gbit/s' sim --config "$tmp/cfg.json"
+check_bad 'hardware.snic_gbps = 1e-09 is outside [0.01, 10000] Gbit/s' sim --config "$tmp/cfg.json"
 cfg '{"hardware": {"cnic_gbps": 0.000001}}'
 check_bad 'hardware.cnic_gbps = 1e-06 is outside' sim --config "$tmp/cfg.json"
 cfg '{"sched": {"fetch_interval_ms": 1e-12}}'

@@ -122,6 +122,26 @@ struct SimConfig {
 Result<SimConfig> ResolveEngine(const SimConfig& config, const kv::ModelGeometry& model,
                                 uint32_t prefill_nodes, uint32_t decode_nodes);
 
+// An engine's costs measured on its own hardware instead of derived from GPU peaks: what
+// `dualpath model calibrate` measures for the reference CPU model on this machine (docs/sim.md
+// "Against the engines"). Times in seconds, for a whole forward or step over all layers; FLOPs
+// as kv::ModelGeometry counts them (AttentionFlops, DecodeFlopsPerToken).
+struct MeasuredCosts {
+  double forward_overhead_s = 0;      // per prefill forward, whatever its size
+  double linear_s_per_token = 0;      // per prompt token: projections, MLP
+  double attention_s_per_flop = 0;    // per prefill attention FLOP
+  double decode_step_overhead_s = 0;  // per decode step, whatever its batch
+  double decode_s_per_flop = 0;       // per FLOP of one request's decode step
+};
+
+// `config` with the engine cost constants set so that CostModel charges exactly `costs` for
+// `model`: the prefill linear and attention rates and per-layer overhead, the decode rate and
+// per-step overhead, and no HBM term (a CPU engine's memory traffic is inside its measured
+// rates). The hardware links, HBM size and buffers are left as they are. kSimBadConfig when a
+// cost is not a positive finite number (overheads may be 0) or the result is out of range.
+Result<SimConfig> ApplyMeasuredCosts(SimConfig config, const kv::ModelGeometry& model,
+                                     const MeasuredCosts& costs);
+
 // Defaults overridden by the JSON object in `text` (`origin` names it in errors).
 Result<SimConfig> ParseSimConfig(std::string_view text, std::string_view origin);
 Result<SimConfig> LoadSimConfig(const std::string& path);

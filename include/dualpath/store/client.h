@@ -49,6 +49,9 @@
 
 namespace dualpath::store {
 
+// The tcp segment of the store client's puts: one segment carries an object of up to 1 MiB.
+inline constexpr uint64_t kStoreTcpSegBytes = transfer::kLargeTcpSegBytes;
+
 struct ClientOptions {
   std::string cluster;
   coord::EtcdOptions etcd;
@@ -67,7 +70,12 @@ struct ClientOptions {
   // other file is refused (logged once, counted in shm_refused) and the node is used over the
   // network instead.
   std::string shm_dir = "/dev/shm";
-  transfer::EngineConfig transfer;
+  // The client's transfer engine. Its puts over tcp travel in segments of kStoreTcpSegBytes
+  // (issue 27): UCX 1.13 emulates a put over tcp with active messages, each segment copied into a
+  // send buffer, sent, received into a buffer and copied into the tier; with the engines' 72 KiB a
+  // 1 MiB object took 15 segments, and the node spent 27-43 CPU-ms per 64 MiB put against 15-24
+  // with 1 MiB segments (docs/store.md "UCX tcp put"). Store nodes (any engine) receive them.
+  transfer::EngineConfig transfer = {.tcp_seg_size = kStoreTcpSegBytes};
   // Deadline of each master call (each try; no try outlasts the call's retry_deadline either).
   Nanos rpc_timeout = 5 * kNanosPerSecond;
   // How long a call keeps retrying after leader changes and unreachable masters.

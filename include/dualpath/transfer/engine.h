@@ -45,6 +45,11 @@
 
 namespace dualpath::transfer {
 
+// The largest tcp segment a dualpath engine sends (the store client's puts of up to 1 MiB
+// objects: 1 MiB of payload plus UCX's headers in one segment) and so the receive segment every
+// engine accepts (EngineConfig::tcp_rx_seg_size).
+inline constexpr uint64_t kLargeTcpSegBytes = (1024 + 8) * 1024;
+
 struct EngineConfig {
   std::array<ClassConfig, kNumClasses> classes = {DefaultHighClass(), DefaultLowClass()};
   // UCX_TLS for both class contexts; empty keeps UCX's default (and the environment's UCX_TLS).
@@ -69,13 +74,20 @@ struct EngineConfig {
   // the caller's thread before Submit returns, so on_complete must not take a lock the caller
   // holds across Submit. Off by default for that reason.
   bool post_on_submit = false;
-  // UCX tcp transport segment size (UCX_TCP_TX_SEG_SIZE / UCX_TCP_RX_SEG_SIZE) for both class
-  // contexts, when the transport list includes tcp; 0 keeps UCX's default (8 KiB), and the
-  // environment variables, if set, win. Puts over tcp are active messages cut into segments:
-  // with 72 KiB a 64 KiB put (plus headers) travels as one segment instead of nine, which
-  // measured 2-4x more 64 KiB puts per CPU second on loopback (docs/transfer.md). Costs
-  // receive buffers of this size per connection.
+  // UCX tcp transport send segment size (UCX_TCP_TX_SEG_SIZE; the receive side is
+  // tcp_rx_seg_size below) for both class contexts, when the transport list includes tcp; 0
+  // keeps UCX's default (8 KiB), and the environment variables, if set, win. Puts over tcp are
+  // active messages cut into segments: with 72 KiB a 64 KiB put (plus headers) travels as one
+  // segment instead of nine, which measured 2-4x more 64 KiB puts per CPU second on loopback
+  // (docs/transfer.md).
   uint64_t tcp_seg_size = 72 * 1024;
+  // The receive side (UCX_TCP_RX_SEG_SIZE), raised to at least tcp_seg_size (both 0: UCX's
+  // default). UCX's tcp transport aborts the receiving process when a segment is larger than its
+  // receive buffer (assertion at tcp_ep.c:1404, seen with a 1 MiB sender against 72 KiB), so
+  // every engine receives segments as large as any dualpath sender sends: the store client sends
+  // its puts in segments of kStoreTcpSegBytes (store/client.h, issue 27). Costs memory only
+  // where such segments arrive (UCX's receive pool grows by 8 buffers at a time, lazily).
+  uint64_t tcp_rx_seg_size = kLargeTcpSegBytes;
   // The cluster's transfer token (dualpath/transfer/token.h): Listen admits and Connect accepts
   // only a peer that proves it holds the same token; others are refused (kPermissionDenied on the
   // connecting side, a warning in the accepting engine's log) before any region is advertised.
