@@ -1,7 +1,8 @@
 // `dualpath cluster run`: Basic vs DualPath vs Oracle on the emulated cluster (docs/replay.md).
 //
 //   dualpath cluster run [--name N] [--pd 1P1D] [--stor-rate 400mbit] [--comp-rate 2gbit]
-//       --system basic|dualpath|oracle|all --workload synthetic|compute|codex|weka|mooncake|FILE
+//       --system basic|dualpath|oracle|all --workload
+//       synthetic|compute|codex|static|weka|mooncake|FILE
 //       [--agents N] [--turns N] [--append N] [--gen N] [--max-context N] [--seed S]
 //       [--shared-prefix N] [--routing dualpath|round-robin|sticky]
 //       [--online --aps X] [--json OUT] [--plot DIR] [--keep]
@@ -59,8 +60,9 @@ void Register(CLI::App& root, int* exit_code) {
                   "basic, dualpath, oracle, all, or a comma-separated list (default all)");
   run->add_option("--workload", o.workload.source,
                   "synthetic (Table-2 shaped), compute (long appends), codex (shared system "
-                  "prefix, long first prompt, ~2K appends, 30 turns), weka, mooncake, or a trace "
-                  "file/directory (default synthetic)");
+                  "prefix, long first prompt, ~2K appends, 30 turns), static (TraCT: first prompts "
+                  "of 1500/3000/4500/6000 tokens by agent, 3 output tokens), weka, mooncake, or a "
+                  "trace file/directory (default synthetic)");
   run->add_option("--agents", o.workload.agents, "Agents (default 16)");
   CLI::Option* turns = run->add_option("--turns", o.workload.turns,
                                        "At most this many turns per agent (default 8; codex: 30)");
@@ -145,6 +147,10 @@ void Register(CLI::App& root, int* exit_code) {
   run->add_option("--rack-pool", o.rack_pool_model,
                   "With --kv-substrate rack-pool on a cluster without a rack pool: the memory "
                   "model of the one this run makes, coherent or noncoherent (default coherent)");
+  run->add_option("--rack-prefix-cache", o.rack_prefix_cache,
+                  "With --kv-substrate rack-pool: on (default) also uses the rack pool as the "
+                  "rack-wide prefix cache (hits read from it before storage, new blocks published "
+                  "there; docs/pool.md \"Rack prefix cache\"), off: PE<->DE KV only");
   run->add_option("--rack-pool-size", a->rack_pool_size,
                   "Data size of the run's rack pool (K/M/G; default 512M)");
   run->add_option("--rack-kill-manager", o.rack_kill_manager_s,

@@ -48,6 +48,7 @@ struct EngineArgs {
   std::string attention_model = "calibrated";
   uint64_t min_chunk_tokens = 8;
   std::string kv_substrate = "ucx";
+  std::string rack_prefix_cache = "on";
   uint64_t rack_node = 0;
   uint64_t ranks = 1;
   double compute_quota_ms = 300;
@@ -144,6 +145,7 @@ int RunEngine(EngineArgs& a) {
   o.buffer_bytes = a.buffer_mib << 20;
   o.kv_substrate = *engine::ParseKvSubstrate(a.kv_substrate);  // CLI::IsMember checked it
   o.rack_node = static_cast<uint32_t>(a.rack_node);
+  o.rack_prefix_cache = a.rack_prefix_cache == "on";  // CLI::IsMember checked it
   o.pool_bytes = a.pool_mib << 20;
   o.request_timeout = FromSeconds(a.request_timeout_s);
   o.ranks = static_cast<uint32_t>(a.ranks);
@@ -277,6 +279,11 @@ void Register(CLI::App& root, int* exit_code) {
   sub->add_option("--rack-node", a->rack_node,
                   "This engine's node id in the rack pool (its non-coherent lock tier), 0-1023; "
                   "default 0");
+  sub->add_option("--rack-prefix-cache", a->rack_prefix_cache,
+                  "With --kv-substrate rack-pool: on (default) also uses the rack pool as the "
+                  "rack-wide prefix cache (hit blocks looked up there before storage, new blocks "
+                  "published there); off: the region carries PE<->DE KV only")
+      ->check(CLI::IsMember({"on", "off"}));
   sub->add_option("--kv-stats", a->o.kv_stats_path,
                   "Write the KV substrate's counters (JSON: compute link KV bytes, rack pool "
                   "bytes) here at exit");

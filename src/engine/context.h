@@ -53,6 +53,9 @@ struct Context {
   SchedulerLink* scheduler = nullptr;
   // --kv-substrate rack-pool: the rack region KV goes through instead of UCX puts; null: UCX.
   RackLink* rack = nullptr;
+  // The rack prefix cache (the same region, `--rack-prefix-cache on`, the default with rack-pool):
+  // hit blocks are looked up there before storage, new blocks published there; null: off.
+  RackLink* rack_cache = nullptr;
   EngineMetrics* metrics = nullptr;  // set before the stages start (never null then)
   std::atomic<bool> stopping{false};
 

@@ -68,13 +68,24 @@ RackObjectId RackId(const DeReq& r, RackDirection d, uint32_t layer) {
 }
 
 storage::WriteBehindOptions WriteBehindFor(const EngineOptions& options, KvStoreLink* kv_store,
-                                           std::function<void()> on_space) {
+                                           RackLink* rack, std::function<void()> on_space) {
   storage::WriteBehindOptions o;
-  if (kv_store != nullptr) {
-    // Every block persisted to the node's tier also goes to the distributed store (its file
-    // image: readers verify it as a file read). On the write-behind's thread, off the decode path.
-    o.after_write = [kv_store](std::span<const storage::EncodedBlock> blocks,
-                               std::span<const Status> results) { kv_store->Put(blocks, results); };
+  if (kv_store != nullptr || rack != nullptr) {
+    // Every block persisted to the node's tier also goes to the distributed store and to the rack
+    // prefix cache (its file image: readers verify it as a file read). On the write-behind's
+    // thread, off the decode path, and before FlushTo returns: a result is reported only after
+    // its blocks are written, so the agent's next turn finds them in the rack.
+    o.after_write = [kv_store, rack](std::span<const storage::EncodedBlock> blocks,
+                                     std::span<const Status> results) {
+      if (kv_store != nullptr) kv_store->Put(blocks, results);
+      if (rack == nullptr) return;
+      for (const storage::EncodedBlock& b : blocks) {
+        // Published whatever the tier's write did: the rack copy is verified on every read, and
+        // a block the tier failed to keep is then still a rack hit instead of a recompute.
+        Status s = rack->PublishBlock(b.hash, b.file.span().first(b.file_bytes));
+        if (!s.ok()) log::Debug("engine: rack prefix cache: {}", s.ToString());
+      }
+    };
   }
   o.max_queued_bytes = options.write_behind_bytes;
   // Never wait in Submit: a full queue refuses, and the decode thread keeps the refused block in
@@ -112,9 +123,9 @@ struct Decoder::Active {
 
 Decoder::Decoder(Context& ctx)
     : ctx_(ctx),
-      reader_(*ctx.store, ctx.shape, ctx.options.read_depth, ctx.kv_store),
-      write_behind_(*ctx.store,
-                    WriteBehindFor(ctx.options, ctx.kv_store, [this] { OnWriteSpace(); })) {
+      reader_(*ctx.store, ctx.shape, ctx.options.read_depth, ctx.kv_store, ctx.rack_cache),
+      write_behind_(*ctx.store, WriteBehindFor(ctx.options, ctx.kv_store, ctx.rack_cache,
+                                               [this] { OnWriteSpace(); })) {
   reader_thread_ = std::thread([this] { ReaderLoop(); });
   decode_thread_ = std::thread([this] { DecodeLoop(); });
   report_thread_ = std::thread([this] { ReportLoop(); });

@@ -95,8 +95,10 @@ Status Engine::Impl::StartServers() {
     // The cluster made the region (and runs its lock manager); an engine never creates it.
     ASSIGN_OR_RETURN(rack, RackLink::Open(o.rack_pool_path, o.rack_node));
     ctx.rack = rack.get();
-    log::Info("engine {}: KV substrate rack-pool {} ({}, node {})", o.name, o.rack_pool_path,
-              pool::MemoryModelName(rack->model()), o.rack_node);
+    if (o.rack_prefix_cache) ctx.rack_cache = rack.get();
+    log::Info("engine {}: KV substrate rack-pool {} ({}, node {}, prefix cache {})", o.name,
+              o.rack_pool_path, pool::MemoryModelName(rack->model()), o.rack_node,
+              o.rack_prefix_cache ? "on" : "off");
   }
   // One registered region for every buffer of the engine: areas allocated from it never need
   // another registration or a remote-key exchange.
@@ -267,7 +269,7 @@ Status Engine::Impl::RegisterAndBuild() {
   std::function<storage::WriteBehindStats()> write_behind;
   if (decoder != nullptr) write_behind = [d = decoder.get()] { return d->write_behind_stats(); };
   metrics->AddCallbacks(
-      *store, [this] { return Report(); }, std::move(write_behind));
+      *store, [this] { return Report(); }, std::move(write_behind), ctx.rack_cache);
   log::Info("engine {} ({}) registered as {} group {}: peer {} transfer {} store {} model {}",
             o.name, o.role == Role::kPrefill ? "prefill" : "decode", ctx.engine_id, group_id,
             ctx.info.peer_addr(), ctx.info.transfer_addr(), store->model_dir(), reply.model_spec());
@@ -406,10 +408,16 @@ void Engine::Impl::WriteKvStats() const {
       fmt::format("{{\"engine\":\"{}\",\"node\":\"{}\",\"kv_substrate\":\"{}\","
                   "\"compute_link_kv_bytes\":{},\"rack_pool_written_bytes\":{},"
                   "\"rack_pool_read_bytes\":{},\"rack_pool_objects_written\":{},"
-                  "\"rack_pool_objects_read\":{},\"rack_pool_errors\":{}}}\n",
+                  "\"rack_pool_objects_read\":{},\"rack_pool_errors\":{},"
+                  "\"rack_prefix_cache\":{},\"rack_prefix_hits\":{},\"rack_prefix_misses\":{},"
+                  "\"rack_prefix_corrupt\":{},\"rack_prefix_bytes\":{},"
+                  "\"rack_prefix_published\":{},\"rack_prefix_publish_errors\":{},"
+                  "\"storage_read_bytes\":{}}}\n",
                   ctx.options.name, ctx.options.node, KvSubstrateName(ctx.options.kv_substrate),
                   ctx.metrics->TransferredBytes(), r.written_bytes, r.read_bytes, r.objects_written,
-                  r.objects_read, r.errors),
+                  r.objects_read, r.errors, ctx.rack_cache != nullptr, r.prefix_hits,
+                  r.prefix_misses, r.prefix_corrupt, r.prefix_bytes, r.prefix_published,
+                  r.prefix_publish_errors, ctx.metrics->ReadBytes()),
       "--kv-stats");
   if (!written.ok()) log::Warn("engine: {}", written.ToString());
 }

@@ -278,9 +278,12 @@ std::string EngineMetrics::PrefillBatchJson() const {
   return j.dump();
 }
 
+uint64_t EngineMetrics::ReadBytes() const { return read_bytes_.Value(); }
+
 void EngineMetrics::AddCallbacks(const storage::BlockStore& store,
                                  std::function<control::v1::EngineReport()> report,
-                                 std::function<storage::WriteBehindStats()> write_behind) {
+                                 std::function<storage::WriteBehindStats()> write_behind,
+                                 const RackLink* rack_cache) {
   using metrics::Type;
   metrics::CallbackFamily& lookups =
       group_.Callback("dualpath_kv_lookups_total",
@@ -294,6 +297,27 @@ void EngineMetrics::AddCallbacks(const storage::BlockStore& store,
   lookups.Add(With({"store", "miss"}), stat(&storage::StoreStats::misses));
   lookups.Add(With({"store", "corrupt"}), stat(&storage::StoreStats::corrupt));
   lookups.Add(With({"store", "error"}), stat(&storage::StoreStats::read_errors));
+  if (rack_cache != nullptr) {
+    // The rack prefix cache is a tier of its own: looked up before the store (docs/metrics.md).
+    auto rack = [rack_cache](uint64_t RackLinkStats::*field) {
+      return [rack_cache, field] { return static_cast<double>(rack_cache->Stats().*field); };
+    };
+    lookups.Add(With({"rack", "hit"}), rack(&RackLinkStats::prefix_hits));
+    lookups.Add(With({"rack", "miss"}), rack(&RackLinkStats::prefix_misses));
+    lookups.Add(With({"rack", "corrupt"}), rack(&RackLinkStats::prefix_corrupt));
+    group_
+        .Callback("dualpath_engine_rack_prefix_bytes_total",
+                  "Block file bytes of the hits this engine read from the rack prefix cache "
+                  "(verified; with the store's dualpath_store_read_bytes_total, where its hits "
+                  "came from).",
+                  Type::kCounter, kEngineLabels)
+        .Add(With({}), rack(&RackLinkStats::prefix_bytes));
+    group_
+        .Callback("dualpath_engine_rack_prefix_published_total",
+                  "Blocks this engine published into the rack prefix cache.", Type::kCounter,
+                  kEngineLabels)
+        .Add(With({}), rack(&RackLinkStats::prefix_published));
+  }
   group_
       .Callback("dualpath_store_read_bytes_total",
                 "Bytes of verified block files the node's store read for this engine (tier store).",

@@ -24,6 +24,7 @@
 #include "dualpath/storage/block_store.h"
 #include "dualpath/storage/write_behind.h"
 #include "dualpath/transfer/engine.h"
+#include "engine/rack_link.h"
 
 namespace dualpath::engine {
 
@@ -50,6 +51,9 @@ class EngineMetrics {
   // Bytes of every transfer batch this engine submitted (all classes and operations): the KV
   // payload it put over the compute link (notices alone count 0).
   uint64_t TransferredBytes() const;
+  // Bytes of verified block files this engine read from its node's storage tier for requests
+  // (the sum of OnRead's): what crossed its storage link for hits.
+  uint64_t ReadBytes() const;
   // KV payload bytes written into (`written`) or read out of the rack pool (--kv-substrate
   // rack-pool).
   void OnRackPool(uint64_t written, uint64_t read);
@@ -75,9 +79,11 @@ class EngineMetrics {
   std::string PrefillBatchJson() const;
 
   // Series read at scrape time. `report` and `write_behind` (may be empty) must be thread-safe.
+  // rack_cache: the rack prefix cache (may be null), which must outlive the metrics' scrapes.
   void AddCallbacks(const storage::BlockStore& store,
                     std::function<control::v1::EngineReport()> report,
-                    std::function<storage::WriteBehindStats()> write_behind);
+                    std::function<storage::WriteBehindStats()> write_behind,
+                    const RackLink* rack_cache = nullptr);
 
  private:
   std::vector<std::string> With(std::vector<std::string> extra) const;

@@ -139,6 +139,7 @@ class EngineTest : public ::testing::Test {
         role == Role::kDecode ? de_kv_substrate_.value_or(kv_substrate_) : kv_substrate_;
     o.rack_pool_path = rack_path_;
     o.rack_node = role == Role::kPrefill ? 0 : 1;  // two "hosts" of the rack
+    o.rack_prefix_cache = rack_prefix_cache_;
     auto e = Engine::Create(o, sched_.Link());
     EXPECT_TRUE(e.ok()) << e.status().ToString();
     if (!e.ok()) {
@@ -243,6 +244,7 @@ class EngineTest : public ::testing::Test {
   KvSubstrate kv_substrate_ = KvSubstrate::kUcx;
   std::optional<KvSubstrate> de_kv_substrate_;  // the DE's, when set (otherwise kv_substrate_)
   std::string rack_path_;                       // the rack pool (kRackPool)
+  bool rack_prefix_cache_ = false;              // kRackPool: also the rack prefix cache
 
   std::string root_;
   model::RefModelConfig config_;
@@ -470,9 +472,103 @@ TEST_P(RackSubstrateMismatchTest, DecodeEngineRefusesAnotherSubstrate) {
       << r.error();
 }
 
+// Issue 29: the rack pool as the rack-wide prefix cache (--rack-prefix-cache on), both memory
+// models. The blocks the DE wrote behind after turn 1 were also published into the rack pool, so
+// the next turns' hits come from the region, not storage, on the PE path and on the DE path (their
+// storage read bytes are 0, the rack's hit counter counts every hit block). A rack block damaged
+// in the region is a miss: it is read from storage instead (one block's bytes), never given to the
+// model, and its good copy is published again. Outputs equal the reference throughout.
+class RackPrefixCacheTest : public RackSubstrateTest {
+ protected:
+  RackPrefixCacheTest() { rack_prefix_cache_ = true; }
+
+  // Flips one payload byte of the rack's copy of block `hash` (a test double for a damaged line:
+  // written through a pin of a third attachment, as a faulty writer on another host would).
+  void CorruptRackBlock(const kv::BlockHash& hash) {
+    pool::OpenOptions oo;
+    oo.background_thread = false;
+    oo.lock_manager = false;  // an engine holds the non-coherent manager role
+    oo.node = 2;
+    auto p = pool::Pool::Open(rack_path_, oo);
+    ASSERT_TRUE(p.ok()) << p.status().ToString();
+    auto pin = (*p)->Pin(hash);
+    ASSERT_TRUE(pin.ok()) << pin.status().ToString();
+    ASSERT_GT(pin->size, kv::kBlockFileHeaderBytes + 100);
+    auto* b = const_cast<std::byte*>(pin->data) + kv::kBlockFileHeaderBytes + 100;
+    *b ^= std::byte{0x5A};
+    ASSERT_TRUE((*p)->Unpin(*pin).ok());
+  }
+  double RackLookups(const std::string& engine, const std::string& result) {
+    return Series("dualpath_kv_lookups_total", engine, "tier=\"rack\",result=\"" + result + "\"");
+  }
+};
+
+TEST_P(RackPrefixCacheTest, LaterTurnsReadTheirPrefixFromTheRackAndADamagedRackBlockIsAMiss) {
+  ASSERT_TRUE(pe_ && de_);
+  Agent agent(31);
+  v1c::RequestSpec t1 = agent.NextTurn(1, 70, 5);
+  ExpectReference(t1, Run(t1, v1c::READ_SIDE_PREFILL, 0));
+  const int64_t file_bytes = static_cast<int64_t>(
+      storage::BlockStore::FileBytes(kv::BlockShape::For(config_.Geometry(), kBt)));
+
+  // Turn 2, PE path: every hit block from the region, none from storage.
+  v1c::RequestSpec t2 = agent.NextTurn(2, 20, 5);
+  const int64_t hit2 = HitTokens(t2);
+  ASSERT_GE(hit2, 4 * kBt);
+  v1c::RequestResult r2 = Run(t2, v1c::READ_SIDE_PREFILL, hit2);
+  ExpectReference(t2, r2);
+  EXPECT_EQ(r2.loaded_tokens(), hit2);
+  EXPECT_EQ(r2.read_bytes_prefill(), 0);  // storage read nothing for it
+  EXPECT_EQ(RackLookups("p0.0", "hit"), hit2 / kBt);
+  EXPECT_EQ(Series("dualpath_engine_rack_prefix_bytes_total", "p0.0"), hit2 / kBt * file_bytes);
+
+  // Turn 3, DE path: the DE's hits from the region too.
+  v1c::RequestSpec t3 = agent.NextTurn(3, 20, 5);
+  const int64_t hit3 = HitTokens(t3);
+  ASSERT_GT(hit3, hit2);
+  v1c::RequestResult r3 = Run(t3, v1c::READ_SIDE_DECODE, hit3);
+  ExpectReference(t3, r3);
+  EXPECT_EQ(r3.loaded_tokens(), hit3);
+  EXPECT_EQ(r3.read_bytes_decode(), 0);
+  EXPECT_EQ(RackLookups("d0.0", "hit"), hit3 / kBt);
+
+  // Turn 4, PE path, block 2 damaged in the region: a miss there, read from storage (so still
+  // loaded, not recomputed), and its verified copy published into the rack again.
+  v1c::RequestSpec t4 = agent.NextTurn(4, 20, 5);
+  const int64_t hit4 = HitTokens(t4);
+  CorruptRackBlock(PromptHashes(t4)[2]);
+  const double published_before = Series("dualpath_engine_rack_prefix_published_total", "p0.0");
+  v1c::RequestResult r4 = Run(t4, v1c::READ_SIDE_PREFILL, hit4);
+  ExpectReference(t4, r4);
+  EXPECT_EQ(r4.loaded_tokens(), hit4);
+  EXPECT_EQ(r4.read_bytes_prefill(), file_bytes);  // block 2 alone came from storage
+  EXPECT_EQ(RackLookups("p0.0", "corrupt"), 1);
+  EXPECT_EQ(RackLookups("p0.0", "hit"), hit2 / kBt + hit4 / kBt - 1);
+  EXPECT_EQ(Series("dualpath_engine_rack_prefix_published_total", "p0.0"), published_before + 1);
+  // Every pin was dropped: the region holds the cached blocks, none of them pinned.
+  pool::OpenOptions oo;
+  oo.background_thread = false;
+  oo.lock_manager = false;
+  oo.node = 2;
+  auto observer = pool::Pool::Open(rack_path_, oo);
+  ASSERT_TRUE(observer.ok()) << observer.status().ToString();
+  EXPECT_TRUE((*observer)->Contains(PromptHashes(t4)[2]));
+  pool::PoolStats st;
+  EXPECT_TRUE(WaitUntil([&] {
+    st = (*observer)->Stats();
+    return st.lock_error.empty() && st.total_pins == 0;
+  })) << "pins "
+      << st.total_pins << " " << st.lock_error;
+  EXPECT_GE(st.ready_entries, static_cast<uint64_t>(hit4 / kBt));
+}
+
 std::string ModelName(const ::testing::TestParamInfo<pool::MemoryModel>& info) {
   return info.param == pool::MemoryModel::kCoherent ? "Coherent" : "NonCoherent";
 }
+INSTANTIATE_TEST_SUITE_P(Models, RackPrefixCacheTest,
+                         ::testing::Values(pool::MemoryModel::kCoherent,
+                                           pool::MemoryModel::kNonCoherent),
+                         ModelName);
 INSTANTIATE_TEST_SUITE_P(Models, RackSubstrateTest,
                          ::testing::Values(pool::MemoryModel::kCoherent,
                                            pool::MemoryModel::kNonCoherent),

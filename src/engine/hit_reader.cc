@@ -8,8 +8,8 @@
 namespace dualpath::engine {
 
 HitReader::HitReader(storage::BlockStore& store, const kv::BlockShape& shape, unsigned depth,
-                     KvStoreLink* kv_store)
-    : store_(store), kv_store_(kv_store), shape_(shape) {
+                     KvStoreLink* kv_store, RackLink* rack)
+    : store_(store), kv_store_(kv_store), rack_(rack), shape_(shape) {
   size_t n = 3 * static_cast<size_t>(depth == 0 ? 1 : depth);
   uint64_t file_bytes = storage::BlockStore::FileBytes(shape);
   buffers_.reserve(n);
@@ -25,7 +25,19 @@ HitReadResult HitReader::Read(std::span<const kv::BlockHash> hashes, uint64_t fi
   std::vector<Status> status(n);
   std::vector<size_t> slot(n, SIZE_MAX);
   std::vector<uint64_t> bytes(n, 0);
-  auto source = [&](size_t i) {
+  // The rack prefix cache first; the tier reads only what it lacked (`todo`, in block order).
+  std::vector<bool> from_rack(n, false);
+  std::vector<size_t> todo;
+  todo.reserve(n);
+  if (rack_ != nullptr) {
+    ReadFromRack(hashes, first_block, area, layer_stride, status);
+    for (size_t i = 0; i < n; ++i) from_rack[i] = status[i].ok();
+  }
+  for (size_t i = 0; i < n; ++i) {
+    if (!from_rack[i]) todo.push_back(i);
+  }
+  auto source = [&](size_t k) {
+    const size_t i = todo[k];
     size_t s;
     {
       std::unique_lock<std::mutex> lock(mu_);
@@ -38,14 +50,20 @@ HitReadResult HitReader::Read(std::span<const kv::BlockHash> hashes, uint64_t fi
     slot[i] = s;
     return storage::ReadRequest{hashes[i], buffers_[s].span(), shape_.tokens};
   };
-  auto sink = [&](size_t i, storage::ReadResult&& r) {
+  auto sink = [&](size_t k, storage::ReadResult&& r) {
     // Sinks run on the submitting thread or the store's verify thread, for distinct i: each
     // writes its own block's slice of the area and its own entries of the vectors.
+    const size_t i = todo[k];
     status[i] = std::move(r.status);
     if (status[i].ok()) {
       if (r.block.payload.size() == shape_.FullBytes()) {
         Scatter(r.block.payload, first_block + i, area, layer_stride);
         bytes[i] = storage::BlockStore::FileBytes(shape_);
+        if (rack_ != nullptr) {
+          // Read-through: the verified file goes into the rack for the next reader (a block
+          // another engine published meanwhile is fine; a full pool only costs a later miss).
+          (void)rack_->PublishBlock(hashes[i], buffers_[slot[i]].span().first(bytes[i]));
+        }
       } else {
         // A verified file of another shape (block size changed between runs): not ours.
         status[i] = Status(Code::kStorageMiss, "block payload has an unexpected size");
@@ -57,7 +75,7 @@ HitReadResult HitReader::Read(std::span<const kv::BlockHash> hashes, uint64_t fi
     }
     free_cv_.notify_one();
   };
-  store_.ReadStream(n, source, sink);
+  if (!todo.empty()) store_.ReadStream(todo.size(), source, sink);
 
   std::vector<StoreHit> from_store(n, StoreHit::kMiss);
   if (kv_store_ != nullptr) {
@@ -76,6 +94,7 @@ HitReadResult HitReader::Read(std::span<const kv::BlockHash> hashes, uint64_t fi
     }
     ++out.loaded_blocks;
     out.bytes_read += bytes[i];
+    out.rack_blocks += from_rack[i] ? 1 : 0;
     out.store_local += from_store[i] == StoreHit::kLocal ? 1 : 0;
     out.store_remote += from_store[i] == StoreHit::kRemote ? 1 : 0;
   }
@@ -89,6 +108,23 @@ void HitReader::Scatter(std::span<const std::byte> payload, uint64_t block, std:
   for (uint32_t l = 0; l < shape_.num_layers; ++l) {
     std::memcpy(area + l * layer_stride + token0 * shape_.bytes_per_token_per_layer,
                 payload.data() + l * layer_bytes, layer_bytes);
+  }
+}
+
+void HitReader::ReadFromRack(std::span<const kv::BlockHash> hashes, uint64_t first_block,
+                             std::byte* area, uint64_t layer_stride, std::vector<Status>& status) {
+  const uint64_t fingerprint = store_.options().model_fingerprint;
+  for (size_t i = 0; i < hashes.size(); ++i) {
+    // Verified in place while pinned (zero-copy: the region's bytes go straight to the area).
+    status[i] = rack_->ReadBlock(hashes[i], [&](std::span<const std::byte> file) -> Status {
+      Result<kv::DecodedBlockFile> d = kv::DecodeBlockFile(file, fingerprint, hashes[i]);
+      if (!d.ok()) return d.status();
+      if (d->payload.size() != shape_.FullBytes()) {
+        return Status(Code::kStorageMiss, "rack block payload has an unexpected size");
+      }
+      Scatter(d->payload, first_block + i, area, layer_stride);
+      return Status::Ok();
+    });
   }
 }
 

@@ -17,6 +17,12 @@
 // (kv::DecodeBlockFile against the store's model fingerprint and the block's hash); one that does
 // not verify is a miss. The verified prefix then runs over both sources.
 //
+// With a RackLink (the rack-wide prefix cache, `--kv-substrate rack-pool`, rack_link.h), every
+// block is first looked up in the rack pool's prefix index under the same hash: a hit is the
+// block file storage would have returned, verified the same way (kv::DecodeBlockFile), so only
+// the blocks the rack lacks (or holds damaged) are read from the node's tier. A block read from
+// the tier is published into the rack (read-through), so the next reader in the rack finds it.
+//
 // Thread safety: one Read at a time per HitReader (the staging pool is per reader); the store may
 // be shared.
 #pragma once
@@ -33,12 +39,14 @@
 #include "dualpath/storage/aligned_buffer.h"
 #include "dualpath/storage/block_store.h"
 #include "engine/kv_store_link.h"
+#include "engine/rack_link.h"
 
 namespace dualpath::engine {
 
 struct HitReadResult {
   uint64_t loaded_blocks = 0;  // verified prefix
   uint64_t bytes_read = 0;     // file bytes of verified blocks read from the node's own tier
+  uint64_t rack_blocks = 0;    // blocks of the prefix read from the rack prefix cache
   uint64_t store_local = 0;    // blocks of the prefix read from the store, same node
   uint64_t store_remote = 0;   // blocks of the prefix read from the store, another node
   Status first_error;          // why block `loaded_blocks` failed (OK if all loaded)
@@ -46,15 +54,20 @@ struct HitReadResult {
 
 class HitReader {
  public:
-  // kv_store: the distributed KV store (not owned; may be null: the own tier only).
+  // kv_store: the distributed KV store; rack: the rack prefix cache (neither owned; each may be
+  // null: not used).
   HitReader(storage::BlockStore& store, const kv::BlockShape& shape, unsigned depth,
-            KvStoreLink* kv_store = nullptr);
+            KvStoreLink* kv_store = nullptr, RackLink* rack = nullptr);
 
   // Reads blocks named by `hashes` (block i of the run is the area's block first_block + i).
   HitReadResult Read(std::span<const kv::BlockHash> hashes, uint64_t first_block, std::byte* area,
                      uint64_t layer_stride);
 
  private:
+  // Every block of the run from the rack prefix cache; status[i] OK for those it had (verified and
+  // scattered), kNotFound or the verification error for the others.
+  void ReadFromRack(std::span<const kv::BlockHash> hashes, uint64_t first_block, std::byte* area,
+                    uint64_t layer_stride, std::vector<Status>& status);
   // Blocks [from, n) that the tier left failed, from the store; updates status/source.
   void ReadFromStore(std::span<const kv::BlockHash> hashes, uint64_t first_block, std::byte* area,
                      uint64_t layer_stride, size_t from, std::vector<Status>& status,
@@ -65,6 +78,7 @@ class HitReader {
 
   storage::BlockStore& store_;
   KvStoreLink* const kv_store_;
+  RackLink* const rack_;
   const kv::BlockShape shape_;
   std::mutex mu_;
   std::condition_variable free_cv_;

@@ -94,7 +94,8 @@ sched::AttentionTimeModel ReferenceAttentionModel(const model::RefModelConfig& c
 }
 
 Prefiller::Prefiller(Context& ctx)
-    : ctx_(ctx), reader_(*ctx.store, ctx.shape, ctx.options.read_depth, ctx.kv_store) {
+    : ctx_(ctx),
+      reader_(*ctx.store, ctx.shape, ctx.options.read_depth, ctx.kv_store, ctx.rack_cache) {
   if (ctx_.options.prefill_batching == PrefillBatching::kBatched) {
     reference_model_ = ReferenceAttentionModel(ctx_.model->config());
     attention_model_ = reference_model_;

@@ -198,9 +198,61 @@ void RackLink::Release(const RackObjectId& id) {
   }
 }
 
+Status RackLink::PublishBlock(const kv::BlockHash& hash, std::span<const std::byte> file) {
+  // Pool::Put is Reserve -> copy -> Publish: invisible until the whole file is in (and, in the
+  // non-coherent model, written back), so a reader never finds half a block.
+  Status s = pool_->Put(hash, file);
+  if (s.ok()) {
+    ++prefix_published_;
+    return s;
+  }
+  // Another engine published (or is publishing) the same block: the same key is the same bytes.
+  if (s.code() == Code::kAlreadyExists) return Status::Ok();
+  ++prefix_publish_errors_;
+  return s.WithContext(fmt::format("rack pool {}: publish block {}", path_, hash.Hex()));
+}
+
+Status RackLink::ReadBlock(const kv::BlockHash& hash,
+                           const std::function<Status(std::span<const std::byte>)>& use) {
+  // The lock-free index probe first: a miss (the common case on a cold cache) then costs no
+  // metadata lock (in the non-coherent model a round trip through the lock manager).
+  if (!pool_->Contains(hash)) {
+    ++prefix_misses_;
+    return Status(Code::kNotFound, "not in the rack pool");
+  }
+  // Pinned while it is read: the LRU cannot evict it and no one can delete it under us.
+  Result<pool::PinnedBlock> pin = pool_->Pin(hash);
+  if (!pin.ok()) {
+    ++prefix_misses_;  // evicted between the probe and the pin (or no pin record free)
+    return pin.status();
+  }
+  Status verified = use(std::span<const std::byte>(pin->data, pin->size));
+  const uint64_t size = pin->size;
+  if (Status s = pool_->Unpin(*pin); !s.ok() && verified.ok()) verified = s;
+  if (!verified.ok()) {
+    ++prefix_corrupt_;
+    // A damaged copy would be a miss for every later reader too: drop it (refused while another
+    // reader pins it; then the LRU takes it) so a good copy can be published in its place.
+    (void)pool_->Delete(hash);
+    return verified.WithContext(fmt::format("rack pool {}: block {}", path_, hash.Hex()));
+  }
+  ++prefix_hits_;
+  prefix_bytes_ += size;
+  return Status::Ok();
+}
+
 RackLinkStats RackLink::Stats() const {
-  return RackLinkStats{written_bytes_.load(), read_bytes_.load(), objects_written_.load(),
-                       objects_read_.load(), errors_.load()};
+  return RackLinkStats{written_bytes_.load(),
+                       read_bytes_.load(),
+                       objects_written_.load(),
+                       objects_read_.load(),
+                       errors_.load(),
+                       prefix_hits_.load(),
+                       prefix_misses_.load(),
+                       prefix_corrupt_.load(),
+                       prefix_bytes_.load(),
+                       prefix_published_.load(),
+                       prefix_publish_errors_.load()};
 }
 
 }  // namespace dualpath::engine

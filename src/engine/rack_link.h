@@ -22,6 +22,16 @@
 // id, attempt, the PE's xfer id, the DE's for PE->DE objects, layer, direction), so the notice's
 // tag (xfer id + layer) is the object's id.
 //
+// The same region is also the rack-wide prefix cache (TraCT §4.2, docs/pool.md "Rack prefix
+// cache"): full KV blocks live in the pool's prefix index under their storage key, the block hash
+// of the request's chain, and their payload is the block file storage holds (kv::EncodeBlockFile
+// bytes: header with the model fingerprint, the hash and the payload checksum). So a rack hit is
+// byte for byte a storage hit, and it is verified exactly as a file read is
+// (kv::DecodeBlockFile: size, fingerprint, hash, checksum); anything that fails is a miss, read
+// from storage or recomputed. Blocks are published whole (Pool::Put: the READY flip is the
+// visibility boundary; non-coherent: written back first), read pinned (non-coherent: invalidated
+// first) and evicted by the pool's LRU when space runs out (never while pinned).
+//
 // Thread safety: every method may be called from any thread (the pool is thread-safe; the pins
 // this process holds are guarded by mu_).
 #pragma once
@@ -29,6 +39,7 @@
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -68,6 +79,13 @@ struct RackLinkStats {
   uint64_t objects_written = 0;
   uint64_t objects_read = 0;
   uint64_t errors = 0;  // writes or reads that failed (pool full, timeout, corruption, ...)
+  // The rack prefix cache (block files under their block hash):
+  uint64_t prefix_hits = 0;            // blocks found and verified
+  uint64_t prefix_misses = 0;          // blocks looked up and absent (never published, or evicted)
+  uint64_t prefix_corrupt = 0;         // blocks found that failed verification (a miss too)
+  uint64_t prefix_bytes = 0;           // block file bytes of the hits
+  uint64_t prefix_published = 0;       // blocks this engine published
+  uint64_t prefix_publish_errors = 0;  // publishes that failed (pool full of pinned objects, ...)
 };
 
 class RackLink {
@@ -89,6 +107,17 @@ class RackLink {
   // that still pins it keeps it; it is then an unpinned cache entry LRU evicts.
   void Release(const RackObjectId& id);
 
+  // --- the rack prefix cache ---
+  // Publishes `file` (a whole block file, as storage writes it) under `hash`. A block already
+  // there (another engine published it) is OK: same key, same bytes. Space comes from the LRU.
+  Status PublishBlock(const kv::BlockHash& hash, std::span<const std::byte> file);
+  // Looks `hash` up (lock-free: a miss costs no lock round trip), pins it and hands its bytes to
+  // `use`, which verifies them and copies them out; unpins. Returns kNotFound for a miss and
+  // `use`'s error for a block that failed verification (counted corrupt; this engine deletes it
+  // when no one pins it, so a correct copy can be published again). Counts hits and bytes.
+  Status ReadBlock(const kv::BlockHash& hash,
+                   const std::function<Status(std::span<const std::byte>)>& use);
+
   RackLinkStats Stats() const;
   const std::string& path() const { return path_; }
   pool::MemoryModel model() const;
@@ -102,6 +131,8 @@ class RackLink {
   std::map<kv::BlockHash, pool::PinnedBlock> pins_;  // guarded by mu_: objects this process wrote
   std::atomic<uint64_t> written_bytes_{0}, read_bytes_{0}, objects_written_{0}, objects_read_{0},
       errors_{0};
+  std::atomic<uint64_t> prefix_hits_{0}, prefix_misses_{0}, prefix_corrupt_{0}, prefix_bytes_{0},
+      prefix_published_{0}, prefix_publish_errors_{0};
 };
 
 }  // namespace dualpath::engine

@@ -128,6 +128,61 @@ TEST_P(RackLinkTest, StaleObjectOfADeadAttemptIsReplaced) {
   pe->Release(Id(1));
 }
 
+// The rack prefix cache's side of RackLink: blocks under their content hash. A block published
+// twice is one entry; a read hands over the published bytes while pinned; a block that fails the
+// reader's verification is counted corrupt and dropped (so a good copy can take its place); when
+// the region is full the LRU evicts unpinned blocks (a later read is a miss), never the one being
+// read.
+TEST_P(RackLinkTest, PrefixBlocksArePublishedReadPinnedAndEvictedLeastRecentlyUsedFirst) {
+  auto de = Link(1);
+  auto pe = Link(0);
+  ASSERT_TRUE(pe && de);
+  auto hash = [](uint32_t i) {
+    kv::BlockHash h;
+    std::memcpy(h.bytes.data(), &i, sizeof(i));
+    h.bytes[31] = 0xB1;
+    return h;
+  };
+  constexpr size_t kBlock = 1 << 20;  // the region holds 16 MiB of data
+  auto equals = [](const std::vector<std::byte>& want) {
+    return [&want](std::span<const std::byte> got) {
+      return got.size() == want.size() && std::memcmp(got.data(), want.data(), want.size()) == 0
+                 ? Status::Ok()
+                 : Status(Code::kCorruption, "bytes differ");
+    };
+  };
+  const std::vector<std::byte> b0 = Bytes(kBlock, 0), b1 = Bytes(kBlock, 1);
+  ASSERT_TRUE(de->PublishBlock(hash(0), b0).ok());
+  ASSERT_TRUE(pe->PublishBlock(hash(0), b0).ok());  // already there: the same key, the same bytes
+  ASSERT_TRUE(de->PublishBlock(hash(1), b1).ok());
+  EXPECT_EQ(de->Stats().prefix_published + pe->Stats().prefix_published, 2u);
+  ASSERT_TRUE(pe->ReadBlock(hash(0), equals(b0)).ok());
+  EXPECT_EQ(pe->ReadBlock(hash(99), equals(b0)).code(), Code::kNotFound);
+  // A reader that rejects the bytes: counted corrupt, and the block is gone from the rack.
+  EXPECT_FALSE(pe->ReadBlock(hash(1), equals(b0)).ok());
+  EXPECT_EQ(pe->ReadBlock(hash(1), equals(b1)).code(), Code::kNotFound);
+  RackLinkStats st = pe->Stats();
+  EXPECT_EQ(st.prefix_hits, 1u);
+  EXPECT_EQ(st.prefix_bytes, kBlock);
+  EXPECT_EQ(st.prefix_misses, 2u);
+  EXPECT_EQ(st.prefix_corrupt, 1u);
+
+  // Pinned while read: publishing a region's worth of other blocks meanwhile evicts everything
+  // else, never block 0, whose bytes stay intact until the reader is done.
+  Status read = pe->ReadBlock(hash(0), [&](std::span<const std::byte> got) {
+    for (uint32_t i = 100; i < 120; ++i) {
+      Status s = de->PublishBlock(hash(i), Bytes(kBlock, static_cast<uint8_t>(i)));
+      if (!s.ok() && s.code() != Code::kPoolFull) return s;
+    }
+    return equals(b0)(got);
+  });
+  ASSERT_TRUE(read.ok()) << read.ToString();
+  // The oldest of those were evicted for the newest (LRU), so the first is a miss, the last a hit.
+  EXPECT_EQ(pe->ReadBlock(hash(100), equals(b0)).code(), Code::kNotFound);
+  const std::vector<std::byte> last = Bytes(kBlock, 119);
+  EXPECT_TRUE(pe->ReadBlock(hash(119), equals(last)).ok());
+}
+
 TEST(RackObjectIdTest, EveryFieldNamesAnotherObject) {
   const RackObjectId base{RackDirection::kToDecode, 1, 0, 2, 3, 4};
   std::vector<RackObjectId> others(6, base);

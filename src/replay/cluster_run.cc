@@ -211,6 +211,20 @@ Result<std::unique_ptr<pool::Pool>> AttachForInspection(const std::string& path)
   return pool::Pool::Open(path, po);
 }
 
+// Before a system starts on a rack pool with the prefix cache: evicts every unpinned block, so the
+// system starts as cold as its fresh store directory (an earlier system's, or an earlier run's,
+// blocks would be hits it never wrote). Blocks are content-keyed, so leaving them would be correct,
+// only not a fair comparison.
+Status DropRackBlocks(const std::string& path, std::ostream& progress) {
+  pool::OpenOptions po;
+  po.background_thread = false;
+  po.lock_manager = false;  // the rack's `pool serve` holds the role (non-coherent)
+  ASSIGN_OR_RETURN(std::unique_ptr<pool::Pool> p, pool::Pool::Open(path, po));
+  ASSIGN_OR_RETURN(size_t n, p->Evict(p->geometry().index_capacity));
+  if (n > 0) progress << "rack pool: evicted " << n << " cached blocks of an earlier system\n";
+  return Status::Ok();
+}
+
 // Records the root of the engine about to be killed while it runs.
 Result<BufferReclaim> InspectBuffers(const std::string& path, const std::string& engine) {
   ASSIGN_OR_RETURN(std::unique_ptr<pool::Pool> p, AttachForInspection(path));
@@ -305,6 +319,8 @@ std::string KvSubstrateReport(const SystemSetup& s, const std::string& rack_mana
                               uint64_t compute_link_bytes, std::ostream& progress) {
   json engines = json::array();
   uint64_t compute = 0, written = 0, read = 0, errors = 0;
+  // The rack prefix cache and the storage reads it saves (summed over the engines).
+  uint64_t hits = 0, misses = 0, corrupt = 0, hit_bytes = 0, published = 0, storage_read = 0;
   for (const testbed::Node& n : s.run.cluster.nodes) {
     std::ifstream in(KvStatsPath(s, n.name));
     json e = json::parse(in, nullptr, /*allow_exceptions=*/false);
@@ -316,13 +332,24 @@ std::string KvSubstrateReport(const SystemSetup& s, const std::string& rack_mana
     written += e.value("rack_pool_written_bytes", uint64_t{0});
     read += e.value("rack_pool_read_bytes", uint64_t{0});
     errors += e.value("rack_pool_errors", uint64_t{0});
+    hits += e.value("rack_prefix_hits", uint64_t{0});
+    misses += e.value("rack_prefix_misses", uint64_t{0});
+    corrupt += e.value("rack_prefix_corrupt", uint64_t{0});
+    hit_bytes += e.value("rack_prefix_bytes", uint64_t{0});
+    published += e.value("rack_prefix_published", uint64_t{0});
+    storage_read += e.value("storage_read_bytes", uint64_t{0});
     engines.push_back(std::move(e));
   }
   if (engines.empty()) return "";
   progress << s.system << ": KV substrate " << s.run.o.kv_substrate << ": " << compute
            << " KV payload bytes over the compute links, " << written << " written to / " << read
            << " read from the rack pool (" << errors << " errors); " << compute_link_bytes
-           << " bytes sent on the compute links in all\n"
+           << " bytes sent on the compute links in all\n";
+  const bool cache = !s.run.rack_path.empty() && s.run.o.rack_prefix_cache == "on";
+  progress << s.system << ": rack prefix cache " << (cache ? "on" : "off") << ": " << hits
+           << " hit blocks (" << hit_bytes << " bytes), " << misses << " misses, " << corrupt
+           << " corrupt, " << published << " published; " << storage_read
+           << " block bytes read from storage by the engines\n"
            << std::flush;
   return json{{"kv_substrate", s.run.o.kv_substrate},
               {"compute_link_kv_bytes", compute},
@@ -330,6 +357,13 @@ std::string KvSubstrateReport(const SystemSetup& s, const std::string& rack_mana
               {"rack_pool_written_bytes", written},
               {"rack_pool_read_bytes", read},
               {"rack_pool_errors", errors},
+              {"rack_prefix_cache", cache},
+              {"rack_prefix_hits", hits},
+              {"rack_prefix_misses", misses},
+              {"rack_prefix_corrupt", corrupt},
+              {"rack_prefix_bytes", hit_bytes},
+              {"rack_prefix_published", published},
+              {"storage_read_bytes", storage_read},
               {"rack_pool", s.run.rack_path.empty() ? json(nullptr) : json(s.run.rack_path)},
               {"rack_manager_killed",
                rack_manager_killed.empty() ? json(nullptr) : json(rack_manager_killed)},
@@ -456,8 +490,9 @@ std::vector<std::string> EngineArgv(const SystemSetup& s, const testbed::Node& n
   argv.insert(argv.end(), {"--kv-stats", KvStatsPath(s, n.name)});
   if (!s.run.rack_path.empty()) {
     // Rack node i is cluster node i (replay/rack_pool.h).
-    argv.insert(argv.end(), {"--kv-substrate", "rack-pool", "--rack-pool", s.run.rack_path,
-                             "--rack-node", std::to_string(i)});
+    argv.insert(argv.end(),
+                {"--kv-substrate", "rack-pool", "--rack-pool", s.run.rack_path, "--rack-node",
+                 std::to_string(i), "--rack-prefix-cache", o.rack_prefix_cache});
   }
   for (std::string& a :
        MetricsEndpoints::ArgsOf(s.run.metrics, MetricsEndpoints::NodeSlot(i), o.metrics_wait_s)) {
@@ -742,6 +777,9 @@ Result<SystemRun> RunSystem(const SystemSetup& setup, std::ostream& progress) {
   s.kv_store = kv_store.get();
   SystemProcesses procs;
   control::Client scheduler(s.address);
+  if (!r.rack_path.empty() && o.rack_prefix_cache == "on") {
+    RETURN_IF_ERROR(DropRackBlocks(r.rack_path, progress).WithContext("rack pool " + r.rack_path));
+  }
   RETURN_IF_ERROR(StartSystem(s, procs, scheduler, progress));
   ASSIGN_OR_RETURN(LinkSample before, ReadStorageCounters(r.cluster));
   ASSIGN_OR_RETURN(LinkSample compute_before, ReadLinkCounters(r.cluster, testbed::Link::kCompute));
@@ -929,6 +967,9 @@ static Status ValidateRunRanges(const ClusterRunOptions& o) {
     RETURN_IF_ERROR(pool::ParseMemoryModel(o.rack_pool_model).status().WithContext("--rack-pool"));
     RETURN_IF_ERROR(CheckCountRange("--rack-pool-size", o.rack_pool_bytes, kMinRackPoolBytes,
                                     kMaxRackPoolBytes, "bytes"));
+  }
+  if (o.rack_prefix_cache != "on" && o.rack_prefix_cache != "off") {
+    return InvalidArgument("--rack-prefix-cache '" + o.rack_prefix_cache + "': expected on or off");
   }
   if (o.rack_kill_manager_s != 0) {
     if (o.kv_substrate != "rack-pool" || o.rack_pool_model != "noncoherent") {

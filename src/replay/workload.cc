@@ -41,6 +41,16 @@ Status Validate(const WorkloadOptions& o) {
     return InvalidArgument(fmt::format("--shared-prefix {} is for --workload codex only (got '{}')",
                                        o.shared_prefix, o.source));
   }
+  if (o.source == "static" && o.turns > 1) {
+    // --max-context does not cut a static agent: its last turn's context is the bound.
+    const uint64_t longest = kStaticInputTokens.back() + uint64_t{o.turns - 1} * o.append +
+                             uint64_t{o.turns} * kStaticGenTokens;
+    if (longest > kMaxContext) {
+      return InvalidArgument(fmt::format(
+          "--workload static: --turns {} x --append {} makes a context of {} tokens, above {}",
+          o.turns, o.append, longest, kMaxContext));
+    }
+  }
   const uint64_t tokens = static_cast<uint64_t>(o.agents) * o.turns * o.max_context;
   if (tokens > kMaxWorkloadTokens) {
     return InvalidArgument(
@@ -94,6 +104,27 @@ trace::Workload CodexShape(const WorkloadOptions& o) {
   return w;
 }
 
+// The "static" source (TraCT §5's static workload): agent k's first prompt is
+// kStaticInputTokens[k % 4] tokens, every generation 3 tokens; later turns (--turns > 1) append
+// --append tokens. Fixed sizes, not a shape: ShapeWorkload returns it unscaled.
+trace::Workload StaticWorkload(const WorkloadOptions& o) {
+  trace::Workload w;
+  w.name = "static";
+  for (uint32_t k = 0; k < o.agents; ++k) {
+    trace::Session s;
+    s.id = k;
+    s.block_size = 64;
+    for (uint32_t i = 0; i < o.turns; ++i) {
+      trace::Turn t;
+      t.append_tokens = i == 0 ? kStaticInputTokens[k % kStaticInputTokens.size()] : o.append;
+      t.gen_tokens = kStaticGenTokens;
+      s.turns.push_back(t);
+    }
+    w.sessions.push_back(std::move(s));
+  }
+  return w;
+}
+
 // The source's sessions, before scaling.
 Result<trace::Workload> LoadSource(const WorkloadOptions& o) {
   const std::string data = o.data_dir.empty() ? DataDir() : o.data_dir;
@@ -114,8 +145,9 @@ Result<trace::Workload> LoadSource(const WorkloadOptions& o) {
   }
   std::error_code ec;
   if (!std::filesystem::exists(o.source, ec)) {
-    return InvalidArgument("--workload '" + o.source +
-                           "': expected synthetic, compute, codex, weka, mooncake or a trace file");
+    return InvalidArgument(
+        "--workload '" + o.source +
+        "': expected synthetic, compute, codex, static, weka, mooncake or a trace file");
   }
   return trace::ReadTrace(o.source);
 }
@@ -153,6 +185,7 @@ std::string DataDir() {
 
 Result<trace::Workload> ShapeWorkload(const WorkloadOptions& o) {
   RETURN_IF_ERROR(Validate(o));
+  if (o.source == "static") return StaticWorkload(o);
   ASSIGN_OR_RETURN(trace::Workload src, LoadSource(o));
   if (src.sessions.empty()) {
     return InvalidArgument("--workload '" + o.source + "' has no sessions");

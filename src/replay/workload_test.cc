@@ -274,4 +274,38 @@ TEST(WorkloadTest, BadOptionsNameTheOption) {
 }
 
 }  // namespace
+// Issue 29 acceptance 3: TraCT's static workload. First prompts of exactly 1,500 / 3,000 / 4,500
+// / 6,000 tokens by agent (not scaled, not cut by --max-context), 3 generated tokens each; a
+// second turn appends --append tokens to the whole previous context (its prefix is a hit).
+TEST(WorkloadTest, StaticHasTractsFixedInputsAndThreeOutputTokens) {
+  WorkloadOptions o{.source = "static", .agents = 5, .turns = 2, .append = 10, .gen = 16};
+  auto w = BuildWorkload(o);
+  ASSERT_TRUE(w.ok()) << w.status().ToString();
+  EXPECT_EQ(w->name, "static");
+  ASSERT_EQ(w->agents.size(), 5u);
+  const uint32_t want[] = {1500, 3000, 4500, 6000, 1500};
+  for (size_t k = 0; k < 5; ++k) {
+    SCOPED_TRACE(k);
+    const Agent& a = w->agents[k];
+    ASSERT_EQ(a.turns.size(), 2u);
+    EXPECT_EQ(a.turns[0].prompt.size(), want[k]);
+    EXPECT_EQ(a.turns[0].gen_tokens, 3u);
+    EXPECT_EQ(a.turns[0].teacher.size(), 2u);
+    EXPECT_EQ(a.turns[1].prompt.size(), want[k] + 3 + 10);
+    EXPECT_EQ(a.turns[1].context_tokens, want[k] + 3);
+    // The second prompt extends the first prompt and its recorded outputs (teacher forcing).
+    EXPECT_TRUE(
+        std::equal(a.turns[0].prompt.begin(), a.turns[0].prompt.end(), a.turns[1].prompt.begin()));
+    EXPECT_TRUE(std::equal(a.turns[0].teacher.begin(), a.turns[0].teacher.end(),
+                           a.turns[1].prompt.begin() + want[k]));
+  }
+  // Agents 0 and 4 have the same size but their own tokens (no cross-agent hits).
+  EXPECT_NE(w->agents[0].turns[0].prompt, w->agents[4].turns[0].prompt);
+  o.turns = 1'000;
+  o.append = 2'000;
+  auto too_long = BuildWorkload(o);
+  ASSERT_FALSE(too_long.ok());
+  EXPECT_NE(too_long.status().message().find("--workload static"), std::string::npos);
+}
+
 }  // namespace dualpath::replay

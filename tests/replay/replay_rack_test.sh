@@ -13,6 +13,13 @@
 #   MODE=2p2d  2P2D: `cluster up --rack-pool noncoherent` (status shows it), a rack-pool run on
 #              that pool; then a run that brings up its own 2P2D cluster with a coherent rack pool.
 #              0 mismatches in both; `cluster down` removes the region.
+#   MODE=prefix  1P1D, the rack-wide prefix cache (on by default with rack-pool; docs/pool.md "Rack
+#              prefix cache"): the same workload with --kv-substrate ucx and with rack-pool coherent
+#              (256 MiB: the workload's blocks, ~25 MB, fit). Turn 1 of every agent has no hit, so
+#              every storage read of a run is after the warm-up turn; with the rack pool the hits
+#              come from the region: the engines' storage read bytes and the storage links' rx
+#              bytes fall by >= 90% against the ucx run (acceptance 2, storage half), the rack's hit
+#              counter covers every loaded hit block, nothing is corrupt, 0 mismatches.
 #   MODE=failover  1P1D, noncoherent rack pool, `--rack-kill-manager 0.5`, 6 turns: the `pool
 #              serve` holding the lock-manager role is SIGKILLed 0.5 s into the replay; its standby on the other
 #              node takes the role (lease 1 s, waits bounded by OpenOptions::lock_timeout), the run
@@ -136,6 +143,48 @@ case $MODE in
     check noncoherent coherent
     no_region "${NAME}c"
     ;;
+  prefix)
+    "$bin" cluster up --name "$NAME" --pd 1P1D >"$tmp/up.txt" 2>&1 || fail "cluster up: $(cat "$tmp/up.txt")"
+    run "$NAME" 1P1D ucx --kv-substrate ucx
+    run "$NAME" 1P1D cached --kv-substrate rack-pool --rack-pool coherent --rack-pool-size 256M
+    check ucx cached
+    python3 - "$tmp" <<'PY' || fail "rack prefix cache checks (above)"
+import json, sys
+tmp = sys.argv[1]
+bad = []
+def load(tag):
+    (r,) = json.load(open(f"{tmp}/{tag}.json"))["results"]
+    return r
+ucx, cached = load("ucx"), load("cached")
+ku, kc = ucx["kv_substrate"], cached["kv_substrate"]
+link = lambda r: sum(l["bytes"] for l in r["storage_links"])
+loaded_blocks = sum(rec["loaded_tokens"] for rec in cached["records"]) // 64
+print(f"storage read bytes (engines): ucx {ku['storage_read_bytes']}, rack-pool {kc['storage_read_bytes']}")
+print(f"storage links rx bytes: ucx {link(ucx)} {[(l['node'], l['bytes']) for l in ucx['storage_links']]}, "
+      f"rack-pool {link(cached)} {[(l['node'], l['bytes']) for l in cached['storage_links']]}")
+print(f"rack prefix cache: {kc['rack_prefix_hits']} hits ({kc['rack_prefix_bytes']} bytes), "
+      f"{kc['rack_prefix_misses']} misses, {kc['rack_prefix_corrupt']} corrupt, "
+      f"{kc['rack_prefix_published']} published; {loaded_blocks} hit blocks loaded")
+if ku["storage_read_bytes"] <= 0 or link(ucx) <= 0:
+    bad.append("the ucx run read nothing from storage: no warm turns?")
+else:
+    for what, u, c in (("engines' storage read bytes", ku["storage_read_bytes"], kc["storage_read_bytes"]),
+                       ("storage links' rx bytes", link(ucx), link(cached))):
+        fall = 1 - c / u
+        print(f"{what}: fall {100 * fall:.2f}% (rack-pool {c} / ucx {u})")
+        if fall < 0.90:
+            bad.append(f"{what} fell by {100 * fall:.2f}% < 90%")
+if not kc["rack_prefix_cache"]:
+    bad.append("the rack-pool run had no prefix cache")
+if kc["rack_prefix_hits"] < loaded_blocks:
+    bad.append(f"{kc['rack_prefix_hits']} rack hits < {loaded_blocks} loaded hit blocks")
+if kc["rack_prefix_corrupt"] != 0:
+    bad.append(f"{kc['rack_prefix_corrupt']} corrupt rack blocks")
+for b in bad:
+    print("  -", b)
+sys.exit(1 if bad else 0)
+PY
+    ;;
   failover)
     # Long enough (18 requests, ~3-8 s here) that the kill at 0.5 s lands while KV moves.
     TURNS=6 run "$NAME" 1P1D failover --kv-substrate rack-pool --rack-pool noncoherent \
@@ -145,7 +194,7 @@ case $MODE in
     check failover
     ;;
   *)
-    echo "unknown MODE $MODE (1p1d, 2p2d, failover)"
+    echo "unknown MODE $MODE (1p1d, 2p2d, prefix, failover)"
     exit 2
     ;;
 esac

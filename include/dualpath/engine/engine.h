@@ -118,6 +118,10 @@ struct EngineOptions {
   KvSubstrate kv_substrate = KvSubstrate::kUcx;
   std::string rack_pool_path;
   uint32_t rack_node = 0;
+  // With kRackPool: the region is also the rack-wide prefix cache (engine/rack_link.h): hit blocks
+  // are looked up there before storage and new full blocks published there as well as written
+  // behind. false: the region carries the PE<->DE KV only (`--rack-prefix-cache off`).
+  bool rack_prefix_cache = true;
   // Written at exit (JSON: KV payload bytes this engine put over the compute link, bytes it
   // wrote into and read from the rack pool), when set.
   std::string kv_stats_path;

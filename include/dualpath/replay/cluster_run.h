@@ -113,6 +113,9 @@ struct ClusterRunOptions {
   // the run (replay/rack_pool.h: rack_pool_model, rack_pool_bytes, removed at the end).
   std::string kv_substrate = "ucx";
   std::string rack_pool_model = "coherent";
+  // With rack-pool: "on" (default) the region is also the rack-wide prefix cache (engines look hit
+  // blocks up there before storage and publish new blocks there), "off" it carries PE<->DE KV only.
+  std::string rack_prefix_cache = "on";
   uint64_t rack_pool_bytes = 512ull << 20;
   // Non-coherent rack pool owned by the run: SIGKILL the `pool serve` holding the lock-manager
   // role this many seconds into each system's replay (0: never); its standby must take the role

@@ -24,9 +24,16 @@
 // first shared-prefix tokens of every agent's every prompt are equal across agents (their KV
 // blocks have the same names: a cross-agent hit).
 //
+// The "static" source is TraCT's static workload (seed 002 §5): fixed sizes instead of a shape,
+// to control the KV volume a request moves. Agent k's first prompt is 1,500, 3,000, 4,500 or
+// 6,000 tokens (kStaticInputTokens[k % 4]) and every turn generates 3 tokens; with --turns > 1
+// each later turn appends --append tokens (so it reloads the whole previous context: a prefix
+// hit). --max-context does not cut it (the sizes are the point); --gen is ignored.
+//
 // Thread safety: pure functions; results are plain values owned by the caller.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -42,9 +49,13 @@ inline constexpr uint32_t kMaxTurns = 10'000;      // longer than any recorded s
 inline constexpr uint32_t kMaxContext = 1u << 20;  // 1M tokens: the longest context of any model
 inline constexpr uint64_t kMaxWorkloadTokens = 1ull << 28;  // agents x turns x max_context: 1 GiB
 
+// The "static" source's first-prompt sizes and generation (TraCT §5).
+inline constexpr std::array<uint32_t, 4> kStaticInputTokens = {1500, 3000, 4500, 6000};
+inline constexpr uint32_t kStaticGenTokens = 3;
+
 struct WorkloadOptions {
-  // "synthetic", "compute", "codex", "weka", "mooncake", or a path (file or directory) for
-  // trace::ReadTrace.
+  // "synthetic", "compute", "codex", "static", "weka", "mooncake", or a path (file or directory)
+  // for trace::ReadTrace.
   std::string source = "synthetic";
   uint32_t agents = 4;
   uint32_t turns = 6;           // at most this many turns per agent
