@@ -77,52 +77,51 @@ double Normal(SplitMix64& rng) {
 // (one system prompt + one long task input, scaled to max_context / 2); later appends and all
 // generations vary lognormally around their means (relative sizes only: ShapeWorkload normalizes
 // them to --append and --gen).
+// o.agents sessions of o.turns turns each (64-token blocks, as every generated source here),
+// turn(agent, turn) giving each turn's sizes: the frame CodexShape and StaticWorkload share.
+template <typename TurnFn>
+trace::Workload AgentSessions(const WorkloadOptions& o, std::string name, TurnFn turn) {
+  trace::Workload w;
+  w.name = std::move(name);
+  for (uint32_t k = 0; k < o.agents; ++k) {
+    trace::Session s;
+    s.id = k;
+    s.block_size = 64;
+    for (uint32_t i = 0; i < o.turns; ++i) s.turns.push_back(turn(k, i));
+    w.sessions.push_back(std::move(s));
+  }
+  return w;
+}
+
 trace::Workload CodexShape(const WorkloadOptions& o) {
   constexpr double kUnit = 1000;        // relative size of a mean append or generation
   constexpr double kAppendSigma = 0.6;  // Codex appends: a few hundred to a few thousand tokens
   constexpr double kGenSigma = 0.5;
   SplitMix64 rng(SplitMix64::Mix(o.seed) ^ 0x636f646578ULL);  // "codex"
-  trace::Workload w;
-  w.name = "codex";
-  for (uint32_t k = 0; k < o.agents; ++k) {
-    trace::Session s;
-    s.id = k;
-    s.block_size = 64;
-    for (uint32_t i = 0; i < o.turns; ++i) {
-      trace::Turn t;
-      t.append_tokens =
-          i == 0
-              ? static_cast<uint64_t>(kUnit)
-              : static_cast<uint64_t>(std::llround(kUnit * std::exp(kAppendSigma * Normal(rng))));
-      t.gen_tokens = static_cast<uint64_t>(std::llround(kUnit * std::exp(kGenSigma * Normal(rng))));
-      t.append_tokens = std::max<uint64_t>(1, t.append_tokens);
-      t.gen_tokens = std::max<uint64_t>(1, t.gen_tokens);
-      s.turns.push_back(t);
-    }
-    w.sessions.push_back(std::move(s));
-  }
-  return w;
+  // Turns are drawn in agent-major order, append before generation: the draws' order is the
+  // workload (AgentSessions calls turn() in that order).
+  return AgentSessions(o, "codex", [&](uint32_t, uint32_t i) {
+    trace::Turn t;
+    t.append_tokens =
+        i == 0 ? static_cast<uint64_t>(kUnit)
+               : static_cast<uint64_t>(std::llround(kUnit * std::exp(kAppendSigma * Normal(rng))));
+    t.gen_tokens = static_cast<uint64_t>(std::llround(kUnit * std::exp(kGenSigma * Normal(rng))));
+    t.append_tokens = std::max<uint64_t>(1, t.append_tokens);
+    t.gen_tokens = std::max<uint64_t>(1, t.gen_tokens);
+    return t;
+  });
 }
 
 // The "static" source (TraCT §5's static workload): agent k's first prompt is
 // kStaticInputTokens[k % 4] tokens, every generation 3 tokens; later turns (--turns > 1) append
 // --append tokens. Fixed sizes, not a shape: ShapeWorkload returns it unscaled.
 trace::Workload StaticWorkload(const WorkloadOptions& o) {
-  trace::Workload w;
-  w.name = "static";
-  for (uint32_t k = 0; k < o.agents; ++k) {
-    trace::Session s;
-    s.id = k;
-    s.block_size = 64;
-    for (uint32_t i = 0; i < o.turns; ++i) {
-      trace::Turn t;
-      t.append_tokens = i == 0 ? kStaticInputTokens[k % kStaticInputTokens.size()] : o.append;
-      t.gen_tokens = kStaticGenTokens;
-      s.turns.push_back(t);
-    }
-    w.sessions.push_back(std::move(s));
-  }
-  return w;
+  return AgentSessions(o, "static", [&](uint32_t k, uint32_t i) {
+    trace::Turn t;
+    t.append_tokens = i == 0 ? kStaticInputTokens[k % kStaticInputTokens.size()] : o.append;
+    t.gen_tokens = kStaticGenTokens;
+    return t;
+  });
 }
 
 // The source's sessions, before scaling.
