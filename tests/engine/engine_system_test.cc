@@ -183,6 +183,9 @@ TEST(EngineSystemTest, AgentsCompleteWithReferenceOutputsAcrossADecodeEngineKill
                                     "127.0.0.1",
                                     "--store-root",
                                     store,
+                                    // Each turn must hit what the last one wrote (checked below).
+                                    "--result-after-write",
+                                    "on",
                                     "--store-subdir",
                                     "dp",
                                     "--buffer-mib",
