@@ -146,7 +146,7 @@ int RunEngine(EngineArgs& a) {
   o.buffer_bytes = a.buffer_mib << 20;
   o.kv_substrate = *engine::ParseKvSubstrate(a.kv_substrate);  // CLI::IsMember checked it
   o.rack_node = static_cast<uint32_t>(a.rack_node);
-  o.rack_prefix_cache = a.rack_prefix_cache == "on";  // CLI::IsMember checked it
+  o.rack_prefix_cache = a.rack_prefix_cache == "on";    // CLI::IsMember checked it
   o.result_after_write = a.result_after_write == "on";  // CLI::IsMember checked it
   o.pool_bytes = a.pool_mib << 20;
   o.request_timeout = FromSeconds(a.request_timeout_s);

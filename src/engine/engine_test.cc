@@ -816,8 +816,7 @@ TEST_P(ResultTimingTest, ResultWaitsForItsBlocksOnlyWhenAskedTo) {
   } else {
     // The DE has stepped every request to its end and the first publish is held.
     ASSERT_TRUE(WaitUntil([&] {
-      return Series("dualpath_engine_decode_step_requests_total", "d0.0") >=
-             kAgents * (kGen - 1.0);
+      return Series("dualpath_engine_decode_step_requests_total", "d0.0") >= kAgents * (kGen - 1.0);
     }));
     gate_.WaitArrived(1);
     for (const auto& s : specs) {
