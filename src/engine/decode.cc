@@ -734,7 +734,7 @@ void Decoder::ReportLoop() {
       }
       batch.swap(to_report_);
     }
-    for (const Outgoing& out : batch) {
+    for (Outgoing& out : batch) {
       // The next turn of this agent hits its blocks only if they are published before its Submit
       // probes storage, i.e. before the result reaches the replayer. It waits for the blocks
       // queued up to its own last one (the queue finishes them in order), not for blocks queued
@@ -743,6 +743,7 @@ void Decoder::ReportLoop() {
       // Without result_after_write the result goes out at once and the blocks are written
       // beside the next requests (EngineOptions::result_after_write).
       if (ctx_.options.result_after_write) write_behind_.FlushTo(out.blocks_seq);
+      if (out.result.has_timing()) out.result.mutable_timing()->set_reported_ns(RealtimeNs());
       Report(out.result);
     }
     if (!write_behind_.last_error().ok()) {
@@ -888,8 +889,9 @@ void Decoder::Finish(Active& a) {
   const v1c::RequestSpec& spec = r.a.request();
   const uint32_t gen = spec.gen_tokens();
   const int64_t done_ns = a.done_ns;
-  // Every block of it is queued by now; the reporter waits until they are written before it
-  // reports this result (ReportLoop).
+  const int64_t retired_ns = RealtimeNs();
+  // Every block of it is queued by now; with result_after_write the reporter waits until they are
+  // written before it reports this result (ReportLoop).
   v1c::RequestResult res;
   res.set_request_id(spec.request_id());
   res.set_ok(true);
@@ -914,6 +916,7 @@ void Decoder::Finish(Active& a) {
   t->set_done_ns(done_ns);
   t->set_decode_ready_ns(a.ready_ns);
   t->set_decode_start_ns(a.start_ns);
+  t->set_retired_ns(retired_ns);
   res.set_attempt(r.a.attempt());
   Release(r);
   // Every block of it is queued (or was already): they are among the first accepted() blocks.

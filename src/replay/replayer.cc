@@ -85,6 +85,13 @@ double RequestRecord::HandoffS() const {
 double RequestRecord::DecodeWaitS() const {
   return Secs(result.timing().decode_ready_ns(), result.timing().decode_start_ns());
 }
+double RequestRecord::RetireS() const {
+  return Secs(result.timing().done_ns(), result.timing().retired_ns());
+}
+double RequestRecord::ReportS() const {
+  return Secs(result.timing().retired_ns(), result.timing().reported_ns());
+}
+double RequestRecord::DeliverS() const { return Secs(result.timing().reported_ns(), result_ns); }
 double RequestRecord::DeTtstS() const {
   return Secs(result.timing().decode_ready_ns(), result.timing().second_token_ns());
 }
@@ -106,6 +113,7 @@ Result<ReplayResult> RunReplay(const ReplayWorkload& workload, const ReplayOptio
     size_t turn;
     Nanos submit_ns;
     int64_t hit_tokens;
+    Nanos accepted_ns;  // the service's Submit returned (its hit probe done)
   };
   std::unordered_map<uint64_t, InFlight> in_flight;
   std::vector<size_t> next_turn(n, 0);
@@ -183,7 +191,7 @@ Result<ReplayResult> RunReplay(const ReplayWorkload& workload, const ReplayOptio
     const Nanos now = wall.Now();
     const pb::RequestSpec spec = MakeSpec(id, a, a.turns[turn]);
     ASSIGN_OR_RETURN(int64_t hit, call([&] { return client.Submit(spec); }));
-    in_flight[id] = InFlight{agent, turn, now, hit};
+    in_flight[id] = InFlight{agent, turn, now, hit, wall.Now()};
     if (turn == 1 && --second_turns_pending == 0) {
       out.steady_start_ns = now;
     }
@@ -238,6 +246,7 @@ Result<ReplayResult> RunReplay(const ReplayWorkload& workload, const ReplayOptio
       r.gen_tokens = a.turns[f.turn].gen_tokens;
       r.hit_tokens = f.hit_tokens;
       r.submit_ns = f.submit_ns;
+      r.accepted_ns = f.accepted_ns;
       r.result_ns = wall.Now();
       r.result = std::move(*sr.mutable_result());
       if (!r.result.ok()) {

@@ -1,5 +1,6 @@
 #include "dualpath/storage/write_behind.h"
 
+#include <algorithm>
 #include <string>
 #include <utility>
 #include <vector>
@@ -9,8 +10,8 @@
 namespace dualpath::storage {
 
 WriteBehind::WriteBehind(BlockStore& store, const WriteBehindOptions& options)
-    : store_(store), options_(options) {
-  worker_ = std::thread([this] { Run(); });
+    : store_(store), options_(options), writers_(std::max(1u, options.writers)) {
+  for (size_t i = 0; i < writers_; ++i) workers_.emplace_back([this] { Run(); });
 }
 
 WriteBehind::~WriteBehind() { Close(); }
@@ -81,11 +82,17 @@ void WriteBehind::Run() {
     if (queue_.empty()) {
       return;  // closing and drained (Close flushes before it sets closing_)
     }
+    // This worker's share of the queue (at least one block, at most max_batch), so the other
+    // workers' round trips overlap this batch's.
+    const size_t share = std::clamp<size_t>((queue_.size() + writers_ - 1) / writers_, 1,
+                                            std::max<size_t>(options_.max_batch, 1));
     std::vector<EncodedBlock> batch;
-    while (!queue_.empty() && batch.size() < options_.max_batch) {
+    while (!queue_.empty() && batch.size() < share) {
       batch.push_back(std::move(queue_.front()));
       queue_.pop_front();
     }
+    const uint64_t begin = dequeued_seq_;
+    dequeued_seq_ += batch.size();
     lock.unlock();
     std::vector<Status> results = store_.WriteBatch(batch);
     if (options_.after_write) options_.after_write(batch, results);
@@ -101,7 +108,13 @@ void WriteBehind::Run() {
         log::Debug("storage: write-behind failed: {}", results[i].ToString());
       }
     }
-    finished_seq_ += batch.size();
+    // Batches end out of order: the watermark moves only over a contiguous run of finished ones.
+    finished_ahead_[begin] = begin + batch.size();
+    for (auto it = finished_ahead_.begin();
+         it != finished_ahead_.end() && it->first == finished_seq_;
+         it = finished_ahead_.erase(it)) {
+      finished_seq_ = it->second;
+    }
     space_cv_.notify_all();
     if (options_.on_space) {
       // Unlocked: the callback takes its owner's lock, and that owner calls Submit under none of
@@ -120,6 +133,11 @@ uint64_t WriteBehind::accepted() const {
   return enqueued_seq_;
 }
 
+uint64_t WriteBehind::finished() const {
+  std::lock_guard lock(mu_);
+  return finished_seq_;
+}
+
 void WriteBehind::FlushTo(uint64_t seq) {
   std::unique_lock lock(mu_);
   space_cv_.wait(lock, [&] { return finished_seq_ >= seq; });
@@ -136,8 +154,8 @@ void WriteBehind::Close() {
   }
   work_cv_.notify_all();
   space_cv_.notify_all();
-  if (worker_.joinable()) {
-    worker_.join();
+  for (std::thread& w : workers_) {
+    if (w.joinable()) w.join();
   }
 }
 

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <chrono>
 #include <condition_variable>
 #include <map>
 #include <mutex>
@@ -216,6 +217,46 @@ TEST_F(WriteBehindTest, FlushToWaitsForBlocksUpToTheSequenceOnly) {
   wb.FlushTo(wb.accepted());
   EXPECT_TRUE(store->Contains(HashOf(1)));
   EXPECT_EQ(wb.accepted(), 2u);
+}
+
+// Several writers: a block whose write is slow (block 0, held before its publish) does not hold
+// the blocks queued after it, which another worker writes meanwhile (with one writer block 1
+// waited behind block 0: this test fails at its hang guard); and FlushTo still means "the first n
+// blocks": block 1 finished first, but finished() stays 0 until block 0 is through.
+TEST_F(WriteBehindTest, OtherWritersGoOnWhileOneWriteIsSlowAndFlushToKeepsQueueOrder) {
+  PublishGate gate([](const kv::BlockHash& h) { return h == HashOf(0); });
+  auto store = Open(&gate);
+  std::mutex mu;
+  std::condition_variable cv;
+  bool one_written = false;
+  WriteBehindOptions o;
+  o.max_batch = 1;
+  o.writers = 2;
+  o.after_write = [&](std::span<const EncodedBlock> blocks, std::span<const Status> results) {
+    std::lock_guard lock(mu);
+    for (size_t i = 0; i < blocks.size(); ++i) {
+      if (blocks[i].hash == HashOf(1) && results[i].ok()) one_written = true;
+    }
+    cv.notify_all();
+  };
+  WriteBehind wb(*store, o);
+  const auto p = PayloadOf(0, SmallShape().FullBytes());
+  ASSERT_TRUE(wb.Submit(HashOf(0), SmallShape(), p).ok());
+  gate.WaitArrived(1);  // block 0's writer is held before its publish
+  ASSERT_TRUE(wb.Submit(HashOf(1), SmallShape(), p).ok());
+  {
+    std::unique_lock lock(mu);
+    ASSERT_TRUE(cv.wait_for(lock, std::chrono::seconds(60), [&] { return one_written; }))
+        << "block 1 waited for block 0's writer";
+  }
+  EXPECT_TRUE(store->Contains(HashOf(1)));
+  EXPECT_FALSE(store->Contains(HashOf(0)));
+  EXPECT_EQ(wb.finished(), 0u);  // block 0, queued first, is not finished
+  gate.Open();
+  wb.FlushTo(2);
+  EXPECT_EQ(wb.finished(), 2u);
+  EXPECT_TRUE(store->Contains(HashOf(0)));
+  EXPECT_EQ(wb.stats().written, 2u);
 }
 
 TEST_F(WriteBehindTest, OversizedBlockAndBadPayloadAreRejected) {

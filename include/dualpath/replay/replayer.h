@@ -67,8 +67,9 @@ struct RequestRecord {
   uint32_t gen_tokens = 0;
   int64_t hit_tokens = 0;  // as the service found them at Submit
   pb::RequestResult result;
-  Nanos submit_ns = 0;  // when the replayer submitted it (its own clock)
-  Nanos result_ns = 0;  // when the replayer received the result
+  Nanos submit_ns = 0;    // when the replayer submitted it (its own clock)
+  Nanos accepted_ns = 0;  // when the service's Submit returned (hit probe and queueing done)
+  Nanos result_ns = 0;    // when the replayer received the result
 
   // Pieces, seconds (negative when a timestamp is missing).
   double TtftS() const;     // first token - submitted
@@ -85,6 +86,13 @@ struct RequestRecord {
   // The decode engine's own time to the second token: ready -> first step done (decode wait +
   // the step), what its batching policy decides.
   double DeTtstS() const;
+  // After the last step (decode engine stamps, then the replayer's receipt; negative when a
+  // stamp is missing): last step -> retired (its blocks queued for write-behind), retired ->
+  // reported (the DE's reporter; with --result-after-write on, the write-behind flush), reported
+  // -> received (the service's delivery to the replayer).
+  double RetireS() const;
+  double ReportS() const;
+  double DeliverS() const;
 };
 
 struct ReplayOptions {

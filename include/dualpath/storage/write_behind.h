@@ -2,7 +2,12 @@
 // (DualPath §4.1: every full block of generated tokens is persisted as soon as it is complete).
 //
 // Submit copies the block into a file image (the caller's buffer may be reused at once) and
-// queues it; one worker thread writes queued blocks in batches through BlockStore::WriteBatch.
+// queues it; `writers` worker threads write queued blocks in batches through
+// BlockStore::WriteBatch, several batches at once: a block write is a chain of synchronous
+// metadata round trips (lookup, create, rename, close) besides its data, and on a storage link
+// busy with reads each reply waits behind read data (tens of ms on the testbed's shaped links),
+// so one writer at a time caps the write rate far below the link's (docs/engine.md "When a result
+// is reported").
 // The queue is bounded in bytes: when it is full, Submit either returns kStorageQueueFull (the
 // default: the caller keeps the block and offers it again later, or drops it; the decode engine
 // keeps it in the request's buffer and retries when on_space says bytes were freed) or waits for
@@ -17,10 +22,12 @@
 #include <cstdint>
 #include <deque>
 #include <functional>
+#include <map>
 #include <mutex>
 #include <span>
 #include <thread>
 #include <unordered_set>
+#include <vector>
 
 #include "dualpath/common/status.h"
 #include "dualpath/kv/block_hash.h"
@@ -33,12 +40,17 @@ struct WriteBehindOptions {
   uint64_t max_queued_bytes = 256ull << 20;  // file bytes queued or being written
   bool block_when_full = false;              // false: Submit returns kStorageQueueFull
   size_t max_batch = 32;                     // blocks per WriteBatch
-  // Called on the worker thread after each batch's WriteBatch, with the batch's file images and
+  // Worker threads, each writing a batch of its own (a worker takes at most its share of what is
+  // queued, so a burst spreads over them). At least 1.
+  unsigned writers = 4;
+  // Called on a worker thread (several may run at once, one per batch) after each batch's
+  // WriteBatch, with the batch's file images and
   // their statuses, before the batch counts as finished (so Flush also waits for it). The engine
   // puts the written blocks into the distributed KV store here (docs/store.md "In the system").
   // Empty: none.
   std::function<void(std::span<const EncodedBlock>, std::span<const Status>)> after_write;
-  // Called on the worker thread after each batch finished and its bytes left the queue, with no
+  // Called on a worker thread (several may run at once) after each batch finished and its bytes
+  // left the queue, with no
   // lock of this object held (so it may call Submit, or take the caller's own lock and wake a
   // thread that waits for space: the decode engine's step loop never waits in Submit, it waits
   // for this). Empty: none.
@@ -68,13 +80,15 @@ class WriteBehind {
                 std::span<const std::byte> payload);
   // Waits until every block submitted before the call is written (or has failed).
   void Flush();
-  // Blocks queued so far, a sequence number: the queue finishes blocks in the order they were
-  // queued, so once FlushTo(n) returns the first n are written (or have failed). A block a Submit
-  // accepted (or found already queued) before accepted() was read is among them, when the
-  // submitting thread is the only one (another thread may still be encoding the original of a
-  // duplicate).
+  // Blocks queued so far, a sequence number: once FlushTo(n) returns the first n blocks queued
+  // are written (or have failed), whichever worker wrote them and in whatever order they ended. A
+  // block a Submit accepted (or found already queued) before accepted() was read is among them,
+  // when the submitting thread is the only one (another thread may still be encoding the original
+  // of a duplicate).
   uint64_t accepted() const;
   void FlushTo(uint64_t seq);
+  // How many of the first blocks queued are all finished: FlushTo(n) returns once this is >= n.
+  uint64_t finished() const;
   // Flushes, then stops the worker. Idempotent.
   void Close();
 
@@ -95,11 +109,16 @@ class WriteBehind {
   std::unordered_set<kv::BlockHash> pending_;  // queued, reserved or in flight; guarded by mu_
   uint64_t reserved_bytes_ = 0;                // guarded by mu_
   uint64_t enqueued_seq_ = 0;                  // blocks ever accepted; guarded by mu_
-  uint64_t finished_seq_ = 0;                  // blocks ever finished; guarded by mu_
-  bool closing_ = false;                       // guarded by mu_
-  WriteBehindStats stats_;                     // guarded by mu_
-  Status last_error_;                          // guarded by mu_
-  std::thread worker_;
+  uint64_t dequeued_seq_ = 0;                  // blocks ever taken by a worker; guarded by mu_
+  // The first finished_seq_ blocks are all finished; batches that finished past a batch still in
+  // flight wait here (begin -> end of their sequence numbers). Guarded by mu_.
+  uint64_t finished_seq_ = 0;
+  std::map<uint64_t, uint64_t> finished_ahead_;
+  bool closing_ = false;    // guarded by mu_
+  WriteBehindStats stats_;  // guarded by mu_
+  Status last_error_;       // guarded by mu_
+  const size_t writers_;    // worker threads (options_.writers, at least 1)
+  std::vector<std::thread> workers_;
 };
 
 }  // namespace dualpath::storage
