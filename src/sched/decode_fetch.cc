@@ -24,11 +24,12 @@ void SchedulerImpl::DrainGlobalQueue() {
     } else {
       best = decode_groups_[decode_load_.Min()];
     }
-    const int64_t need = slots_[slot].request.decode_tokens();
+    const SchedRequest& request = slots_[slot].request;
+    const int64_t need = request.decode_tokens();
     GroupState& g = groups_[best];
     const int64_t before =
         g.private_queue.empty() ? g.popped_need : g.private_queue.back().need_through;
-    g.private_queue.push_back(PrivateEntry{slot, before + need});
+    g.private_queue.push_back(PrivateEntry{slot, before + need, request.id});
     AddLoad(best, need);
   }
 }
@@ -71,6 +72,7 @@ void SchedulerImpl::AssignDecodeEngines(uint32_t group, FetchResult* out) {
 
   while (!g.private_queue.empty()) {
     const uint32_t slot = g.private_queue.front().slot;
+    const RequestId id = g.private_queue.front().id;
     // The head's decode tokens, without touching its slot (placed or not, most fetches stop here).
     const int64_t need = g.private_queue.front().need_through - g.popped_need;
     int best = -1;
@@ -132,8 +134,7 @@ void SchedulerImpl::AssignDecodeEngines(uint32_t group, FetchResult* out) {
     // g.load_tokens is unchanged: the tokens move from the private queue to an engine.
     slots_[slot].decode_engine = static_cast<uint32_t>(best);
     prefill_queue_.push_back(slot);
-    out->decode.push_back(
-        DecodeAssignment{slots_[slot].request.id, EngineId(static_cast<uint32_t>(best))});
+    out->decode.push_back(DecodeAssignment{id, EngineId(static_cast<uint32_t>(best))});
     ++stats_.decode_assigned;
   }
 }

@@ -35,10 +35,13 @@ struct EngineState {
 // (decode tokens) pushed to that queue so far, its own included. Phase 2's prefix S is then a
 // binary search over `need_through` instead of a walk that touched every waiting request's slot
 // (a cache miss each; at 48P96D the walk was most of phase 2, issue 27). The totals grow
-// monotonically (needs are >= 0), so the search finds the same prefix the walk did.
+// monotonically (needs are >= 0), so the search finds the same prefix the walk did. The request's
+// id rides along too: phase 2 then only writes the placed request's slot (its decode engine), and
+// a store to a line last touched at submission does not stall the fetch as its load did (issue 27).
 struct PrivateEntry {
   uint32_t slot;
   int64_t need_through;
+  RequestId id;
 };
 
 struct GroupState {
