@@ -1,7 +1,6 @@
 #include "dualpath/sim/simulator.h"
 
 #include <algorithm>
-#include <bit>
 #include <cmath>
 #include <deque>
 #include <random>
@@ -84,14 +83,11 @@ struct DecodeEnd {
   uint32_t slot;
   uint32_t agent;
 };
-// A finish step is at least 1 (a join step >= -0.0 plus gen - 1 >= 1), and positive doubles order
-// as their bits do: (step, slot) compares as one 128-bit number, as the event queue's (time, seq)
-// (EventQueue::OrderKey): one integer compare on the sift-down's critical path (issue 27).
+// (step, slot) compares as one 128-bit number (quad_heap.h NonNegativeKey), as the event queue's
+// (time, seq): a finish step is at least 1 (a join step >= -0.0 plus gen - 1 >= 1; checked where
+// it is pushed).
 struct DecodeEndOrder {
-  __extension__ using Key = unsigned __int128;
-  static Key OrderKey(const DecodeEnd& x) {
-    return (static_cast<Key>(std::bit_cast<uint64_t>(x.step)) << 64) | x.slot;
-  }
+  static OrderKey128 OrderKey(const DecodeEnd& x) { return NonNegativeKey(x.step, x.slot); }
   static bool Earlier(const DecodeEnd& x, const DecodeEnd& y) { return OrderKey(x) < OrderKey(y); }
   static size_t EarlierBit(const DecodeEnd& x, const DecodeEnd& y) {
     return static_cast<size_t>(Earlier(x, y));

@@ -40,7 +40,6 @@
 // Thread safety: none; one simulation runs on one thread.
 #pragma once
 
-#include <bit>
 #include <cstddef>
 #include <cstdint>
 #include <limits>
@@ -101,15 +100,9 @@ class EventQueue {
   uint64_t Superseded() const { return superseded_; }
 
  private:
-  // (time, seq) as one unsigned 128-bit number. Every queued time is >= 0 (>= Now(), which starts
-  // at 0) and -0.0 is stored as +0.0 (Normalize), and the bits of non-negative doubles order as
-  // the doubles do; so comparing these numbers compares (time, seq) lexicographically, with one
-  // integer compare-and-borrow instead of two float compares and the tie logic (the heap's
-  // sift-down, on the critical path of every pop: issue 27).
-  __extension__ using Key = unsigned __int128;
-  static Key OrderKey(double time, uint64_t seq) {
-    return (static_cast<Key>(std::bit_cast<uint64_t>(time)) << 64) | seq;
-  }
+  // (time, seq) as one 128-bit number (quad_heap.h NonNegativeKey): every queued time is >= 0
+  // (>= Now(), which starts at 0) and -0.0 is stored as +0.0 (Normalize).
+  static OrderKey128 OrderKey(double time, uint64_t seq) { return NonNegativeKey(time, seq); }
   // +0.0 for -0.0, otherwise `time` (x + 0.0 is exact; only a negative zero changes).
   static double Normalize(double time) { return time + 0.0; }
   // The heap's order: (time, seq), a total order (seq is unique).
