@@ -10,10 +10,10 @@ namespace dualpath::sched {
 // fewest total tokens (its engines' unfinished tokens plus what already waits in its private
 // queue); ties go to the lower group id. Counting the private queue is what spreads one drain
 // over several groups instead of piling it onto the group that was lightest before the drain.
+// The least-loaded group is decode_load_'s minimum (a tournament tree over the groups' loads,
+// min_index.h): the same group a scan keeping the first minimum finds.
 void SchedulerImpl::DrainGlobalQueue() {
   const size_t n = decode_groups_.size();
-  const uint32_t* ids = decode_groups_.data();
-  const int64_t* load = load_tokens_.data();
   while (!global_queue_.empty()) {
     const uint32_t slot = global_queue_.front();
     global_queue_.pop_front();
@@ -22,22 +22,15 @@ void SchedulerImpl::DrainGlobalQueue() {
       best = decode_groups_[rr_decode_group_cursor_];
       rr_decode_group_cursor_ = static_cast<uint32_t>((rr_decode_group_cursor_ + 1) % n);
     } else {
-      best = ids[0];
-      int64_t best_load = load[best];
-      for (size_t i = 1; i < n; ++i) {
-        const uint32_t g = ids[i];
-        if (load[g] < best_load) {
-          best = g;
-          best_load = load[g];
-        }
-      }
+      best = decode_groups_[decode_load_.Min()];
     }
-    const int64_t need = slots_[slot].request.decode_tokens();
+    const SchedRequest& request = slots_[slot].request;
+    const int64_t need = request.decode_tokens();
     GroupState& g = groups_[best];
     const int64_t before =
         g.private_queue.empty() ? g.popped_need : g.private_queue.back().need_through;
-    g.private_queue.push_back(PrivateEntry{slot, before + need});
-    load_tokens_[best] += need;
+    g.private_queue.push_back(PrivateEntry{slot, before + need, request.id});
+    AddLoad(best, need);
   }
 }
 
@@ -79,6 +72,7 @@ void SchedulerImpl::AssignDecodeEngines(uint32_t group, FetchResult* out) {
 
   while (!g.private_queue.empty()) {
     const uint32_t slot = g.private_queue.front().slot;
+    const RequestId id = g.private_queue.front().id;
     // The head's decode tokens, without touching its slot (placed or not, most fetches stop here).
     const int64_t need = g.private_queue.front().need_through - g.popped_need;
     int best = -1;
@@ -140,8 +134,7 @@ void SchedulerImpl::AssignDecodeEngines(uint32_t group, FetchResult* out) {
     // g.load_tokens is unchanged: the tokens move from the private queue to an engine.
     slots_[slot].decode_engine = static_cast<uint32_t>(best);
     prefill_queue_.push_back(slot);
-    out->decode.push_back(
-        DecodeAssignment{slots_[slot].request.id, EngineId(static_cast<uint32_t>(best))});
+    out->decode.push_back(DecodeAssignment{id, EngineId(static_cast<uint32_t>(best))});
     ++stats_.decode_assigned;
   }
 }

@@ -132,7 +132,7 @@ void SchedulerImpl::AssignPrefillEngines(uint32_t group, FetchResult* out) {
     node_read_queue_[de.node] += rc.decode_tokens;
     pe.requests += 1;
     pe.tokens += req.prompt_tokens;
-    load_tokens_[group] += req.prompt_tokens;
+    AddLoad(group, req.prompt_tokens);
 
     Assignment a;
     a.request = req.id;

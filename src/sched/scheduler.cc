@@ -25,9 +25,14 @@ SchedulerImpl::SchedulerImpl(const ClusterDesc& cluster, const SchedConfig& conf
     g.role = d.role;
     g.engines.push_back(d.id.value());  // engines are visited in id order: ascending
   }
+  decode_rank_.assign(groups_.size(), -1);
   for (uint32_t i = 0; i < groups_.size(); ++i) {
-    if (groups_[i].role == Role::kDecode) decode_groups_.push_back(i);
+    if (groups_[i].role == Role::kDecode) {
+      decode_rank_[i] = static_cast<int32_t>(decode_groups_.size());
+      decode_groups_.push_back(i);
+    }
   }
+  decode_load_.Reset(decode_groups_.size());  // every load 0, as load_tokens_
 }
 
 uint32_t SchedulerImpl::AllocSlot(const SchedRequest& request) {
@@ -76,7 +81,7 @@ Status SchedulerImpl::ApplyReports(std::span<const EngineReport> reports) {
   }
   for (const EngineReport& r : reports) {
     EngineState& e = engines_[r.engine.value()];
-    load_tokens_[e.group] += r.unfinished_tokens - e.tokens;
+    AddLoad(e.group, r.unfinished_tokens - e.tokens);
     e.requests = r.unfinished_requests;
     e.tokens = r.unfinished_tokens;
     if (e.role == Role::kDecode) e.hbm_free = r.hbm_free_tokens;

@@ -18,6 +18,7 @@
 #include "dualpath/sched/config.h"
 #include "dualpath/sched/scheduler.h"
 #include "dualpath/sched/types.h"
+#include "sched/min_index.h"
 
 namespace dualpath::sched {
 
@@ -34,10 +35,13 @@ struct EngineState {
 // (decode tokens) pushed to that queue so far, its own included. Phase 2's prefix S is then a
 // binary search over `need_through` instead of a walk that touched every waiting request's slot
 // (a cache miss each; at 48P96D the walk was most of phase 2, issue 27). The totals grow
-// monotonically (needs are >= 0), so the search finds the same prefix the walk did.
+// monotonically (needs are >= 0), so the search finds the same prefix the walk did. The request's
+// id rides along too: phase 2 then only writes the placed request's slot (its decode engine), and
+// a store to a line last touched at submission does not stall the fetch as its load did (issue 27).
 struct PrivateEntry {
   uint32_t slot;
   int64_t need_through;
+  RequestId id;
 };
 
 struct GroupState {
@@ -84,12 +88,25 @@ class SchedulerImpl {
   SchedConfig config_;
   std::vector<EngineState> engines_;
   std::vector<GroupState> groups_;
+  // Group `group`'s load_tokens_ changes by `delta`; a decode group's entry in decode_load_ too.
+  // Every change of load_tokens_ goes through here, so the two never disagree.
+  void AddLoad(uint32_t group, int64_t delta) {
+    if (delta == 0) return;  // most reports repeat the load the scheduler holds
+    load_tokens_[group] += delta;
+    const int32_t rank = decode_rank_[group];
+    if (rank >= 0) decode_load_.Set(static_cast<size_t>(rank), load_tokens_[group]);
+  }
+
   // By group id: Σ engine tokens + tokens of the private queue (decode groups), phase 1's balance
-  // key. Kept apart from GroupState so that phase 1's scan over every decode group for every
-  // request reads one contiguous array (decode groups have consecutive ids in the clusters we
-  // build) rather than one cache line per group (issue 27).
+  // key (AddLoad).
   std::vector<int64_t> load_tokens_;
   std::vector<uint32_t> decode_groups_;  // ids of decode groups, ascending
+  // By group id: the group's index in decode_groups_, or -1 for a prefill group.
+  std::vector<int32_t> decode_rank_;
+  // Phase 1's choice, the decode group with the least load_tokens_ (ties: the lower id), kept
+  // current by AddLoad instead of scanning every decode group for every request (issue 27).
+  // Entry i is decode_groups_[i]; ids ascend, so "lower index" is "lower group id".
+  MinIndex decode_load_;
   std::vector<int64_t> node_read_queue_;
   // Live queue source of the prefill fetch in progress (nullptr otherwise), and per node the
   // fetch (fetch_epoch_) whose value node_read_queue_ holds: a node is read once per fetch.

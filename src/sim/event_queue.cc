@@ -1,17 +1,19 @@
 #include "dualpath/sim/event_queue.h"
 
+#include <bit>
+
 #include "dualpath/common/check.h"
 
 namespace dualpath::sim {
 
 void EventQueue::Push(double time, uint32_t kind, uint32_t a, uint64_t b) {
   DUALPATH_CHECK(time >= now_, "event scheduled before the current simulated time");
-  heap_.push(Event{time, next_seq_++, kind, a, b});
+  heap_.push(Event{Normalize(time), next_seq_++, kind, a, b});
 }
 
 void EventQueue::PushDistant(double time, uint32_t kind, uint32_t a, uint64_t b) {
   DUALPATH_CHECK(time >= now_, "event scheduled before the current simulated time");
-  distant_.push(Event{time, next_seq_++, kind, a, b});
+  distant_.push(Event{Normalize(time), next_seq_++, kind, a, b});
 }
 
 void EventQueue::PushReserved(double time, uint64_t seq, uint32_t kind, uint32_t a, uint64_t b) {
@@ -19,7 +21,7 @@ void EventQueue::PushReserved(double time, uint64_t seq, uint32_t kind, uint32_t
   // Due already: an event after it in (time, seq) order has been popped.
   DUALPATH_CHECK(!popped_ || time > now_ || (time == now_ && seq > now_seq_),
                  "PushReserved: event pushed after it was due");
-  heap_.push(Event{time, seq, kind, a, b});
+  heap_.push(Event{Normalize(time), seq, kind, a, b});
 }
 
 void EventQueue::ResizeTimers(size_t timers) {
@@ -33,15 +35,29 @@ void EventQueue::ResizeTimers(size_t timers) {
 }
 
 void EventQueue::UpdateTimer(uint32_t timer) {
-  for (size_t node = (leaves_ + timer) / 2; node >= 1; node /= 2) {
-    const Match& l = match_[2 * node];
-    const Match& r = match_[2 * node + 1];
+  // The winner on the path stays in registers and each level loads only the sibling: reading
+  // both children back from match_ made every level wait for the store of the one below
+  // (store-to-load forwarding on the critical path of every SetTimer and timer pop, issue 27).
+  size_t node = leaves_ + timer;
+  Match cur = match_[node];
+  for (; node > 1; node /= 2) {
+    const Match& sib = match_[node ^ 1];
+    const bool cur_is_right = (node & 1) != 0;
+    const Match& l = cur_is_right ? sib : cur;
+    const Match& r = cur_is_right ? cur : sib;
     // r wins only if strictly earlier: equal keys cannot occur (seq is unique) except between
     // two kNever leaves, where either will do.
-    const size_t right =
-        static_cast<size_t>(r.time < l.time) |
-        (static_cast<size_t>(r.time == l.time) & static_cast<size_t>(r.seq < l.seq));
-    match_[node] = match_[2 * node + right];
+    const uint64_t right =
+        0 - static_cast<uint64_t>(OrderKey(r.time, r.seq) < OrderKey(l.time, l.seq));
+    Match w;
+    w.time = std::bit_cast<double>(
+        std::bit_cast<uint64_t>(l.time) ^
+        ((std::bit_cast<uint64_t>(l.time) ^ std::bit_cast<uint64_t>(r.time)) & right));
+    w.seq = l.seq ^ ((l.seq ^ r.seq) & right);
+    w.timer = l.timer ^ ((l.timer ^ r.timer) & right);
+    w.pad = 0;
+    match_[node / 2] = w;
+    cur = w;
   }
 }
 
@@ -56,6 +72,7 @@ void EventQueue::SetTimer(uint32_t timer, double time, uint32_t kind, uint32_t a
     ++timers_pending_;
   }
   const uint64_t seq = next_seq_++;
+  time = Normalize(time);
   timer_ev_[timer] = Event{time, seq, kind, a, b};
   leaf.time = time;
   leaf.seq = seq;

@@ -35,6 +35,27 @@ TEST(EventQueueTest, EqualTimesPopInPushOrder) {
   }
 }
 
+// The queue compares (time, seq) as the bits of the time (EventQueue::OrderKey), which order as
+// the doubles do only for non-negative values: -0.0 (equal to 0.0 as a double) must still tie
+// with 0.0 and pop in push order, in every store (heap, second heap, timers).
+TEST(EventQueueTest, NegativeZeroTiesWithZero) {
+  EventQueue q;
+  q.ResizeTimers(2);
+  q.Push(-0.0, 1);
+  q.PushDistant(0.0, 2);
+  q.SetTimer(0, -0.0, 3);
+  q.Push(0.0, 4);
+  q.PushDistant(-0.0, 5);
+  q.SetTimer(1, 0.0, 6);
+  q.Push(1e-300, 7);  // the smallest times after zero still pop after it
+  for (uint32_t kind = 1; kind <= 7; ++kind) {
+    ASSERT_FALSE(q.Empty());
+    EXPECT_EQ(q.Peek()->kind, kind);
+    EXPECT_EQ(q.Pop().kind, kind);
+  }
+  EXPECT_TRUE(q.Empty());
+}
+
 TEST(EventQueueTest, PushAtNowIsAllowedAndRunsAfterEarlierPushes) {
   EventQueue q;
   q.Push(1.0, 1);

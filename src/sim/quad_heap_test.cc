@@ -2,7 +2,9 @@
 
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <cstdint>
+#include <limits>
 #include <queue>
 #include <random>
 #include <vector>
@@ -98,6 +100,28 @@ TEST(QuadHeapTest, SmallSizes) {
   EXPECT_EQ(q.top().step, 3);
   q.pop();
   EXPECT_TRUE(q.empty());
+}
+
+// NonNegativeKey orders as (value, tie) lexicographically for every non-negative double: random
+// values of every magnitude (and subnormals, zero, infinity), ties on equal values.
+TEST(QuadHeapTest, NonNegativeKeyOrdersLikeValueThenTie) {
+  std::mt19937_64 rng(27);
+  std::vector<double> values = {0.0, 5e-324, 1e-300, 1.0,
+                                1.5, 2.0,    1e300,  std::numeric_limits<double>::infinity()};
+  for (int i = 0; i < 200; ++i) {
+    values.push_back(
+        std::ldexp(static_cast<double>(rng() >> 11), static_cast<int>(rng() % 200) - 150));
+  }
+  for (double x : values) {
+    for (double y : values) {
+      for (uint64_t tx : {uint64_t{0}, uint64_t{7}, ~uint64_t{0}}) {
+        for (uint64_t ty : {uint64_t{0}, uint64_t{7}, ~uint64_t{0}}) {
+          const bool want = x < y || (x == y && tx < ty);
+          ASSERT_EQ(NonNegativeKey(x, tx) < NonNegativeKey(y, ty), want) << x << " " << y;
+        }
+      }
+    }
+  }
 }
 
 }  // namespace

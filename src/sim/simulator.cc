@@ -83,13 +83,14 @@ struct DecodeEnd {
   uint32_t slot;
   uint32_t agent;
 };
+// (step, slot) compares as one 128-bit number (quad_heap.h NonNegativeKey), as the event queue's
+// (time, seq): a finish step is at least 1 (a join step >= -0.0 plus gen - 1 >= 1; checked where
+// it is pushed).
 struct DecodeEndOrder {
-  static bool Earlier(const DecodeEnd& x, const DecodeEnd& y) {
-    return x.step < y.step || (x.step == y.step && x.slot < y.slot);
-  }
+  static OrderKey128 OrderKey(const DecodeEnd& x) { return NonNegativeKey(x.step, x.slot); }
+  static bool Earlier(const DecodeEnd& x, const DecodeEnd& y) { return OrderKey(x) < OrderKey(y); }
   static size_t EarlierBit(const DecodeEnd& x, const DecodeEnd& y) {
-    return static_cast<size_t>(x.step < y.step) |
-           (static_cast<size_t>(x.step == y.step) & static_cast<size_t>(x.slot < y.slot));
+    return static_cast<size_t>(Earlier(x, y));
   }
 };
 
@@ -672,7 +673,9 @@ void Simulation::DecodeJoin(uint32_t slot, double now) {
   g.batch++;
   UpdateDeStepTime(r.de);
   const double join = std::ceil(g.steps - 1e-9);
-  g.heap.push(DecodeEnd{join + static_cast<double>(r.gen - 1), slot, lives_[slot].agent});
+  const double finish = join + static_cast<double>(r.gen - 1);
+  DUALPATH_CHECK(finish >= 1, "decode finish step below 1 (DecodeEndOrder compares bits)");
+  g.heap.push(DecodeEnd{finish, slot, lives_[slot].agent});
   RetimeDecode(d.group, now);
   lives_[slot].ttst_time = now + (join - g.steps + 1) * g.tau;
 }

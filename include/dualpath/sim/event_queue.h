@@ -100,14 +100,18 @@ class EventQueue {
   uint64_t Superseded() const { return superseded_; }
 
  private:
+  // (time, seq) as one 128-bit number (quad_heap.h NonNegativeKey): every queued time is >= 0
+  // (>= Now(), which starts at 0) and -0.0 is stored as +0.0 (Normalize).
+  static OrderKey128 OrderKey(double time, uint64_t seq) { return NonNegativeKey(time, seq); }
+  // +0.0 for -0.0, otherwise `time` (x + 0.0 is exact; only a negative zero changes).
+  static double Normalize(double time) { return time + 0.0; }
   // The heap's order: (time, seq), a total order (seq is unique).
   struct EventOrder {
     static bool Earlier(const Event& x, const Event& y) {
-      return x.time < y.time || (x.time == y.time && x.seq < y.seq);
+      return OrderKey(x.time, x.seq) < OrderKey(y.time, y.seq);
     }
     static size_t EarlierBit(const Event& x, const Event& y) {
-      return static_cast<size_t>(x.time < y.time) |
-             (static_cast<size_t>(x.time == y.time) & static_cast<size_t>(x.seq < y.seq));
+      return static_cast<size_t>(Earlier(x, y));
     }
   };
   // A tournament-tree entry: the (time, seq) key of the earliest pending timer below the node,
@@ -121,7 +125,7 @@ class EventQueue {
   };
   static constexpr double kNever = std::numeric_limits<double>::infinity();
   static bool EarlierKey(const Match& x, const Event& y) {
-    return x.time < y.time || (x.time == y.time && x.seq < y.seq);
+    return OrderKey(x.time, x.seq) < OrderKey(y.time, y.seq);
   }
   // Replays the matches on `timer`'s path to the root after its leaf changed. Branch-free: which
   // child wins is data, not control flow (the branchy version mispredicted on most levels and
