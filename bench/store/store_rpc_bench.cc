@@ -98,9 +98,11 @@ ObjectKey Key(uint64_t i) {
 // --serve-master, as `dualpath store master` runs apart from its clients), with the stub that
 // joined the node.
 struct Master {
+  std::string cluster;  // the kind's name, numbered per start (a restarted master is a new one)
   GrpcTls client_tls;
-  std::unique_ptr<MasterServer> server;  // in this process
-  pid_t pid = -1;                        // in a child process
+  std::unique_ptr<MasterServer> server;     // in this process
+  pid_t pid = -1;                           // in a child process
+  std::unique_ptr<coord::Membership> node;  // store node 1's registration, with `server`
   std::unique_ptr<pb::StoreMaster::Stub> stub;
 };
 
@@ -119,8 +121,8 @@ struct World {
   coord::EtcdOptions etcd_options;
   std::string pki_dir;
   std::unique_ptr<coord::EtcdClient> node_etcd;
-  std::vector<std::unique_ptr<coord::Membership>> memberships;
   std::map<MasterKind, Master> masters;
+  int starts = 0;  // masters started so far (numbers their cluster names)
   std::vector<ReportedReplica> reports;
   std::unique_ptr<MasterState> local;
 };
@@ -170,15 +172,16 @@ GrpcTls LoadTls(const std::string& pki_dir, const std::string& who) {
 
 // Starts this program as `--serve-master` (ServeMaster below) and answers the child's pid and the
 // address it serves on, which it writes to an inherited pipe once it leads.
-std::pair<pid_t, std::string> SpawnMaster(const World& world, const MasterKind& kind) {
+std::pair<pid_t, std::string> SpawnMaster(const World& world, const std::string& cluster,
+                                          bool tls) {
   int fds[2];
   if (pipe2(fds, O_CLOEXEC) != 0) Die("pipe", Status(Code::kIoError, std::strerror(errno)));
   SpawnOptions so;
   so.argv = {std::filesystem::read_symlink("/proc/self/exe").string(),
              "--serve-master",
              world.etcd_options.endpoints,
-             kind.Cluster(),
-             kind.tls ? world.pki_dir : "-",
+             cluster,
+             tls ? world.pki_dir : "-",
              std::to_string(fds[1])};
   so.output_fd = STDERR_FILENO;  // its log beside ours
   so.inherit_fds = {fds[1]};
@@ -196,6 +199,16 @@ std::pair<pid_t, std::string> SpawnMaster(const World& world, const MasterKind& 
 
 // The master of `kind`, started, led and joined with the node's report on first use.
 Master& StartMaster(World& world, const MasterKind& kind) {
+  if (kind.own_process) {
+    // Benchmarks of a master apart measure a client's process without a master in it: the
+    // in-process masters of earlier benchmarks go (their pollers and etcd watches would take the
+    // polling of the client's calls; see below). A later benchmark starts them again.
+    std::erase_if(world.masters, [](auto& entry) {
+      if (entry.first.own_process) return false;
+      entry.second.server->Shutdown();
+      return true;
+    });
+  }
   auto [it, fresh] = world.masters.try_emplace(kind);
   Master& m = it->second;
   if (!fresh) return m;
@@ -217,10 +230,11 @@ Master& StartMaster(World& world, const MasterKind& kind) {
     server_tls.insecure = true;
     m.client_tls.insecure = true;
   }
-  const std::string cluster = kind.Cluster();
+  m.cluster = kind.Cluster() + std::to_string(++world.starts);
+  const std::string& cluster = m.cluster;
   std::string address;
   if (kind.own_process) {
-    std::tie(m.pid, address) = SpawnMaster(world, kind);
+    std::tie(m.pid, address) = SpawnMaster(world, cluster, tls);
   } else {
     auto master =
         MasterServer::Start(MasterOptions(cluster, world.etcd_options, server_tls, m.client_tls));
@@ -235,7 +249,7 @@ Master& StartMaster(World& world, const MasterKind& kind) {
     // that process (ServeMaster), so that this one, the client's, holds no etcd watch (a
     // membership watches its own key): a thread blocked in a gRPC wait takes over the polling
     // of the client's calls and adds two context switches to every one.
-    world.memberships.push_back(RegisterNode(world.node_etcd.get(), cluster));
+    m.node = RegisterNode(world.node_etcd.get(), cluster);
   }
   m.stub = pb::StoreMaster::NewStub(MakeChannel(address, m.client_tls));
 
@@ -316,7 +330,7 @@ std::unique_ptr<StoreClient> ClientOf(const MasterKind& kind, uint32_t in_flight
   World& world = TheWorld();
   Master& m = StartMaster(world, kind);
   ClientOptions o;
-  o.cluster = kind.Cluster();
+  o.cluster = m.cluster;
   o.etcd = world.etcd_options;
   o.master_tls = m.client_tls;
   o.local_shm = false;
