@@ -8,18 +8,25 @@
 // address translation, not on the bytes. With 2 MiB pages the whole table and slab are covered
 // by a few hundred TLB entries.
 //
-// How: the memory comes from operator new (so the heap accounting of docs/store.md "Memory" is
-// unchanged: no alignment padding, no separate mapping), and before anything touches it the
-// 2 MiB-aligned interior of the block is marked MADV_HUGEPAGE, which the kernel honours in its
-// default THP mode ("madvise") at the first touch. Best effort: a kernel without THP, or with it
-// off, ignores the advice and the array works on small pages. Only blocks of at least 4 MiB are
-// advised (smaller ones hold no whole huge page worth the split of a VMA).
+// How: an array whose size is a whole number of 2 MiB pages, at least two (the key index's slots
+// from 512 Ki entries, every slab chunk: master_impl.h sizes them so), is its own anonymous
+// mapping at a 2 MiB-aligned address, marked MADV_HUGEPAGE before anything touches it, which the
+// kernel honours in its default THP mode ("madvise") at the first touch: every byte of it can be
+// on huge pages. (They came from operator new before, with only their 2 MiB-aligned interior
+// advised: neighbouring blocks shared the pages at their ends, and `AnonHugePages` of a master
+// of 1 M objects counted ~64% of its arrays, a third in an earlier run.) Glibc's mallinfo2 does
+// not see such mappings; HugeArrayMappedBytes() counts them for memory accounting (the master's
+// heap figure in docs/store.md "Memory" is mallinfo2's bytes plus these). Other arrays come from
+// operator new as before, their whole 2 MiB pages advised. Best effort: a kernel without THP, or
+// with it off, ignores the advice and the array works on small pages; a refused mapping falls back
+// to operator new.
 //
 // Thread safety: none needed (plain allocation); the arrays are MasterState's, under its lock.
 #pragma once
 
 #include <sys/mman.h>
 
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
@@ -28,15 +35,33 @@
 
 namespace dualpath::store {
 
-// Frees an array made by MakeHugeArray (its elements are trivially destructible).
+inline constexpr size_t kHugePageBytes = size_t{2} << 20;
+
+// Bytes of the live direct mappings of HugeArrays (process-wide; relaxed: a statistic).
+inline std::atomic<size_t>& HugeArrayMappedCounter() {
+  static std::atomic<size_t> bytes{0};
+  return bytes;
+}
+inline size_t HugeArrayMappedBytes() {
+  return HugeArrayMappedCounter().load(std::memory_order_relaxed);
+}
+
+// Frees an array made by MakeHugeArray (its elements are trivially destructible): unmaps it when
+// it is a mapping of its own (`mapped` bytes), else gives it back to operator delete.
 struct HugeArrayDeleter {
-  void operator()(void* p) const { ::operator delete(p); }
+  size_t mapped = 0;
+  void operator()(void* p) const {
+    if (mapped == 0) {
+      ::operator delete(p);
+      return;
+    }
+    ::munmap(p, mapped);
+    HugeArrayMappedCounter().fetch_sub(mapped, std::memory_order_relaxed);
+  }
 };
 
 template <typename T>
 using HugeArray = std::unique_ptr<T[], HugeArrayDeleter>;
-
-inline constexpr size_t kHugePageBytes = size_t{2} << 20;
 
 // Marks the whole 2 MiB pages inside [p, p + bytes) MADV_HUGEPAGE (see above).
 inline void AdviseHugePages(void* p, size_t bytes) {
@@ -50,15 +75,45 @@ inline void AdviseHugePages(void* p, size_t bytes) {
   }
 }
 
-// n value-initialised elements (T{}), huge pages advised before the first touch.
+// `bytes` (a multiple of kHugePageBytes) of fresh anonymous memory at a 2 MiB-aligned address,
+// advised MADV_HUGEPAGE; nullptr if the kernel refused the mapping. It maps 2 MiB more than asked
+// and unmaps the unaligned head and the tail, so what stays mapped is exactly `bytes`.
+inline void* MapHugeAligned(size_t bytes) {
+  const size_t span = bytes + kHugePageBytes;
+  void* raw = ::mmap(nullptr, span, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (raw == MAP_FAILED) return nullptr;
+  const uintptr_t begin = reinterpret_cast<uintptr_t>(raw);
+  const uintptr_t aligned = (begin + kHugePageBytes - 1) & ~(kHugePageBytes - 1);
+  if (aligned > begin) ::munmap(raw, aligned - begin);
+  const uintptr_t end = begin + span;
+  if (end > aligned + bytes)
+    ::munmap(reinterpret_cast<void*>(aligned + bytes), end - aligned - bytes);
+  void* p = reinterpret_cast<void*>(aligned);
+  // Advice only: failure (no THP in this kernel) leaves ordinary pages.
+  (void)::madvise(p, bytes, MADV_HUGEPAGE);
+  HugeArrayMappedCounter().fetch_add(bytes, std::memory_order_relaxed);
+  return p;
+}
+
+// n value-initialised elements (T{}), huge pages advised before the first touch: a mapping of its
+// own when n * sizeof(T) is two or more whole 2 MiB pages, else from operator new.
 template <typename T>
 HugeArray<T> MakeHugeArray(size_t n) {
   static_assert(std::is_trivially_destructible_v<T>, "HugeArray frees without destructors");
-  void* raw = ::operator new(n * sizeof(T));
-  AdviseHugePages(raw, n * sizeof(T));
+  const size_t bytes = n * sizeof(T);
+  HugeArrayDeleter deleter;
+  void* raw = nullptr;
+  if (bytes >= 2 * kHugePageBytes && bytes % kHugePageBytes == 0) {
+    raw = MapHugeAligned(bytes);
+    if (raw != nullptr) deleter.mapped = bytes;
+  }
+  if (raw == nullptr) {
+    raw = ::operator new(bytes);
+    AdviseHugePages(raw, bytes);
+  }
   T* p = static_cast<T*>(raw);
   for (size_t i = 0; i < n; ++i) ::new (static_cast<void*>(p + i)) T{};
-  return HugeArray<T>(p);
+  return HugeArray<T>(p, deleter);
 }
 
 }  // namespace dualpath::store

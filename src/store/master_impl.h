@@ -219,7 +219,12 @@ class MasterState::Impl {
   // Evicts down to the low watermark if used is above the high watermark; returns evictions.
   size_t EvictToWatermark(NodeId node, Tier tier);
 
-  static constexpr size_t kChunkObjects = size_t{1} << 16;  // 5 MiB of records per chunk
+  // 10 MiB of records per chunk: a whole number of 2 MiB pages, so that a chunk is a mapping of
+  // its own, all of it on huge pages (huge_array.h); 2^16 records (5 MiB) left a part of every
+  // chunk on small pages.
+  static constexpr size_t kChunkObjects = size_t{1} << 17;
+  static_assert(kChunkObjects * sizeof(Object) % kHugePageBytes == 0,
+                "a slab chunk is whole 2 MiB pages (huge_array.h)");
 
   const MasterConfig config_;
   const Clock& clock_;
