@@ -740,7 +740,9 @@ void Decoder::ReportLoop() {
       // queued up to its own last one (the queue finishes them in order), not for blocks queued
       // after it: in a burst of first turns each result goes out as soon as its own blocks are
       // written, not when the whole queue is.
-      write_behind_.FlushTo(out.blocks_seq);
+      // Without result_after_write the result goes out at once and the blocks are written
+      // beside the next requests (EngineOptions::result_after_write).
+      if (ctx_.options.result_after_write) write_behind_.FlushTo(out.blocks_seq);
       Report(out.result);
     }
     if (!write_behind_.last_error().ok()) {

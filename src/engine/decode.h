@@ -27,11 +27,14 @@
 //                queued yet holds its buffer ("retiring") and is reported once they are, so the
 //                pending blocks take no memory beyond the DE buffers, and a full buffer region
 //                pushes back on admission (StartDecode waits for memory), not on the steps;
-//   reporter     (one thread) waits until the blocks queued up to a result's last one are
-//                written, then reports it to the scheduler: the agent's next turn must find them in
-//                storage, but the decode thread does not wait for the storage writes (they queue
-//                behind the node's reads in the storage client and took ~0.1 s each under
-//                DualPath).
+//   reporter     (one thread) reports results to the scheduler. By default at once: the
+//                blocks are written behind, beside the next requests, and a next turn that comes
+//                before they are published recomputes them (DualPath §4.1 persists blocks as
+//                they fill; it does not hold the answer for them). With
+//                EngineOptions::result_after_write it first waits until the blocks queued up to
+//                the result's last one are written, so the agent's next turn finds them all; the
+//                decode thread never waits for the storage writes either way (on a DualPath DE
+//                they queue behind the node's reads: p50 0.15-1.1 s per result on the testbed).
 // Requests whose PE aborts them are freed once no put of theirs is in flight. One that stays
 // incomplete past the request timeout is failed here (its PrefillDone refused) but its buffer is
 // quarantined until the PE can no longer write into it (its PrefillDone or AbortDecode, or the

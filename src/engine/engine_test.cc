@@ -125,6 +125,7 @@ class EngineTest : public ::testing::Test {
     o.fetch_wait_ms = 50;
     o.decode_batching = decode_batching_;
     o.write_behind_bytes = write_behind_bytes_;
+    o.result_after_write = result_after_write_;
     o.prefill_batching = prefill_batching_;
     o.ranks = ranks_;
     o.rank_placement = rank_placement_;
@@ -235,6 +236,8 @@ class EngineTest : public ::testing::Test {
   Nanos de_request_timeout_ = 0;  // the DE's, when not 0 (otherwise request_timeout_)
   DecodeBatching decode_batching_ = DecodeBatching::kContinuous;
   uint64_t write_behind_bytes_ = EngineOptions{}.write_behind_bytes;
+  // Most tests run turns one after another and expect each to hit what the previous one wrote.
+  bool result_after_write_ = true;
   PrefillBatching prefill_batching_ = PrefillBatching::kBatched;
   uint32_t ranks_ = 2;
   sched::RankPlacement rank_placement_ = sched::RankPlacement::kPacked;
@@ -763,6 +766,82 @@ INSTANTIATE_TEST_SUITE_P(Modes, FullWriteBehindTest,
                          [](const auto& info) {
                            return info.param == DecodeBatching::kSerial ? "Serial" : "Continuous";
                          });
+
+// Issue 28 acceptance 4 (docs/engine.md "When a result is reported"): by default the DE reports a
+// finished request at once while its new blocks are still being written; with
+// result_after_write it reports only once they are published. The DE's store holds every publish;
+// the write-behind queue (default size) takes every block, so the requests retire. Without
+// result_after_write every result arrives while no block is published yet (before the change the
+// reporter always waited for the writes, and these results never came while the publishes were
+// held); with it, none arrives before the publishes are let through. Either way every block is
+// published in the end and every output equals the reference.
+class ResultTimingTest : public EngineTest, public ::testing::WithParamInterface<bool> {
+ protected:
+  ResultTimingTest() {
+    result_after_write_ = GetParam();
+    de_faults_ = &gate_;
+  }
+  void TearDown() override {
+    gate_.Open();
+    EngineTest::TearDown();
+  }
+  HeldPublishes gate_;
+};
+
+TEST_P(ResultTimingTest, ResultWaitsForItsBlocksOnlyWhenAskedTo) {
+  ASSERT_TRUE(pe_ && de_);
+  constexpr int kAgents = 3;
+  constexpr uint32_t kGen = 6;
+  std::vector<v1c::RequestSpec> specs;
+  std::vector<std::vector<kv::BlockHash>> blocks;
+  for (int i = 0; i < kAgents; ++i) {
+    Agent agent(700 + i);
+    specs.push_back(agent.NextTurn(i + 1, 40 + 16 * i, kGen));
+    std::vector<uint32_t> tokens(specs.back().prompt().begin(), specs.back().prompt().end());
+    tokens.insert(tokens.end(), specs.back().teacher().begin(),
+                  specs.back().teacher().begin() + (kGen - 1));
+    blocks.push_back(hasher_->HashPrefix(tokens));
+    ASSERT_FALSE(blocks.back().empty());
+  }
+  for (const auto& s : specs) {
+    sched_.Assign(pe_->engine_id(), de_->engine_id(), s, v1c::READ_SIDE_PREFILL, 0, 0);
+  }
+  if (!GetParam()) {
+    for (const auto& s : specs) {
+      ExpectReference(s, Wait(s.request_id()));  // reported with its publishes still held
+    }
+    for (const auto& hs : blocks) {
+      for (const auto& h : hs) EXPECT_FALSE(store_->Contains(h));
+    }
+  } else {
+    // The DE has stepped every request to its end and the first publish is held.
+    ASSERT_TRUE(WaitUntil([&] {
+      return Series("dualpath_engine_decode_step_requests_total", "d0.0") >= kAgents * (kGen - 1.0);
+    }));
+    gate_.WaitArrived(1);
+    for (const auto& s : specs) {
+      EXPECT_FALSE(sched_.Wait(s.request_id(), std::chrono::milliseconds(0)).has_value())
+          << "request " << s.request_id() << " reported before its blocks were written";
+    }
+  }
+  gate_.Open();
+  if (GetParam()) {
+    for (const auto& s : specs) ExpectReference(s, Wait(s.request_id()));
+  }
+  // Every block is published in the end (the engines flush their write-behind when they stop).
+  sched_.Shutdown();
+  for (auto& t : threads_) t.join();
+  threads_.clear();
+  de_.reset();
+  for (size_t i = 0; i < blocks.size(); ++i) {
+    for (size_t b = 0; b < blocks[i].size(); ++b) {
+      EXPECT_TRUE(store_->Contains(blocks[i][b])) << "request " << i + 1 << " block " << b;
+    }
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Modes, ResultTimingTest, ::testing::Values(false, true),
+                         [](const auto& info) { return info.param ? "AfterWrite" : "AtOnce"; });
 
 // Issue 28: the prefill engine's forward batches. Many agents' turns at once, over every read
 // side, with a compute quota small enough that long prompts are chunked across batches: with

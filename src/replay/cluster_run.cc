@@ -107,6 +107,7 @@ std::string ConfigJson(const ClusterRunOptions& o, const testbed::Cluster& c,
   j["systems"] = o.systems;
   j["routing"] = o.routing;
   j["kv_substrate"] = o.kv_substrate;
+  j["engine_args"] = o.engine_args;  // e.g. batching modes, --result-after-write
   return j.dump();
 }
 

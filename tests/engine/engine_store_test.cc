@@ -173,6 +173,7 @@ class EngineStoreTest : public ::testing::Test {
     o.kv_store_tls.insecure = true;       // the in-process store above runs plaintext on loopback
     o.kv_store_shm_dir = root_ + "/shm";  // where the test's store nodes keep their tier files
     o.kv_store_stats_path = root_ + "/" + name + ".stats.json";
+    o.result_after_write = true;  // turn 2 probes the store for what turn 1's DE wrote
     auto e = Engine::Create(o, sched_.Link());
     EXPECT_TRUE(e.ok()) << e.status().ToString();
     if (!e.ok()) return nullptr;

@@ -161,42 +161,14 @@ TEST(EngineSystemTest, AgentsCompleteWithReferenceOutputsAcrossADecodeEngineKill
   ASSERT_TRUE(transfer::WriteTransferTokenFile(token).ok());
   auto engine_argv = [&](const std::string& name, const std::string& role,
                          const std::string& node) {
-    return std::vector<std::string>{bin,
-                                    "engine",
-                                    "--tls-cert",
-                                    PkiCertPath(pki, name),
-                                    "--tls-key",
-                                    PkiKeyPath(pki, name),
-                                    "--tls-ca",
-                                    PkiCaPath(pki),
-                                    "--transfer-token-file",
-                                    token,
-                                    "--role",
-                                    role,
-                                    "--name",
-                                    name,
-                                    "--node",
-                                    node,
-                                    "--scheduler",
-                                    sock,
-                                    "--listen",
-                                    "127.0.0.1",
-                                    "--store-root",
-                                    store,
-                                    "--store-subdir",
-                                    "dp",
-                                    "--buffer-mib",
-                                    "32",
-                                    "--pool",
-                                    pool_path,
-                                    "--pool-mib",
-                                    "96",
-                                    "--fetch-wait-ms",
-                                    "100",
-                                    "--peer-timeout-s",
-                                    "2",
-                                    "--request-timeout-s",
-                                    "20"};
+    return std::vector<std::string>{
+        bin, "engine", "--tls-cert", PkiCertPath(pki, name), "--tls-key", PkiKeyPath(pki, name),
+        "--tls-ca", PkiCaPath(pki), "--transfer-token-file", token, "--role", role, "--name", name,
+        "--node", node, "--scheduler", sock, "--listen", "127.0.0.1", "--store-root", store,
+        // Each turn must hit what the last one wrote (checked below).
+        "--result-after-write", "on", "--store-subdir", "dp", "--buffer-mib", "32", "--pool",
+        pool_path, "--pool-mib", "96", "--fetch-wait-ms", "100", "--peer-timeout-s", "2",
+        "--request-timeout-s", "20"};
   };
   std::map<std::string, std::unique_ptr<Child>> engines;
   for (const char* spec : {"p0.0:prefill:p0", "d0.0:decode:d0", "d1.0:decode:d1"}) {

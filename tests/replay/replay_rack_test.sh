@@ -145,8 +145,12 @@ case $MODE in
     ;;
   prefix)
     "$bin" cluster up --name "$NAME" --pd 1P1D >"$tmp/up.txt" 2>&1 || fail "cluster up: $(cat "$tmp/up.txt")"
-    run "$NAME" 1P1D ucx --kv-substrate ucx
-    run "$NAME" 1P1D cached --kv-substrate rack-pool --rack-pool coherent --rack-pool-size 256M
+    # Results after their blocks are written and published (--result-after-write on): every hit
+    # the service counts is then in the rack, which the checks below compare against.
+    after=(--engine-arg=--result-after-write --engine-arg=on)
+    run "$NAME" 1P1D ucx --kv-substrate ucx "${after[@]}"
+    run "$NAME" 1P1D cached --kv-substrate rack-pool --rack-pool coherent --rack-pool-size 256M \
+      "${after[@]}"
     check ucx cached
     python3 - "$tmp" <<'PY' || fail "rack prefix cache checks (above)"
 import json, sys

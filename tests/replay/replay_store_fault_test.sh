@@ -59,7 +59,7 @@ start=$(date +%s)
 timeout -k 10 "$DEADLINE" "$bin" cluster run --name "$NAME" --pd 2P2D --system dualpath \
   --routing round-robin --workload codex --agents 2 --turns "$turns" --append 128 --max-context "$context" \
   --goodput nominal --timeout "$limit" --store --store-dram-mib 64 --store-ttl 2 --local-tiers \
-  --fault "$fault" --json "$tmp/out.json" >"$tmp/table.txt" 2>"$tmp/progress.txt"
+  --engine-arg=--result-after-write --engine-arg=on --fault "$fault" --json "$tmp/out.json" >"$tmp/table.txt" 2>"$tmp/progress.txt"
 rc=$?
 echo "--- cluster run --store --fault $fault exit $rc in $(($(date +%s) - start)) s; progress:"
 cat "$tmp/progress.txt"

@@ -32,6 +32,7 @@ start=$(date +%s)
 timeout -k 10 "$DEADLINE" "$bin" cluster run --name "$NAME" --pd 2P2D --system dualpath \
   --routing round-robin --workload codex --agents 2 --turns 4 --append 128 --max-context 4096 \
   --goodput nominal --timeout 90 --store --store-dram-mib 64 --local-tiers \
+  --engine-arg=--result-after-write --engine-arg=on \
   --json "$tmp/out.json" >"$tmp/table.txt" 2>"$tmp/progress.txt"
 rc=$?
 echo "--- cluster run --store --local-tiers exit $rc in $(($(date +%s) - start)) s; progress:"

@@ -97,6 +97,14 @@ struct EngineOptions {
   // one block file). Blocks it refuses when full wait in their requests' buffers, never in the
   // decode step loop (docs/engine.md "Decode batching").
   uint64_t write_behind_bytes = 64ull << 20;
+  // Decode engines: when a finished request's result goes to the scheduler. false (the default,
+  // `--result-after-write off`): at once, as a serving engine answers its user; the blocks it
+  // queued for write-behind are written beside the next requests, and a turn that arrives before
+  // they are published finds them missing and recomputes them (a miss, never wrong KV). true: only
+  // after every block it queued is written and published, so the agent's next turn hits them all
+  // (deterministic hits, which tests of hit accounting need; on a busy storage link this wait
+  // is on every agent's critical path: docs/engine.md "When a result is reported").
+  bool result_after_write = false;
   // Prefill engines only (docs/engine.md "Prefill batching"): how forward batches are formed, the
   // engine's data-parallel attention ranks (threads standing in for its GPUs), how chunks are
   // placed on them, and each rank's compute quota (predicted attention time of one layer).
