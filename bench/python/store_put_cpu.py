@@ -7,7 +7,7 @@ one untimed one (keys removed after each call). Prints the median wall time, and
 call of the client process's CPU (getrusage: all its threads) and of the store node's CPU
 (/proc/NODE_PID/stat, so the node must run on this host). On a 2-core machine a loopback put is
 bound by both processes' CPU together, which a loaded machine scales less than the wall time.
-A second line splits the wall time of a call, mean per call, into the client's put phases
+A second line splits the wall time of a call, median per call, into the client's put phases
 (ClientStats put_start_ns / put_write_ns / put_commit_ns: the PutStart round trip, the writes with
 the checksums beside them, the PutCommit round trip); a build without those counters shows 0.
 
@@ -49,7 +49,7 @@ def main():
 
     wall, client, node = [], [], []
     phases = ("put_start_ns", "put_write_ns", "put_commit_ns")
-    spent = dict.fromkeys(phases, 0)
+    spent = {k: [] for k in phases}  # per timed call, ns
     for r in range(reps + 1):
         keys = [f"r{r}-{i}" for i in range(count)]
         s0 = s.stats()
@@ -64,14 +64,15 @@ def main():
             client.append((r1.ru_utime + r1.ru_stime - r0.ru_utime - r0.ru_stime) * 1e3)
             node.append((n1 - n0) * 1e3)
             for k in phases:  # absent from builds before the counters (an older wheel): 0
-                spent[k] += s1.get(k, 0) - s0.get(k, 0)
+                spent[k].append(s1.get(k, 0) - s0.get(k, 0))
         s.remove(keys)
     c, n = statistics.mean(client), statistics.mean(node)
     print(f"size {size >> 10}K wall_ms {statistics.median(wall):.1f} (min {min(wall):.1f}) "
           f"client_cpu_ms {c:.1f} node_cpu_ms {n:.1f} total_cpu_ms {c + n:.1f} "
           f"load {os.getloadavg()[0]:.1f}")
-    # Where the wall time went, mean per call (the client's ClientStats put_*_ns counters).
-    print("  phases ms: " + " ".join(f"{k[4:-3]} {spent[k] / reps / 1e6:.2f}" for k in phases))
+    # Where the wall time went, median per call (the client's ClientStats put_*_ns counters).
+    print("  phases ms (median): " + " ".join(
+        f"{k[4:-3]} {statistics.median(spent[k]) / 1e6:.2f}" for k in phases))
     s.close()
 
 
