@@ -7,6 +7,9 @@ one untimed one (keys removed after each call). Prints the median wall time, and
 call of the client process's CPU (getrusage: all its threads) and of the store node's CPU
 (/proc/NODE_PID/stat, so the node must run on this host). On a 2-core machine a loopback put is
 bound by both processes' CPU together, which a loaded machine scales less than the wall time.
+A second line splits the wall time of a call, median per call, into the client's put phases
+(ClientStats put_start_ns / put_write_ns / put_commit_ns: the PutStart round trip, the writes with
+the checksums beside them, the PutCommit round trip); a build without those counters shows 0.
 
   store_put_cpu.py CLUSTER ETCD NODE_PID OBJECT_BYTES REPS
 
@@ -45,22 +48,31 @@ def main():
         return (int(fields[11]) + int(fields[12])) / tick
 
     wall, client, node = [], [], []
+    phases = ("put_start_ns", "put_write_ns", "put_commit_ns")
+    spent = {k: [] for k in phases}  # per timed call, ns
     for r in range(reps + 1):
         keys = [f"r{r}-{i}" for i in range(count)]
+        s0 = s.stats()
         r0, n0, t0 = resource.getrusage(resource.RUSAGE_SELF), node_cpu(), time.perf_counter()
         res = s.batch_put_from(keys, ptrs, sizes)
         t1, r1, n1 = time.perf_counter(), resource.getrusage(resource.RUSAGE_SELF), node_cpu()
+        s1 = s.stats()
         if any(x != 0 for x in res):
             sys.exit(f"store_put_cpu: put failed: {sorted(set(res))}")
         if r > 0:  # the first call is untimed (connections, first touch)
             wall.append((t1 - t0) * 1e3)
             client.append((r1.ru_utime + r1.ru_stime - r0.ru_utime - r0.ru_stime) * 1e3)
             node.append((n1 - n0) * 1e3)
+            for k in phases:  # absent from builds before the counters (an older wheel): 0
+                spent[k].append(s1.get(k, 0) - s0.get(k, 0))
         s.remove(keys)
     c, n = statistics.mean(client), statistics.mean(node)
     print(f"size {size >> 10}K wall_ms {statistics.median(wall):.1f} (min {min(wall):.1f}) "
           f"client_cpu_ms {c:.1f} node_cpu_ms {n:.1f} total_cpu_ms {c + n:.1f} "
           f"load {os.getloadavg()[0]:.1f}")
+    # Where the wall time went, median per call (the client's ClientStats put_*_ns counters).
+    print("  phases ms (median): " + " ".join(
+        f"{k[4:-3]} {statistics.median(spent[k]) / 1e6:.2f}" for k in phases))
     s.close()
 
 

@@ -446,6 +446,9 @@ class PyClusterStore {
     d["leader_lookups"] = s.leader_lookups;
     d["pin_renewals"] = s.pin_renewals;
     d["unpins"] = s.unpins;
+    d["put_start_ns"] = s.put_start_ns;
+    d["put_write_ns"] = s.put_write_ns;
+    d["put_commit_ns"] = s.put_commit_ns;
     d["leader"] = client_->leader();
     return d;
   }

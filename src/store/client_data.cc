@@ -300,10 +300,13 @@ Result<std::vector<Status>> StoreClient::Impl::PutLocked(std::span<const PutItem
       p->set_size(items[i].bytes.size());
     }
     v1::PutStartResponse started;
+    const Nanos start_at = Now();
     Status s =
         CallMaster("PutStart", until, [&](v1::StoreMaster::Stub* stub, grpc::ClientContext* ctx) {
           return stub->PutStart(ctx, start, &started);
         });
+    const Nanos write_at = Now();
+    Count([&](ClientStats& st) { st.put_start_ns += static_cast<uint64_t>(write_at - start_at); });
     if (s.ok() && started.tickets_size() != static_cast<int>(todo.size())) {
       s = Internal(fmt::format("store master PutStart answered {} tickets for {} items",
                                started.tickets_size(), todo.size()));
@@ -422,6 +425,8 @@ Result<std::vector<Status>> StoreClient::Impl::PutLocked(std::span<const PutItem
         if (p.sum) checksums[todo[p.item]] = p.result;
       }
     }
+    const Nanos commit_at = Now();
+    Count([&](ClientStats& st) { st.put_write_ns += static_cast<uint64_t>(commit_at - write_at); });
 
     // Commit what was written everywhere, abort the rest.
     v1::PutCommitRequest commit;
@@ -483,6 +488,7 @@ Result<std::vector<Status>> StoreClient::Impl::PutLocked(std::span<const PutItem
         }
       }
     }
+    Count([&](ClientStats& st) { st.put_commit_ns += static_cast<uint64_t>(Now() - commit_at); });
     todo = std::move(again);
     if (!todo.empty()) Count([](ClientStats& st) { ++st.retries; });
   }

@@ -19,6 +19,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <chrono>
 #include <filesystem>
 #include <map>
 #include <mutex>
@@ -463,10 +464,21 @@ TEST_F(StoreNodeTest, NodesJoinAndBytesRoundTripRemoteLocalAndNeverCorrupted) {
   // A remote-only client puts 4 objects on both nodes; the master recorded them on both.
   auto remote = NewStoreClient("", 2);
   ASSERT_NE(remote, nullptr);
+  const auto put_began = std::chrono::steady_clock::now();
   PutAll(*remote, 0, 4);
+  const auto put_took = std::chrono::steady_clock::now() - put_began;
   EXPECT_EQ(n1->Replicas().size(), 4u);
   EXPECT_EQ(n2->Replicas().size(), 4u);
-  EXPECT_EQ(remote->Stats().bytes_written, 8 * kObject);
+  const ClientStats put_stats = remote->Stats();
+  EXPECT_EQ(put_stats.bytes_written, 8 * kObject);
+  // Where the put's time went: each phase ran and took some time, and together they fit inside
+  // the call (a phase timed twice, or timed across calls, would exceed it).
+  EXPECT_GT(put_stats.put_start_ns, 0u);
+  EXPECT_GT(put_stats.put_write_ns, 0u);
+  EXPECT_GT(put_stats.put_commit_ns, 0u);
+  EXPECT_LE(put_stats.put_start_ns + put_stats.put_write_ns + put_stats.put_commit_ns,
+            static_cast<uint64_t>(
+                std::chrono::duration_cast<std::chrono::nanoseconds>(put_took).count()));
 
   // Staged remote gets: the bytes came over the transfer engine.
   Read got = GetAll(*remote, 0, 4);

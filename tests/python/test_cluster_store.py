@@ -73,6 +73,8 @@ def test_put_and_get_numpy_arrays(client):
     assert s["hits_local"] + s["hits_remote"] == 8
     assert s["puts_ok"] == 8 and s["misses"] == 0
     assert s["leader"] != ""
+    # Where the puts' wall time went (issue 27): each phase of a put ran.
+    assert s["put_start_ns"] > 0 and s["put_write_ns"] > 0 and s["put_commit_ns"] > 0
 
 
 def test_raw_pointers_in_a_registered_buffer(client):

@@ -151,6 +151,12 @@ struct ClientStats {
   uint64_t leader_lookups = 0;  // reads of the leader key
   uint64_t pin_renewals = 0;    // RenewPin calls (reads that outlasted half their pin)
   uint64_t unpins = 0;          // Unpin calls made (after GetInto returned, on the client's thread)
+  // Where puts' wall time went (issue 27), summed over Put calls, nanoseconds: the PutStart round
+  // trips, the writes (transfers, same-host copies and the checksums beside them), and the
+  // PutCommit/PutAbort round trips. What is left of a call's time is planning and bookkeeping.
+  uint64_t put_start_ns = 0;
+  uint64_t put_write_ns = 0;
+  uint64_t put_commit_ns = 0;
 };
 
 // The leader master's view (StoreMaster.Stats): the cluster's objects and each node's DRAM tier.
