@@ -226,6 +226,14 @@ class EngineTest : public ::testing::Test {
     f.write(&c, 1);
   }
 
+  // Every full block a DE writes behind for `s` decoded to its end: the prompt's and those its
+  // gen - 1 fed teacher tokens complete.
+  std::vector<kv::BlockHash> DecodedBlocks(const v1c::RequestSpec& s) {
+    std::vector<uint32_t> tokens(s.prompt().begin(), s.prompt().end());
+    tokens.insert(tokens.end(), s.teacher().begin(), s.teacher().begin() + (s.gen_tokens() - 1));
+    return hasher_->HashPrefix(tokens);
+  }
+
   std::vector<kv::BlockHash> PromptHashes(const v1c::RequestSpec& s) {
     std::vector<uint32_t> prompt(s.prompt().begin(), s.prompt().end());
     return hasher_->HashPrefix(prompt);
@@ -697,21 +705,27 @@ class HeldPublishes final : public storage::StorageFaults {
   bool open_ = false;
 };
 
-class FullWriteBehindTest : public EngineTest,
-                            public ::testing::WithParamInterface<DecodeBatching> {
+// An engine test whose DE store holds every publish until the test opens the gate (and at
+// TearDown, so the write-behind can drain and the DE stop).
+template <typename Param>
+class HeldPublishesTest : public EngineTest, public ::testing::WithParamInterface<Param> {
+ protected:
+  HeldPublishesTest() { de_faults_ = &gate_; }
+  void TearDown() override {
+    gate_.Open();
+    EngineTest::TearDown();
+  }
+  HeldPublishes gate_;
+};
+
+class FullWriteBehindTest : public HeldPublishesTest<DecodeBatching> {
  protected:
   FullWriteBehindTest() {
     decode_batching_ = GetParam();
-    de_faults_ = &gate_;
     const kv::BlockShape shape =
         kv::BlockShape::For(model::RefModelConfig::Parse(kSpec).value().Geometry(), kBt);
     write_behind_bytes_ = 2 * storage::BlockStore::FileBytes(shape);
   }
-  void TearDown() override {
-    gate_.Open();  // lets the write-behind drain so the DE can stop
-    EngineTest::TearDown();
-  }
-  HeldPublishes gate_;
 };
 
 TEST_P(FullWriteBehindTest, StepLoopKeepsSteppingWhileTheWriteBehindIsFull) {
@@ -738,9 +752,7 @@ TEST_P(FullWriteBehindTest, StepLoopKeepsSteppingWhileTheWriteBehindIsFull) {
   std::vector<std::vector<kv::BlockHash>> blocks;
   size_t total = 0;
   for (const auto& s : specs) {
-    std::vector<uint32_t> tokens(s.prompt().begin(), s.prompt().end());
-    tokens.insert(tokens.end(), s.teacher().begin(), s.teacher().begin() + (kGen - 1));
-    blocks.push_back(hasher_->HashPrefix(tokens));
+    blocks.push_back(DecodedBlocks(s));
     total += blocks.back().size();
   }
   ASSERT_GT(total, 4u);  // more than the queue (2) and the one in flight hold
@@ -775,17 +787,9 @@ INSTANTIATE_TEST_SUITE_P(Modes, FullWriteBehindTest,
 // reporter always waited for the writes, and these results never came while the publishes were
 // held); with it, none arrives before the publishes are let through. Either way every block is
 // published in the end and every output equals the reference.
-class ResultTimingTest : public EngineTest, public ::testing::WithParamInterface<bool> {
+class ResultTimingTest : public HeldPublishesTest<bool> {
  protected:
-  ResultTimingTest() {
-    result_after_write_ = GetParam();
-    de_faults_ = &gate_;
-  }
-  void TearDown() override {
-    gate_.Open();
-    EngineTest::TearDown();
-  }
-  HeldPublishes gate_;
+  ResultTimingTest() { result_after_write_ = GetParam(); }
 };
 
 TEST_P(ResultTimingTest, ResultWaitsForItsBlocksOnlyWhenAskedTo) {
@@ -797,10 +801,7 @@ TEST_P(ResultTimingTest, ResultWaitsForItsBlocksOnlyWhenAskedTo) {
   for (int i = 0; i < kAgents; ++i) {
     Agent agent(700 + i);
     specs.push_back(agent.NextTurn(i + 1, 40 + 16 * i, kGen));
-    std::vector<uint32_t> tokens(specs.back().prompt().begin(), specs.back().prompt().end());
-    tokens.insert(tokens.end(), specs.back().teacher().begin(),
-                  specs.back().teacher().begin() + (kGen - 1));
-    blocks.push_back(hasher_->HashPrefix(tokens));
+    blocks.push_back(DecodedBlocks(specs.back()));
     ASSERT_FALSE(blocks.back().empty());
   }
   for (const auto& s : specs) {

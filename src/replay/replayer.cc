@@ -85,6 +85,7 @@ double RequestRecord::HandoffS() const {
 double RequestRecord::DecodeWaitS() const {
   return Secs(result.timing().decode_ready_ns(), result.timing().decode_start_ns());
 }
+double RequestRecord::SubmitRpcS() const { return Secs(submit_ns, accepted_ns); }
 double RequestRecord::RetireS() const {
   return Secs(result.timing().done_ns(), result.timing().retired_ns());
 }

@@ -228,7 +228,7 @@ json RecordsJson(const SystemRun& run) {
          {"handoff_s", Seconds(r.HandoffS())},
          {"decode_wait_s", Seconds(r.DecodeWaitS())},
          {"de_ttst_s", Seconds(r.DeTtstS())},
-         {"submit_rpc_s", r.accepted_ns > 0 ? ToSeconds(r.accepted_ns - r.submit_ns) : -1.0},
+         {"submit_rpc_s", Seconds(r.SubmitRpcS())},
          {"retire_s", Seconds(r.RetireS())},
          {"report_s", Seconds(r.ReportS())},
          {"deliver_s", Seconds(r.DeliverS())},

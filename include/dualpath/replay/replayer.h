@@ -90,6 +90,7 @@ struct RequestRecord {
   // stamp is missing): last step -> retired (its blocks queued for write-behind), retired ->
   // reported (the DE's reporter; with --result-after-write on, the write-behind flush), reported
   // -> received (the service's delivery to the replayer).
+  double SubmitRpcS() const;  // submitted -> the service's Submit returned
   double RetireS() const;
   double ReportS() const;
   double DeliverS() const;
