@@ -73,10 +73,11 @@ is_mounted() { # is PATH a mount point (in the caller's mount namespace)?
 # up to the full rate, high first (DualPath A.1: ~99% reserved for model traffic).
 shape() { # NETNS DEV RATE_BIT DSCP
   local ns=$1 dev=$2 rate=$3 dscp=$4
-  # Bucket of ~2 ms at the rate (at least 2 MTU-sized frames) so the kernel timer granularity does
-  # not cap throughput; over a transfer of >1 s it adds <0.2% to the long-run rate.
-  local burst=$((rate / 8 / 500))
-  ((burst < 3028)) && burst=3028
+  # Bucket of ~2 ms at the rate so the kernel timer granularity does not cap throughput; over a
+  # transfer of >1 s it adds <0.2% to the long-run rate.
+  # tbf drops a frame larger than its bucket: at least two of the links' largest frames.
+  local burst=$((rate / 8 / 500)) min_burst=$((2 * (${MTU:-1500} + 14)))
+  ((burst < min_burst)) && burst=$min_burst
   if [[ $dscp == 0 ]]; then
     run tc -n "$ns" qdisc add dev "$dev" root handle 1: tbf rate "${rate}bit" burst "$burst" \
       latency 50ms
@@ -107,6 +108,13 @@ cmd_up() {
   local stor_rate=$3 comp_rate=$4 dscp=$5 stor_cidr=$6 comp_prefix=$7
   shift 7
   local stor_addr=${stor_cidr%/*} stor_prefix=${stor_cidr#*/}
+  # Every veth and bridge gets MTU 9000 (jumbo frames, as on a datacenter storage or RDMA
+  # network): with 1500-byte frames the per-packet work through veth, bridge and tbf was about a
+  # quarter of the CPU a read through a mount costs on the 2-core machine that runs the whole
+  # cluster (docs/testbed.md "CPU per byte read"). DUALPATH_TESTBED_MTU overrides (1500 to compare).
+  MTU=${DUALPATH_TESTBED_MTU:-9000}
+  [[ $MTU =~ ^[0-9]+$ ]] && ((MTU >= 1280 && MTU <= 65535)) ||
+    die "DUALPATH_TESTBED_MTU=$MTU: not an MTU in 1280..65535"
   local P="dp-$NAME"
   local t0
   t0=$(now_ms)
@@ -141,6 +149,8 @@ cmd_up() {
     run ip -n "$P.stor" link set "s-$node" master sbr
     run ip -n "$P.stor" link set "s-$node" type bridge_slave isolated on
     run ip -n "$P.$node" addr add "$saddr/$stor_prefix" dev stor0
+    run ip -n "$P.$node" link set stor0 mtu "$MTU"
+    run ip -n "$P.stor" link set "s-$node" mtu "$MTU"
     shape "$P.$node" stor0 "$stor_rate" 0
     shape "$P.stor" "s-$node" "$stor_rate" 0
     run ip -n "$P.stor" link set "s-$node" up
@@ -149,12 +159,16 @@ cmd_up() {
     run ip link add comp0 netns "$P.$node" type veth peer name "c-$node" netns "$P.sw"
     run ip -n "$P.sw" link set "c-$node" master cbr
     run ip -n "$P.$node" addr add "$caddr/$comp_prefix" dev comp0
+    run ip -n "$P.$node" link set comp0 mtu "$MTU"
+    run ip -n "$P.sw" link set "c-$node" mtu "$MTU"
     shape "$P.$node" comp0 "$comp_rate" "$dscp"
     shape "$P.sw" "c-$node" "$comp_rate" "$dscp"
     run ip -n "$P.sw" link set "c-$node" up
     run ip -n "$P.$node" link set comp0 up
     mkdir -p "$STATE/mnt/$node"
   done
+  run ip -n "$P.stor" link set sbr mtu "$MTU"
+  run ip -n "$P.sw" link set cbr mtu "$MTU"
   local t_net
   t_net=$(now_ms)
   crash_point network
@@ -205,6 +219,22 @@ EOF
   run gcli volume create dpvol "$stor_addr:$STATE/brick" force
   # Client-side caches would serve re-reads without crossing the storage link.
   run gcli volume set dpvol performance.quick-read off performance.io-cache off
+  # Threads sized for a machine that runs the whole cluster on a few cores (GlusterFS's defaults,
+  # 16 brick I/O threads and 2 event threads per process plus client I/O threads, are sized for a
+  # storage server of its own): one event thread per client and brick, 4 brick I/O threads, no
+  # client I/O threads. And the brick serves reads from its page cache: a client's O_DIRECT
+  # still bypasses the node's page cache (every read crosses the node's storage link), but the
+  # brick does not pass it on to the machine's virtual disk (network.remote-dio), whose latency
+  # and contention are not the storage link the testbed emulates. With MTU 9000 this took the
+  # machine's CPU per byte read through a mount to about half (docs/testbed.md "CPU per byte
+  # read"). DUALPATH_TESTBED_VOLUME_OPTS ("key value ...") adds or overrides options, e.g.
+  # GlusterFS's defaults to compare.
+  run gcli volume set dpvol performance.client-io-threads off performance.io-thread-count 4 \
+    client.event-threads 1 server.event-threads 1 network.remote-dio enable
+  if [[ -n ${DUALPATH_TESTBED_VOLUME_OPTS:-} ]]; then
+    # shellcheck disable=SC2086
+    run gcli volume set dpvol $DUALPATH_TESTBED_VOLUME_OPTS
+  fi
   run gcli volume start dpvol
   local t_vol
   t_vol=$(now_ms)

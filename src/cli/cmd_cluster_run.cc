@@ -84,7 +84,7 @@ void Register(CLI::App& root, int* exit_code) {
                   "Reference model, e.g. layers=8,q_heads=4,kv_heads=4,head_dim=32 (default)");
   run->add_option("--block-tokens", o.block_tokens, "Tokens per KV block (default 64)");
   run->add_option("--goodput", o.goodput,
-                  "measure (read a file through every node at once) or nominal (0.956 x rate)");
+                  "measure (read a file through every node at once) or nominal (0.993 x rate)");
   run->add_option("--sample-interval", o.sample_interval_s,
                   "Seconds between link-counter samples (default 0.25)");
   run->add_option("--heartbeat-s", o.heartbeat_s, "Scheduler service heartbeat (default 1)");

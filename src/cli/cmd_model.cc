@@ -8,7 +8,7 @@
 //       runs the model from scratch; prints the prompt, the generated tokens and the digest of the
 //       first generated token's logits (what engines report and the checker compares)
 //   dualpath model calibrate --spec SPEC [--reps 5] [--json] [--sim-config OUT
-//                            --stor-rate 400mbit --comp-rate 2gbit --storage-efficiency 0.957
+//                            --stor-rate 400mbit --comp-rate 2gbit --storage-efficiency 0.994
 //                            --buffer-mib 256 --ranks 1]
 //       measures the model's prefill and decode costs on this machine (thread CPU time) and fits
 //       the simulator's cost model to them; --sim-config writes a `dualpath sim --config` file for
@@ -218,7 +218,7 @@ struct CalibrateArgs {
   std::string sim_config;
   std::string stor_rate = "400mbit";
   std::string comp_rate = "2gbit";
-  double storage_efficiency = 0.957;
+  double storage_efficiency = 0.994;
   int64_t buffer_mib = 256;
   int64_t ranks = 1;
 };
@@ -493,8 +493,8 @@ void Register(CLI::App& root, int* exit_code) {
   calibrate->add_option("--stor-rate", cal->stor_rate, "Storage link rate (default 400mbit)");
   calibrate->add_option("--comp-rate", cal->comp_rate, "Compute link rate (default 2gbit)");
   calibrate->add_option("--storage-efficiency", cal->storage_efficiency,
-                        "Measured goodput / storage link rate (default 0.957, cluster run's "
-                        "probe on the 400mbit testbed)");
+                        "Measured goodput / storage link rate (default 0.994, cluster run's "
+                        "probe on the 400mbit testbed, MTU 9000)");
   calibrate->add_option("--buffer-mib", cal->buffer_mib,
                         "Engine buffer (engine --buffer-mib, default 256): HBM for KV and DRAM "
                         "buffer");
