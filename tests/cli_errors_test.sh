@@ -196,6 +196,8 @@ expect 2 "--seed: -1 is negative" sim --agents 4 --seed -1
 expect 2 "--aps: inf is not a finite number" sim --agents 4 --aps inf
 expect 2 "--timeout-ms: 99999999999999999999 is beyond the 64-bit range" \
   bench transfer --connect 127.0.0.1:1 --timeout-ms 99999999999999999999
+expect 2 "--result-wait-blocks: Value 2000000 not in range 0 to 1048576" \
+  engine --role decode --result-wait-blocks 2000000
 
 # Issue 25 item 1: a store node without the cluster's transfer token is refused unless
 # --insecure (as an engine is), before it creates its tier file or listens.

@@ -291,6 +291,12 @@ void Register(CLI::App& root, int* exit_code) {
                   "blocks are written behind; on reports it only once they are written and "
                   "published, so the agent's next turn hits them all (docs/engine.md)")
       ->check(CLI::IsMember({"on", "off"}));
+  sub->add_option("--result-wait-blocks", a->o.result_wait_blocks,
+                  "Decode engines, with --result-after-write off: a result still waits until its "
+                  "new blocks are written when it queued at least this many (a cold turn's whole "
+                  "prompt, which an agent's next turn that comes at once would recompute); 0 "
+                  "(default): never")
+      ->check(CLI::Range(0u, 1u << 20));
   sub->add_option("--kv-stats", a->o.kv_stats_path,
                   "Write the KV substrate's counters (JSON: compute link KV bytes, rack pool "
                   "bytes) here at exit");

@@ -741,8 +741,9 @@ void Decoder::ReportLoop() {
       // after it: in a burst of first turns each result goes out as soon as its own blocks are
       // written, not when the whole queue is.
       // Without result_after_write the result goes out at once and the blocks are written
-      // beside the next requests (EngineOptions::result_after_write).
-      if (ctx_.options.result_after_write) write_behind_.FlushTo(out.blocks_seq);
+      // beside the next requests, unless it queued many (EngineOptions::result_after_write,
+      // result_wait_blocks).
+      if (out.wait_for_blocks) write_behind_.FlushTo(out.blocks_seq);
       if (out.result.has_timing()) out.result.mutable_timing()->set_reported_ns(RealtimeNs());
       Report(out.result);
     }
@@ -918,12 +919,19 @@ void Decoder::Finish(Active& a) {
   t->set_decode_start_ns(a.start_ns);
   t->set_retired_ns(retired_ns);
   res.set_attempt(r.a.attempt());
+  // The blocks it queued: those above the prefix it loaded (Admit's first write).
+  const int64_t new_blocks =
+      a.full_blocks -
+      std::clamp<int64_t>(a.done.loaded_tokens(), 0, r.plan.prompt) / ctx_.block_tokens;
+  const uint32_t wait_min = ctx_.options.result_wait_blocks;
+  const bool wait = ctx_.options.result_after_write ||
+                    (wait_min != 0 && new_blocks >= static_cast<int64_t>(wait_min));
   Release(r);
   // Every block of it is queued (or was already): they are among the first accepted() blocks.
   const uint64_t blocks_seq = write_behind_.accepted();
   {
     std::lock_guard<std::mutex> lock(mu_);
-    to_report_.push_back({std::move(res), blocks_seq});
+    to_report_.push_back({std::move(res), blocks_seq, wait});
   }
   report_cv_.notify_all();
 }

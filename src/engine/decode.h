@@ -157,6 +157,7 @@ class Decoder {
   struct Outgoing {
     control::v1::RequestResult result;
     uint64_t blocks_seq = 0;
+    bool wait_for_blocks = false;  // report only once blocks_seq is written (ReportLoop)
   };
   std::deque<Outgoing> to_report_;     // decoded, blocks queued; guarded by mu_
   std::condition_variable report_cv_;  // reporter: to_report_ or decode stopped

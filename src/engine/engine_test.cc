@@ -126,6 +126,7 @@ class EngineTest : public ::testing::Test {
     o.decode_batching = decode_batching_;
     o.write_behind_bytes = write_behind_bytes_;
     o.result_after_write = result_after_write_;
+    o.result_wait_blocks = result_wait_blocks_;
     o.prefill_batching = prefill_batching_;
     o.ranks = ranks_;
     o.rank_placement = rank_placement_;
@@ -246,6 +247,7 @@ class EngineTest : public ::testing::Test {
   uint64_t write_behind_bytes_ = EngineOptions{}.write_behind_bytes;
   // Most tests run turns one after another and expect each to hit what the previous one wrote.
   bool result_after_write_ = true;
+  uint32_t result_wait_blocks_ = EngineOptions{}.result_wait_blocks;
   PrefillBatching prefill_batching_ = PrefillBatching::kBatched;
   uint32_t ranks_ = 2;
   sched::RankPlacement rank_placement_ = sched::RankPlacement::kPacked;
@@ -785,11 +787,25 @@ INSTANTIATE_TEST_SUITE_P(Modes, FullWriteBehindTest,
 // the write-behind queue (default size) takes every block, so the requests retire. Without
 // result_after_write every result arrives while no block is published yet (before the change the
 // reporter always waited for the writes, and these results never came while the publishes were
-// held); with it, none arrives before the publishes are let through. Either way every block is
-// published in the end and every output equals the reference.
-class ResultTimingTest : public HeldPublishesTest<bool> {
+// held); with it, none arrives before the publishes are let through. Without it, a result that
+// queued at least result_wait_blocks new blocks (here: every one of these cold turns, with a
+// threshold of 1) waits as with it, and one that queued fewer does not (a threshold above what
+// they queue). Either way every block is published in the end and every output equals the
+// reference.
+struct ResultTiming {
+  const char* name;
+  bool after_write;
+  uint32_t wait_blocks;
+  bool waits;  // what the test expects
+};
+void PrintTo(const ResultTiming& t, std::ostream* os) { *os << t.name; }
+
+class ResultTimingTest : public HeldPublishesTest<ResultTiming> {
  protected:
-  ResultTimingTest() { result_after_write_ = GetParam(); }
+  ResultTimingTest() {
+    result_after_write_ = GetParam().after_write;
+    result_wait_blocks_ = GetParam().wait_blocks;
+  }
 };
 
 TEST_P(ResultTimingTest, ResultWaitsForItsBlocksOnlyWhenAskedTo) {
@@ -807,7 +823,8 @@ TEST_P(ResultTimingTest, ResultWaitsForItsBlocksOnlyWhenAskedTo) {
   for (const auto& s : specs) {
     sched_.Assign(pe_->engine_id(), de_->engine_id(), s, v1c::READ_SIDE_PREFILL, 0, 0);
   }
-  if (!GetParam()) {
+  const bool waits = GetParam().waits;
+  if (!waits) {
     for (const auto& s : specs) {
       ExpectReference(s, Wait(s.request_id()));  // reported with its publishes still held
     }
@@ -826,7 +843,7 @@ TEST_P(ResultTimingTest, ResultWaitsForItsBlocksOnlyWhenAskedTo) {
     }
   }
   gate_.Open();
-  if (GetParam()) {
+  if (waits) {
     for (const auto& s : specs) ExpectReference(s, Wait(s.request_id()));
   }
   // Every block is published in the end (the engines flush their write-behind when they stop).
@@ -841,8 +858,13 @@ TEST_P(ResultTimingTest, ResultWaitsForItsBlocksOnlyWhenAskedTo) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Modes, ResultTimingTest, ::testing::Values(false, true),
-                         [](const auto& info) { return info.param ? "AfterWrite" : "AtOnce"; });
+INSTANTIATE_TEST_SUITE_P(
+    Modes, ResultTimingTest,
+    ::testing::Values(ResultTiming{"AtOnce", false, 0, false},
+                      ResultTiming{"AfterWrite", true, 0, true},
+                      ResultTiming{"ManyNewBlocksWait", false, 1, true},
+                      ResultTiming{"FewNewBlocksDoNot", false, 1000, false}),
+    [](const auto& info) { return std::string(info.param.name); });
 
 // Issue 28: the prefill engine's forward batches. Many agents' turns at once, over every read
 // side, with a compute quota small enough that long prompts are chunked across batches: with

@@ -105,6 +105,12 @@ struct EngineOptions {
   // (deterministic hits, which tests of hit accounting need; on a busy storage link this wait
   // is on every agent's critical path: docs/engine.md "When a result is reported").
   bool result_after_write = false;
+  // Decode engines, with result_after_write false: a result still waits for its blocks when it
+  // queued at least this many new ones (`--result-wait-blocks`; 0, the default: never). A cold
+  // turn queues its whole prompt (a 1.5K-token context: 24 blocks of 64 tokens), which an agent's
+  // next turn that comes at once would recompute from scratch, while a steady agentic turn queues
+  // 0-1 (docs/engine.md "When a result is reported").
+  uint32_t result_wait_blocks = 0;
   // Prefill engines only (docs/engine.md "Prefill batching"): how forward batches are formed, the
   // engine's data-parallel attention ranks (threads standing in for its GPUs), how chunks are
   // placed on them, and each rank's compute quota (predicted attention time of one layer).
