@@ -858,13 +858,12 @@ TEST_P(ResultTimingTest, ResultWaitsForItsBlocksOnlyWhenAskedTo) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(
-    Modes, ResultTimingTest,
-    ::testing::Values(ResultTiming{"AtOnce", false, 0, false},
-                      ResultTiming{"AfterWrite", true, 0, true},
-                      ResultTiming{"ManyNewBlocksWait", false, 1, true},
-                      ResultTiming{"FewNewBlocksDoNot", false, 1000, false}),
-    [](const auto& info) { return std::string(info.param.name); });
+INSTANTIATE_TEST_SUITE_P(Modes, ResultTimingTest,
+                         ::testing::Values(ResultTiming{"AtOnce", false, 0, false},
+                                           ResultTiming{"AfterWrite", true, 0, true},
+                                           ResultTiming{"ManyNewBlocksWait", false, 1, true},
+                                           ResultTiming{"FewNewBlocksDoNot", false, 1000, false}),
+                         [](const auto& info) { return std::string(info.param.name); });
 
 // Issue 28: the prefill engine's forward batches. Many agents' turns at once, over every read
 // side, with a compute quota small enough that long prompts are chunked across batches: with
