@@ -43,13 +43,10 @@ before_opts+=" client.event-threads 2 server.event-threads 2 network.remote-dio 
 
 one() { # before|now: one bring-up, F files written, 3 timed reads
   local label=$1 mnt fp
-  if [[ $label == before ]]; then
-    DUALPATH_TESTBED_MTU=1500 DUALPATH_TESTBED_VOLUME_OPTS="$before_opts" \
-      "$bin" cluster up --name "$name" --pd 1P1D --stor-rate 10gbit >/dev/null
-  else
-    env -u DUALPATH_TESTBED_MTU -u DUALPATH_TESTBED_VOLUME_OPTS \
-      "$bin" cluster up --name "$name" --pd 1P1D --stor-rate 10gbit >/dev/null
-  fi
+  local settings=(-u DUALPATH_TESTBED_MTU -u DUALPATH_TESTBED_VOLUME_OPTS)
+  [[ $label == before ]] &&
+    settings=(DUALPATH_TESTBED_MTU=1500 DUALPATH_TESTBED_VOLUME_OPTS="$before_opts")
+  env "${settings[@]}" "$bin" cluster up --name "$name" --pd 1P1D --stor-rate 10gbit >/dev/null
   mnt=$("$bin" cluster get --name "$name" p0.mount)
   fp=$("$bin" cluster exec --name "$name" p0 -- "$bin" bench storage --dir "$mnt/bench" \
     --block-bytes "$block" --files "$files" --keep --json --json-details 2>/dev/null |

@@ -111,8 +111,9 @@ struct Decoder::Active {
   std::vector<uint32_t> tokens;
   std::vector<kv::BlockHash> hashes;  // of every full block of `tokens`
   int64_t full_blocks = 0;
-  int64_t next_write = 0;  // first full block not yet queued for write-behind (or loaded)
-  int64_t computed = 0;    // positions [0, computed) have their KV in the buffer
+  int64_t first_write = 0;  // first full block not loaded: from it on, every block is queued
+  int64_t next_write = 0;   // first full block not yet queued for write-behind (or loaded)
+  int64_t computed = 0;     // positions [0, computed) have their KV in the buffer
   std::vector<uint32_t> generated;
   uint32_t next_step = 1;  // generated token index the next step produces; done at gen_tokens
   int64_t ready_ns = 0;    // DeReq::ready_ns
@@ -805,7 +806,8 @@ std::unique_ptr<Decoder::Active> Decoder::BeginDecode(const std::shared_ptr<DeRe
   // Blocks below the loaded prefix came from storage and are there; the rest are queued for
   // write-behind once their last position is computed, by the step loop after the first step
   // (so encoding the prompt's new blocks does not delay the request's second token).
-  a->next_write = std::clamp<int64_t>(a->done.loaded_tokens(), 0, prompt) / bt;
+  a->first_write = std::clamp<int64_t>(a->done.loaded_tokens(), 0, prompt) / bt;
+  a->next_write = a->first_write;
   a->computed = prompt;
   a->generated.reserve(gen);
   a->generated.push_back(a->done.first_token());
@@ -919,13 +921,9 @@ void Decoder::Finish(Active& a) {
   t->set_decode_start_ns(a.start_ns);
   t->set_retired_ns(retired_ns);
   res.set_attempt(r.a.attempt());
-  // The blocks it queued: those above the prefix it loaded (Admit's first write).
-  const int64_t new_blocks =
-      a.full_blocks -
-      std::clamp<int64_t>(a.done.loaded_tokens(), 0, r.plan.prompt) / ctx_.block_tokens;
   const uint32_t wait_min = ctx_.options.result_wait_blocks;
   const bool wait = ctx_.options.result_after_write ||
-                    (wait_min != 0 && new_blocks >= static_cast<int64_t>(wait_min));
+                    (wait_min != 0 && a.full_blocks - a.first_write >= int64_t{wait_min});
   Release(r);
   // Every block of it is queued (or was already): they are among the first accepted() blocks.
   const uint64_t blocks_seq = write_behind_.accepted();
