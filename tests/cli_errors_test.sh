@@ -153,6 +153,7 @@ expect 2 "--election-ttl" store master --cluster c "${etcd[@]}" --listen 127.0.0
 expect 2 "--id = 0 is outside [1, 4294967295]" store node --cluster c "${etcd[@]}" --id 0 --insecure
 expect 2 "--dram-mib" store node --cluster c "${etcd[@]}" --id 1 --dram-mib 0 --insecure
 expect 2 "--ttl" store node --cluster c "${etcd[@]}" --id 1 --insecure --ttl 0.5
+expect 2 "--transfer-poll-us = 100001 is outside" store node --cluster c "${etcd[@]}" --id 1 --insecure --transfer-poll-us 100001
 expect 2 "needs --tls-cert" store node --cluster c "${etcd[@]}" --id 1
 expect 2 "--size" store bench --cluster c "${etcd[@]}" --master-insecure --size 0
 expect 2 "--phase" store bench --cluster c "${etcd[@]}" --master-insecure --phase x

@@ -66,23 +66,25 @@ print()
 print("StoreMaster.Exists over gRPC (127.0.0.1, one client thread; the master in the client's")
 print("process, or apart: in a process of its own), 1,000-key batches, 1 M objects, against")
 print("MasterState::Exists in-process (medians of 5); sw/call: context switches per call")
-print(f"{'path':48s} {'keys':6s} {'Mkeys/s':>8s} {'ratio':>6s} {'Mkeys/cpu_s':>11s} {'ratio':>6s} "
+print(f"{'path':56s} {'keys':6s} {'Mkeys/s':>8s} {'ratio':>6s} {'Mkeys/cpu_s':>11s} {'ratio':>6s} "
       f"{'sw/call':>7s}")
 rows = [("local (MasterState, no gRPC)", "ExistsLocal/hits:{h}/real_time")]
 for proc in (0, 1):
     where = "apart" if proc else "in-process"
     rows.append((f"stub, plaintext, 1 call, {where}", f"ExistsRpc/hits:{{h}}/proc:{proc}/real_time"))
     for tls in (0, 1):
-        for fl in (1, 4):
-            rows.append((f"StoreClient, {'mTLS' if tls else 'plaintext'}, {fl} in flight, {where}",
-                         f"ExistsClient/hits:{{h}}/tls:{tls}/in_flight:{fl}/proc:{proc}/real_time"))
+        for fl, poll in ((1, 1), (1, 0), (4, 1)):
+            how = f"{fl} in flight" + ("" if poll else " sleeping")
+            rows.append((f"StoreClient, {'mTLS' if tls else 'plaintext'}, {how}, {where}",
+                         f"ExistsClient/hits:{{h}}/tls:{tls}/in_flight:{fl}/proc:{proc}/poll:{poll}"
+                         "/real_time"))
 worst = {}
 for label, pat in rows:
     for hits, name in ((1, "hits"), (0, "misses")):
         b = med[pat.format(h=hits)]
         l = med[f"ExistsLocal/hits:{hits}/real_time"]
         r, c = b["items_per_second"], b["keys_per_cpu_s"]
-        print(f"{label:48s} {name:6s} {r/1e6:8.2f} {r/l['items_per_second']:6.2f} {c/1e6:11.2f} "
+        print(f"{label:56s} {name:6s} {r/1e6:8.2f} {r/l['items_per_second']:6.2f} {c/1e6:11.2f} "
               f"{c/l['keys_per_cpu_s']:6.2f} {b.get('switches_per_call', 0):7.2f}")
         if pat.startswith("ExistsClient"):
             w = worst.setdefault(label, [1e30, 1e30])

@@ -7,12 +7,15 @@
 //                           one client thread calls StoreMaster.Exists on 127.0.0.1 with the
 //                           generated stub, one 1,000-key call at a time, plaintext (the figure
 //                           of earlier runs)
-//   ExistsClient/hits:1|0/tls:0|1/in_flight:1|4/proc:0|1
+//   ExistsClient/hits:1|0/tls:0|1/in_flight:1|4/proc:0|1/poll:1|0
 //                           StoreClient::Exists of 1,000 hashes, what users call: one API call
 //                           from one thread, which the library sends as `in_flight` calls of 250
 //                           keys in flight together (in_flight 1: one call, the library's earlier
 //                           behaviour, the baseline); tls:1 is mutual TLS (what `cluster up/run
-//                           --store` uses), tls:0 plaintext (--insecure), each its own master
+//                           --store` uses), tls:0 plaintext (--insecure), each its own master;
+//                           poll:1 is the library's default (the calling thread polls for the
+//                           answer, ClientOptions::exists_poll), poll:0 sleeps until it comes (the
+//                           behaviour before, the same run's baseline; in_flight:1 only)
 //   ExistsLocal/hits:1|0    MasterState::Exists of the same batches in this thread
 // proc:0 runs the master in this process (the figures of earlier runs), proc:1 in a process of
 // its own (this program with --serve-master), as `dualpath store master` runs apart from its
@@ -326,7 +329,7 @@ World& TheWorld() {
 // A StoreClient of the master of `tls` sending Exists with `in_flight` calls in flight. One
 // client lives at a time (the caller's benchmark owns it): each has a transfer engine whose
 // threads take CPU time of their own, which the next benchmark's keys_per_cpu_s would count.
-std::unique_ptr<StoreClient> ClientOf(const MasterKind& kind, uint32_t in_flight) {
+std::unique_ptr<StoreClient> ClientOf(const MasterKind& kind, uint32_t in_flight, bool poll) {
   World& world = TheWorld();
   Master& m = StartMaster(world, kind);
   ClientOptions o;
@@ -335,6 +338,7 @@ std::unique_ptr<StoreClient> ClientOf(const MasterKind& kind, uint32_t in_flight
   o.master_tls = m.client_tls;
   o.local_shm = false;
   o.exists_in_flight = in_flight;
+  if (!poll) o.exists_poll = 0;
   auto made = StoreClient::Create(o);
   if (!made.ok()) Die("store client", made.status());
   return std::move(made).value();
@@ -462,7 +466,8 @@ BENCHMARK(ExistsRpc)->ArgNames({"hits", "proc"})->ArgsProduct({{1, 0}, {0, 1}})-
 void ExistsClient(benchmark::State& state) {
   const bool hits = state.range(0) != 0;
   const MasterKind kind{state.range(1) != 0, state.range(3) != 0};
-  std::unique_ptr<StoreClient> client = ClientOf(kind, static_cast<uint32_t>(state.range(2)));
+  std::unique_ptr<StoreClient> client =
+      ClientOf(kind, static_cast<uint32_t>(state.range(2)), state.range(4) != 0);
   std::vector<std::vector<kv::BlockHash>> batches;
   for (const auto& b : Batches(hits)) {
     auto& hashes = batches.emplace_back();
@@ -484,8 +489,21 @@ void ExistsClient(benchmark::State& state) {
       static_cast<double>(found) / static_cast<double>(std::max<int64_t>(state.iterations(), 1));
 }
 BENCHMARK(ExistsClient)
-    ->ArgNames({"hits", "tls", "in_flight", "proc"})
-    ->ArgsProduct({{1, 0}, {0, 1}, {1, 4}, {0, 1}})
+    ->ArgNames({"hits", "tls", "in_flight", "proc", "poll"})
+    ->Apply([](benchmark::internal::Benchmark* b) {
+      for (int64_t proc : {0, 1}) {
+        for (int64_t in_flight : {1, 4}) {
+          for (int64_t tls : {0, 1}) {
+            for (int64_t hits : {1, 0}) {
+              for (int64_t poll : {1, 0}) {
+                if (poll == 0 && in_flight != 1) continue;  // the baseline of the default only
+                b->Args({hits, tls, in_flight, proc, poll});
+              }
+            }
+          }
+        }
+      }
+    })
     ->UseRealTime();
 
 void ExistsLocal(benchmark::State& state) {

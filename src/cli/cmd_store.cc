@@ -160,6 +160,7 @@ struct NodeArgs {
   std::string ucx_tls = "tcp";
   std::string ucx_net_devices;
   std::string transfer_token_file;
+  uint64_t transfer_poll_us = 200;
   std::string rpc_listen = "127.0.0.1:0";
   GrpcTlsFiles tls;
   GrpcTlsFiles master_tls;
@@ -186,6 +187,9 @@ Result<store::NodeOptions> NodeOptionsOf(const NodeArgs& a) {
   if (!a.transfer_token_file.empty()) {
     ASSIGN_OR_RETURN(o.transfer.token, transfer::ReadTransferToken(a.transfer_token_file));
   }
+  RETURN_IF_ERROR(CheckCountRange("--transfer-poll-us", a.transfer_poll_us, 0, 100000,
+                                  "us (0: sleep at once)"));
+  o.transfer_poll = static_cast<Nanos>(a.transfer_poll_us) * kNanosPerMicro;
   o.rpc_listen = a.rpc_listen;
   ASSIGN_OR_RETURN(o.rpc_tls, LoadGrpcTls(a.tls));
   // Towards the masters: the same files unless --master-tls-* are given.
@@ -475,6 +479,9 @@ void Register(CLI::App& root, int* exit_code) {
   node->add_option("--transfer-token-file", n->transfer_token_file,
                    "the cluster's transfer token (owner-only file; peers must hold the same); "
                    "required unless --insecure");
+  node->add_option("--transfer-poll-us", n->transfer_poll_us,
+                   "after each transfer event, poll this long before sleeping (0: sleep at once)")
+      ->capture_default_str();
   node->add_option("--rpc-listen", n->rpc_listen, "StoreNode gRPC listener HOST:PORT or unix:PATH")
       ->capture_default_str();
   AddTlsFlags(node, &n->tls, /*serves=*/true);

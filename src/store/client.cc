@@ -189,6 +189,10 @@ Result<std::unique_ptr<StoreClient>> StoreClient::Create(ClientOptions options) 
     return InvalidArgument(
         fmt::format("store client copy_threads {} is outside 0..256", options.copy_threads));
   }
+  if (options.exists_poll < 0 || options.exists_poll > kNanosPerSecond) {
+    return InvalidArgument(
+        fmt::format("store client exists_poll {} ns is outside 0..1 s", options.exists_poll));
+  }
   if (options.exists_in_flight < 1 || options.exists_in_flight > kMaxExistsInFlight) {
     return InvalidArgument(fmt::format("store client exists_in_flight {} is outside 1..{}",
                                        options.exists_in_flight, kMaxExistsInFlight));
@@ -284,6 +288,50 @@ Status TakeExistsAnswer(const ExistsPart& part, const v1::ExistsResponse& resp,
   return Status::Ok();
 }
 
+// The next event of `cq`: polled for (a look that does not block, and that does gRPC's reads and
+// writes on this thread) for up to `poll`, then waited for. Returns Next's answer.
+bool NextPolling(grpc::CompletionQueue& cq, void** tag, bool* ok, Nanos poll) {
+  if (poll > 0) {
+    const auto until = std::chrono::steady_clock::now() + std::chrono::nanoseconds(poll);
+    do {
+      switch (cq.AsyncNext(tag, ok, gpr_time_0(GPR_CLOCK_MONOTONIC))) {
+        case grpc::CompletionQueue::GOT_EVENT:
+          return true;
+        case grpc::CompletionQueue::SHUTDOWN:
+          return false;
+        case grpc::CompletionQueue::TIMEOUT:
+          break;
+      }
+    } while (std::chrono::steady_clock::now() < until);
+  }
+  return cq.Next(tag, ok);
+}
+
+// One Exists call whose answer this thread polls for (ClientOptions::exists_poll); with no
+// polling, the generated blocking call.
+grpc::Status ExistsPolling(v1::StoreMaster::Stub* stub, grpc::ClientContext* ctx,
+                           const v1::ExistsRequest& req, v1::ExistsResponse* resp, Nanos poll) {
+  if (poll <= 0) return stub->Exists(ctx, req, resp);
+  grpc::CompletionQueue cq;
+  grpc::Status status;
+  std::unique_ptr<grpc::ClientAsyncResponseReader<v1::ExistsResponse>> rpc =
+      stub->PrepareAsyncExists(ctx, req, &cq);
+  rpc->StartCall();
+  rpc->Finish(resp, &status, &status);
+  void* tag = nullptr;
+  bool ok = false;
+  const bool got = NextPolling(cq, &tag, &ok, poll);
+  cq.Shutdown();
+  void* drained = nullptr;
+  bool drained_ok = false;
+  while (cq.Next(&drained, &drained_ok)) {
+  }
+  if (!got || !ok) {
+    return grpc::Status(grpc::StatusCode::UNAVAILABLE, "the call's completion failed");
+  }
+  return status;
+}
+
 }  // namespace
 
 std::vector<size_t> StoreClient::Impl::ExistsInFlight(uint64_t model_fingerprint,
@@ -329,7 +377,7 @@ std::vector<size_t> StoreClient::Impl::ExistsInFlight(uint64_t model_fingerprint
   bool suspect = false;
   void* tag = nullptr;
   bool ok = false;
-  while (outstanding > 0 && cq.Next(&tag, &ok)) {
+  while (outstanding > 0 && NextPolling(cq, &tag, &ok, options.exists_poll)) {
     --outstanding;
     const size_t p = reinterpret_cast<size_t>(tag);
     Call& c = *calls[p];
@@ -385,7 +433,8 @@ Result<ExistsReply> StoreClient::Exists(uint64_t model_fingerprint,
     v1::ExistsResponse resp;
     RETURN_IF_ERROR(impl_->CallMaster("Exists", Now() + impl_->options.retry_deadline,
                                       [&](v1::StoreMaster::Stub* stub, grpc::ClientContext* ctx) {
-                                        return stub->Exists(ctx, req, &resp);
+                                        return ExistsPolling(stub, ctx, req, &resp,
+                                                             impl_->options.exists_poll);
                                       }));
     RETURN_IF_ERROR(TakeExistsAnswer(parts[p], resp, &out.found));
   }

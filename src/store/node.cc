@@ -50,6 +50,10 @@ Status CheckOptions(const NodeOptions& o) {
   }
   if (o.shm_dir.empty()) return InvalidArgument("store node shm_dir is empty");
   if (o.transfer_listen.empty()) return InvalidArgument("store node transfer listen is empty");
+  if (o.transfer_poll < 0 || o.transfer_poll > 100 * kNanosPerMilli) {
+    return InvalidArgument(
+        fmt::format("store node transfer poll {} ns is outside 0..100 ms", o.transfer_poll));
+  }
   if (o.rpc_listen.empty()) return InvalidArgument("store node rpc listen is empty");
   if (o.rpc_timeout <= 0) return InvalidArgument("store node rpc_timeout must be > 0");
   if (o.register_timeout <= 0) return InvalidArgument("store node register_timeout must be > 0");
@@ -441,7 +445,12 @@ Result<std::unique_ptr<StoreNode>> StoreNode::Start(NodeOptions options) {
   n.address.incarnation = NewIncarnation();
   ASSIGN_OR_RETURN(n.shm, ShmTier::Create(n.address.shm_path, o.dram_bytes,
                                           TierIdentity{o.cluster, o.id, n.address.incarnation}));
-  ASSIGN_OR_RETURN(n.engine, transfer::TransferEngine::Create(o.transfer));
+  transfer::EngineConfig tc = o.transfer;
+  if (o.transfer_poll > 0) {
+    tc.busy_poll = true;
+    tc.idle_spin = o.transfer_poll;
+  }
+  ASSIGN_OR_RETURN(n.engine, transfer::TransferEngine::Create(tc));
   // Registered before Listen: every peer's HELLO carries the region.
   RETURN_IF_ERROR(n.engine->RegisterRegion(n.shm->data(), n.shm->size()).status());
   ASSIGN_OR_RETURN(n.address.transfer_addr, n.engine->Listen(o.transfer_listen));

@@ -106,6 +106,21 @@ TEST_F(StoreNodeMasterTest, RoundTripAndTheStandbyServesEverythingAfterTheLeader
   auto one_call = remote->Exists(Key(0).model_fingerprint, probe);  // the same, as one call
   ASSERT_TRUE(one_call.ok()) << one_call.status().ToString();
   EXPECT_EQ(one_call->found, before->found);
+  // Polling for the answer (the default, both calls above) or sleeping until it comes: the same.
+  auto sleeper = NewStoreClient("", 1, 0, /*exists_in_flight=*/1, /*exists_poll=*/0);
+  ASSERT_NE(sleeper, nullptr);
+  auto slept = sleeper->Exists(Key(0).model_fingerprint, probe);
+  ASSERT_TRUE(slept.ok()) << slept.status().ToString();
+  expect_probe(*slept, 5);
+  // Out of range: refused when the client is made.
+  ClientOptions bad_poll;
+  bad_poll.cluster = kCluster;
+  bad_poll.exists_poll = -1;
+  auto refused = StoreClient::Create(bad_poll);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_EQ(refused.status().code(), Code::kInvalidArgument);
+  EXPECT_NE(refused.status().message().find("exists_poll"), std::string::npos)
+      << refused.status().ToString();
   EXPECT_EQ(Objects(a), 5u);
   // The leader recorded every commit on both nodes before it answered.
   EXPECT_EQ(n1->Replicas().size(), 5u);

@@ -160,7 +160,8 @@ class StoreEtcdFixture : public ::testing::Test {
   // host: "" never matches a node (remote reads only); "host-N": beside node N.
   std::unique_ptr<StoreClient> NewStoreClient(const std::string& host, uint32_t replicas,
                                               uint32_t local_node = 0,
-                                              uint32_t exists_in_flight = 1) {
+                                              uint32_t exists_in_flight = 1,
+                                              Nanos exists_poll = ClientOptions{}.exists_poll) {
     ClientOptions o;
     o.cluster = kCluster;
     o.etcd = Etcd();
@@ -172,6 +173,7 @@ class StoreEtcdFixture : public ::testing::Test {
     o.replicas = replicas;
     o.staging_bytes = 64 << 10;  // small: the staging buffer must grow for a batch
     o.exists_in_flight = exists_in_flight;
+    o.exists_poll = exists_poll;
     auto c = StoreClient::Create(o);
     EXPECT_TRUE(c.ok()) << c.status().ToString();
     return c.ok() ? std::move(c).value() : nullptr;
