@@ -88,12 +88,15 @@ Result<std::unique_ptr<RunStore>> RunStore::Start(const testbed::Cluster& cluste
     const testbed::Node& n = cluster.nodes[i];
     std::vector<std::string> argv = {config.bin, "store", "node"};
     argv.insert(argv.end(), etcd_flags.begin(), etcd_flags.end());
-    argv.insert(argv.end(),
-                {"--id", std::to_string(i + 1), "--host", n.name, "--dram-mib",
-                 std::to_string(config.dram_mib), "--transfer-listen", n.compute_addr + ":0",
-                 "--rpc-listen", n.compute_addr + ":0", "--ucx-tls", "tcp", "--ucx-net-devices",
-                 n.compute_if, "--ttl", FormatNumber(config.ttl_s), "--transfer-token-file",
-                 auth.token_path()});
+    argv.insert(argv.end(), {"--id", std::to_string(i + 1), "--host", n.name, "--dram-mib",
+                             std::to_string(config.dram_mib), "--transfer-listen",
+                             n.compute_addr + ":0", "--rpc-listen", n.compute_addr + ":0",
+                             "--ucx-tls", "tcp", "--ucx-net-devices", n.compute_if, "--ttl",
+                             FormatNumber(config.ttl_s), "--transfer-token-file", auth.token_path(),
+                             // The emulated nodes share the host's few cores with the engines and
+                             // the storage server: a node polling after each event would take CPU
+                             // they need (docs/store.md "Polling instead of sleeping").
+                             "--transfer-poll-us", "0"});
     for (std::string& a : auth.TlsArgs(n.name)) argv.push_back(std::move(a));
     argv = InNetns(n, argv);
     s->node_argv_.push_back(argv);
