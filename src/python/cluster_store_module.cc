@@ -449,6 +449,8 @@ class PyClusterStore {
     d["put_start_ns"] = s.put_start_ns;
     d["put_write_ns"] = s.put_write_ns;
     d["put_commit_ns"] = s.put_commit_ns;
+    d["transfer_descs"] = s.transfer_descs;
+    d["transfer_ops"] = s.transfer_ops;
     d["leader"] = client_->leader();
     return d;
   }

@@ -506,8 +506,12 @@ Status StoreClient::UnregisterBuffer(void* addr) {
 }
 
 ClientStats StoreClient::Stats() const {
+  const transfer::TransferEngine::Stats t = impl_->engine->GetStats();
   std::lock_guard lock(impl_->stats_mu);
-  return impl_->stats;
+  ClientStats out = impl_->stats;
+  out.transfer_descs = t.descs_posted;
+  out.transfer_ops = t.ops_posted;
+  return out;
 }
 
 std::string StoreClient::leader() const {

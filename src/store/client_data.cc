@@ -238,6 +238,9 @@ std::vector<Status> RunMoves(StoreClient::Impl& c, transfer::Op op,
       refused = peer.status();
     } else {
       transfer::Batch batch{.peer = peer->id, .cls = transfer::TrafficClass::kLow, .op = op};
+      // Objects the master placed back to back, from or into a caller's buffer laid out the same
+      // way, move as one operation.
+      batch.coalesce = true;
       for (const Move& m : moves) {
         if (m.offset > peer->length || m.len > peer->length - m.offset) {
           refused = Internal(fmt::format("location @{} +{} is outside node {}'s {} bytes", m.offset,

@@ -211,6 +211,49 @@ TEST_F(StoreNodeMasterTest, ADeadNodesReplicasAreNeverHandedOut) {
   EXPECT_FALSE((*r)[0].ok());
 }
 
+// Objects the master places back to back, put from and read into one registered buffer laid out
+// the same way, move as fewer transfer operations than objects (transfer::Batch::coalesce), and
+// every byte still round-trips and is checksummed per object.
+TEST_F(StoreNodeMasterTest, BackToBackObjectsMoveAsFewerTransferOperations) {
+  MasterServer* m = AddMaster();
+  ASSERT_NE(m, nullptr);
+  ASSERT_TRUE(m->WaitUntilServing(kWaitLimit).ok());
+  ASSERT_NE(AddNode(1), nullptr);
+  ASSERT_TRUE(WaitUntil([&] { return LiveNodes(m) == 1; }));
+  auto c = NewStoreClient("", 1);  // no same-host node: every byte crosses the transfer engine
+  ASSERT_NE(c, nullptr);
+  constexpr uint32_t kCount = 16;
+  constexpr size_t kSize = 64 << 10;
+  std::vector<std::byte> src(kCount * kSize), dst(kCount * kSize);
+  ASSERT_TRUE(c->RegisterBuffer(src.data(), src.size()).ok());
+  ASSERT_TRUE(c->RegisterBuffer(dst.data(), dst.size()).ok());
+  std::vector<PutItem> puts;
+  std::vector<GetItem> gets;
+  for (uint32_t i = 0; i < kCount; ++i) {
+    std::vector<std::byte> b = Bytes(300 + i, kSize);
+    std::copy(b.begin(), b.end(), src.begin() + static_cast<ptrdiff_t>(i * kSize));
+    puts.push_back(PutItem{Key(300 + i), std::span(src).subspan(i * kSize, kSize)});
+    gets.push_back(GetItem{Key(300 + i), std::span(dst).subspan(i * kSize, kSize)});
+  }
+  const ClientStats s0 = c->Stats();
+  auto put = c->Put(puts);
+  ASSERT_TRUE(put.ok()) << put.status().ToString();
+  for (const Status& st : *put) ASSERT_TRUE(st.ok()) << st.ToString();
+  const ClientStats s1 = c->Stats();
+  EXPECT_EQ(s1.transfer_descs - s0.transfer_descs, kCount);
+  EXPECT_LT(s1.transfer_ops - s0.transfer_ops, kCount);
+  auto got = c->GetInto(gets);
+  ASSERT_TRUE(got.ok()) << got.status().ToString();
+  for (uint32_t i = 0; i < kCount; ++i) {
+    ASSERT_TRUE((*got)[i].status.ok()) << (*got)[i].status.ToString();
+    EXPECT_EQ((*got)[i].source, ReadSource::kRemote);
+  }
+  EXPECT_EQ(dst, src);
+  const ClientStats s2 = c->Stats();
+  EXPECT_EQ(s2.transfer_descs - s1.transfer_descs, kCount);
+  EXPECT_LT(s2.transfer_ops - s1.transfer_ops, kCount);
+}
+
 // Issue 25 item 2: a JoinNode a peer forges (plaintext, or with a stolen credential) — the id of
 // a registered node, the client's host name and some other file as the tier's shm path — never
 // makes a client map that file or write into it: the client refuses the file (logged once,

@@ -587,7 +587,7 @@ TransferEngine::Stats EngineImpl::GetStats() const {
   s.low_bytes_in_flight_max = low_in_flight_max_.load();
   s.low_batches_deferred = low_deferred_.load();
   s.post_nanos = post_nanos_.load();
-  s.descs_posted = s.ops_posted;
+  s.descs_posted = descs_posted_.load();
   s.batches_posted_inline = posted_inline_.load();
   return s;
 }

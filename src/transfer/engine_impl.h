@@ -235,6 +235,7 @@ class EngineImpl final : public TransferEngine {
   std::atomic<uint64_t> batches_completed_{0};
   std::atomic<uint64_t> batches_failed_{0};
   std::atomic<uint64_t> ops_posted_{0};
+  std::atomic<uint64_t> descs_posted_{0};
   std::atomic<uint64_t> low_in_flight_{0};
   std::atomic<uint64_t> low_in_flight_max_{0};
   std::atomic<uint64_t> low_deferred_{0};

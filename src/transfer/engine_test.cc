@@ -10,6 +10,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstring>
 #include <future>
@@ -201,6 +202,62 @@ TEST_P(EngineTest, PutBatchArrivesWithNoticeThenGetReadsItBack) {
   ASSERT_TRUE(RunBatch(*p.a, get).ok());
   EXPECT_EQ(back, dst);
   EXPECT_EQ(p.a->GetStats().batches_completed, 2u);
+}
+
+// Batch::coalesce: descriptors that continue each other on both sides within one region pair go
+// as one operation; a break on either side, or a second region that happens to follow the first
+// in memory, starts a new one. The bytes are the same either way, and a get reads them back.
+TEST_P(EngineTest, CoalescedDescriptorsMoveAsFewerOperationsWithTheSameBytes) {
+  Pair p = Connect(Config());
+  constexpr size_t kBlock = 4096;
+  // One allocation for the source, registered as two regions: [0, 8) and [8, 12) blocks.
+  std::vector<uint8_t> src = Pattern(12 * kBlock, 9);
+  std::vector<uint8_t> dst(16 * kBlock, 0);
+  std::vector<uint8_t> back(12 * kBlock, 0);
+  ASSERT_TRUE(p.a->RegisterRegion(src.data(), 8 * kBlock).ok());
+  ASSERT_TRUE(p.a->RegisterRegion(src.data() + 8 * kBlock, 4 * kBlock).ok());
+  ASSERT_TRUE(p.a->RegisterRegion(back.data(), back.size()).ok());
+  ASSERT_TRUE(p.b->RegisterRegion(dst.data(), dst.size()).ok());
+  while (p.a->RemoteRegions(p.b_from_a)->empty()) {
+    std::this_thread::yield();
+  }
+  // Source blocks 0..11 in order. Remote: 0..3 back to back (one run), then a gap (block 4 lands
+  // at 5: a new run, 5..7 continue it), then source blocks 8..11 continue in memory and remotely
+  // but lie in the second local region (a new run).
+  auto remote_of = [](size_t i) { return i < 4 ? i : i + 1; };
+  Batch put{.peer = p.b_from_a, .cls = TrafficClass::kLow, .op = Op::kPut};
+  for (size_t i = 0; i < 12; ++i) {
+    put.descs.push_back(
+        {Addr(src.data() + i * kBlock), Addr(dst.data() + remote_of(i) * kBlock), kBlock});
+  }
+  put.coalesce = true;
+  const TransferEngine::Stats before = p.a->GetStats();
+  ASSERT_TRUE(RunBatch(*p.a, put).ok());
+  const TransferEngine::Stats after = p.a->GetStats();
+  EXPECT_EQ(after.descs_posted - before.descs_posted, 12u);
+  EXPECT_EQ(after.ops_posted - before.ops_posted, 3u);
+  for (size_t i = 0; i < 12; ++i) {
+    ASSERT_EQ(0, std::memcmp(dst.data() + remote_of(i) * kBlock, src.data() + i * kBlock, kBlock))
+        << "block " << i;
+  }
+  EXPECT_EQ(dst[4 * kBlock], 0u);  // the gap stays untouched
+  // Without coalescing: one operation per descriptor. And a coalesced get reads the same back.
+  Batch get{.peer = p.b_from_a, .cls = TrafficClass::kLow, .op = Op::kGet};
+  for (size_t i = 0; i < 12; ++i) {
+    get.descs.push_back(
+        {Addr(back.data() + i * kBlock), Addr(dst.data() + remote_of(i) * kBlock), kBlock});
+  }
+  Batch get_each = get;
+  get.coalesce = true;
+  const TransferEngine::Stats g0 = p.a->GetStats();
+  ASSERT_TRUE(RunBatch(*p.a, get).ok());
+  const TransferEngine::Stats g1 = p.a->GetStats();
+  EXPECT_EQ(g1.ops_posted - g0.ops_posted, 2u);  // one local region: the gap alone breaks it
+  EXPECT_EQ(back, src);
+  std::fill(back.begin(), back.end(), 0);
+  ASSERT_TRUE(RunBatch(*p.a, get_each).ok());
+  EXPECT_EQ(p.a->GetStats().ops_posted - g1.ops_posted, 12u);
+  EXPECT_EQ(back, src);
 }
 
 // A notice carries a payload: alone (no descriptors, a message) in both directions, and after a

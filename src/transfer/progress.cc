@@ -382,9 +382,21 @@ void EngineImpl::Post(InflightBatch* b) {
   uint32_t cached_region = 0;
   ucp_rkey_h rkey = nullptr;
   size_t posted = 0;
-  for (size_t i = 0; i < b->req.descs.size(); ++i) {
-    const Descriptor& d = b->req.descs[i];
-    uint32_t region = b->regions[i].remote.value();
+  size_t descs = 0;
+  const std::vector<Descriptor>& all = b->req.descs;
+  for (size_t i = 0; i < all.size(); ++i) {
+    Descriptor d = all[i];
+    const size_t first = i;
+    // Coalesce: extend `d` over the descriptors that continue it on both sides in the same
+    // regions (validated at Submit: each lies inside its region, so the run does too).
+    while (b->req.coalesce && i + 1 < all.size() &&
+           all[i + 1].local_addr == d.local_addr + d.length &&
+           all[i + 1].remote_addr == d.remote_addr + d.length &&
+           b->regions[i + 1].local == b->regions[first].local &&
+           b->regions[i + 1].remote == b->regions[first].remote) {
+      d.length += all[++i].length;
+    }
+    uint32_t region = b->regions[first].remote.value();
     if (rkey == nullptr || region != cached_region) {
       Result<ucp_rkey_h> r = Rkey(p, c, region, *b->table);
       if (!r.ok()) {
@@ -400,16 +412,18 @@ void EngineImpl::Post(InflightBatch* b) {
                               : ucp_get_nbx(ep, reinterpret_cast<void*>(d.local_addr), d.length,
                                             d.remote_addr, rkey, &param);
     if (UCS_PTR_IS_ERR(sp)) {
-      b->status = PostError(p, UCS_PTR_STATUS(sp), fmt::format("post descriptor {}", i));
+      b->status = PostError(p, UCS_PTR_STATUS(sp), fmt::format("post descriptor {}", first));
       break;
     }
     ++posted;
+    descs += i + 1 - first;
     if (sp != nullptr) {
       ++b->outstanding;
       ++ops_outstanding_;
     }
   }
   ops_posted_.fetch_add(posted, std::memory_order_relaxed);
+  descs_posted_.fetch_add(descs, std::memory_order_relaxed);
   // One flush per batch: it completes when every operation above is complete at the peer, which
   // is what makes "batch done" mean "data visible remotely" for puts.
   if (posted > 0) {

@@ -164,6 +164,11 @@ struct ClientStats {
   uint64_t put_start_ns = 0;
   uint64_t put_write_ns = 0;
   uint64_t put_commit_ns = 0;
+  // The transfer engine's descriptors (one per object and replica moved over the network) and
+  // the operations they went to UCX as: objects laid out back to back on both sides move as one
+  // operation (transfer::Batch::coalesce).
+  uint64_t transfer_descs = 0;
+  uint64_t transfer_ops = 0;
 };
 
 // The leader master's view (StoreMaster.Stats): the cluster's objects and each node's DRAM tier.

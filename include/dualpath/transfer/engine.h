@@ -115,6 +115,12 @@ struct Batch {
   // Called exactly once on the progress thread (or, with EngineConfig::post_on_submit, possibly
   // on the submitting thread inside Submit): OK, or why the batch failed.
   std::function<void(const Status&)> on_complete;
+  // Descriptors that continue each other on both sides (the next one starts where this one ends,
+  // locally and remotely, in the same local and remote regions) go to UCX as one operation:
+  // the same bytes and the same completion with fewer operations (a store put of 256 objects
+  // laid out back to back on both sides is one put). Off: one operation per descriptor (what
+  // transfer_bench's per-descriptor cost measures).
+  bool coalesce = false;
 };
 
 // Called on the progress thread when a peer's notice arrives; `payload` is the sender's
@@ -185,7 +191,7 @@ class TransferEngine {
     // flush), for the per-descriptor submission cost (DualPath §5.2: ~1 us per RDMA work
     // request).
     uint64_t post_nanos = 0;
-    uint64_t descs_posted = 0;
+    uint64_t descs_posted = 0;  // descriptors posted (ops_posted counts UCX operations)
     // Batches Submit posted on the caller's thread (post_on_submit), not via the progress thread.
     uint64_t batches_posted_inline = 0;
   };
