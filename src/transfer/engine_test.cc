@@ -260,6 +260,30 @@ TEST_P(EngineTest, CoalescedDescriptorsMoveAsFewerOperationsWithTheSameBytes) {
   EXPECT_EQ(back, src);
 }
 
+// Coalesced operations stay within EngineConfig::coalesce_max_bytes (liveness is judged by
+// completions: one huge operation on a slow link would look like a dead peer).
+TEST_P(EngineTest, CoalescedOperationsStayWithinTheirLimit) {
+  EngineConfig c = Config();
+  constexpr size_t kBlock = 4096;
+  c.coalesce_max_bytes = 3 * kBlock;
+  Pair p = Connect(c);
+  std::vector<uint8_t> src = Pattern(10 * kBlock, 11);
+  std::vector<uint8_t> dst(10 * kBlock, 0);
+  ASSERT_TRUE(p.a->RegisterRegion(src.data(), src.size()).ok());
+  ASSERT_TRUE(p.b->RegisterRegion(dst.data(), dst.size()).ok());
+  while (p.a->RemoteRegions(p.b_from_a)->empty()) {
+    std::this_thread::yield();
+  }
+  Batch put{.peer = p.b_from_a, .cls = TrafficClass::kLow, .op = Op::kPut, .coalesce = true};
+  for (size_t i = 0; i < 10; ++i) {
+    put.descs.push_back({Addr(src.data() + i * kBlock), Addr(dst.data() + i * kBlock), kBlock});
+  }
+  const uint64_t ops0 = p.a->GetStats().ops_posted;
+  ASSERT_TRUE(RunBatch(*p.a, put).ok());
+  EXPECT_EQ(p.a->GetStats().ops_posted - ops0, 4u);  // 3 + 3 + 3 + 1 blocks
+  EXPECT_EQ(dst, src);
+}
+
 // A notice carries a payload: alone (no descriptors, a message) in both directions, and after a
 // put, where it arrives with the data in place. Payloads are checked before anything is sent.
 TEST_P(EngineTest, NoticePayloadsArriveAloneAndAfterData) {

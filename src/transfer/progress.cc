@@ -388,12 +388,15 @@ void EngineImpl::Post(InflightBatch* b) {
     Descriptor d = all[i];
     const size_t first = i;
     // Coalesce: extend `d` over the descriptors that continue it on both sides in the same
-    // regions (validated at Submit: each lies inside its region, so the run does too).
+    // regions (validated at Submit: each lies inside its region, so the run does too), up to
+    // coalesce_max_bytes.
     while (b->req.coalesce && i + 1 < all.size() &&
            all[i + 1].local_addr == d.local_addr + d.length &&
            all[i + 1].remote_addr == d.remote_addr + d.length &&
            b->regions[i + 1].local == b->regions[first].local &&
-           b->regions[i + 1].remote == b->regions[first].remote) {
+           b->regions[i + 1].remote == b->regions[first].remote &&
+           all[i + 1].length <=
+               config_.coalesce_max_bytes - std::min(d.length, config_.coalesce_max_bytes)) {
       d.length += all[++i].length;
     }
     uint32_t region = b->regions[first].remote.value();

@@ -58,6 +58,11 @@ struct EngineConfig {
   uint64_t low_inflight_bytes = 64ull << 20;
   // A peer with outstanding operations and no completion for this long is declared dead.
   Nanos peer_timeout = 5 * kNanosPerSecond;
+  // Batch::coalesce joins descriptors into operations of at most this many bytes (a descriptor
+  // larger than this is posted as it is). A peer's liveness is judged by its operations'
+  // completions (peer_timeout), so an operation must finish well within it on the slowest link:
+  // 4 MiB take 84 ms at 400 Mbit/s.
+  uint64_t coalesce_max_bytes = 4ull << 20;
   // Spin on the workers while operations are outstanding (lowest latency, one core busy); when
   // false the progress thread sleeps on the workers' event descriptors between events. Off by
   // default: on a host with fewer cores than busy threads (measured on the 2-core development
@@ -116,7 +121,8 @@ struct Batch {
   // on the submitting thread inside Submit): OK, or why the batch failed.
   std::function<void(const Status&)> on_complete;
   // Descriptors that continue each other on both sides (the next one starts where this one ends,
-  // locally and remotely, in the same local and remote regions) go to UCX as one operation:
+  // locally and remotely, in the same local and remote regions) go to UCX as one operation of up
+  // to EngineConfig::coalesce_max_bytes:
   // the same bytes and the same completion with fewer operations (a store put of 256 objects
   // laid out back to back on both sides is one put). Off: one operation per descriptor (what
   // transfer_bench's per-descriptor cost measures).
