@@ -189,7 +189,8 @@ Result<store::NodeOptions> NodeOptionsOf(const NodeArgs& a) {
   }
   RETURN_IF_ERROR(CheckCountRange("--transfer-poll-us", a.transfer_poll_us, 0, 100000,
                                   "us (0: sleep at once)"));
-  o.transfer_poll = static_cast<Nanos>(a.transfer_poll_us) * kNanosPerMicro;
+  o.transfer.busy_poll = a.transfer_poll_us > 0;
+  o.transfer.idle_spin = static_cast<Nanos>(a.transfer_poll_us) * kNanosPerMicro;
   o.rpc_listen = a.rpc_listen;
   ASSIGN_OR_RETURN(o.rpc_tls, LoadGrpcTls(a.tls));
   // Towards the masters: the same files unless --master-tls-* are given.

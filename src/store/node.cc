@@ -50,9 +50,10 @@ Status CheckOptions(const NodeOptions& o) {
   }
   if (o.shm_dir.empty()) return InvalidArgument("store node shm_dir is empty");
   if (o.transfer_listen.empty()) return InvalidArgument("store node transfer listen is empty");
-  if (o.transfer_poll < 0 || o.transfer_poll > 100 * kNanosPerMilli) {
+  if (o.transfer.busy_poll &&
+      (o.transfer.idle_spin < 0 || o.transfer.idle_spin > 100 * kNanosPerMilli)) {
     return InvalidArgument(
-        fmt::format("store node transfer poll {} ns is outside 0..100 ms", o.transfer_poll));
+        fmt::format("store node transfer poll {} ns is outside 0..100 ms", o.transfer.idle_spin));
   }
   if (o.rpc_listen.empty()) return InvalidArgument("store node rpc listen is empty");
   if (o.rpc_timeout <= 0) return InvalidArgument("store node rpc_timeout must be > 0");
@@ -445,12 +446,7 @@ Result<std::unique_ptr<StoreNode>> StoreNode::Start(NodeOptions options) {
   n.address.incarnation = NewIncarnation();
   ASSIGN_OR_RETURN(n.shm, ShmTier::Create(n.address.shm_path, o.dram_bytes,
                                           TierIdentity{o.cluster, o.id, n.address.incarnation}));
-  transfer::EngineConfig tc = o.transfer;
-  if (o.transfer_poll > 0) {
-    tc.busy_poll = true;
-    tc.idle_spin = o.transfer_poll;
-  }
-  ASSIGN_OR_RETURN(n.engine, transfer::TransferEngine::Create(tc));
+  ASSIGN_OR_RETURN(n.engine, transfer::TransferEngine::Create(o.transfer));
   // Registered before Listen: every peer's HELLO carries the region.
   RETURN_IF_ERROR(n.engine->RegisterRegion(n.shm->data(), n.shm->size()).status());
   ASSIGN_OR_RETURN(n.address.transfer_addr, n.engine->Listen(o.transfer_listen));

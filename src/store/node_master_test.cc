@@ -58,6 +58,21 @@ class StoreNodeMasterTest : public StoreEtcdFixture {
     return masters_.back().get();
   }
 
+  // One master serving as leader with store node 1 joined; null (the failure reported) if not.
+  MasterServer* ServingMasterWithNode1() {
+    MasterServer* m = AddMaster();
+    if (m == nullptr) return nullptr;
+    if (Status s = m->WaitUntilServing(kWaitLimit); !s.ok()) {
+      ADD_FAILURE() << s.ToString();
+      return nullptr;
+    }
+    if (AddNode(1) == nullptr || !WaitUntil([&] { return LiveNodes(m) == 1; })) {
+      ADD_FAILURE() << "store node 1 did not join";
+      return nullptr;
+    }
+    return m;
+  }
+
   size_t LiveNodes(MasterServer* m) {
     auto s = m->Stats();
     return s ? s->nodes : 0;
@@ -215,11 +230,8 @@ TEST_F(StoreNodeMasterTest, ADeadNodesReplicasAreNeverHandedOut) {
 // the same way, move as fewer transfer operations than objects (transfer::Batch::coalesce), and
 // every byte still round-trips and is checksummed per object.
 TEST_F(StoreNodeMasterTest, BackToBackObjectsMoveAsFewerTransferOperations) {
-  MasterServer* m = AddMaster();
+  MasterServer* m = ServingMasterWithNode1();
   ASSERT_NE(m, nullptr);
-  ASSERT_TRUE(m->WaitUntilServing(kWaitLimit).ok());
-  ASSERT_NE(AddNode(1), nullptr);
-  ASSERT_TRUE(WaitUntil([&] { return LiveNodes(m) == 1; }));
   auto c = NewStoreClient("", 1);  // no same-host node: every byte crosses the transfer engine
   ASSERT_NE(c, nullptr);
   constexpr uint32_t kCount = 16;
@@ -398,11 +410,8 @@ TEST_F(StoreNodeMasterTest, AJoinReportInPartsReachesANewLeaderWhole) {
 // Issue 25 item 7: a batch larger than kMaxBatchKeys is split by the client (each call stays
 // under the master's limit), with the same answer as one call would give.
 TEST_F(StoreNodeMasterTest, TheClientSplitsBatchesAboveTheBatchLimit) {
-  MasterServer* m = AddMaster();
+  MasterServer* m = ServingMasterWithNode1();
   ASSERT_NE(m, nullptr);
-  ASSERT_TRUE(m->WaitUntilServing(kWaitLimit).ok());
-  ASSERT_NE(AddNode(1), nullptr);
-  ASSERT_TRUE(WaitUntil([&] { return LiveNodes(m) == 1; }));
   auto c = NewStoreClient("", 1);
   ASSERT_NE(c, nullptr);
   PutAll(*c, 0, 2);

@@ -395,8 +395,8 @@ void EngineImpl::Post(InflightBatch* b) {
            all[i + 1].remote_addr == d.remote_addr + d.length &&
            b->regions[i + 1].local == b->regions[first].local &&
            b->regions[i + 1].remote == b->regions[first].remote &&
-           all[i + 1].length <=
-               config_.coalesce_max_bytes - std::min(d.length, config_.coalesce_max_bytes)) {
+           d.length < config_.coalesce_max_bytes &&
+           all[i + 1].length <= config_.coalesce_max_bytes - d.length) {
       d.length += all[++i].length;
     }
     uint32_t region = b->regions[first].remote.value();

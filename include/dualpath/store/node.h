@@ -63,14 +63,13 @@ struct NodeOptions {
   std::string shm_dir = "/dev/shm";
   // The transfer engine's listener, "HOST:PORT" (port 0: any); HOST is what peers connect to.
   std::string transfer_listen = "127.0.0.1:0";
-  transfer::EngineConfig transfer;
-  // After each transfer event (a segment of a client's put or get arrived or left), the node's
-  // transfer thread keeps polling this long before it sleeps (0: it sleeps at once). A put or
-  // get streams segments a fraction of a millisecond apart; sleeping between them cost a wake-up
-  // each, which on hosts whose idle cores halt (VMs) is an exit to the hypervisor, and put the
-  // node's receive behind the client's send (docs/store.md "The node polls between segments").
-  // Sets transfer.busy_poll and transfer.idle_spin. 0 .. 100 ms.
-  Nanos transfer_poll = 200 * kNanosPerMicro;
+  // Polling by default: after each transfer event (a segment of a client's put or get arrived or
+  // left) the node's transfer thread keeps polling for transfer.idle_spin (200 us, at most
+  // 100 ms) before it sleeps; busy_poll = false sleeps at once. A put or get streams segments a
+  // fraction of a millisecond apart; sleeping between them cost a wake-up each, which on hosts
+  // whose idle cores halt (VMs) is an exit to the hypervisor, and put the node's receive behind
+  // the client's send (docs/store.md "Polling instead of sleeping").
+  transfer::EngineConfig transfer = {.busy_poll = true};
   // The StoreNode gRPC listener ("HOST:PORT" or "unix:PATH") and its transport security.
   std::string rpc_listen = "127.0.0.1:0";
   GrpcTls rpc_tls;
