@@ -17,6 +17,7 @@ the worker around the single store call):
                    ClusterStore against one etcd, one `dualpath store master`, one `dualpath store
                    node`: dpcl-A on the node's host (its shm tier file), dpcl-B a second process
                    on that host, dpcl-T on another "host" (UCX tcp over loopback). Checksums on.
+                   With --sleeping-client also dpcl-S: dpcl-T's client with transfer_poll=False.
 
 Workloads: batch_put_from / batch_get_into of 256 x 256 KiB and 64 x 1 MiB (64 MiB per batch)
 from and into registered numpy buffers, fresh keys every round (removed, untimed, at the end of
@@ -30,6 +31,7 @@ itself (ports picked by the OS; logs and scratch under $TMPDIR/peer-bench-<pid>)
 
   bench/python/peer_bench.py [--reps 7] [--warmup 2] [--no-install] [--json out.json]
                              [--writers mc-A,dpcl-A] [--sizes 1M]   (some rows alone)
+                             [--sleeping-client]
   bench/python/peer_bench.py --smoke         dualpath only, small batches, 2 rounds: no Mooncake
 
 Environment: DP_BIN (the `dualpath` binary; default build/release/bin/dualpath, else
@@ -118,7 +120,7 @@ def open_store(cfg):
                 self.s = dualpath.ClusterStore(
                     cfg["cluster"], cfg["etcd"], model_fingerprint=cfg["fingerprint"],
                     etcd_insecure=True, master_insecure=True, host=cfg["host"], replicas=1,
-                    retry_deadline=30.0)
+                    retry_deadline=30.0, transfer_poll=cfg.get("transfer_poll", True))
 
         def register(self, a):
             self.s.register_buffer(a)
@@ -362,6 +364,9 @@ ROWS = [
     ("ClusterStore UCX tcp get vs Mooncake TCP get", "get", "dpcl-T", "mc-T"),
     ("KVStore cross-process get vs Mooncake cross-process get", "get", "dpkv-B", "mc-B"),
     ("ClusterStore cross-process get vs Mooncake cross-process get", "get", "dpcl-B", "mc-B"),
+    # --sleeping-client: the same-run baseline of the client's polling (transfer_poll=False).
+    ("ClusterStore UCX tcp put, sleeping client, vs Mooncake TCP put", "put", "dpcl-S", "mc-T"),
+    ("ClusterStore UCX tcp get, sleeping client, vs Mooncake TCP get", "get", "dpcl-S", "mc-T"),
 ]
 EXISTS_ROWS = [
     ("ClusterStore.batch_is_exist str keys vs Mooncake", "dpcl-A/str", "mc-A/str"),
@@ -406,6 +411,10 @@ def run(a, logs):
         workers["dpcl-B"] = Worker(logs, "dpcl-B", {**cl, "host": "node1"})
         workers["dpcl-T"] = Worker(logs, "dpcl-T", {**cl, "host": "elsewhere"})
         writers += ["dpkv-A", "dpcl-A", "dpcl-T"]
+        if a.sleeping_client:
+            workers["dpcl-S"] = Worker(logs, "dpcl-S",
+                                       {**cl, "host": "elsewhere", "transfer_poll": False})
+            writers.append("dpcl-S")
         readers["dpkv-A"] = ["dpkv-B"]
         readers["dpcl-A"] = ["dpcl-B"]
         salt = {w: i + 1 for i, w in enumerate(workers)}
@@ -488,8 +497,11 @@ def main():
     ap.add_argument("--json", help="write the raw times and the table here")
     ap.add_argument("--writers", type=lambda v: v.split(","),
                     help="only these writers' rounds (comma list of mc-A, mc-T, dpkv-A, dpcl-A, "
-                         "dpcl-T; their readers too) and no exists rows")
+                         "dpcl-T, dpcl-S; their readers too) and no exists rows")
     ap.add_argument("--sizes", type=lambda v: v.split(","), help="only these sizes: 256K, 1M")
+    ap.add_argument("--sleeping-client", action="store_true",
+                    help="also dpcl-S: dpcl-T's client with transfer_poll=False (sleeps between "
+                         "transfer events), the same-run baseline of its polling")
     a = ap.parse_args()
     if a.smoke:
         a.reps, a.warmup = 2, 0
@@ -514,6 +526,8 @@ def main():
              "|---|" + "---|" * len(sizes)]
     table = {}
     for title, op, dp, mc in ROWS:
+        if dp == "dpcl-S" and not a.sleeping_client:
+            continue
         cells = []
         for name in sizes:
             d, m = times.get(f"{op}/{dp}/{name}"), times.get(f"{op}/{mc}/{name}")

@@ -78,6 +78,8 @@ class ClusterStore(_BatchVerbs):
         etcd_timeout: float = 5.0,
         staging_bytes: int = 4 << 20,
         async_threads: int = 2,
+        transfer_poll: bool = True,
+        exists_poll: float = 0.001,
     ) -> None:
         """Checks the options and starts the client; etcd and the master are reached on the first
         call (a wrong endpoint shows there, within ``retry_deadline``).
@@ -110,6 +112,11 @@ class ClusterStore(_BatchVerbs):
         etcd_timeout       deadline of each etcd call, seconds
         staging_bytes      initial staging buffer for unregistered memory (it grows as needed)
         async_threads      batches the *_async verbs run at once
+        transfer_poll      the transfer thread polls while this client's transfers are in flight
+                           (True) or sleeps between their events (False: where the process shares
+                           a few cores with the store nodes it reads)
+        exists_poll        seconds an exists call polls for its answer before it sleeps (0 .. 1;
+                           0: sleep at once)
         """
         if not isinstance(cluster, str) or not isinstance(etcd, str):
             raise TypeError("ClusterStore: cluster and etcd must be str")
@@ -122,6 +129,8 @@ class ClusterStore(_BatchVerbs):
             raise ValueError(f"ClusterStore: local_node = {local_node!r}: must be 0 .. 2^32-1")
         if not isinstance(replicas, int) or not 1 <= replicas <= 3:
             raise ValueError(f"ClusterStore: replicas = {replicas!r}: must be 1 .. 3")
+        if not isinstance(exists_poll, (int, float)) or not 0 <= exists_poll <= 1:
+            raise ValueError(f"ClusterStore: exists_poll = {exists_poll!r}: must be 0 .. 1 seconds")
         if async_threads < 1:
             raise ValueError(f"ClusterStore: async_threads = {async_threads}: must be at least 1")
         o = _core._ClusterOptions()
@@ -152,6 +161,8 @@ class ClusterStore(_BatchVerbs):
         o.rpc_timeout = float(rpc_timeout)
         o.etcd_timeout = float(etcd_timeout)
         o.staging_bytes = staging_bytes
+        o.transfer_poll = bool(transfer_poll)
+        o.exists_poll = float(exists_poll)
         self._init_verbs(lambda: _core.ClusterStore(o), async_threads)
         self.cluster = cluster
         self.etcd = etcd

@@ -116,6 +116,10 @@ Result<std::unique_ptr<KvStoreLink>> MakeStoreLink(const StoreLinkOptions& optio
   // behind it, for 5 s), and so long may a connect to one take.
   o.retry_deadline = 2 * kNanosPerSecond;
   o.transfer.peer_timeout = 2 * kNanosPerSecond;
+  // The engine's transfer engines sleep between events, its peer engine as this one: polling
+  // threads in every engine starve the store nodes they read from where they share a few cores
+  // (the emulated cluster; the nodes there do not poll either, src/replay/run_store.cc).
+  o.transfer.busy_poll = false;
   o.skip_addr = options.skip_addr;
   ASSIGN_OR_RETURN(std::unique_ptr<store::StoreClient> client,
                    store::StoreClient::Create(std::move(o)));

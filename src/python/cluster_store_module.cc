@@ -94,6 +94,8 @@ struct PyClusterOptions {
   double rpc_timeout = 5;
   double etcd_timeout = 5;
   uint64_t staging_bytes = 4ull << 20;
+  bool transfer_poll = true;
+  double exists_poll = 1e-3;
 };
 
 class PyClusterStore {
@@ -140,6 +142,9 @@ class PyClusterStore {
                       ": must be 1 .. " + std::to_string(kMaxObjectBytes));
     }
     o.staging_bytes = p.staging_bytes;
+    // ClientOptions::transfer: poll while transfers are in flight, or sleep between their events.
+    o.transfer.busy_poll = p.transfer_poll;
+    o.exists_poll = SecondsArg(p.exists_poll, "ClusterStore: exists_poll", true);
     // Before any gRPC or UCX call: a process forked from one with a client must not start its own.
     const pid_t self = CurrentPid();
     pid_t first = 0;
@@ -517,7 +522,9 @@ void BindClusterStore(nb::module_& m) {
       .def_rw("retry_deadline", &PyClusterOptions::retry_deadline)
       .def_rw("rpc_timeout", &PyClusterOptions::rpc_timeout)
       .def_rw("etcd_timeout", &PyClusterOptions::etcd_timeout)
-      .def_rw("staging_bytes", &PyClusterOptions::staging_bytes);
+      .def_rw("staging_bytes", &PyClusterOptions::staging_bytes)
+      .def_rw("transfer_poll", &PyClusterOptions::transfer_poll)
+      .def_rw("exists_poll", &PyClusterOptions::exists_poll);
   nb::class_<PyClusterStore>(m, "ClusterStore")
       .def(nb::init<const PyClusterOptions&>(), nb::arg("options"))
       .def("register_buffer", &PyClusterStore::RegisterBuffer, nb::arg("ptr"), nb::arg("size"))

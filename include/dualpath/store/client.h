@@ -75,7 +75,14 @@ struct ClientOptions {
   // send buffer, sent, received into a buffer and copied into the tier; with the engines' 72 KiB a
   // 1 MiB object took 15 segments, and the node spent 27-43 CPU-ms per 64 MiB put against 15-24
   // with 1 MiB segments (docs/store.md "UCX tcp put"). Store nodes (any engine) receive them.
-  transfer::EngineConfig transfer = {.tcp_seg_size = kStoreTcpSegBytes};
+  // Its progress thread polls while this client's transfers are in flight (busy_poll with no
+  // idle_spin: it sleeps as soon as none is): a get's segments arrive one after another, and a
+  // thread that slept between them paid a wake-up per segment, which on hosts whose idle cores
+  // halt (VMs) held the UCX tcp get below Mooncake's (docs/store.md "Polling instead of
+  // sleeping"). idle_spin may be 0..100 ms. busy_poll = false sleeps between events: for
+  // processes that share few cores with the nodes they read (`cluster run --store`'s engines).
+  transfer::EngineConfig transfer = {
+      .busy_poll = true, .idle_spin = 0, .tcp_seg_size = kStoreTcpSegBytes};
   // Deadline of each master call (each try; no try outlasts the call's retry_deadline either).
   Nanos rpc_timeout = 5 * kNanosPerSecond;
   // How long a call keeps retrying after leader changes and unreachable masters.
