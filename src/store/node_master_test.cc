@@ -146,6 +146,26 @@ TEST_F(StoreNodeMasterTest, RoundTripAndTheStandbyServesEverythingAfterTheLeader
     EXPECT_EQ(got.results[i].source, ReadSource::kRemote);
     EXPECT_EQ(got.bufs[i], Bytes(i));
   }
+  // A client whose transfer thread sleeps between events (an engine's store link) reads the same
+  // bytes as one that polls while its transfers are in flight (the default, `remote`).
+  ASSERT_TRUE(ClientOptions{}.transfer.busy_poll);
+  auto sleeping = NewStoreClient("", 1, 0, 1, ClientOptions{}.exists_poll, /*transfer_poll=*/false);
+  ASSERT_NE(sleeping, nullptr);
+  Read slept_read = GetAll(*sleeping, 0, 5);
+  for (uint32_t i = 0; i < 5; ++i) {
+    ASSERT_TRUE(slept_read.results[i].status.ok()) << slept_read.results[i].status.ToString();
+    EXPECT_EQ(slept_read.results[i].source, ReadSource::kRemote);
+    EXPECT_EQ(slept_read.bufs[i], Bytes(i));
+  }
+  // Polling longer than 100 ms after the last event: refused when the client is made.
+  ClientOptions long_spin;
+  long_spin.cluster = kCluster;
+  long_spin.transfer.idle_spin = 101 * kNanosPerMilli;
+  auto spin_refused = StoreClient::Create(long_spin);
+  ASSERT_FALSE(spin_refused.ok());
+  EXPECT_EQ(spin_refused.status().code(), Code::kInvalidArgument);
+  EXPECT_NE(spin_refused.status().message().find("idle_spin"), std::string::npos)
+      << spin_refused.status().ToString();
   auto local = NewStoreClient("host-2", 1, 2);
   ASSERT_NE(local, nullptr);
   Read near = GetAll(*local, 0, 5);

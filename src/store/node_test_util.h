@@ -161,7 +161,8 @@ class StoreEtcdFixture : public ::testing::Test {
   std::unique_ptr<StoreClient> NewStoreClient(const std::string& host, uint32_t replicas,
                                               uint32_t local_node = 0,
                                               uint32_t exists_in_flight = 1,
-                                              Nanos exists_poll = ClientOptions{}.exists_poll) {
+                                              Nanos exists_poll = ClientOptions{}.exists_poll,
+                                              bool transfer_poll = true) {
     ClientOptions o;
     o.cluster = kCluster;
     o.etcd = Etcd();
@@ -174,6 +175,7 @@ class StoreEtcdFixture : public ::testing::Test {
     o.staging_bytes = 64 << 10;  // small: the staging buffer must grow for a batch
     o.exists_in_flight = exists_in_flight;
     o.exists_poll = exists_poll;
+    o.transfer.busy_poll = transfer_poll;
     auto c = StoreClient::Create(o);
     EXPECT_TRUE(c.ok()) << c.status().ToString();
     return c.ok() ? std::move(c).value() : nullptr;

@@ -77,6 +77,22 @@ def test_put_and_get_numpy_arrays(client):
     assert s["put_start_ns"] > 0 and s["put_write_ns"] > 0 and s["put_commit_ns"] > 0
 
 
+def test_a_sleeping_client_reads_what_a_polling_one_wrote(cluster, client):
+    # transfer_poll=False (an engine sharing few cores) and exists_poll=0 change how the client
+    # waits, not what it reads: over the transfer engine (a host no node has) and the master.
+    keys = [f"poll-{i}" for i in range(4)]
+    values = arrays(4, seed=7)
+    assert client.batch_put(keys, values) == [0] * 4
+    with cluster.client(host="elsewhere", transfer_poll=False, exists_poll=0,
+                        model_fingerprint=client.model_fingerprint) as sleeper:
+        out = [np.zeros_like(v) for v in values]
+        assert sleeper.batch_get(keys, out) == [v.nbytes for v in values]
+        for v, o in zip(values, out):
+            assert np.array_equal(v, o)
+        assert sleeper.stats()["hits_remote"] == 4
+        assert sleeper.batch_is_exist(keys + ["poll-absent"]) == [True] * 4 + [False]
+
+
 def test_raw_pointers_in_a_registered_buffer(client):
     n, size = 4, 32768
     src = np.random.default_rng(2).integers(0, 256, size=n * size, dtype=np.uint8)
@@ -235,6 +251,8 @@ def test_bad_input_raises_naming_it(cluster, client):
         cluster.client(retry_deadline=-1)
     with pytest.raises(ValueError, match="etcd TLS"):
         cluster.client(etcd_tls_ca="/nonexistent/ca.pem")
+    with pytest.raises(ValueError, match="exists_poll = 2"):
+        cluster.client(exists_poll=2)
     with pytest.raises(ValueError, match="cluster"):
         dualpath.ClusterStore("bad cluster/name", cluster.etcd, etcd_insecure=True,
                               master_insecure=True)
