@@ -37,6 +37,11 @@ bool DataReach::BackSince(uint32_t engine, const std::vector<uint32_t>& peers, N
   return true;
 }
 
+bool DataReach::AnsweredAfter(uint32_t a, uint32_t b, Nanos since) const {
+  auto it = pairs_.find(Key(a, b));
+  return it != pairs_.end() && it->second.contact != kNever && it->second.contact > since;
+}
+
 Nanos DataReach::Latest(const Pair& p, Nanos now) const {
   // A pair probed for less than the window has had no chance to be proven either way.
   if (now - p.start <= window_) return std::max(p.contact, p.start);

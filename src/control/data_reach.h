@@ -62,6 +62,9 @@ class DataReach {
   // none. For log messages.
   std::optional<Nanos> LastContact(uint32_t engine, const std::vector<uint32_t>& live) const;
 
+  // True when a probe between `a` and `b`, either way, was answered after `since`.
+  bool AnsweredAfter(uint32_t a, uint32_t b, Nanos since) const;
+
   Nanos window() const { return window_; }
 
  private:

@@ -962,6 +962,17 @@ class PartitionTest : public ServiceTest {
     return got;
   }
 
+  // The attempt's PE reports that it could not move KV with its DE (the engine's code for it).
+  Status ReportPeerFailure(uint64_t id, uint32_t attempt) {
+    v1::RequestResult r;
+    r.set_request_id(id);
+    r.set_ok(false);
+    r.set_attempt(attempt);
+    r.set_error("connect: Network is unreachable");
+    r.set_error_code(static_cast<int32_t>(Code::kEnginePeerFailed));
+    return client_->ReportResult(r);
+  }
+
   bool Reachable(uint32_t engine) {
     const v1::ListEnginesReply l = ListEngines();
     EXPECT_EQ(l.reachable_size(), 4);
@@ -1128,6 +1139,66 @@ TEST_F(PartitionTest, TheRequestsOfACutOffDecodeEngineMoveToTheOther) {
   EXPECT_FALSE(Reachable(down_engine_));
   EXPECT_TRUE(Reachable(kP0));
   EXPECT_TRUE(Reachable(kP1));
+}
+
+// A PE reports a peer failure (kEnginePeerFailed: it could not reach its DE) for a request it got
+// while its compute link was already down but before the service cut it off. The retry waits for a
+// verdict on that link: had it gone out once both engines fetched again, the PE (failing at once,
+// so looking idle) could draw it again and fail it again, each attempt within milliseconds, until
+// none was left before the cut-off (replay_store_fault_comp-link failed so, 1 run in ~4). Here the
+// cut-off is the verdict, and the retry goes to p0.
+TEST_F(PartitionTest, APeerFailureAcrossAPartitionWaitsForTheCutOffInsteadOfBurningAttempts) {
+  Start2P2D();
+  Tick(0);
+  down_at_ = 1 * kNanosPerSecond;
+  for (int i = 0; i < 4; ++i) Tick(500 * kNanosPerMilli);
+  ASSERT_EQ(clock_.Now(), 2 * kNanosPerSecond);
+  ASSERT_TRUE(Reachable(kP1));
+  // Agent 1's turn 0 is routed to p1 ((1 + 0) mod 2), whose link is down: it fails at once.
+  ASSERT_TRUE(Submit(Turn(1, 1, 0)).ok());
+  std::vector<v1::FetchReply> got = Tick(100 * kNanosPerMilli);
+  ASSERT_EQ(got[kP1].prefill_size(), 1);
+  ASSERT_TRUE(ReportPeerFailure(1, 0).ok());
+  // Until the cut-off (just past 4 s) nobody gets it again, though every engine keeps fetching.
+  while (clock_.Now() < 4 * kNanosPerSecond) {
+    got = Tick(100 * kNanosPerMilli);
+    EXPECT_EQ(got[kP0].prefill_size() + got[kP1].prefill_size(), 0)
+        << "retried at " << ToSeconds(clock_.Now()) << " s, before any verdict on p1's link";
+  }
+  std::optional<v1::Assignment> retry;
+  for (int i = 0; i < 5 && !retry; ++i) {
+    got = Tick(100 * kNanosPerMilli);
+    EXPECT_EQ(got[kP1].prefill_size(), 0);
+    if (got[kP0].prefill_size() > 0) retry = got[kP0].prefill(0);
+  }
+  ASSERT_TRUE(retry.has_value());
+  EXPECT_EQ(retry->request().request_id(), 1u);
+  EXPECT_EQ(retry->attempt(), 1u);
+  EXPECT_FALSE(Reachable(kP1));
+  EXPECT_EQ(server_->service().stats().resubmitted, 1);
+  EXPECT_EQ(WaitResults(0, 0).results_size(), 0);  // not failed
+}
+
+// The same report between engines that still reach each other (the failure was the peer's, not
+// the link's: a restarted DE, a refused connection): the next answered probe between them is the
+// verdict, long before the reachability window.
+TEST_F(PartitionTest, APeerFailureBetweenEnginesThatReachEachOtherIsRetriedAfterTheNextProbe) {
+  Start2P2D();
+  Tick(0);
+  ASSERT_TRUE(Submit(Turn(1, 1, 0)).ok());
+  std::vector<v1::FetchReply> got = Tick(100 * kNanosPerMilli);
+  ASSERT_EQ(got[kP1].prefill_size(), 1);
+  ASSERT_TRUE(ReportPeerFailure(1, 0).ok());
+  std::optional<v1::Assignment> retry;
+  for (int i = 0; i < 3 && !retry; ++i) {
+    got = Tick(100 * kNanosPerMilli);
+    for (uint32_t pe : {kP0, kP1}) {
+      if (got[pe].prefill_size() > 0) retry = got[pe].prefill(0);
+    }
+  }
+  ASSERT_TRUE(retry.has_value()) << "no retry within 0.3 s of the failure";
+  EXPECT_EQ(retry->request().request_id(), 1u);
+  EXPECT_EQ(retry->attempt(), 1u);
 }
 
 }  // namespace

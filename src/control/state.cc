@@ -386,7 +386,11 @@ int ControlState::CheckLivenessLocked() {
     if (!shutdown_) RebuildLocked();
     cv_.notify_all();
   }
-  if (!shutdown_) CheckReachLocked(now);
+  if (!shutdown_) {
+    CheckReachLocked(now);
+    // Deferred retries waiting on a link verdict: a probe answered since, or the window passed.
+    if (!deferred_.empty()) ReleaseDeferredLocked(kNone);
+  }
   return dead;
 }
 
@@ -469,7 +473,8 @@ void ControlState::ReleaseInFlightLocked(RequestState& st, uint64_t request_id) 
 }
 
 void ControlState::RetryOrFailLocked(uint64_t request_id, const std::string& why,
-                                     const v1::RequestResult* result, bool defer) {
+                                     const v1::RequestResult* result, bool defer,
+                                     bool link_failed) {
   RequestState& st = requests_.at(request_id);
   const uint32_t engines[] = {st.prefill, st.decode};
   ReleaseInFlightLocked(st, request_id);
@@ -483,10 +488,18 @@ void ControlState::RetryOrFailLocked(uint64_t request_id, const std::string& why
   if (st.attempt + 1 < options_.max_attempts) {
     ++st.attempt;
     ++stats_.resubmitted;
+    st.waiting_for.clear();
+    st.link_a = st.link_b = kNone;
+    if (defer && link_failed && engines[0] != kNone && engines[1] != kNone) {
+      st.link_a = engines[0];
+      st.link_b = engines[1];
+      st.link_failed_at = clock_->Now();
+    }
     log::Warn("control: request {} attempt {} failed ({}); re-submitting as attempt {}{}",
               request_id, st.attempt - 1, why, st.attempt,
-              defer ? " once its engines fetch again" : "");
-    st.waiting_for.clear();
+              st.link_a != kNone ? " once its engines fetch again and their link is judged"
+              : defer            ? " once its engines fetch again"
+                                 : "");
     if (defer) {
       for (uint32_t id : engines) {
         if (id == kNone || !engines_[id].alive) continue;
@@ -497,7 +510,8 @@ void ControlState::RetryOrFailLocked(uint64_t request_id, const std::string& why
         engines_[id].ping = true;
       }
     }
-    if (st.waiting_for.empty()) {
+    if (st.waiting_for.empty() && (st.link_a == kNone || LinkJudgedLocked(st, clock_->Now()))) {
+      st.link_a = st.link_b = kNone;
       st.phase = Phase::kQueued;
       SubmitToSchedLocked(request_id);
     } else {
@@ -548,14 +562,24 @@ std::string ControlState::LiveSummaryLocked() const {
   return fmt::format("live instances: {} prefill, {} decode", prefill, decode);
 }
 
+bool ControlState::LinkJudgedLocked(const RequestState& st, Nanos now) const {
+  for (uint32_t id : {st.link_a, st.link_b}) {
+    if (!engines_[id].alive || !engines_[id].reachable) return true;
+  }
+  return reach_.AnsweredAfter(st.link_a, st.link_b, st.link_failed_at) ||
+         now - st.link_failed_at >= reach_.window();
+}
+
 void ControlState::ReleaseDeferredLocked(uint32_t engine) {
+  const Nanos now = clock_->Now();
   for (auto it = deferred_.begin(); it != deferred_.end();) {
     RequestState& st = requests_.at(*it);
-    std::erase(st.waiting_for, engine);
-    if (!st.waiting_for.empty()) {
+    if (engine != kNone) std::erase(st.waiting_for, engine);
+    if (!st.waiting_for.empty() || (st.link_a != kNone && !LinkJudgedLocked(st, now))) {
       ++it;
       continue;
     }
+    st.link_a = st.link_b = kNone;
     st.phase = Phase::kQueued;
     SubmitToSchedLocked(*it);
     it = deferred_.erase(it);

@@ -120,7 +120,11 @@ class ControlState {
     // kNone: the normal choice.
     uint32_t routed = kNone;
     std::vector<uint32_t> waiting_for;  // kDeferred: engines that must fetch again first
-    v1::Assignment placed;              // placement mode: the assignment, once kAssigned
+    // kDeferred after a peer failure: the failed attempt's PE and DE, whose link must be judged
+    // first (LinkJudgedLocked), and when the failure was reported. kNone: no such wait.
+    uint32_t link_a = kNone, link_b = kNone;
+    Nanos link_failed_at = 0;
+    v1::Assignment placed;       // placement mode: the assignment, once kAssigned
     bool place_waiting = false;  // placement mode: a Place call waits for it (it owns the erase)
     std::string error;           // kDone by failure: why
   };
@@ -164,15 +168,26 @@ class ControlState {
   void AddPeersLocked(uint32_t id, v1::FetchReply* reply) const;
   // The request's attempt failed (why): re-submit, or forward a failed result once attempts are
   // exhausted. `result` is the engine's failed result, or null when the service decided.
-  // `defer`: wait for the failed attempt's engines to fetch again (see kDeferred).
+  // `defer`: wait for the failed attempt's engines to fetch again (see kDeferred). `link_failed`
+  // (with defer): the engines reported a peer failure between them; also wait for a verdict on
+  // their link (LinkJudgedLocked). Without it a PE whose compute link is down but which is not
+  // cut off yet fails each attempt within milliseconds, looks idle, draws the retry again and
+  // burns every attempt before the cut-off (replay_store_fault_comp-link, 1 run in ~4).
   void RetryOrFailLocked(uint64_t request_id, const std::string& why,
-                         const v1::RequestResult* result, bool defer);
+                         const v1::RequestResult* result, bool defer, bool link_failed = false);
   // Ends the request (kDone) with a failed result: `result` (the engine's) if given, its error
   // defaulting to `why`. The caller has released its engines.
   void FailLocked(uint64_t request_id, const std::string& why, const v1::RequestResult* result);
   // Engine `engine` proved alive (a new Fetch or registration) or died: deferred requests stop
   // waiting for it, and those waiting for nobody are re-submitted.
+  // `engine` fetched again (or died): deferred retries stop waiting for it, and those with
+  // nothing left to wait for are re-submitted. kNone: only the link verdicts are looked at again
+  // (the periodic liveness check).
   void ReleaseDeferredLocked(uint32_t engine);
+  // A deferred retry after a peer failure may go ahead: either engine of the failed pair is dead
+  // or cut off, a probe between them was answered after the failure (the link works), or the
+  // reachability window has passed since the failure (no verdict came: retry anyway).
+  bool LinkJudgedLocked(const RequestState& st, Nanos now) const;
   void ReleaseInFlightLocked(RequestState& st, uint64_t request_id);
   // Placement mode: a request that is done is forgotten (a proxy runs for days; nobody collects
   // placed requests' results), unless a Place call still waits for it.

@@ -85,7 +85,8 @@ Status ControlState::Report(const v1::RequestResult& result) {
   }
   if (!result.ok()) {
     RetryOrFailLocked(id, result.error().empty() ? "engine reported failure" : result.error(),
-                      &result, /*defer=*/true);
+                      &result, /*defer=*/true,
+                      result.error_code() == static_cast<int32_t>(Code::kEnginePeerFailed));
     cv_.notify_all();
     return Status::Ok();
   }

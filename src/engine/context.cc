@@ -92,6 +92,7 @@ control::v1::RequestResult FailedResult(const control::v1::Assignment& a, const 
   r.set_request_id(a.request().request_id());
   r.set_ok(false);
   r.set_error(why.ToString());
+  r.set_error_code(static_cast<int32_t>(why.code()));
   r.set_side(a.side());
   r.set_prefill_engine(a.prefill_engine());
   r.set_decode_engine(a.decode_engine());
