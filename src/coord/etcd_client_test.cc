@@ -3,8 +3,17 @@
 #include "dualpath/coord/etcd_client.h"
 
 #include <gtest/gtest.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <set>
+#include <string>
 
 #include "coord/etcd_fixture_test.h"
+#include "dualpath/coord/etcd_test_server.h"
 
 namespace dualpath::coord {
 namespace {
@@ -57,6 +66,48 @@ TEST(EtcdClientOptionsTest, NoEtcdIsUnavailableWithinTheDeadline) {
   EXPECT_NE(put.status().message().find("etcd Put /k at 127.0.0.1:1: not reachable within 1.0 s"),
             std::string::npos)
       << put.status().ToString();
+}
+
+// The test server's etcd exits at once (as when another process took its port before it bound
+// it): the first Start tries again on new ports, 4 times in all, and then says that etcd exited,
+// instead of waiting 30 s for an answer from a process that is gone.
+TEST(EtcdTestServerTest, AnEtcdThatExitsAtOnceIsStartedAgainOnNewPortsThenReported) {
+  char dir_tmpl[] = "/tmp/dp-etcd-exit-XXXXXX";
+  ASSERT_NE(::mkdtemp(dir_tmpl), nullptr);
+  const std::string dir = dir_tmpl;
+  const std::string script = dir + "/etcd";
+  const std::string calls = dir + "/calls";
+  {
+    std::ofstream f(script);
+    // Each start records its client URL (--listen-client-urls=...) and exits.
+    f << "#!/bin/sh\necho \"$*\" | grep -o 'listen-client-urls=[^ ]*' >> " << calls << "\nexit 3\n";
+  }
+  ASSERT_EQ(::chmod(script.c_str(), 0755), 0);
+  const char* old = std::getenv("DUALPATH_ETCD_BIN");
+  const std::string saved = old != nullptr ? old : "";
+  ASSERT_EQ(::setenv("DUALPATH_ETCD_BIN", script.c_str(), 1), 0);
+  Status started;
+  {
+    EtcdTestServer server;
+    started = server.Start();
+  }
+  if (old != nullptr) {
+    ::setenv("DUALPATH_ETCD_BIN", saved.c_str(), 1);
+  } else {
+    ::unsetenv("DUALPATH_ETCD_BIN");
+  }
+  ASSERT_FALSE(started.ok());
+  EXPECT_EQ(started.code(), Code::kUnavailable);
+  EXPECT_NE(started.message().find("exited before it answered"), std::string::npos)
+      << started.ToString();
+  std::ifstream in(calls);
+  std::set<std::string> urls;
+  int starts = 0;
+  for (std::string line; std::getline(in, line); ++starts) urls.insert(line);
+  EXPECT_EQ(starts, 4);
+  EXPECT_GE(urls.size(), 2u) << "every start on the same port";
+  std::error_code ec;
+  std::filesystem::remove_all(dir, ec);
 }
 
 using EtcdClientTest = EtcdFixture;

@@ -59,16 +59,38 @@ Status EtcdTestServer::Start() {
   if (pid_ > 0) return FailedPrecondition("etcd test server already running");
   const std::string bin = Binary();
   if (bin.empty()) return NotFound("etcd binary not found (install etcd-server)");
-  if (dir_.empty()) {
+  const bool first = dir_.empty();
+  if (first) {
     const char* tmp = std::getenv("TMPDIR");
     std::string tmpl = fmt::format("{}/dp-etcd-XXXXXX", tmp != nullptr ? tmp : "/tmp");
     if (::mkdtemp(tmpl.data()) == nullptr) return ErrnoStatus("mkdtemp " + tmpl, errno);
     dir_ = tmpl;
     log_path_ = dir_ + "/etcd.log";
-    ASSIGN_OR_RETURN(client_port_, FreePort());
-    ASSIGN_OR_RETURN(peer_port_, FreePort());
-    endpoint_ = fmt::format("127.0.0.1:{}", client_port_);
   }
+  // The ports are free when picked, not reserved: before etcd binds them another process may take
+  // one (an outgoing connection's ephemeral port comes from the same range), and etcd exits at
+  // once. The first start then picks new ports and tries again; a restart keeps its endpoint (the
+  // test's clients hold it) and reports the exit.
+  constexpr int kTries = 4;
+  Status last;
+  for (int attempt = 0; attempt < (first ? kTries : 1); ++attempt) {
+    if (first) {
+      if (attempt > 0) {
+        std::error_code ec;  // what the exited etcd wrote names its old peer port
+        std::filesystem::remove_all(dir_ + "/data", ec);
+      }
+      ASSIGN_OR_RETURN(client_port_, FreePort());
+      ASSIGN_OR_RETURN(peer_port_, FreePort());
+      endpoint_ = fmt::format("127.0.0.1:{}", client_port_);
+    }
+    bool exited = false;
+    last = SpawnAndWait(bin, &exited);
+    if (last.ok() || !exited) return last;
+  }
+  return last;
+}
+
+Status EtcdTestServer::SpawnAndWait(const std::string& bin, bool* exited) {
   EtcdServerConfig config;
   config.binary = bin;
   config.name = "dp-test";
@@ -84,13 +106,26 @@ Status EtcdTestServer::Start() {
   ASSIGN_OR_RETURN(pid_, SpawnProcess(spawn));
 
   ASSIGN_OR_RETURN(std::unique_ptr<EtcdClient> client, EtcdClient::Connect(ClientOptions()));
-  Status ready = client->WaitForReady(30 * kNanosPerSecond);
-  if (!ready.ok()) {
-    Kill();
-    return Unavailable(fmt::format("etcd did not come up on {} (log: {}): {}", endpoint_, log_path_,
-                                   ready.message()));
+  // Up to 30 s in steps of 1 s, looking between them whether etcd is still running.
+  Status ready;
+  for (int waited = 0; waited < 30; ++waited) {
+    ready = client->WaitForReady(kNanosPerSecond);
+    if (ready.ok()) return Status::Ok();
+    int wstatus = 0;
+    pid_t r = 0;
+    while ((r = ::waitpid(pid_, &wstatus, WNOHANG)) < 0 && errno == EINTR) {
+    }
+    if (r == pid_) {
+      pid_ = -1;
+      *exited = true;
+      return Unavailable(
+          fmt::format("etcd on {} exited before it answered (wait status {}; log: {})", endpoint_,
+                      wstatus, log_path_));
+    }
   }
-  return Status::Ok();
+  Kill();
+  return Unavailable(fmt::format("etcd did not come up on {} (log: {}): {}", endpoint_, log_path_,
+                                 ready.message()));
 }
 
 void EtcdTestServer::UseTls(EtcdServerTls server, GrpcTls client) {

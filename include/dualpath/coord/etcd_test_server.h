@@ -38,7 +38,9 @@ class EtcdTestServer {
   // the TLS of the readiness check and of ClientOptions().
   void UseTls(EtcdServerTls server, GrpcTls client);
 
-  // Picks ports (first call only), spawns etcd and waits up to 30 s for it to answer.
+  // Picks ports (first call only), spawns etcd and waits up to 30 s for it to answer. On the first
+  // call an etcd that exits before it answers (a port taken meanwhile) is started again on new
+  // ports, up to 4 times.
   Status Start();
   // SIGKILL and reap. No-op when not running.
   void Kill();
@@ -58,6 +60,8 @@ class EtcdTestServer {
   std::string log_path_;
   int client_port_ = 0;
   int peer_port_ = 0;
+  // Spawns etcd on the chosen ports and waits for it; *exited: it exited before it answered.
+  Status SpawnAndWait(const std::string& bin, bool* exited);
   pid_t pid_ = -1;
   std::optional<EtcdServerTls> tls_;
   GrpcTls client_tls_{.insecure = true};
