@@ -119,7 +119,7 @@ Result<std::unique_ptr<KvStoreLink>> MakeStoreLink(const StoreLinkOptions& optio
   // The engine's transfer engines sleep between events, its peer engine as this one: polling
   // threads in every engine starve the store nodes they read from where they share a few cores
   // (the emulated cluster; the nodes there do not poll either, src/replay/run_store.cc).
-  o.transfer.busy_poll = false;
+  o.transfer_poll = false;
   o.skip_addr = options.skip_addr;
   ASSIGN_OR_RETURN(std::unique_ptr<store::StoreClient> client,
                    store::StoreClient::Create(std::move(o)));

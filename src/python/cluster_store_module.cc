@@ -142,8 +142,8 @@ class PyClusterStore {
                       ": must be 1 .. " + std::to_string(kMaxObjectBytes));
     }
     o.staging_bytes = p.staging_bytes;
-    // ClientOptions::transfer: poll while transfers are in flight, or sleep between their events.
-    o.transfer.busy_poll = p.transfer_poll;
+    // ClientOptions::transfer_poll: poll while gets are in flight, or sleep between their events.
+    o.transfer_poll = p.transfer_poll;
     o.exists_poll = SecondsArg(p.exists_poll, "ClusterStore: exists_poll", true);
     // Before any gRPC or UCX call: a process forked from one with a client must not start its own.
     const pid_t self = CurrentPid();

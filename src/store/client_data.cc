@@ -241,6 +241,7 @@ std::vector<Status> RunMoves(StoreClient::Impl& c, transfer::Op op,
       // Objects the master placed back to back, from or into a caller's buffer laid out the same
       // way, move as one operation.
       batch.coalesce = true;
+      batch.poll = op == transfer::Op::kGet && c.options.transfer_poll;
       for (const Move& m : moves) {
         if (m.offset > peer->length || m.len > peer->length - m.offset) {
           refused = Internal(fmt::format("location @{} +{} is outside node {}'s {} bytes", m.offset,

@@ -147,8 +147,8 @@ TEST_F(StoreNodeMasterTest, RoundTripAndTheStandbyServesEverythingAfterTheLeader
     EXPECT_EQ(got.bufs[i], Bytes(i));
   }
   // A client whose transfer thread sleeps between events (an engine's store link) reads the same
-  // bytes as one that polls while its transfers are in flight (the default, `remote`).
-  ASSERT_TRUE(ClientOptions{}.transfer.busy_poll);
+  // bytes as one that polls while its gets are in flight (the default, `remote`).
+  ASSERT_TRUE(ClientOptions{}.transfer_poll);
   auto sleeping = NewStoreClient("", 1, 0, 1, ClientOptions{}.exists_poll, /*transfer_poll=*/false);
   ASSERT_NE(sleeping, nullptr);
   Read slept_read = GetAll(*sleeping, 0, 5);
@@ -160,6 +160,7 @@ TEST_F(StoreNodeMasterTest, RoundTripAndTheStandbyServesEverythingAfterTheLeader
   // Polling longer than 100 ms after the last event: refused when the client is made.
   ClientOptions long_spin;
   long_spin.cluster = kCluster;
+  long_spin.transfer.busy_poll = true;
   long_spin.transfer.idle_spin = 101 * kNanosPerMilli;
   auto spin_refused = StoreClient::Create(long_spin);
   ASSERT_FALSE(spin_refused.ok());

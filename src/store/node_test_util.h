@@ -175,7 +175,7 @@ class StoreEtcdFixture : public ::testing::Test {
     o.staging_bytes = 64 << 10;  // small: the staging buffer must grow for a batch
     o.exists_in_flight = exists_in_flight;
     o.exists_poll = exists_poll;
-    o.transfer.busy_poll = transfer_poll;
+    o.transfer_poll = transfer_poll;
     auto c = StoreClient::Create(o);
     EXPECT_TRUE(c.ok()) << c.status().ToString();
     return c.ok() ? std::move(c).value() : nullptr;

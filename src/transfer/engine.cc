@@ -264,6 +264,7 @@ EngineImpl::~EngineImpl() {
     delete b;
   }
   inflight_.clear();
+  polled_in_flight_ = 0;
   for (int fd : {epfd_, wakefd_, control_wakefd_}) {
     if (fd >= 0) {
       ::close(fd);
@@ -589,6 +590,7 @@ TransferEngine::Stats EngineImpl::GetStats() const {
   s.post_nanos = post_nanos_.load();
   s.descs_posted = descs_posted_.load();
   s.batches_posted_inline = posted_inline_.load();
+  s.progress_sleeps = sleeps_.load(std::memory_order_relaxed);
   return s;
 }
 

@@ -195,6 +195,11 @@ class EngineImpl final : public TransferEngine {
   ByteBudget low_budget_;
   std::deque<std::unique_ptr<InflightBatch>> deferred_low_;
   std::vector<InflightBatch*> inflight_;  // owned; deleted in Finish
+  size_t polled_in_flight_ = 0;           // batches of inflight_ with Batch::poll
+  void AddInflight(InflightBatch* b) {
+    inflight_.push_back(b);
+    if (b->req.poll) ++polled_in_flight_;
+  }
   size_t ops_outstanding_ = 0;
   // Notices (with their payloads) from engines not yet known.
   std::vector<std::pair<NoticeHeader, std::string>> early_notices_;
@@ -233,6 +238,7 @@ class EngineImpl final : public TransferEngine {
 
   // Stats (written by the progress thread, read anywhere).
   std::atomic<uint64_t> batches_completed_{0};
+  std::atomic<uint64_t> sleeps_{0};  // Stats::progress_sleeps
   std::atomic<uint64_t> batches_failed_{0};
   std::atomic<uint64_t> ops_posted_{0};
   std::atomic<uint64_t> descs_posted_{0};

@@ -260,6 +260,46 @@ TEST_P(EngineTest, CoalescedDescriptorsMoveAsFewerOperationsWithTheSameBytes) {
   EXPECT_EQ(back, src);
 }
 
+// Batch::poll: the progress thread of the engine that waits for the bytes does not sleep while
+// the batch is in flight (it would once per arriving segment otherwise). Read inside on_complete,
+// on the progress thread, the sleep count has grown by at most the one sleep Submit woke it from.
+TEST_P(EngineTest, APolledBatchKeepsTheProgressThreadAwakeUntilItCompletes) {
+  Pair p = Connect(Config());
+  constexpr size_t kObject = 1 << 20, kObjects = 16;
+  std::vector<uint8_t> src = Pattern(kObjects * kObject, 13);
+  std::vector<uint8_t> dst(src.size(), 0);
+  ASSERT_TRUE(p.a->RegisterRegion(dst.data(), dst.size()).ok());
+  ASSERT_TRUE(p.b->RegisterRegion(src.data(), src.size()).ok());
+  while (p.a->RemoteRegions(p.b_from_a)->empty()) {
+    std::this_thread::yield();
+  }
+  auto get_all = [&](bool poll, uint64_t* sleeps) {
+    std::fill(dst.begin(), dst.end(), 0);
+    Batch get{.peer = p.b_from_a, .cls = TrafficClass::kLow, .op = Op::kGet};
+    for (size_t i = 0; i < kObjects; ++i) {
+      get.descs.push_back(
+          {Addr(dst.data() + i * kObject), Addr(src.data() + i * kObject), kObject});
+    }
+    get.poll = poll;
+    const uint64_t before = p.a->GetStats().progress_sleeps;
+    auto prom = std::make_shared<std::promise<Status>>();
+    auto fut = prom->get_future();
+    TransferEngine* a = p.a.get();
+    get.on_complete = [prom, a, before, sleeps](const Status& s) {
+      *sleeps = a->GetStats().progress_sleeps - before;
+      prom->set_value(s);
+    };
+    ASSERT_TRUE(a->Submit(std::move(get)).ok());
+    ASSERT_EQ(fut.wait_for(kGuard), std::future_status::ready);
+    ASSERT_TRUE(fut.get().ok());
+    EXPECT_EQ(dst, src);
+  };
+  uint64_t slept = 0, polled = 0;
+  get_all(false, &slept);
+  get_all(true, &polled);
+  EXPECT_LE(polled, 1u) << "sleeps during a polled get (an unpolled one slept " << slept << ")";
+}
+
 // Coalesced operations stay within EngineConfig::coalesce_max_bytes (liveness is judged by
 // completions: one huge operation on a slow link would look like a dead peer).
 TEST_P(EngineTest, CoalescedOperationsStayWithinTheirLimit) {

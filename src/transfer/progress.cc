@@ -179,6 +179,7 @@ void EngineImpl::ProgressLoop() {
         (!inflight_.empty() || clock_.Now() - last_activity < config_.idle_spin)) {
       continue;
     }
+    if (polled_in_flight_ > 0) continue;  // Batch::poll
     SleepOnWorkers(progress_lock);
   }
 }
@@ -205,6 +206,7 @@ void EngineImpl::SleepOnWorkers(std::unique_lock<std::mutex>& progress_lock) {
   epoll_event evs[4];
   // Asleep, the thread gives up the workers: a submitter may post meanwhile (post_on_submit).
   progress_lock.unlock();
+  sleeps_.fetch_add(1, std::memory_order_relaxed);
   int n = epoll_wait(epfd_, evs, 4, timeout_ms);
   progress_waking_.store(true, std::memory_order_relaxed);
   progress_lock.lock();
@@ -250,7 +252,7 @@ void EngineImpl::Admit(std::unique_ptr<InflightBatch> b) {
   if (p.killed) {
     b->status = p.kill_status;
     InflightBatch* raw = b.release();
-    inflight_.push_back(raw);
+    AddInflight(raw);
     Finish(raw);
     return;
   }
@@ -269,7 +271,7 @@ void EngineImpl::Admit(std::unique_ptr<InflightBatch> b) {
     }
   }
   InflightBatch* raw = b.release();
-  inflight_.push_back(raw);
+  AddInflight(raw);
   Post(raw);
 }
 
@@ -284,7 +286,7 @@ void EngineImpl::AdmitDeferred() {
     if (b->peer->killed) {
       b->status = b->peer->kill_status;
       InflightBatch* raw = b.release();
-      inflight_.push_back(raw);
+      AddInflight(raw);
       Finish(raw);
       continue;
     }
@@ -293,7 +295,7 @@ void EngineImpl::AdmitDeferred() {
     low_in_flight_.store(now, std::memory_order_relaxed);
     low_in_flight_max_.store(std::max(now, low_in_flight_max_.load()), std::memory_order_relaxed);
     InflightBatch* raw = b.release();
-    inflight_.push_back(raw);
+    AddInflight(raw);
     Post(raw);
   }
 }
@@ -509,6 +511,7 @@ void EngineImpl::Finish(InflightBatch* b) {
   DUALPATH_CHECK(it != inflight_.end(), "finishing a batch that is not in flight");
   *it = inflight_.back();
   inflight_.pop_back();
+  if (b->req.poll) --polled_in_flight_;
   if (b->posted) {
     --p.batches_in_flight;
   }
@@ -652,7 +655,7 @@ void EngineImpl::KillPeer(PeerState& p, const std::string& reason) {
     if (b->peer.get() == &p) {
       b->status = p.kill_status;
       InflightBatch* raw = b.release();
-      inflight_.push_back(raw);
+      AddInflight(raw);
       Finish(raw);
     } else {
       keep.push_back(std::move(b));

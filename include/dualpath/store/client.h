@@ -75,14 +75,16 @@ struct ClientOptions {
   // send buffer, sent, received into a buffer and copied into the tier; with the engines' 72 KiB a
   // 1 MiB object took 15 segments, and the node spent 27-43 CPU-ms per 64 MiB put against 15-24
   // with 1 MiB segments (docs/store.md "UCX tcp put"). Store nodes (any engine) receive them.
-  // Its progress thread polls while this client's transfers are in flight (busy_poll with no
-  // idle_spin: it sleeps as soon as none is): a get's segments arrive one after another, and a
+  // With busy_poll its idle_spin may be 0..100 ms.
+  transfer::EngineConfig transfer = {.tcp_seg_size = kStoreTcpSegBytes};
+  // The transfer engine's thread polls while a get's transfers are in flight (transfer::Batch::
+  // poll) and sleeps between events otherwise: a get's segments arrive one after another, and a
   // thread that slept between them paid a wake-up per segment, which on hosts whose idle cores
-  // halt (VMs) held the UCX tcp get below Mooncake's (docs/store.md "Polling instead of
-  // sleeping"). idle_spin may be 0..100 ms. busy_poll = false sleeps between events: for
+  // halt (VMs) held the UCX tcp get below Mooncake's. Puts are not polled: the node receives
+  // them, and a polling client thread beside the copy threads slowed the 1 MiB puts on two cores
+  // (docs/store.md "The client polls while its gets are in flight"). false: gets sleep too, for
   // processes that share few cores with the nodes they read (`cluster run --store`'s engines).
-  transfer::EngineConfig transfer = {
-      .busy_poll = true, .idle_spin = 0, .tcp_seg_size = kStoreTcpSegBytes};
+  bool transfer_poll = true;
   // Deadline of each master call (each try; no try outlasts the call's retry_deadline either).
   Nanos rpc_timeout = 5 * kNanosPerSecond;
   // How long a call keeps retrying after leader changes and unreachable masters.

@@ -127,6 +127,10 @@ struct Batch {
   // laid out back to back on both sides is one put). Off: one operation per descriptor (what
   // transfer_bench's per-descriptor cost measures).
   bool coalesce = false;
+  // The progress thread polls UCX, without sleeping, while this batch is in flight (whatever
+  // EngineConfig::busy_poll says): for a caller that waits on bytes flowing to it, whose segments
+  // would otherwise each cost the thread a wake-up (the store client's gets, docs/store.md).
+  bool poll = false;
 };
 
 // Called on the progress thread when a peer's notice arrives; `payload` is the sender's
@@ -200,6 +204,9 @@ class TransferEngine {
     uint64_t descs_posted = 0;  // descriptors posted (ops_posted counts UCX operations)
     // Batches Submit posted on the caller's thread (post_on_submit), not via the progress thread.
     uint64_t batches_posted_inline = 0;
+    // Times the progress thread went to sleep on its workers' event descriptors (each costs a
+    // wake-up; busy_poll and Batch::poll avoid them).
+    uint64_t progress_sleeps = 0;
   };
   virtual Stats GetStats() const = 0;
 };
