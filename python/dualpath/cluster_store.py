@@ -112,9 +112,9 @@ class ClusterStore(_BatchVerbs):
         etcd_timeout       deadline of each etcd call, seconds
         staging_bytes      initial staging buffer for unregistered memory (it grows as needed)
         async_threads      batches the *_async verbs run at once
-        transfer_poll      the transfer thread polls while this client's transfers are in flight
-                           (True) or sleeps between their events (False: where the process shares
-                           a few cores with the store nodes it reads)
+        transfer_poll      the transfer thread polls while this client's gets are in flight
+                           (True) or sleeps between their segments (False: where the process
+                           shares a few cores with the store nodes it reads)
         exists_poll        seconds an exists call polls for its answer before it sleeps (0 .. 1;
                            0: sleep at once)
         """
