@@ -973,6 +973,22 @@ class PartitionTest : public ServiceTest {
     return client_->ReportResult(r);
   }
 
+  // Ticks `dt` apart, at most `ticks` times, until a prefill engine of `pes` is handed work:
+  // that first assignment, or none. The engines of `idle` must be handed nothing meanwhile.
+  std::optional<v1::Assignment> TickUntilPrefill(std::initializer_list<uint32_t> pes, int ticks,
+                                                 Nanos dt,
+                                                 std::initializer_list<uint32_t> idle = {}) {
+    std::optional<v1::Assignment> first;
+    for (int i = 0; i < ticks && !first; ++i) {
+      const std::vector<v1::FetchReply> got = Tick(dt);
+      for (uint32_t e : idle) EXPECT_EQ(got[e].prefill_size(), 0) << "engine " << e;
+      for (uint32_t pe : pes) {
+        if (got[pe].prefill_size() > 0) first = got[pe].prefill(0);
+      }
+    }
+    return first;
+  }
+
   bool Reachable(uint32_t engine) {
     const v1::ListEnginesReply l = ListEngines();
     EXPECT_EQ(l.reachable_size(), 4);
@@ -1127,11 +1143,7 @@ TEST_F(PartitionTest, TheRequestsOfACutOffDecodeEngineMoveToTheOther) {
   down_engine_ = got[kP0].prefill(0).decode_engine();
   const uint32_t other = down_engine_ == kD0 ? kD1 : kD0;
   down_at_ = 1 * kNanosPerSecond;
-  std::optional<v1::Assignment> retry;
-  for (int i = 0; i < 8 && !retry; ++i) {
-    got = Tick(500 * kNanosPerMilli);
-    if (got[kP0].prefill_size() > 0) retry = got[kP0].prefill(0);
-  }
+  const std::optional<v1::Assignment> retry = TickUntilPrefill({kP0}, 8, 500 * kNanosPerMilli);
   ASSERT_TRUE(retry.has_value());
   EXPECT_EQ(retry->request().request_id(), 1u);
   EXPECT_EQ(retry->attempt(), 1u);
@@ -1165,12 +1177,8 @@ TEST_F(PartitionTest, APeerFailureAcrossAPartitionWaitsForTheCutOffInsteadOfBurn
     EXPECT_EQ(got[kP0].prefill_size() + got[kP1].prefill_size(), 0)
         << "retried at " << ToSeconds(clock_.Now()) << " s, before any verdict on p1's link";
   }
-  std::optional<v1::Assignment> retry;
-  for (int i = 0; i < 5 && !retry; ++i) {
-    got = Tick(100 * kNanosPerMilli);
-    EXPECT_EQ(got[kP1].prefill_size(), 0);
-    if (got[kP0].prefill_size() > 0) retry = got[kP0].prefill(0);
-  }
+  const std::optional<v1::Assignment> retry =
+      TickUntilPrefill({kP0}, 5, 100 * kNanosPerMilli, /*idle=*/{kP1});
   ASSERT_TRUE(retry.has_value());
   EXPECT_EQ(retry->request().request_id(), 1u);
   EXPECT_EQ(retry->attempt(), 1u);
@@ -1189,13 +1197,7 @@ TEST_F(PartitionTest, APeerFailureBetweenEnginesThatReachEachOtherIsRetriedAfter
   std::vector<v1::FetchReply> got = Tick(100 * kNanosPerMilli);
   ASSERT_EQ(got[kP1].prefill_size(), 1);
   ASSERT_TRUE(ReportPeerFailure(1, 0).ok());
-  std::optional<v1::Assignment> retry;
-  for (int i = 0; i < 3 && !retry; ++i) {
-    got = Tick(100 * kNanosPerMilli);
-    for (uint32_t pe : {kP0, kP1}) {
-      if (got[pe].prefill_size() > 0) retry = got[pe].prefill(0);
-    }
-  }
+  const std::optional<v1::Assignment> retry = TickUntilPrefill({kP0, kP1}, 3, 100 * kNanosPerMilli);
   ASSERT_TRUE(retry.has_value()) << "no retry within 0.3 s of the failure";
   EXPECT_EQ(retry->request().request_id(), 1u);
   EXPECT_EQ(retry->attempt(), 1u);

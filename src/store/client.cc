@@ -193,11 +193,8 @@ Result<std::unique_ptr<StoreClient>> StoreClient::Create(ClientOptions options) 
     return InvalidArgument(
         fmt::format("store client exists_poll {} ns is outside 0..1 s", options.exists_poll));
   }
-  if (options.transfer.busy_poll &&
-      (options.transfer.idle_spin < 0 || options.transfer.idle_spin > 100 * kNanosPerMilli)) {
-    return InvalidArgument(fmt::format("store client transfer idle_spin {} ns is outside 0..100 ms",
-                                       options.transfer.idle_spin));
-  }
+  RETURN_IF_ERROR(CheckTransferIdleSpin(options.transfer.busy_poll, options.transfer.idle_spin,
+                                        "store client"));
   if (options.exists_in_flight < 1 || options.exists_in_flight > kMaxExistsInFlight) {
     return InvalidArgument(fmt::format("store client exists_in_flight {} is outside 1..{}",
                                        options.exists_in_flight, kMaxExistsInFlight));

@@ -50,11 +50,7 @@ Status CheckOptions(const NodeOptions& o) {
   }
   if (o.shm_dir.empty()) return InvalidArgument("store node shm_dir is empty");
   if (o.transfer_listen.empty()) return InvalidArgument("store node transfer listen is empty");
-  if (o.transfer.busy_poll &&
-      (o.transfer.idle_spin < 0 || o.transfer.idle_spin > 100 * kNanosPerMilli)) {
-    return InvalidArgument(
-        fmt::format("store node transfer poll {} ns is outside 0..100 ms", o.transfer.idle_spin));
-  }
+  RETURN_IF_ERROR(CheckTransferIdleSpin(o.transfer.busy_poll, o.transfer.idle_spin, "store node"));
   if (o.rpc_listen.empty()) return InvalidArgument("store node rpc listen is empty");
   if (o.rpc_timeout <= 0) return InvalidArgument("store node rpc_timeout must be > 0");
   if (o.register_timeout <= 0) return InvalidArgument("store node register_timeout must be > 0");

@@ -141,22 +141,14 @@ TEST_F(StoreNodeMasterTest, RoundTripAndTheStandbyServesEverythingAfterTheLeader
   EXPECT_EQ(n1->Replicas().size(), 5u);
   EXPECT_EQ(n2->Replicas().size(), 5u);
   Read got = GetAll(*remote, 0, 5);
-  for (uint32_t i = 0; i < 5; ++i) {
-    ASSERT_TRUE(got.results[i].status.ok()) << got.results[i].status.ToString();
-    EXPECT_EQ(got.results[i].source, ReadSource::kRemote);
-    EXPECT_EQ(got.bufs[i], Bytes(i));
-  }
+  ASSERT_NO_FATAL_FAILURE(ExpectReadAll(got, 0, 5, ReadSource::kRemote));
   // A client whose transfer thread sleeps between events (an engine's store link) reads the same
   // bytes as one that polls while its gets are in flight (the default, `remote`).
   ASSERT_TRUE(ClientOptions{}.transfer_poll);
   auto sleeping = NewStoreClient("", 1, 0, 1, ClientOptions{}.exists_poll, /*transfer_poll=*/false);
   ASSERT_NE(sleeping, nullptr);
   Read slept_read = GetAll(*sleeping, 0, 5);
-  for (uint32_t i = 0; i < 5; ++i) {
-    ASSERT_TRUE(slept_read.results[i].status.ok()) << slept_read.results[i].status.ToString();
-    EXPECT_EQ(slept_read.results[i].source, ReadSource::kRemote);
-    EXPECT_EQ(slept_read.bufs[i], Bytes(i));
-  }
+  ASSERT_NO_FATAL_FAILURE(ExpectReadAll(slept_read, 0, 5, ReadSource::kRemote));
   // Polling longer than 100 ms after the last event: refused when the client is made.
   ClientOptions long_spin;
   long_spin.cluster = kCluster;
@@ -170,11 +162,7 @@ TEST_F(StoreNodeMasterTest, RoundTripAndTheStandbyServesEverythingAfterTheLeader
   auto local = NewStoreClient("host-2", 1, 2);
   ASSERT_NE(local, nullptr);
   Read near = GetAll(*local, 0, 5);
-  for (uint32_t i = 0; i < 5; ++i) {
-    ASSERT_TRUE(near.results[i].status.ok()) << near.results[i].status.ToString();
-    EXPECT_EQ(near.results[i].source, ReadSource::kLocal);
-    EXPECT_EQ(near.bufs[i], Bytes(i));
-  }
+  ASSERT_NO_FATAL_FAILURE(ExpectReadAll(near, 0, 5, ReadSource::kLocal));
   // Removed: forgotten on the nodes before Remove answered.
   std::vector<ObjectKey> gone = {Key(4)};
   auto removed = remote->Remove(gone);

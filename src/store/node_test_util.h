@@ -90,6 +90,16 @@ inline Read GetAll(StoreClient& c, uint32_t first, uint32_t count) {
   return out;
 }
 
+// Every object of a GetAll(c, first, count) was read, from `source`, with the bytes put. Call it
+// in ASSERT_NO_FATAL_FAILURE: a failed read ends the test, as the loop it replaced did.
+inline void ExpectReadAll(const Read& r, uint32_t first, uint32_t count, ReadSource source) {
+  for (uint32_t i = 0; i < count; ++i) {
+    ASSERT_TRUE(r.results[i].status.ok()) << r.results[i].status.ToString();
+    EXPECT_EQ(r.results[i].source, source);
+    EXPECT_EQ(r.bufs[i], Bytes(first + i));
+  }
+}
+
 class StoreEtcdFixture : public ::testing::Test {
  protected:
   void SetUp() override {

@@ -1,10 +1,20 @@
 #include "dualpath/store/types.h"
 
+#include <fmt/format.h>
+
 #include <cstdio>
 
 #include "dualpath/kv/block_file.h"
 
 namespace dualpath::store {
+
+Status CheckTransferIdleSpin(bool busy_poll, Nanos idle_spin, std::string_view who) {
+  if (busy_poll && (idle_spin < 0 || idle_spin > kMaxTransferIdleSpin)) {
+    return InvalidArgument(
+        fmt::format("{} transfer idle_spin {} ns is outside 0..100 ms", who, idle_spin));
+  }
+  return Status::Ok();
+}
 
 std::string_view TierName(Tier tier) {
   switch (tier) {

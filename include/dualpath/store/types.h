@@ -19,7 +19,9 @@
 #include <string>
 #include <string_view>
 
+#include "dualpath/common/clock.h"
 #include "dualpath/common/ids.h"
+#include "dualpath/common/status.h"
 #include "dualpath/kv/block_hash.h"
 
 namespace dualpath::store {
@@ -62,6 +64,13 @@ static_assert(static_cast<int64_t>(kMaxBatchKeys) * kMaxReportedReplicaBytes + k
 // The storage tier a replica lives in on its node: the node's shared-memory pool (DRAM) or its
 // node-local SSD path.
 enum class Tier : uint8_t { kDram = 0, kSsd = 1 };
+// The longest a store node's or client's transfer thread may keep polling after its last event
+// (transfer::EngineConfig::idle_spin, with busy_poll).
+inline constexpr Nanos kMaxTransferIdleSpin = 100 * kNanosPerMilli;
+// InvalidArgument naming `who` ("store node", "store client") when busy_poll is on and idle_spin
+// is outside 0..kMaxTransferIdleSpin.
+Status CheckTransferIdleSpin(bool busy_poll, Nanos idle_spin, std::string_view who);
+
 inline constexpr int kNumTiers = 2;
 
 // False for a value outside the enum (a Tier cast from a message or a file).
