@@ -199,6 +199,8 @@ expect 2 "--timeout-ms: 99999999999999999999 is beyond the 64-bit range" \
   bench transfer --connect 127.0.0.1:1 --timeout-ms 99999999999999999999
 expect 2 "--result-wait-blocks: Value 2000000 not in range 0 to 1048576" \
   engine --role decode --result-wait-blocks 2000000
+expect 2 "--max-decode-batch: Value 70000 not in range 0 to 65536" \
+  engine --role decode --max-decode-batch 70000
 
 # Issue 25 item 1: a store node without the cluster's transfer token is refused unless
 # --insecure (as an engine is), before it creates its tier file or listens.

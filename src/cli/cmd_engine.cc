@@ -38,6 +38,7 @@ constexpr uint64_t kMaxRanks = 64;       // threads standing in for the GPUs of 
 constexpr uint64_t kMaxRackNode = 1023;  // a pool region has at most 1024 nodes (docs/pool.md)
 constexpr double kMaxComputeQuotaMs = 60'000;
 constexpr uint64_t kMaxMinChunkTokens = 1u << 20;  // no prompt is longer (kv limits)
+constexpr uint64_t kMaxDecodeBatch = 1u << 16;     // far above what a DE buffer holds
 
 struct EngineArgs {
   std::string role;
@@ -52,6 +53,7 @@ struct EngineArgs {
   std::string result_after_write = "off";
   uint64_t rack_node = 0;
   uint64_t ranks = 1;
+  uint64_t max_decode_batch = 0;
   double compute_quota_ms = 300;
   uint64_t buffer_mib = 256;
   uint64_t pool_mib = 0;
@@ -151,6 +153,7 @@ int RunEngine(EngineArgs& a) {
   o.pool_bytes = a.pool_mib << 20;
   o.request_timeout = FromSeconds(a.request_timeout_s);
   o.ranks = static_cast<uint32_t>(a.ranks);
+  o.max_decode_batch = static_cast<uint32_t>(a.max_decode_batch);
   o.compute_quota = FromSeconds(a.compute_quota_ms / 1000);
   o.min_chunk_tokens = static_cast<int64_t>(a.min_chunk_tokens);
   o.peer_timeout = FromSeconds(a.peer_timeout_s);
@@ -243,14 +246,21 @@ void Register(CLI::App& root, int* exit_code) {
                   "arrivals join at step boundaries) or serial (one request at a time); default "
                   "continuous")
       ->check(CLI::IsMember({"continuous", "serial"}));
+  sub->add_option("--max-decode-batch", a->max_decode_batch,
+                  "Decode engine, continuous: the most requests in one decode step; ready "
+                  "requests beyond it wait for one to finish, in arrival order (vLLM's "
+                  "max_num_seqs). 0: bounded by the buffer memory only; default 0")
+      ->check(CLI::Range(uint64_t{0}, kMaxDecodeBatch));
   sub->add_option("--prefill-batching", a->prefill_batching,
                   "Prefill engine: batched (forward batches of every loaded request's chunks, "
                   "§6.2 packing onto --ranks) or serial (one request per forward pass); default "
                   "batched")
       ->check(CLI::IsMember({"batched", "serial"}));
   sub->add_option("--ranks", a->ranks,
-                  "Prefill engine, batched: data-parallel attention ranks (threads standing in "
-                  "for the engine's GPUs), 1-64; default 1");
+                  "Data-parallel attention ranks (threads standing in for the engine's GPUs), "
+                  "1-64; default 1. Prefill engine, batched: chunks are packed onto them (§6.2). "
+                  "Decode engine, continuous: each request decodes on the rank with the fewest "
+                  "context tokens when it joins (serial decoding steps one request on one rank)");
   sub->add_option("--rank-placement", a->rank_placement,
                   "Prefill engine, batched: packed (§6.2: every rank's attention within the "
                   "compute quota and balanced) or round-robin (chunks dealt out in turn); default "

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "dualpath/common/log.h"
+#include "dualpath/model/rank_pool.h"
 
 namespace dualpath::engine {
 
@@ -119,14 +120,27 @@ struct Decoder::Active {
   int64_t ready_ns = 0;    // DeReq::ready_ns
   int64_t start_ns = 0;    // taken into decode (BeginDecode)
   int64_t second_token_ns = 0;
-  int64_t done_ns = 0;  // its last step ran (retired; reported once its blocks are queued)
+  int64_t done_ns = 0;      // its last step ran (retired; reported once its blocks are queued)
+  uint32_t rank = 0;        // its attention rank (Decoder::ranks_), chosen when it joined
+  int64_t rank_tokens = 0;  // what it adds to rank_tokens_[rank]: prompt + gen_tokens
 };
+
+uint32_t DecodeRankFor(std::span<const int64_t> rank_tokens) {
+  DUALPATH_CHECK(!rank_tokens.empty(), "DecodeRankFor: no ranks");
+  return static_cast<uint32_t>(std::min_element(rank_tokens.begin(), rank_tokens.end()) -
+                               rank_tokens.begin());
+}
 
 Decoder::Decoder(Context& ctx)
     : ctx_(ctx),
       reader_(*ctx.store, ctx.shape, ctx.options.read_depth, ctx.kv_store, ctx.rack_cache),
       write_behind_(*ctx.store, WriteBehindFor(ctx.options, ctx.kv_store, ctx.rack_cache,
                                                [this] { OnWriteSpace(); })) {
+  if (ctx.options.decode_batching == DecodeBatching::kContinuous && ctx.options.ranks > 1) {
+    ranks_ = std::make_unique<model::RankPool>(ctx.options.ranks);
+    rank_tokens_.assign(ctx.options.ranks, 0);
+    rank_ns_.assign(ctx.options.ranks, 0);
+  }
   reader_thread_ = std::thread([this] { ReaderLoop(); });
   decode_thread_ = std::thread([this] { DecodeLoop(); });
   report_thread_ = std::thread([this] { ReportLoop(); });
@@ -659,8 +673,13 @@ bool Decoder::DecodeIteration(DecodeState* st) {
     // Arrivals join at the step boundary: every request ready now is in the next step (serial:
     // one, and only when none is decoding).
     if (!serial) {
-      joining.assign(ready_.begin(), ready_.end());
-      ready_.clear();
+      // Up to the batch bound (0: none), first come first served.
+      const size_t bound = ctx_.options.max_decode_batch;
+      size_t take = ready_.size();
+      if (bound != 0)
+        take = std::min(take, bound > st->active.size() ? bound - st->active.size() : 0);
+      joining.assign(ready_.begin(), ready_.begin() + static_cast<ptrdiff_t>(take));
+      ready_.erase(ready_.begin(), ready_.begin() + static_cast<ptrdiff_t>(take));
     } else if (st->active.empty() && !ready_.empty()) {
       joining.push_back(ready_.front());
       ready_.pop_front();
@@ -671,6 +690,13 @@ bool Decoder::DecodeIteration(DecodeState* st) {
   }
   for (auto& r : joining) {
     st->active.push_back(BeginDecode(r));
+    Active& a = *st->active.back();
+    // A request with gen_tokens 1 runs no step: it takes no rank.
+    if (ranks_ != nullptr && !Finished(a)) {
+      a.rank = DecodeRankFor(rank_tokens_);
+      a.rank_tokens = a.r->plan.prompt + a.r->a.request().gen_tokens();
+      rank_tokens_[a.rank] += a.rank_tokens;
+    }
   }
   std::vector<Active*> batch;
   batch.reserve(st->active.size());
@@ -685,6 +711,7 @@ bool Decoder::DecodeIteration(DecodeState* st) {
   for (size_t i = 0; i < st->active.size();) {
     if (Finished(*st->active[i])) {
       st->active[i]->done_ns = RealtimeNs();
+      if (ranks_ != nullptr) rank_tokens_[st->active[i]->rank] -= st->active[i]->rank_tokens;
       st->retiring.push_back(std::move(st->active[i]));
       st->active.erase(st->active.begin() + static_cast<ptrdiff_t>(i));
     } else {
@@ -864,13 +891,24 @@ void Decoder::Step(std::span<Active* const> batch) {
     const uint32_t tok = a.r->a.request().teacher(static_cast<int>(a.next_step - 1));
     m.Embed({&tok, 1}, std::span<float>(step_hidden_).subspan(i * h, h));
   }
+  // Data-parallel attention when the batch spans more than one rank; a batch on one rank is
+  // computed by this thread (the same bits either way: each sequence's attention is its own).
+  bool spread = false;
+  if (ranks_ != nullptr) {
+    for (size_t i = 1; i < n && !spread; ++i) spread = batch[i]->rank != batch[0]->rank;
+    if (spread) std::fill(rank_ns_.begin(), rank_ns_.end(), 0);
+  }
   for (uint32_t l = 0; l < ctx_.layers; ++l) {
     for (size_t i = 0; i < n; ++i) {
       const DeReq& r = *batch[i]->r;
       const uint64_t pos = static_cast<uint64_t>(r.plan.prompt) + batch[i]->next_step - 1;
-      step_seqs_[i] = {pos, 1, {r.area + l * r.stride, (pos + 1) * bpt}};
+      step_seqs_[i] = {pos, 1, {r.area + l * r.stride, (pos + 1) * bpt}, batch[i]->rank};
     }
-    m.ForwardLayerBatch(l, step_seqs_, step_hidden_);
+    if (spread) {
+      m.ForwardLayerBatch(l, step_seqs_, step_hidden_, *ranks_, rank_ns_);
+    } else {
+      m.ForwardLayerBatch(l, step_seqs_, step_hidden_);
+    }
   }
   m.LogitsRows(step_hidden_, step_logits_);
   const int64_t now_ns = RealtimeNs();
@@ -884,7 +922,8 @@ void Decoder::Step(std::span<Active* const> batch) {
     ++a.next_step;
     a.computed = a.r->plan.prompt + a.next_step - 1;  // positions [0, prompt + j) computed
   }
-  ctx_.metrics->OnDecodeStep(n);
+  ctx_.metrics->OnDecodeStep(
+      n, spread ? std::span<const int64_t>(rank_ns_) : std::span<const int64_t>());
 }
 
 void Decoder::Finish(Active& a) {

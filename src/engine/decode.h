@@ -61,7 +61,17 @@
 #include "engine/hit_reader.h"
 #include "engine/notice.h"
 
+namespace dualpath::model {
+class RankPool;
+}  // namespace dualpath::model
+
 namespace dualpath::engine {
+
+// The rank a request joining a continuous decode batch is placed on (data-parallel attention:
+// its KV and attention stay on that rank until it leaves): the one with the fewest context tokens
+// of the requests already decoding there, the lowest index on ties. `rank_tokens` has one entry
+// per rank (at least one).
+uint32_t DecodeRankFor(std::span<const int64_t> rank_tokens);
 
 struct DeReq;
 
@@ -124,7 +134,8 @@ class Decoder {
     std::vector<std::unique_ptr<Active>> active;
     std::vector<std::unique_ptr<Active>> retiring;
   };
-  // The decode loop's body, one step boundary: takes ready requests in (continuous: all; serial:
+  // The decode loop's body, one step boundary: takes ready requests in (continuous: all, up to
+  // EngineOptions::max_decode_batch in the batch; serial:
   // one when none is decoding), runs one step, retires the finished ones, offers pending blocks
   // to the write-behind and reports the retired requests whose blocks are all queued. Waits only
   // when nothing is decoding (for work or for write-behind space). False when the engine stops.
@@ -174,6 +185,14 @@ class Decoder {
   std::vector<float> step_hidden_;
   std::vector<float> step_logits_;
   std::vector<model::RefModel::BatchSeq> step_seqs_;
+  // Continuous batching with EngineOptions::ranks > 1: the engine's data-parallel attention ranks
+  // (threads standing in for its GPUs). Each request decodes on the rank DecodeRankFor chose when
+  // it joined; a step's attention runs on all ranks at once and ends with the slowest, the rest
+  // of each layer (projections, MLP) over the whole batch. Null otherwise (serial decoding steps
+  // one request, which one rank computes). Decode thread only.
+  std::unique_ptr<model::RankPool> ranks_;
+  std::vector<int64_t> rank_tokens_;  // per rank: context tokens of its active requests
+  std::vector<int64_t> rank_ns_;      // a step's per-rank attention CPU time (ForwardLayerBatch)
   std::thread reader_thread_;
   std::thread decode_thread_;
   std::thread report_thread_;

@@ -62,6 +62,14 @@ EngineMetrics::EngineMetrics(metrics::Registry& registry, Labels labels)
                        "size); divided by dualpath_engine_decode_steps_total: the mean batch.",
                        kEngineLabels)
               .With(With({}))),
+      decode_spread_steps_(
+          group_
+              .Counter("dualpath_engine_decode_spread_steps_total",
+                       "Decode steps whose batch ran its attention on more than one of the "
+                       "engine's ranks (--ranks, continuous batching); their per-rank attention "
+                       "is in dualpath_engine_attention_{max,avg}_ns_total.",
+                       kEngineLabels)
+              .With(With({}))),
       prefill_batches_(group_
                            .Counter("dualpath_engine_prefill_batches_total",
                                     "Forward batches (prefill passes over all layers) this "
@@ -82,15 +90,17 @@ EngineMetrics::EngineMetrics(metrics::Registry& registry, Labels labels)
       attention_max_ns_(
           group_
               .Counter("dualpath_engine_attention_max_ns_total",
-                       "Sum over forward batches of the slowest rank's attention CPU time (ns); "
+                       "Sum over forward batches (a decode engine: its spread decode steps) of "
+                       "the slowest rank's attention CPU time (ns); "
                        "divided by dualpath_engine_attention_avg_ns_total: the time-weighted "
                        "attention max/avg across ranks.",
                        kEngineLabels)
               .With(With({}))),
       attention_avg_ns_(group_
                             .Counter("dualpath_engine_attention_avg_ns_total",
-                                     "Sum over forward batches of the ranks' mean attention CPU "
-                                     "time (ns), idle ranks included.",
+                                     "Sum over forward batches (a decode engine: its spread "
+                                     "decode steps) of the ranks' mean attention CPU time (ns), "
+                                     "idle ranks included.",
                                      kEngineLabels)
                             .With(With({}))) {
   group_
@@ -150,9 +160,18 @@ void EngineMetrics::OnFailed(const Status& why) {
   errors_.With(With({std::string(CodeName(why.code()))})).Inc();
 }
 
-void EngineMetrics::OnDecodeStep(size_t requests) {
+void EngineMetrics::OnDecodeStep(size_t requests, std::span<const int64_t> rank_ns) {
   decode_steps_.Inc();
   decode_step_requests_.Inc(requests);
+  if (rank_ns.empty()) return;
+  decode_spread_steps_.Inc();
+  int64_t max_ns = 0, sum_ns = 0;
+  for (int64_t t : rank_ns) {
+    max_ns = std::max(max_ns, t);
+    sum_ns += t;
+  }
+  attention_max_ns_.Inc(static_cast<uint64_t>(max_ns));
+  attention_avg_ns_.Inc(static_cast<uint64_t>(sum_ns / static_cast<int64_t>(rank_ns.size())));
 }
 
 void EngineMetrics::OnPrefillBatch(size_t requests, int64_t tokens,

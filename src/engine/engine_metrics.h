@@ -59,8 +59,11 @@ class EngineMetrics {
   void OnRackPool(uint64_t written, uint64_t read);
   // A request failed on this engine (reported to the scheduler with ok=false).
   void OnFailed(const Status& why);
-  // The decode engine ran one decode step over `requests` requests (its batch size).
-  void OnDecodeStep(size_t requests);
+  // The decode engine ran one decode step over `requests` requests (its batch size). rank_ns:
+  // each rank's attention CPU time over all layers when the step's batch spanned more than one
+  // rank (EngineOptions::ranks; empty otherwise): counted as a spread step, and in the attention
+  // max/avg counters as a forward batch is.
+  void OnDecodeStep(size_t requests, std::span<const int64_t> rank_ns = {});
   // The prefill engine ran one forward batch: `requests` chunks (one per request), `tokens` new
   // tokens in all, and each rank's attention CPU time over all layers (empty: not measured, the
   // serial PE). Idle ranks are in rank_ns as 0: they count in the balance, as an idle GPU does.
@@ -99,6 +102,7 @@ class EngineMetrics {
   metrics::Counter* rack_pool_bytes_[2] = {};  // [0] written, [1] read
   metrics::Counter& decode_steps_;
   metrics::Counter& decode_step_requests_;
+  metrics::Counter& decode_spread_steps_;
   metrics::Counter& prefill_batches_;
   metrics::Counter& prefill_batch_requests_;
   metrics::Counter& prefill_batch_tokens_;

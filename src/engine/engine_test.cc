@@ -34,6 +34,7 @@
 #include "dualpath/storage/block_store.h"
 #include "dualpath/storage/layout.h"
 #include "engine/context.h"
+#include "engine/decode.h"
 #include "engine/local_scheduler.h"
 #include "engine/rack_test_util.h"
 
@@ -124,6 +125,7 @@ class EngineTest : public ::testing::Test {
     o.ucx_tls = "tcp";
     o.fetch_wait_ms = 50;
     o.decode_batching = decode_batching_;
+    o.max_decode_batch = max_decode_batch_;
     o.write_behind_bytes = write_behind_bytes_;
     o.result_after_write = result_after_write_;
     o.result_wait_blocks = result_wait_blocks_;
@@ -244,6 +246,7 @@ class EngineTest : public ::testing::Test {
   Nanos request_timeout_ = 30 * kNanosPerSecond;
   Nanos de_request_timeout_ = 0;  // the DE's, when not 0 (otherwise request_timeout_)
   DecodeBatching decode_batching_ = DecodeBatching::kContinuous;
+  uint32_t max_decode_batch_ = 0;
   uint64_t write_behind_bytes_ = EngineOptions{}.write_behind_bytes;
   // Most tests run turns one after another and expect each to hit what the previous one wrote.
   bool result_after_write_ = true;
@@ -660,8 +663,79 @@ TEST_P(DecodeBatchingTest, ConcurrentAgentsGiveReferenceOutputs) {
     EXPECT_LE(steps, requests);
   }
   ASSERT_GT(steps, 0);
+  // The DE has two ranks (ranks_). Continuous: a request joining a batch goes to the rank with
+  // fewer context tokens, so the first step with two requests has one on each rank and runs its
+  // attention on both (DecodeRankFor); later ones may stay on one. Serial never spreads a step.
+  ASSERT_EQ(ranks_, 2u);
+  const double spread = CounterValue(text, "dualpath_engine_decode_spread_steps_total" + labels);
+  const double attn_max = CounterValue(text, "dualpath_engine_attention_max_ns_total" + labels);
+  const double attn_avg = CounterValue(text, "dualpath_engine_attention_avg_ns_total" + labels);
+  if (GetParam() == DecodeBatching::kSerial) {
+    EXPECT_EQ(spread, 0);
+  } else {
+    EXPECT_LE(spread, steps);
+    if (requests > steps) EXPECT_GT(spread, 0) << "no decode step ran on both ranks";
+    if (spread > 0) {
+      EXPECT_GT(attn_avg, 0);
+      EXPECT_GE(attn_max, attn_avg);
+    }
+  }
   // How much the requests overlapped depends on timing: recorded, not asserted.
   RecordProperty("mean_decode_batch", std::to_string(requests / steps));
+  RecordProperty("decode_spread_steps", std::to_string(spread));
+}
+
+// --max-decode-batch 2: many requests ready at once, never more than two in a decode step (the
+// rest wait their turn, first come first served); every output equals the reference.
+class BoundedDecodeBatchTest : public EngineTest {
+ protected:
+  BoundedDecodeBatchTest() { max_decode_batch_ = 2; }
+};
+
+TEST_F(BoundedDecodeBatchTest, NoStepHoldsMoreThanTheBound) {
+  ASSERT_TRUE(pe_ && de_);
+  constexpr int kAgents = 6;
+  std::vector<Agent> agents;
+  for (int i = 0; i < kAgents; ++i) agents.emplace_back(200 + i);
+  uint64_t id = 1;
+  // [taken into decode, last step] of every request that stepped, as (time, +1 / -1) events.
+  std::vector<std::pair<int64_t, int>> edges;
+  for (int turn = 0; turn < 2; ++turn) {
+    std::vector<v1c::RequestSpec> specs;
+    for (int i = 0; i < kAgents; ++i)
+      specs.push_back(agents[i].NextTurn(id++, 24 + 7 * i, 12 + 3 * i));
+    for (const auto& s : specs) {
+      sched_.Assign(pe_->engine_id(), de_->engine_id(), s, v1c::READ_SIDE_PREFILL, HitTokens(s), 0);
+    }
+    for (const auto& s : specs) {
+      v1c::RequestResult r = Wait(s.request_id());
+      ExpectReference(s, r);
+      const v1c::Timing& t = r.timing();
+      ASSERT_GT(t.decode_start_ns(), 0);
+      ASSERT_LE(t.decode_start_ns(), t.done_ns());
+      edges.emplace_back(t.decode_start_ns(), +1);
+      edges.emplace_back(t.done_ns(), -1);
+    }
+  }
+  // A request is taken in only after an earlier one's last step: at equal times the end first.
+  std::sort(edges.begin(), edges.end());
+  int in_decode = 0, most = 0;
+  for (const auto& [t, d] : edges) {
+    in_decode += d;
+    most = std::max(most, in_decode);
+  }
+  EXPECT_LE(most, 2);
+  EXPECT_EQ(in_decode, 0);
+  RecordProperty("most_requests_decoding_at_once", std::to_string(most));
+}
+
+// A joining request's decode rank: the one with the fewest context tokens, the lowest on ties.
+TEST(DecodeRankForTest, PicksTheRankWithFewestTokensAndTheLowestOnTies) {
+  EXPECT_EQ(DecodeRankFor(std::vector<int64_t>{0}), 0u);
+  EXPECT_EQ(DecodeRankFor(std::vector<int64_t>{0, 0}), 0u);
+  EXPECT_EQ(DecodeRankFor(std::vector<int64_t>{500, 0}), 1u);
+  EXPECT_EQ(DecodeRankFor(std::vector<int64_t>{300, 200, 200, 900}), 1u);
+  EXPECT_EQ(DecodeRankFor(std::vector<int64_t>{7, 9, 3}), 2u);
 }
 
 INSTANTIATE_TEST_SUITE_P(Modes, DecodeBatchingTest,

@@ -93,6 +93,12 @@ struct EngineOptions {
   unsigned read_depth = 8;       // io_uring reads in flight per reader stage
   uint32_t fetch_wait_ms = 200;  // long-poll bound of one Fetch
   DecodeBatching decode_batching = DecodeBatching::kContinuous;  // decode engines only
+  // Decode engines, continuous batching: the most requests in one decode step (vLLM's
+  // max_num_seqs; `--max-decode-batch`); ready requests beyond it wait, first come first served,
+  // for a request to finish. 0: bounded only by the buffer memory. Serial decoding is a batch of
+  // one (docs/engine.md "Decode batching": on the CPU reference model a step's cost grows with
+  // its batch, so an unbounded batch shares the engine among every request of a burst).
+  uint32_t max_decode_batch = 0;
   // Decode engines: bytes of block files the write-behind may hold queued or in flight (at least
   // one block file). Blocks it refuses when full wait in their requests' buffers, never in the
   // decode step loop (docs/engine.md "Decode batching").
@@ -111,9 +117,12 @@ struct EngineOptions {
   // next turn that comes at once would recompute from scratch, while a steady agentic turn queues
   // 0-1 (docs/engine.md "When a result is reported").
   uint32_t result_wait_blocks = 0;
-  // Prefill engines only (docs/engine.md "Prefill batching"): how forward batches are formed, the
+  // Prefill engines (docs/engine.md "Prefill batching"): how forward batches are formed, the
   // engine's data-parallel attention ranks (threads standing in for its GPUs), how chunks are
   // placed on them, and each rank's compute quota (predicted attention time of one layer).
+  // `ranks` is the decode engine's too: with continuous batching each request decodes on one rank
+  // (DecodeRankFor) and a step's attention runs on all of them at once (docs/engine.md "Decode
+  // batching").
   PrefillBatching prefill_batching = PrefillBatching::kSerial;
   uint32_t ranks = 1;
   sched::RankPlacement rank_placement = sched::RankPlacement::kPacked;
