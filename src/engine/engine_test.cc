@@ -674,7 +674,9 @@ TEST_P(DecodeBatchingTest, ConcurrentAgentsGiveReferenceOutputs) {
     EXPECT_EQ(spread, 0);
   } else {
     EXPECT_LE(spread, steps);
-    if (requests > steps) EXPECT_GT(spread, 0) << "no decode step ran on both ranks";
+    if (requests > steps) {
+      EXPECT_GT(spread, 0) << "no decode step ran on both ranks";
+    }
     if (spread > 0) {
       EXPECT_GT(attn_avg, 0);
       EXPECT_GE(attn_max, attn_avg);
