@@ -670,20 +670,16 @@ bool Decoder::DecodeIteration(DecodeState* st) {
     // wait above cannot miss it.
     write_space_ = false;
     ReapLocked(&freed);
-    // Arrivals join at the step boundary: every request ready now is in the next step (serial:
-    // one, and only when none is decoding).
-    if (!serial) {
-      // Up to the batch bound (0: none), first come first served.
-      const size_t bound = ctx_.options.max_decode_batch;
-      size_t take = ready_.size();
-      if (bound != 0)
-        take = std::min(take, bound > st->active.size() ? bound - st->active.size() : 0);
-      joining.assign(ready_.begin(), ready_.begin() + static_cast<ptrdiff_t>(take));
-      ready_.erase(ready_.begin(), ready_.begin() + static_cast<ptrdiff_t>(take));
-    } else if (st->active.empty() && !ready_.empty()) {
-      joining.push_back(ready_.front());
-      ready_.pop_front();
+    // Arrivals join at the step boundary, first come first served, up to the batch bound
+    // (continuous: max_decode_batch, 0 for none; serial is a batch of one: one request, and only
+    // when none is decoding).
+    const size_t bound = serial ? 1 : ctx_.options.max_decode_batch;
+    size_t take = ready_.size();
+    if (bound != 0) {
+      take = std::min(take, bound > st->active.size() ? bound - st->active.size() : 0);
     }
+    joining.assign(ready_.begin(), ready_.begin() + static_cast<ptrdiff_t>(take));
+    ready_.erase(ready_.begin(), ready_.begin() + static_cast<ptrdiff_t>(take));
   }
   for (auto& f : freed) {
     ctx_.arena->Free(f->area);

@@ -21,6 +21,22 @@ std::vector<std::string> Plus(std::vector<std::string> a, std::vector<std::strin
   return a;
 }
 
+// The slowest rank's attention time and the ranks' mean (idle ranks included); 0 for no ranks.
+struct RankSpread {
+  double max_ns = 0;
+  double avg_ns = 0;
+};
+RankSpread SpreadOf(std::span<const int64_t> rank_ns) {
+  RankSpread s;
+  double sum = 0;
+  for (int64_t t : rank_ns) {
+    s.max_ns = std::max(s.max_ns, static_cast<double>(t));
+    sum += static_cast<double>(t);
+  }
+  if (!rank_ns.empty()) s.avg_ns = sum / static_cast<double>(rank_ns.size());
+  return s;
+}
+
 }  // namespace
 
 std::vector<std::string> EngineMetrics::With(std::vector<std::string> extra) const {
@@ -165,13 +181,9 @@ void EngineMetrics::OnDecodeStep(size_t requests, std::span<const int64_t> rank_
   decode_step_requests_.Inc(requests);
   if (rank_ns.empty()) return;
   decode_spread_steps_.Inc();
-  int64_t max_ns = 0, sum_ns = 0;
-  for (int64_t t : rank_ns) {
-    max_ns = std::max(max_ns, t);
-    sum_ns += t;
-  }
-  attention_max_ns_.Inc(static_cast<uint64_t>(max_ns));
-  attention_avg_ns_.Inc(static_cast<uint64_t>(sum_ns / static_cast<int64_t>(rank_ns.size())));
+  const RankSpread spread = SpreadOf(rank_ns);
+  attention_max_ns_.Inc(static_cast<uint64_t>(spread.max_ns));
+  attention_avg_ns_.Inc(static_cast<uint64_t>(spread.avg_ns));
 }
 
 void EngineMetrics::OnPrefillBatch(size_t requests, int64_t tokens,
@@ -181,12 +193,9 @@ void EngineMetrics::OnPrefillBatch(size_t requests, int64_t tokens,
   BatchRecord rec;
   rec.requests = static_cast<uint32_t>(requests);
   rec.tokens = tokens;
-  double sum = 0;
-  for (int64_t t : rank_ns) {
-    rec.max_ns = std::max(rec.max_ns, static_cast<double>(t));
-    sum += static_cast<double>(t);
-  }
-  if (!rank_ns.empty()) rec.avg_ns = sum / static_cast<double>(rank_ns.size());
+  const RankSpread spread = SpreadOf(rank_ns);
+  rec.max_ns = spread.max_ns;
+  rec.avg_ns = spread.avg_ns;
   if (planned_ns.size() == rank_ns.size() && reference_ns.size() == rank_ns.size()) {
     double planned_sum = 0;
     for (size_t r = 0; r < rank_ns.size(); ++r) {
