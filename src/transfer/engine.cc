@@ -5,6 +5,7 @@
 #include <poll.h>
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
+#include <ucs/sys/string.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -61,8 +62,49 @@ bool UsesTcp(const std::string& engine_tls) {
   return tls[0] != '^' && tls.find("tcp") != std::string::npos;
 }
 
-// Waits until `fd` is readable or `timeout` passes.
+// UCX 1.13's defaults for UCX_TCP_TX_SEG_SIZE and UCX_TCP_RX_SEG_SIZE (`ucx_info -c`).
+constexpr uint64_t kUcxDefaultTcpTxSeg = 8 * 1024;
+constexpr uint64_t kUcxDefaultTcpRxSeg = 64 * 1024;
+
+// One segment size as UCX will apply it: the environment's UCX_TCP_<key> (UCX's memory units:
+// "72k", "1m", bytes), else `configured` (what InitClass sets), else UCX's default.
+Result<uint64_t> TcpSegmentInUse(const char* key, uint64_t configured, uint64_t ucx_default) {
+  const std::string var = fmt::format("UCX_TCP_{}", key);
+  if (const char* env = std::getenv(var.c_str()); env != nullptr) {
+    size_t bytes = 0;
+    if (ucs_str_to_memunits(env, &bytes) != UCS_OK) {
+      return InvalidArgument(fmt::format("{}={}: not a size", var, env));
+    }
+    return static_cast<uint64_t>(bytes);
+  }
+  return configured != 0 ? configured : ucx_default;
+}
+
 }  // namespace
+
+Status CheckTcpSegments(uint64_t my_tx, uint64_t my_rx, uint64_t peer_tx, uint64_t peer_rx,
+                        std::string_view peer) {
+  if (my_tx == 0 || peer_tx == 0) {
+    return Status::Ok();  // one side does not use tcp: no tcp lane between them
+  }
+  if (peer_tx > my_rx) {
+    return FailedPrecondition(fmt::format(
+        "peer {} sends UCX tcp segments of {} bytes, larger than this process receives ({} "
+        "bytes): UCX would abort this process on the first one; raise this side's "
+        "UCX_TCP_RX_SEG_SIZE (EngineConfig::tcp_rx_seg_size) or lower the peer's "
+        "UCX_TCP_TX_SEG_SIZE",
+        peer, peer_tx, my_rx));
+  }
+  if (my_tx > peer_rx) {
+    return FailedPrecondition(fmt::format(
+        "this process sends UCX tcp segments of {} bytes, larger than peer {} receives ({} "
+        "bytes): UCX would abort the peer on the first one; lower this side's "
+        "UCX_TCP_TX_SEG_SIZE (EngineConfig::tcp_seg_size) or raise the peer's "
+        "UCX_TCP_RX_SEG_SIZE",
+        my_tx, peer, peer_rx));
+  }
+  return Status::Ok();
+}
 
 Status UcsStatus(ucs_status_t st, std::string_view what) {
   if (st == UCS_OK) {
@@ -229,6 +271,17 @@ Status EngineImpl::Start() {
     }
     no_peer_failure_.fill(shm_only);
   }
+  if (UsesTcp(config_.ucx_tls)) {
+    // What InitClass sets, or the operator's environment, or UCX's defaults.
+    ASSIGN_OR_RETURN(const uint64_t tx,
+                     TcpSegmentInUse("TX_SEG_SIZE", config_.tcp_seg_size, kUcxDefaultTcpTxSeg));
+    ASSIGN_OR_RETURN(
+        const uint64_t rx,
+        TcpSegmentInUse("RX_SEG_SIZE", std::max(config_.tcp_seg_size, config_.tcp_rx_seg_size),
+                        kUcxDefaultTcpRxSeg));
+    tcp_tx_seg_ = tx;
+    tcp_rx_seg_ = rx;
+  }
   for (int c = 0; c < kNumClasses; ++c) {
     RETURN_IF_ERROR(InitClass(c).WithContext(fmt::format("class {}", c == 0 ? "high" : "low")));
   }
@@ -394,6 +447,8 @@ Hello EngineImpl::MakeHello(uint64_t* generation) {
   Hello h;
   h.engine_id = engine_id_;
   h.worker_addrs = worker_addr_;
+  h.tcp_tx_seg = tcp_tx_seg_;
+  h.tcp_rx_seg = tcp_rx_seg_;
   std::lock_guard<std::mutex> lock(mu_);
   h.regions = AdvertsLocked();
   *generation = local_generation_;
@@ -431,6 +486,8 @@ void EngineImpl::BroadcastRegions() {
 }
 
 Result<PeerId> EngineImpl::AddPeer(std::unique_ptr<ControlChannel> ch, const Hello& hello) {
+  RETURN_IF_ERROR(CheckTcpSegments(tcp_tx_seg_, tcp_rx_seg_, hello.tcp_tx_seg, hello.tcp_rx_seg,
+                                   ch->PeerName()));
   auto p = std::make_shared<PeerState>();
   p->engine_id = hello.engine_id;
   p->name = ch->PeerName();
@@ -649,6 +706,20 @@ void EngineImpl::AcceptPeer(std::unique_ptr<ControlChannel> c) {
   Result<Hello> hello = msg.ok() ? DecodeHello(*msg) : Result<Hello>(msg.status());
   if (!hello.ok()) {
     log::Warn("transfer: rejected peer {}: {}", c->PeerName(), hello.status().ToString());
+    return;
+  }
+  // Segments that one side would send larger than the other receives would abort the receiver
+  // inside UCX: refuse, and tell the connector why (it reads kPermissionDenied "transfer peer
+  // ADDR refused us: REASON" instead of waiting for a HELLO until its timeout).
+  if (Status fits = CheckTcpSegments(tcp_tx_seg_, tcp_rx_seg_, hello->tcp_tx_seg, hello->tcp_rx_seg,
+                                     c->PeerName());
+      !fits.ok()) {
+    log::Warn("transfer: peer {} not admitted: {}", c->PeerName(), fits.ToString());
+    (void)c->Send(EncodeRefused(fmt::format(
+        "your UCX tcp segments ({} bytes sent, {} received) do not fit this engine's ({} sent, {} "
+        "received): UCX aborts a process that receives a segment larger than its "
+        "UCX_TCP_RX_SEG_SIZE",
+        hello->tcp_tx_seg, hello->tcp_rx_seg, tcp_tx_seg_, tcp_rx_seg_)));
     return;
   }
   ControlChannel* raw = c.get();

@@ -61,6 +61,13 @@ struct LocalRegion {
   bool allocated = false;  // memory allocated by the low class's ucp_mem_map (engine-owned)
 };
 
+// Whether two processes' UCX tcp segment sizes fit: each side's sent segments no larger than the
+// other's receive segments (UCX 1.13 aborts a receiver on a larger one). 0 = that side does not
+// use tcp (always fits). kFailedPrecondition naming the sizes, the side that would abort and the
+// variables to change.
+Status CheckTcpSegments(uint64_t my_tx, uint64_t my_rx, uint64_t peer_tx, uint64_t peer_rx,
+                        std::string_view peer);
+
 class EngineImpl;
 
 struct PeerState {
@@ -188,6 +195,10 @@ class EngineImpl final : public TransferEngine {
   std::array<ucp_context_h, kNumClasses> ctx_{};
   std::array<ucp_worker_h, kNumClasses> worker_{};
   std::array<std::string, kNumClasses> worker_addr_;  // written in Start, then read-only
+  // The tcp segment sizes UCX uses in this process (TcpSegmentsInUse), 0 without tcp; written in
+  // Start, then read-only. Sent in the HELLO and checked against each peer's (CheckTcpSegments).
+  uint64_t tcp_tx_seg_ = 0;
+  uint64_t tcp_rx_seg_ = 0;
   // Endpoints of this class are created without PEER error handling (shared-memory only).
   std::array<bool, kNumClasses> no_peer_failure_{};
   int epfd_ = -1;

@@ -24,6 +24,7 @@
 #include <vector>
 
 #include "dualpath/transfer/control_channel.h"
+#include "engine_impl.h"
 #include "lib/silent_listener.h"
 #include "socket_tos.h"
 
@@ -143,6 +144,97 @@ TEST(EngineTcpSegmentTest, ADefaultEngineReceivesTheLargestSegmentsAnEngineSends
   }
   ASSERT_TRUE(RunBatch(*p.a, put).ok());
   EXPECT_EQ(dst, src);
+}
+
+// UCX 1.13 aborts a process that receives a tcp segment larger than its receive segment, so two
+// engines whose sizes do not fit refuse each other at the handshake, naming the sizes.
+TEST(TcpSegmentCheckTest, EachSideSendsNoMoreThanTheOtherReceives) {
+  EXPECT_TRUE(CheckTcpSegments(72 << 10, 1 << 20, 1 << 20, 1 << 20, "p").ok());
+  EXPECT_TRUE(CheckTcpSegments(64 << 10, 64 << 10, 64 << 10, 64 << 10, "p").ok());  // equal fits
+  EXPECT_TRUE(CheckTcpSegments(0, 0, 1 << 30, 1, "p").ok());  // this side has no tcp
+  EXPECT_TRUE(CheckTcpSegments(1 << 30, 1, 0, 0, "p").ok());  // the peer has no tcp
+  Status theirs = CheckTcpSegments(72 << 10, 72 << 10, 1 << 20, 1 << 20, "peer-a");
+  EXPECT_EQ(theirs.code(), Code::kFailedPrecondition);
+  EXPECT_NE(theirs.message().find("peer peer-a sends UCX tcp segments of 1048576 bytes, larger "
+                                  "than this process receives (73728 bytes)"),
+            std::string::npos)
+      << theirs.ToString();
+  Status mine = CheckTcpSegments(1 << 20, 1 << 20, 72 << 10, 72 << 10, "peer-b");
+  EXPECT_EQ(mine.code(), Code::kFailedPrecondition);
+  EXPECT_NE(mine.message().find("larger than peer peer-b receives (73728 bytes)"),
+            std::string::npos)
+      << mine.ToString();
+}
+
+// The acceptor refuses a connector whose segments would abort it, and the connector learns why at
+// once; the acceptor stays up and still admits a peer that fits.
+TEST(EngineTcpSegmentTest, AnEngineRefusesAPeerWhoseSegmentsWouldAbortIt) {
+  EngineConfig small;  // receives 72 KiB segments, as engines did before issue 27
+  small.ucx_tls = "tcp";
+  small.tcp_rx_seg_size = 0;
+  EngineConfig large;
+  large.ucx_tls = "tcp";
+  large.tcp_seg_size = kLargeTcpSegBytes;
+  auto acceptor = TransferEngine::Create(small);
+  ASSERT_TRUE(acceptor.ok()) << acceptor.status().ToString();
+  Result<std::string> addr = (*acceptor)->Listen("127.0.0.1:0");
+  ASSERT_TRUE(addr.ok()) << addr.status().ToString();
+  auto big_sender = TransferEngine::Create(large);
+  ASSERT_TRUE(big_sender.ok()) << big_sender.status().ToString();
+  Result<PeerId> refused = (*big_sender)->Connect(*addr);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_EQ(refused.status().code(), Code::kPermissionDenied);
+  EXPECT_NE(refused.status().message().find(
+                "your UCX tcp segments (" + std::to_string(kLargeTcpSegBytes) + " bytes sent, " +
+                std::to_string(kLargeTcpSegBytes) +
+                " received) do not fit this engine's (73728 sent, 73728 received)"),
+            std::string::npos)
+      << refused.status().ToString();
+  EXPECT_TRUE((*acceptor)->Peers().empty());
+  // The other way round: a connector that receives less than the acceptor sends.
+  auto big_acceptor = TransferEngine::Create(large);
+  ASSERT_TRUE(big_acceptor.ok());
+  Result<std::string> big_addr = (*big_acceptor)->Listen("127.0.0.1:0");
+  ASSERT_TRUE(big_addr.ok());
+  auto small_connector = TransferEngine::Create(small);
+  ASSERT_TRUE(small_connector.ok());
+  Result<PeerId> refused2 = (*small_connector)->Connect(*big_addr);
+  ASSERT_FALSE(refused2.ok());
+  EXPECT_EQ(refused2.status().code(), Code::kPermissionDenied);
+  // A peer that fits is admitted by the engine that refused the other.
+  Result<PeerId> fits = (*small_connector)->Connect(*addr);
+  EXPECT_TRUE(fits.ok()) << fits.status().ToString();
+}
+
+// The operator's UCX_TCP_RX_SEG_SIZE wins over EngineConfig (InitClass) and so is what the engine
+// advertises and checks: an engine created with a 64 KiB receive segment refuses a default
+// engine's 72 KiB segments. (UCX itself refuses a receive segment below the same process's send
+// segment, so that engine sends 32 KiB ones.)
+TEST(EngineTcpSegmentTest, TheEnvironmentsReceiveSegmentIsTheOneChecked) {
+  EngineConfig c;
+  c.ucx_tls = "tcp";
+  EngineConfig small_tx = c;
+  small_tx.tcp_seg_size = 32 * 1024;
+  ASSERT_EQ(setenv("UCX_TCP_RX_SEG_SIZE", "64k", 1), 0);
+  auto acceptor = TransferEngine::Create(small_tx);
+  unsetenv("UCX_TCP_RX_SEG_SIZE");
+  ASSERT_TRUE(acceptor.ok()) << acceptor.status().ToString();
+  Result<std::string> addr = (*acceptor)->Listen("127.0.0.1:0");
+  ASSERT_TRUE(addr.ok());
+  auto sender = TransferEngine::Create(c);
+  ASSERT_TRUE(sender.ok());
+  Result<PeerId> refused = (*sender)->Connect(*addr);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_NE(refused.status().message().find("do not fit this engine's (32768 sent, 65536 "
+                                            "received)"),
+            std::string::npos)
+      << refused.status().ToString();
+  ASSERT_EQ(setenv("UCX_TCP_TX_SEG_SIZE", "two", 1), 0);
+  auto bad = TransferEngine::Create(c);
+  unsetenv("UCX_TCP_TX_SEG_SIZE");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("UCX_TCP_TX_SEG_SIZE=two: not a size"), std::string::npos)
+      << bad.status().ToString();
 }
 
 class EngineTest : public ::testing::TestWithParam<std::tuple<std::string, bool>> {

@@ -130,6 +130,8 @@ std::string EncodeHello(const Hello& h) {
   for (const std::string& a : h.worker_addrs) {
     w.Blob(a);
   }
+  w.U64(h.tcp_tx_seg);
+  w.U64(h.tcp_rx_seg);
   PutRegions(w, h.regions);
   return Frame(MsgType::kHello, w.str());
 }
@@ -198,6 +200,9 @@ Result<Hello> DecodeHello(std::string_view frame) {
     if (!r.Blob(&a) || a.empty()) {
       return Corruption("hello: bad worker address");
     }
+  }
+  if (!r.U64(&h.tcp_tx_seg) || !r.U64(&h.tcp_rx_seg)) {
+    return Corruption("hello: truncated tcp segment sizes");
   }
   RETURN_IF_ERROR(GetRegions(r, &h.regions));
   if (!r.empty()) {

@@ -11,6 +11,8 @@ Hello Sample() {
   Hello h;
   h.engine_id = 0x1234567890abcdefull;
   h.worker_addrs = {std::string("\x01\x02\x03", 3), std::string(300, 'w')};
+  h.tcp_tx_seg = 72 * 1024;
+  h.tcp_rx_seg = (1024 + 8) * 1024;
   h.regions.push_back(RegionAdvert{RegionId(1), 0x7f0000000000, 1 << 20, {"rkey-hi", "rkey-lo"}});
   h.regions.push_back(RegionAdvert{RegionId(9), 0x7f0000200000, 4096, {"a", "b"}});
   return h;

@@ -24,7 +24,8 @@
 namespace dualpath::transfer {
 
 inline constexpr uint32_t kWireMagic = 0x58545044;  // "DPTX" little-endian
-inline constexpr uint16_t kWireVersion = 2;         // 2: AUTH and REFUSED before the HELLOs
+// 2: AUTH and REFUSED before the HELLOs; 3: the HELLO carries the sender's tcp segment sizes.
+inline constexpr uint16_t kWireVersion = 3;
 // Sanity bounds: a UCX rkey or worker address is at most a few KiB; a peer advertising more
 // regions than this is broken.
 inline constexpr size_t kMaxBlobBytes = 64 * 1024;
@@ -56,6 +57,11 @@ struct RegionAdvert {
 struct Hello {
   uint64_t engine_id = 0;                             // random per engine instance
   std::array<std::string, kNumClasses> worker_addrs;  // ucp_worker_get_address, per class
+  // The segment sizes UCX's tcp transport sends and receives in the sender's process; 0 when it
+  // does not use tcp. UCX aborts a process that receives a segment larger than its receive
+  // segment, so each side refuses a peer whose sizes do not fit its own (docs/transfer.md).
+  uint64_t tcp_tx_seg = 0;
+  uint64_t tcp_rx_seg = 0;
   std::vector<RegionAdvert> regions;
 
   bool operator==(const Hello&) const = default;
