@@ -1,9 +1,7 @@
 // `dualpath control serve|engines|shutdown`: the scheduler service (docs/control.md) and two small
 // clients for operators and scripts.
 #include <pthread.h>
-#include <signal.h>
 
-#include <atomic>
 #include <cstdio>
 #include <iostream>
 #include <memory>
@@ -104,35 +102,25 @@ int Serve(const ServeArgs& a) {
 
   // SIGTERM/SIGINT are taken by one thread (sigwait) rather than a handler: blocked here, before
   // gRPC starts its threads, so every thread inherits the mask.
-  sigset_t signals;
-  sigemptyset(&signals);
-  sigaddset(&signals, SIGTERM);
-  sigaddset(&signals, SIGINT);
-  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+  const StopSignalWaiter signals;
 
   auto server = control::ControlServer::Start(a.listen, o, *tls);
   if (!server.ok()) return ReportError("control serve", server.status());
   control::ControlServer& s = **server;
   std::cout << "listening on " << s.address() << std::endl;
 
-  std::atomic<bool> done{false};
   std::thread watcher([&] {
-    const timespec tick{0, 200'000'000};
-    while (!done.load()) {
-      const int sig = sigtimedwait(&signals, nullptr, &tick);
-      if (sig == SIGTERM || sig == SIGINT) {
-        log::Info("control: signal {}: stopping", sig);
-        RequestStop(sig);
-        s.RequestStop();
-        return;
-      }
+    if (const int sig = signals.Wait(); sig != 0) {
+      log::Info("control: signal {}: stopping", sig);
+      RequestStop(sig);
+      s.RequestStop();
     }
   });
   const bool finished = s.Wait();
   // The run is over: the final counts go to one more scrape before we exit (not after a stop
   // signal: then the process exits promptly).
   AwaitFinalScrape(metrics_server->get(), a.metrics);
-  done.store(true);
+  StopSignalWaiter::Wake(watcher);
   watcher.join();
   const control::ServiceStats st = s.service().stats();
   log::Info(

@@ -9,8 +9,6 @@
 #include <ifaddrs.h>
 #include <net/if.h>
 #include <netinet/in.h>
-#include <pthread.h>
-#include <signal.h>
 
 #include <cstdlib>
 #include <iostream>
@@ -162,14 +160,8 @@ int RunEngine(EngineArgs& a) {
     setenv("UCX_NET_DEVICES", dev.c_str(), 1);
   }
 
-  // SIGTERM / SIGINT stop the engine cleanly: block them in every thread (threads inherit the
-  // mask) and let one thread wait for them.
-  sigset_t set;
-  sigemptyset(&set);
-  sigaddset(&set, SIGTERM);
-  sigaddset(&set, SIGINT);
-  sigaddset(&set, SIGUSR1);  // internal: ends the waiter at normal exit
-  pthread_sigmask(SIG_BLOCK, &set, nullptr);
+  // SIGTERM / SIGINT stop the engine cleanly: blocked in every thread, taken by one.
+  const StopSignalWaiter stop;
 
   Result<std::unique_ptr<engine::Engine>> e =
       engine::Engine::Create(o, engine::ConnectScheduler(a.scheduler, o.tls));
@@ -177,10 +169,8 @@ int RunEngine(EngineArgs& a) {
     return ReportError("engine", e.status());
   }
   engine::Engine* eng = e->get();
-  std::thread waiter([&set, eng] {
-    int sig = 0;
-    sigwait(&set, &sig);
-    if (sig != SIGUSR1) {
+  std::thread waiter([&stop, eng] {
+    if (const int sig = stop.Wait(); sig != 0) {
       log::Info("engine: signal {}: stopping", sig);
       RequestStop(sig);
       eng->Stop();
@@ -192,7 +182,7 @@ int RunEngine(EngineArgs& a) {
   // Its work is over: the final counts go to one more scrape (bounded) before the engine goes
   // (not after a stop signal: then the process exits promptly).
   AwaitFinalScrape(metrics_server->get(), a.metrics);
-  pthread_kill(waiter.native_handle(), SIGUSR1);
+  StopSignalWaiter::Wake(waiter);
   waiter.join();
   e->reset();
   if (const int sig = StopSignal(); sig != 0) {

@@ -5,7 +5,6 @@
 //   dualpath pool destroy /dev/shm/kvpool
 //   dualpath pool serve /dev/shm/kvpool [--node N]    # hold / stand by for the lock-manager role
 //   dualpath bench pool [--json] [--dir /dev/shm] [--mib 64] [--passes 5]
-#include <signal.h>
 
 #include <cstdint>
 #include <cstdio>
@@ -202,11 +201,7 @@ void RegisterPool(CLI::App& root, int* exit_code) {
     }
     // Blocked before the pool's threads start, so that they inherit the mask and sigwait below
     // is the only taker.
-    sigset_t signals;
-    sigemptyset(&signals);
-    sigaddset(&signals, SIGTERM);
-    sigaddset(&signals, SIGINT);
-    pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+    const StopSignalWaiter signals;
     pool::OpenOptions o;
     o.node = va->node;
     Result<std::unique_ptr<pool::Pool>> p = pool::Pool::Open(va->path, o);
@@ -216,8 +211,7 @@ void RegisterPool(CLI::App& root, int* exit_code) {
     }
     std::printf("serving %s as node %u (pid %d)\n", va->path.c_str(), va->node, getpid());
     std::fflush(stdout);
-    int sig = 0;
-    sigwait(&signals, &sig);
+    const int sig = signals.Wait();
     p->reset();  // detach: resigns the manager role if held
     std::cerr << "dualpath pool serve: stopped by " << StopSignalName(sig) << "\n";
     *exit_code = StopExitCode(sig);

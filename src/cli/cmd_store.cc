@@ -1,6 +1,5 @@
 // `dualpath store master|...`: the distributed KV store's processes (docs/store.md).
 #include <fmt/format.h>
-#include <signal.h>
 
 #include <chrono>
 #include <cstdlib>
@@ -66,25 +65,6 @@ Result<coord::EtcdOptions> LoadEtcd(const EtcdArgs& a, const GrpcTlsFiles& own) 
   return o;
 }
 
-// Blocks SIGTERM/SIGINT in every thread started after it and waits for one.
-class SignalWaiter {
- public:
-  SignalWaiter() {
-    sigemptyset(&signals_);
-    sigaddset(&signals_, SIGTERM);
-    sigaddset(&signals_, SIGINT);
-    pthread_sigmask(SIG_BLOCK, &signals_, nullptr);
-  }
-  int Wait() {
-    int sig = 0;
-    sigwait(&signals_, &sig);
-    return sig;
-  }
-
- private:
-  sigset_t signals_;
-};
-
 // After a clean stop on `sig`: the one line and the exit status every service gives (docs/cli.md
 // "Exit statuses": 130 for SIGINT, 143 for SIGTERM).
 int StoppedBy(std::string_view what, int sig) {
@@ -130,7 +110,7 @@ Result<store::MasterServerOptions> MasterOptions(const MasterArgs& a) {
 int Master(const MasterArgs& a) {
   Result<store::MasterServerOptions> o = MasterOptions(a);
   if (!o.ok()) return ReportError("store master", o.status());
-  SignalWaiter signals;
+  const StopSignalWaiter signals;
   auto server = store::MasterServer::Start(std::move(*o));
   if (!server.ok()) return ReportError("store master", server.status());
   std::cout << "listening on " << (*server)->address() << std::endl;
@@ -204,7 +184,7 @@ int Node(const NodeArgs& a) {
   if (!o.ok()) return ReportError("store node", o.status());
   SetUcxNetDevices(a.ucx_net_devices);
 
-  SignalWaiter signals;
+  const StopSignalWaiter signals;
   auto node = store::StoreNode::Start(std::move(*o));
   if (!node.ok()) return ReportError("store node", node.status());
   const store::NodeAddress& ad = (*node)->address();

@@ -45,6 +45,22 @@ const char* StopSignalName(int sig) {
   }
 }
 
+StopSignalWaiter::StopSignalWaiter() {
+  sigemptyset(&set_);
+  sigaddset(&set_, SIGTERM);
+  sigaddset(&set_, SIGINT);
+  sigaddset(&set_, SIGUSR1);  // Wake
+  pthread_sigmask(SIG_BLOCK, &set_, nullptr);
+}
+
+int StopSignalWaiter::Wait() const {
+  int sig = 0;
+  sigwait(&set_, &sig);  // fails only for an invalid set
+  return sig == SIGUSR1 ? 0 : sig;
+}
+
+void StopSignalWaiter::Wake(std::thread& waiter) { pthread_kill(waiter.native_handle(), SIGUSR1); }
+
 Status CheckStop() {
   const int sig = StopSignal();
   if (sig == 0) return Status::Ok();

@@ -10,6 +10,10 @@
 // Thread safety: all functions may be called from any thread; the handler is async-signal-safe.
 #pragma once
 
+#include <signal.h>
+
+#include <thread>
+
 #include "dualpath/common/status.h"
 
 namespace dualpath {
@@ -31,5 +35,24 @@ const char* StopSignalName(int sig);
 
 // The exit status for a command stopped by `sig`: 128 + sig (130 for SIGINT, 143 for SIGTERM).
 inline int StopExitCode(int sig) { return 128 + sig; }
+
+// For services that take SIGINT / SIGTERM on one thread with sigwait rather than in a handler
+// (`engine`, `control serve`, `store master|node`, `pool serve`). Constructing it blocks both, and
+// SIGUSR1 (Wake), in the calling thread: construct it before any thread starts (gRPC's, UCX's,
+// the pool's), so that every thread inherits the mask and Wait is the only taker.
+class StopSignalWaiter {
+ public:
+  StopSignalWaiter();
+  StopSignalWaiter(const StopSignalWaiter&) = delete;
+  StopSignalWaiter& operator=(const StopSignalWaiter&) = delete;
+
+  // Blocks until SIGINT or SIGTERM arrives (returns it) or Wake is called (returns 0).
+  int Wait() const;
+  // Ends a Wait running on `waiter` without a stop (the service finished on its own).
+  static void Wake(std::thread& waiter);
+
+ private:
+  sigset_t set_;
+};
 
 }  // namespace dualpath
