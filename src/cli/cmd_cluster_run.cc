@@ -117,7 +117,8 @@ void Register(CLI::App& root, int* exit_code) {
   run->add_option("--fault", a->fault,
                   "KIND[:NODE]@TRIGGER[:SECONDS]: inject a fault into each system's replay, e.g. "
                   "stor-link:p0@4req:5, comp-link:d0@4req:5, brick@4req, service@4req, "
-                  "store-node:p1@4req, store-leader@4req (the last two with --store; "
+                  "store-node:p1@4req, store-leader@4req (these two with --store), "
+                  "rack-manager@4req (with --kv-substrate rack-pool --rack-pool noncoherent; "
                   "docs/faults.md)");
   run->add_option("--dualpath-bin", o.dualpath_bin,
                   "dualpath binary for the service and engines (default: this one)");
@@ -153,9 +154,6 @@ void Register(CLI::App& root, int* exit_code) {
                   "there; docs/pool.md \"Rack prefix cache\"), off: PE<->DE KV only");
   run->add_option("--rack-pool-size", a->rack_pool_size,
                   "Data size of the run's rack pool (K/M/G; default 512M)");
-  run->add_option("--rack-kill-manager", o.rack_kill_manager_s,
-                  "With --rack-pool noncoherent: SIGKILL the pool serve holding the lock-manager "
-                  "role this many seconds into each system's replay (its standby takes over)");
   run->add_flag("--no-check", a->no_check, "Skip the recompute-and-compare correctness check");
   run->callback([a, pd, append, turns, exit_code] {
     // SIGINT / SIGTERM end the run at its next check (within a poll interval): the service and

@@ -132,15 +132,11 @@ class EngineKiller {
   ~EngineKiller() { Stop(); }
 
   void Start(Child* victim, Nanos delay) {
-    StartAction([victim] { victim->Signal(SIGKILL); }, delay);
-  }
-  // Runs `kill` after `delay` instead (e.g. the rack pool's lock manager, RackPool::KillManager).
-  void StartAction(std::function<void()> kill, Nanos delay) {
-    thread_ = std::thread([this, kill = std::move(kill), delay] {
+    thread_ = std::thread([this, victim, delay] {
       std::unique_lock<std::mutex> lock(mu_);
       // A timed wait on the stop flag: the delay is the fault's schedule, not synchronization.
       if (!cv_.wait_for(lock, std::chrono::nanoseconds(delay), [this] { return stop_; })) {
-        kill();
+        victim->Signal(SIGKILL);
         fired_ = true;
       }
     });
@@ -278,7 +274,7 @@ struct RunShared {
   const MetricsEndpoints* metrics = nullptr;  // --metrics, else null
   std::unique_ptr<RunCredentials> auth;       // engines' mTLS certificates and transfer token
   std::string rack_path;         // --kv-substrate rack-pool: the rack region, else empty
-  RackPool* own_rack = nullptr;  // a rack pool this run started (--rack-kill-manager needs it)
+  RackPool* own_rack = nullptr;  // a rack pool this run started (--fault rack-manager needs it)
 };
 
 // One system's run: its name, its store subdirectory and the service's address.
@@ -680,6 +676,9 @@ std::unique_ptr<FaultInjector> MakeFaultInjector(const SystemSetup& s, SystemPro
     }
     return NotFound("no engine of node " + node + " registered");
   };
+  if (RackPool* rack = s.run.own_rack; rack != nullptr) {
+    hooks.kill_rack_manager = [rack] { return rack->KillManager(); };
+  }
   return std::make_unique<FaultInjector>(
       *s.run.o.fault, s.run.cluster, s.run.work + "/" + s.system + "_fault.log", hooks, s.kv_store);
 }
@@ -797,26 +796,8 @@ Result<SystemRun> RunSystem(const SystemSetup& setup, std::ostream& progress) {
     }
     killer.Start(&procs.engines[static_cast<size_t>(r.kill_index)], FromSeconds(o.kill_after_s));
   }
-  // --rack-kill-manager: the rack pool's lock manager dies mid-run; its standby takes the role.
-  EngineKiller rack_killer;
-  std::string rack_killed;  // written by rack_killer's thread, read after its Stop()
-  if (o.rack_kill_manager_s > 0 && r.own_rack != nullptr) {
-    rack_killer.StartAction(
-        [rack = r.own_rack, &rack_killed] {
-          Result<std::string> node = rack->KillManager();
-          rack_killed = node.ok() ? *node : "(not killed: " + node.status().ToString() + ")";
-        },
-        FromSeconds(o.rack_kill_manager_s));
-  }
   std::unique_ptr<FaultInjector> fault = MakeFaultInjector(s, procs, scheduler);
   Result<ReplayResult> replay = ReplaySystem(s, procs, sampler, fault.get());
-  if (rack_killer.Stop()) {
-    progress << s.system << ": killed the rack pool's lock manager (pool serve on " << rack_killed
-             << ") mid-run\n";
-    if (replay.ok() && rack_killed.rfind("(not", 0) == 0) {
-      replay = Status(Code::kInternal, "--rack-kill-manager: " + rack_killed);
-    }
-  }
   if (replay.ok() && fault != nullptr) {
     Status done = fault->Finish(s.system, replay->records.size());
     if (!done.ok()) replay = done;
@@ -877,7 +858,9 @@ Result<SystemRun> RunSystem(const SystemSetup& setup, std::ostream& progress) {
   if (killed) run.killed_buffers = buffers;
   run.kv_store_json = std::move(kv_store_json);
   run.prefill_batches_json = PrefillBatchReport(s, progress);  // the engines wrote theirs at exit
-  run.kv_substrate_json = KvSubstrateReport(s, rack_killed, compute_link_bytes, progress);
+  run.kv_substrate_json =
+      KvSubstrateReport(s, fault != nullptr ? fault->outcome().killed_node : std::string(),
+                        compute_link_bytes, progress);
   const Summary sum = Summarize(run.replay);
   progress << s.system << ": JCT " << sum.jct_s << " s, " << sum.requests << " requests, "
            << sum.failed << " failed\n"
@@ -943,6 +926,10 @@ Result<std::vector<std::string>> ParseSystems(const std::string& spec) {
 
 // docs/replay.md "Input ranges": the numbers that set a run's length and polling rates (the
 // workload's own are checked by BuildWorkload, --pd and the rates by the testbed's parsers).
+static bool KillsRackManager(const ClusterRunOptions& o) {
+  return o.fault && o.fault->kind == FaultKind::kRackManager;
+}
+
 static Status ValidateRunRanges(const ClusterRunOptions& o) {
   if (o.replay.online) {
     RETURN_IF_ERROR(CheckRange("--aps", o.replay.aps, kMinRunAps, kMaxRunAps, "agents/s"));
@@ -972,14 +959,11 @@ static Status ValidateRunRanges(const ClusterRunOptions& o) {
   if (o.rack_prefix_cache != "on" && o.rack_prefix_cache != "off") {
     return InvalidArgument("--rack-prefix-cache '" + o.rack_prefix_cache + "': expected on or off");
   }
-  if (o.rack_kill_manager_s != 0) {
-    if (o.kv_substrate != "rack-pool" || o.rack_pool_model != "noncoherent") {
-      return InvalidArgument(
-          "--rack-kill-manager needs --kv-substrate rack-pool --rack-pool noncoherent (the "
-          "coherent model has no lock manager)");
-    }
-    RETURN_IF_ERROR(
-        CheckRange("--rack-kill-manager", o.rack_kill_manager_s, 0.001, o.replay.timeout_s, "s"));
+  if (KillsRackManager(o) &&
+      (o.kv_substrate != "rack-pool" || o.rack_pool_model != "noncoherent")) {
+    return InvalidArgument("--fault " + o.fault->ToString() +
+                           " needs --kv-substrate rack-pool --rack-pool noncoherent (the "
+                           "coherent model has no lock manager)");
   }
   if (!o.kill_node.empty()) {
     RETURN_IF_ERROR(
@@ -1052,8 +1036,8 @@ Result<ClusterRunReport> RunOnCluster(const ClusterRunOptions& o, std::ostream& 
   std::unique_ptr<RackPool> own_rack;
   if (o.kv_substrate == "rack-pool") {
     ASSIGN_OR_RETURN(std::optional<RackPoolInfo> rack, LoadRackPool(cluster));
-    if (rack && o.rack_kill_manager_s != 0) {
-      return InvalidArgument("--rack-kill-manager: cluster '" + o.name +
+    if (rack && KillsRackManager(o)) {
+      return InvalidArgument("--fault " + o.fault->ToString() + ": cluster '" + o.name +
                              "' has its own rack pool; the run kills only a server it started");
     }
     if (!rack) {

@@ -10,7 +10,8 @@ namespace {
 
 constexpr std::string_view kForm =
     "expected KIND[:NODE]@TRIGGER[:SECONDS] with KIND stor-link:NODE, comp-link:NODE, brick, "
-    "service, store-node:NODE or store-leader and TRIGGER Nreq or Ns, e.g. stor-link:p0@4req:5";
+    "service, store-node:NODE, store-leader or rack-manager and TRIGGER Nreq or Ns, e.g. "
+    "stor-link:p0@4req:5";
 
 Status Bad(std::string_view spec, std::string_view why) {
   return InvalidArgument("--fault '" + std::string(spec) + "': " + std::string(why) + " (" +
@@ -64,6 +65,8 @@ std::string_view FaultKindName(FaultKind kind) {
       return "store-node";
     case FaultKind::kStoreLeader:
       return "store-leader";
+    case FaultKind::kRackManager:
+      return "rack-manager";
   }
   return "unknown";
 }
@@ -92,10 +95,12 @@ Result<FaultSpec> ParseFault(std::string_view spec) {
     f.kind = FaultKind::kStoreNode;
     if (f.node.empty()) return Bad(spec, "store-node needs a node");
     f.duration_s = 0;
-  } else if (kind == "brick" || kind == "service" || kind == "store-leader") {
-    f.kind = kind == "brick"     ? FaultKind::kBrick
-             : kind == "service" ? FaultKind::kService
-                                 : FaultKind::kStoreLeader;
+  } else if (kind == "brick" || kind == "service" || kind == "store-leader" ||
+             kind == "rack-manager") {
+    f.kind = kind == "brick"          ? FaultKind::kBrick
+             : kind == "service"      ? FaultKind::kService
+             : kind == "store-leader" ? FaultKind::kStoreLeader
+                                      : FaultKind::kRackManager;
     if (colon != std::string_view::npos) return Bad(spec, std::string(kind) + " takes no node");
     f.duration_s = 0;
   } else {
@@ -108,6 +113,9 @@ Result<FaultSpec> ParseFault(std::string_view spec) {
     if (!d) return Bad(spec, "bad duration");
     RETURN_IF_ERROR(CheckRange("--fault duration", *d, 0, kMaxFaultSeconds, "s"));
     f.duration_s = *d;
+  }
+  if (f.kind == FaultKind::kRackManager && f.duration_s != 0) {
+    return Bad(spec, "rack-manager is not undone (a standby takes the role): no duration");
   }
   return f;
 }

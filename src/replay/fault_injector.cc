@@ -169,6 +169,9 @@ Status FaultInjector::Begin() {
     case FaultKind::kStoreLeader:
       s = StoreBegin();
       break;
+    case FaultKind::kRackManager:
+      s = KillRackManager();
+      break;
   }
   log::Warn("cluster run: fault {} begins after {} results: {}", spec_.ToString(), results_,
             s.ok() ? outcome_.detail : s.ToString());
@@ -196,6 +199,8 @@ Status FaultInjector::End() {
     case FaultKind::kStoreLeader:
       s = StoreEnd();
       break;
+    case FaultKind::kRackManager:
+      break;  // not undone: a standby took the role
   }
   outcome_.end_ns = WallClock().Now();
   log::Warn("cluster run: fault {} ends after {} s: {}", spec_.ToString(),
@@ -233,6 +238,17 @@ Status FaultInjector::StoreBegin() {
       spec_.kind == FaultKind::kStoreNode ? store_->KillNode(spec_.node) : store_->KillLeader();
   if (!d.ok()) return d.status();
   outcome_.detail = *d;
+  return Status::Ok();
+}
+
+Status FaultInjector::KillRackManager() {
+  if (!service_.kill_rack_manager) {
+    return FailedPrecondition("--fault " + spec_.ToString() +
+                              " needs a non-coherent rack pool of the run's own");
+  }
+  ASSIGN_OR_RETURN(const std::string node, service_.kill_rack_manager());
+  outcome_.killed_node = node;
+  outcome_.detail = "the rack pool's lock manager (pool serve on " + node + ") killed (SIGKILL)";
   return Status::Ok();
 }
 

@@ -35,6 +35,10 @@ class FaultInjector {
     // (ListEngines). Asked at every Tick from a comp-link fault's start until the engine is seen
     // cut off and back (FaultOutcome::cut_off_ns, back_ns). Empty: not asked.
     std::function<Result<bool>(const std::string& node)> engine_reachable;
+    // rack-manager: SIGKILL the `pool serve` holding the lock-manager role of the run's own
+    // non-coherent rack pool (RackPool::KillManager); returns the node it ran on. Empty: the run
+    // has no such pool (the fault fails).
+    std::function<Result<std::string>()> kill_rack_manager;
   };
   // `log` collects the output of every command run (ip, gluster). `store`: the system's store
   // (`cluster run --store`), null without one; the store kinds need it.
@@ -64,6 +68,7 @@ class FaultInjector {
   Status StartBrick();
   Status StoreBegin();
   Status StoreEnd();
+  Status KillRackManager();
   // comp-link: one look at the service's view of the node's engine (cut off, back).
   void WatchCutOff(Nanos now);
 

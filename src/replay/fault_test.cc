@@ -52,6 +52,15 @@ TEST(FaultTest, ParsesEveryKindWithItsDefaults) {
   EXPECT_EQ(f->duration_s, 3);
   EXPECT_TRUE(FaultNeedsStore(f->kind));
   EXPECT_FALSE(FaultNeedsStore(FaultKind::kService));
+
+  f = ParseFault("rack-manager@2req");
+  ASSERT_TRUE(f.ok()) << f.status().ToString();
+  EXPECT_EQ(f->kind, FaultKind::kRackManager);
+  EXPECT_TRUE(f->node.empty());
+  EXPECT_EQ(f->duration_s, 0);  // not undone: a standby takes the role
+  EXPECT_FALSE(FaultNeedsStore(f->kind));
+  EXPECT_EQ(f->ToString(), "rack-manager@2req:0");
+  EXPECT_EQ(ParseFault(f->ToString())->ToString(), f->ToString());
 }
 
 TEST(FaultTest, BadSpecsNameTheFlagAndWhatIsWrong) {
@@ -61,6 +70,8 @@ TEST(FaultTest, BadSpecsNameTheFlagAndWhatIsWrong) {
       {"brick:p0@3req", "takes no node"},
       {"store-node@3req", "store-node needs a node"},
       {"store-leader:p0@3req", "store-leader takes no node"},
+      {"rack-manager:p0@3req", "rack-manager takes no node"},
+      {"rack-manager@3req:2", "rack-manager is not undone (a standby takes the role): no duration"},
       {"disk@3req", "unknown kind 'disk'"},
       {"brick@3", "neither Nreq nor Ns"},
       {"brick@xreq", "bad request count"},

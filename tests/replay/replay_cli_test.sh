@@ -69,10 +69,10 @@ expect_bad "--kv-substrate 'rdma': expected ucx or rack-pool" --kv-substrate rdm
 expect_bad "--rack-pool: unknown memory model 'cxl'" --kv-substrate rack-pool --rack-pool cxl
 expect_bad "--rack-pool-size = 1048576 is outside" --kv-substrate rack-pool --rack-pool-size 1M
 expect_bad "--rack-pool-size: 'lots' is not a size" --kv-substrate rack-pool --rack-pool-size lots
-expect_bad "--rack-kill-manager needs --kv-substrate rack-pool --rack-pool noncoherent" \
-  --kv-substrate rack-pool --rack-kill-manager 2
-expect_bad "--rack-kill-manager = 100 is outside" --kv-substrate rack-pool --rack-pool noncoherent \
-  --rack-kill-manager 100 --timeout 10
+expect_bad "--fault rack-manager@2req:0 needs --kv-substrate rack-pool --rack-pool noncoherent" \
+  --kv-substrate rack-pool --fault rack-manager@2req
+expect_bad "rack-manager is not undone (a standby takes the role): no duration" \
+  --kv-substrate rack-pool --rack-pool noncoherent --fault rack-manager@2req:5
 if [[ -e /var/tmp/dualpath-testbed/rpclitest ]]; then
   echo "FAIL: a bad-input run created cluster state"
   failures=$((failures + 1))

@@ -20,8 +20,9 @@
 #              come from the region: the engines' storage read bytes and the storage links' rx
 #              bytes fall by >= 90% against the ucx run (acceptance 2, storage half), the rack's hit
 #              counter covers every loaded hit block, nothing is corrupt, 0 mismatches.
-#   MODE=failover  1P1D, noncoherent rack pool, `--rack-kill-manager 0.5`, 6 turns: the `pool
-#              serve` holding the lock-manager role is SIGKILLed 0.5 s into the replay; its standby on the other
+#   MODE=failover  1P1D, noncoherent rack pool, `--fault rack-manager@2req`, 6 turns: the `pool
+#              serve` holding the lock-manager role is SIGKILLed once 2 results are in (the
+#              other requests' KV still to move through the pool); its standby on the other
 #              node takes the role (lease 1 s, waits bounded by OpenOptions::lock_timeout), the run
 #              completes within its deadline (no hang), every request ok, 0 mismatches
 #              (acceptance 4).
@@ -190,11 +191,25 @@ sys.exit(1 if bad else 0)
 PY
     ;;
   failover)
-    # Long enough (18 requests, ~3-8 s here) that the kill at 0.5 s lands while KV moves.
+    # 18 requests: the kill after the second result lands while the others' KV still moves
+    # through the pool (an event, not a time: the run must not finish before it).
     TURNS=6 run "$NAME" 1P1D failover --kv-substrate rack-pool --rack-pool noncoherent \
-      --rack-pool-size 256M --rack-kill-manager 0.5
-    grep -q "killed the rack pool's lock manager (pool serve on p0) mid-run" "$tmp/failover.progress" ||
-      fail "the lock manager (pool serve on p0) was not killed mid-run"
+      --rack-pool-size 256M --fault rack-manager@2req
+    grep -q "fault rack-manager@2req:0 (the rack pool's lock manager (pool serve on p0) killed" \
+      "$tmp/failover.progress" || fail "the lock manager (pool serve on p0) was not killed mid-run"
+    python3 - "$tmp/failover.json" <<'PY' || fail "failover JSON (above)"
+import json, sys
+(r,) = json.load(open(sys.argv[1]))["results"]
+f, k = r.get("fault") or {}, r["kv_substrate"]
+bad = []
+if k.get("rack_manager_killed") != "p0":
+    bad.append(f"kv_substrate.rack_manager_killed {k.get('rack_manager_killed')!r}, want 'p0'")
+if f.get("results_before", 0) < 2 or f.get("recovery_s") is None:
+    bad.append(f"fault outcome {f}: want >= 2 results before the kill and some after it")
+for b in bad:
+    print("  -", b)
+sys.exit(1 if bad else 0)
+PY
     check failover
     ;;
   *)

@@ -117,10 +117,6 @@ struct ClusterRunOptions {
   // blocks up there before storage and publish new blocks there), "off" it carries PE<->DE KV only.
   std::string rack_prefix_cache = "on";
   uint64_t rack_pool_bytes = 512ull << 20;
-  // Non-coherent rack pool owned by the run: SIGKILL the `pool serve` holding the lock-manager
-  // role this many seconds into each system's replay (0: never); its standby must take the role
-  // and the run complete (issue 29 acceptance 4).
-  double rack_kill_manager_s = 0;
   std::string metrics_host = "127.0.0.1";
   double metrics_wait_s = 5;
   std::string metrics_config;

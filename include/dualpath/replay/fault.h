@@ -37,7 +37,15 @@
 
 namespace dualpath::replay {
 
-enum class FaultKind { kStorageLink, kComputeLink, kBrick, kService, kStoreNode, kStoreLeader };
+enum class FaultKind {
+  kStorageLink,
+  kComputeLink,
+  kBrick,
+  kService,
+  kStoreNode,
+  kStoreLeader,
+  kRackManager,  // the rack pool's lock manager (a `pool serve`) is SIGKILLed; not undone
+};
 
 // Ranges of a fault spec (docs/faults.md), checked by ParseFault.
 inline constexpr uint64_t kMaxFaultAfterResults = 10'000'000;
@@ -52,7 +60,7 @@ struct FaultSpec {
   std::string ToString() const;  // the canonical spec, e.g. "stor-link:p0@4req:5"
 };
 
-// "stor-link", "comp-link", "brick", "service", "store-node", "store-leader".
+// "stor-link", "comp-link", "brick", "service", "store-node", "store-leader", "rack-manager".
 std::string_view FaultKindName(FaultKind kind);
 
 // The kinds that act on the distributed KV store of `cluster run --store` (refused without it).
@@ -88,6 +96,8 @@ struct FaultOutcome {
   uint64_t scheduler_resubmissions = 0;
   uint64_t requests_resubmitted = 0;
   std::string detail;  // what was done, e.g. "brick pid 1234 killed; glusterfsd pid 5678 started"
+  // rack-manager: the node whose `pool serve` held the role and was killed.
+  std::string killed_node;
 };
 
 // Fills results_before/during and recovery_s from the run's records.
