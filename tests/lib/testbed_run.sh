@@ -8,6 +8,10 @@
 #   testbed_check_exit RC DEADLINE   fail on a run killed by `timeout` or a non-zero exit
 #   testbed_shm_files NAME    the /dev/shm files (pools, store tiers) of cluster NAME, one per line,
 #                             matched exactly as `cluster down` matches them (not NAME-b's)
+#   testbed_check_nothing_left [PROCS]   fail for what cluster $NAME left behind: a namespace, a
+#                             process whose command line matches PROCS (a pgrep -f pattern;
+#                             default: one under its state dir), its state dir under $root, a pool
+#                             or store tier file in /dev/shm
 testbed_lib_dir=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 testbed_shm_files() {
   bash "$testbed_lib_dir/../../scripts/testbed/testbed.sh" shm-files "$1"
@@ -49,4 +53,18 @@ testbed_check_exit() {
   local rc=$1 deadline=$2
   [[ $rc == 124 || $rc == 137 ]] && fail "cluster run did not finish within the ${deadline} s deadline"
   [[ $rc == 0 ]] || fail "cluster run exited $rc"
+}
+
+testbed_check_nothing_left() {
+  local procs=${1:-"dualpath-testbed/$NAME/"} left
+  if ip netns list | grep -q "^dp-$NAME\."; then
+    fail "namespaces left: $(ip netns list | grep "^dp-$NAME\." | tr '\n' ' ')"
+  fi
+  if pgrep -af -- "$procs" >"$tmp/left.txt"; then
+    fail "processes left: $(cat "$tmp/left.txt")"
+  fi
+  [[ -e $root/$NAME ]] && fail "state dir $root/$NAME left"
+  left=$(testbed_shm_files "$NAME")
+  [[ -z $left ]] || fail "pool or store tier files left: $left"
+  return 0
 }

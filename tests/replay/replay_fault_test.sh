@@ -87,15 +87,7 @@ else
 fi
 
 # Nothing left behind (the run brought the cluster up, so it took it down).
-if ip netns list | grep -q "^dp-$NAME\."; then
-  fail "namespaces left: $(ip netns list | grep "^dp-$NAME\." | tr '\n' ' ')"
-fi
-if pgrep -af -- "dualpath-testbed/$NAME/" >"$tmp/left.txt"; then
-  fail "processes left: $(cat "$tmp/left.txt")"
-fi
-[[ -e $root/$NAME ]] && fail "state dir $root/$NAME left"
-left_pools=$(testbed_shm_files "$NAME" | grep "\.pool$")
-[[ -z $left_pools ]] || fail "pool files left: $left_pools"
+testbed_check_nothing_left
 
 if ((failures > 0)); then
   echo "replay fault test ($kind): $failures failure(s)"

@@ -135,18 +135,8 @@ else
   fail "no JSON written"
 fi
 
-# Nothing left behind.
-if ip netns list | grep -q "^dp-$NAME\."; then
-  fail "namespaces left: $(ip netns list | grep "^dp-$NAME\." | tr '\n' ' ')"
-fi
-if pgrep -af -- "--cluster $NAME\.|dualpath-testbed/$NAME/" >"$tmp/left.txt"; then
-  fail "processes left: $(cat "$tmp/left.txt")"
-fi
-left_tiers=$(testbed_shm_files "$NAME" | grep -v "\.pool$")
-[[ -n $left_tiers ]] && fail "store tier files left: $left_tiers"
-left_pools=$(testbed_shm_files "$NAME" | grep "\.pool$")
-[[ -n $left_pools ]] && fail "pool files left: $left_pools"
-[[ -e $root/$NAME ]] && fail "state dir $root/$NAME left"
+# Nothing left behind (the store's processes name the cluster in --cluster).
+testbed_check_nothing_left "--cluster $NAME\.|dualpath-testbed/$NAME/"
 
 if ((failures > 0)); then
   echo "replay store fault test ($kind): FAILED ($failures)"

@@ -100,18 +100,10 @@ fi
 grep -q "^auth: engines use mutual TLS and a transfer token" "$tmp/progress.txt" ||
   fail "no auth line in the progress"
 
-# Nothing left behind: the run brought the cluster up, so it must have taken it down.
-if ip netns list | grep -q "^dp-$NAME\."; then
-  fail "namespaces left: $(ip netns list | grep "^dp-$NAME\." | tr '\n' ' ')"
-fi
-# The service's socket and store root and the engines' mounts are all under the state dir.
-if pgrep -af -- "dualpath-testbed/$NAME/" >"$tmp/left.txt"; then
-  fail "processes left: $(cat "$tmp/left.txt")"
-fi
-[[ -e $root/$NAME ]] && fail "state dir $root/$NAME left"
-# The engines' node pools (engine --pool, one per node) go with the run.
-left_pools=$(testbed_shm_files "$NAME" | grep "\.pool$")
-[[ -z $left_pools ]] || fail "pool files left: $left_pools"
+# Nothing left behind: the run brought the cluster up, so it must have taken it down. The
+# service's socket and store root and the engines' mounts are all under the state dir; the
+# engines' node pools (engine --pool, one per node) go with the run.
+testbed_check_nothing_left
 
 if ((failures > 0)); then
   echo "replay system test: $failures failure(s)"
