@@ -924,12 +924,13 @@ Result<std::vector<std::string>> ParseSystems(const std::string& spec) {
   return out;
 }
 
-// docs/replay.md "Input ranges": the numbers that set a run's length and polling rates (the
-// workload's own are checked by BuildWorkload, --pd and the rates by the testbed's parsers).
+// --fault rack-manager: the run's own non-coherent rack pool loses its lock manager.
 static bool KillsRackManager(const ClusterRunOptions& o) {
   return o.fault && o.fault->kind == FaultKind::kRackManager;
 }
 
+// docs/replay.md "Input ranges": the numbers that set a run's length and polling rates (the
+// workload's own are checked by BuildWorkload, --pd and the rates by the testbed's parsers).
 static Status ValidateRunRanges(const ClusterRunOptions& o) {
   if (o.replay.online) {
     RETURN_IF_ERROR(CheckRange("--aps", o.replay.aps, kMinRunAps, kMaxRunAps, "agents/s"));
