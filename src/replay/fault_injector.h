@@ -5,8 +5,9 @@
 // The mechanisms are the testbed's own tools: `ip -n NETNS link set DEV down|up` for a node link;
 // SIGKILL to the brick's glusterfsd (found by its brick path in /proc) and `gluster volume start
 // VOL force` inside glusterd's mount namespace (as testbed.sh runs gluster) to start it again; for
-// the service, hooks of the caller's (which owns the service's Child); for the store kinds, the
-// system's RunStore (which owns the store's children and watches the leader's Stats after a kill).
+// the service and the rack pool's lock manager, hooks of the caller's (which owns the service's
+// Child and the run's rack pool); for the store kinds, the system's RunStore (which owns the
+// store's children and watches the leader's Stats after a kill).
 //
 // Thread safety: one thread, the replay's: OnResult and Tick are called from the replayer's
 // on_result and health hooks, so the service hooks may spawn and reap the service's Child (a child

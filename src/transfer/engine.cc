@@ -486,8 +486,6 @@ void EngineImpl::BroadcastRegions() {
 }
 
 Result<PeerId> EngineImpl::AddPeer(std::unique_ptr<ControlChannel> ch, const Hello& hello) {
-  RETURN_IF_ERROR(CheckTcpSegments(tcp_tx_seg_, tcp_rx_seg_, hello.tcp_tx_seg, hello.tcp_rx_seg,
-                                   ch->PeerName()));
   auto p = std::make_shared<PeerState>();
   p->engine_id = hello.engine_id;
   p->name = ch->PeerName();
@@ -548,6 +546,10 @@ Result<PeerId> EngineImpl::Connect(const std::string& addr_port) {
                    ReceiveWithin(*ch, config_.peer_timeout, "hello from " + addr_port));
   RETURN_IF_ERROR(RefusalIn(msg, addr_port));
   ASSIGN_OR_RETURN(Hello hello, DecodeHello(msg));
+  // The acceptor checked our sizes against its own before answering; this side checks too, so an
+  // acceptor that did not (or lied about its own) cannot make us send what would abort it.
+  RETURN_IF_ERROR(
+      CheckTcpSegments(tcp_tx_seg_, tcp_rx_seg_, hello.tcp_tx_seg, hello.tcp_rx_seg, addr_port));
   ASSIGN_OR_RETURN(PeerId id, AddPeer(std::move(ch), hello));
   BroadcastIfStale(sent_generation);
   return id;
