@@ -215,8 +215,8 @@ bool SchedDriver::IdleFetch(uint32_t group) const {
 }
 
 Status SchedDriver::FetchGroup(uint32_t group, const ClusterState& c, double now,
-                               std::vector<sched::DecodeAssignment>* decode,
-                               std::vector<sched::Assignment>* prefill) {
+                               sched::FetchResult* out) {
+  out->Clear();
   if (IdleFetch(group)) {
     ++skipped_;
     if (group_blocked_[group]) ++skipped_blocked_;
@@ -236,20 +236,24 @@ Status SchedDriver::FetchGroup(uint32_t group, const ClusterState& c, double now
   size_t sent = 0;
   uint32_t node = UINT32_MAX;
   int64_t queue = 0;
+  // A decode engine's report carries its node's queue as 0 (not computed): the scheduler reads
+  // a decode node's queue only in a prefill fetch, which reads it live first (LiveReadQueues,
+  // sched's RefreshNodeQueue), so the reported value is never read (issue 27: a storage-NIC queue
+  // computation per decode report). Without the skips every report carries the real queue.
+  const bool queue_read = prefill_group || !skip_idle_;
   for (const uint32_t e : engines) {
     if (!prefill_group && skip_idle_ && !engine_dirty_[e]) {
       ++unsent_reports_;
       continue;
     }
     const uint32_t n = NodeOf(c, e);
-    if (n != node) {
+    if (queue_read && n != node) {
       node = n;
       queue = static_cast<int64_t>(c.ReadQueueTokens(n, now));
     }
     FillReport(c, e, queue, &reports_[sent++]);
   }
   reports_.resize(sent);
-  out_.Clear();
   if (prefill_group) {
     // The read side (§6.1) compares the PE node's queue, which this group reports, with the DE
     // node's. A decode node's queue otherwise reaches sched only when its own group fetches, and
@@ -259,18 +263,16 @@ Status SchedDriver::FetchGroup(uint32_t group, const ClusterState& c, double now
     // one (the same decisions as applying every decode node's queue before the fetch, without a
     // write per decode node per fetch: that was a third of a 48P96D run).
     const LiveReadQueues live(c, now);
-    RETURN_IF_ERROR(sched_->FetchForGroup(sched::GroupId(group), reports_, &out_, &live));
+    RETURN_IF_ERROR(sched_->FetchForGroup(sched::GroupId(group), reports_, out, &live));
   } else {
-    RETURN_IF_ERROR(sched_->FetchForGroup(sched::GroupId(group), reports_, &out_));
+    RETURN_IF_ERROR(sched_->FetchForGroup(sched::GroupId(group), reports_, out));
     // Clean: the scheduler holds exactly the engines' loads, unless it placed requests, which the
     // simulation then adds to the engines in its own units (bytes of HBM, rounded differently).
     for (const uint32_t e : engines) engine_dirty_[e] = false;
-    for (const sched::DecodeAssignment& a : out_.decode) engine_dirty_[a.decode.value()] = true;
-    group_dirty_[group] = !out_.decode.empty();
+    for (const sched::DecodeAssignment& a : out->decode) engine_dirty_[a.decode.value()] = true;
+    group_dirty_[group] = !out->decode.empty();
     group_blocked_[group] = sched_->private_queue_size(sched::GroupId(group)) > 0;
   }
-  decode->insert(decode->end(), out_.decode.begin(), out_.decode.end());
-  prefill->insert(prefill->end(), out_.prefill.begin(), out_.prefill.end());
   return Status::Ok();
 }
 

@@ -57,10 +57,9 @@ class SchedDriver {
   Status Submit(uint32_t slot, uint64_t prompt, uint64_t hit, uint64_t gen,
                 std::optional<uint32_t> prefill_engine = std::nullopt);
   // Group `group` (0..num_groups()-1) fetches with fresh reports of its engines from `cluster` at
-  // `now`; appends the decisions.
+  // `now`; *out is cleared and holds the decisions (the scheduler writes them there, no copy).
   Status FetchGroup(uint32_t group, const ClusterState& cluster, double now,
-                    std::vector<sched::DecodeAssignment>* decode,
-                    std::vector<sched::Assignment>* prefill);
+                    sched::FetchResult* out);
   uint32_t num_groups() const { return static_cast<uint32_t>(group_engines_.size()); }
   // The simulation changed decode engine `engine`'s load (a request completed on it) outside a
   // fetch: its group's next fetch must report it (see FetchGroup).
@@ -110,7 +109,6 @@ class SchedDriver {
   bool skip_idle_ = true;
   uint64_t skipped_ = 0;
   std::vector<sched::EngineReport> reports_;
-  sched::FetchResult out_;
 };
 
 }  // namespace dualpath::sim

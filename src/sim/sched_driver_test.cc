@@ -101,12 +101,13 @@ TEST(SchedDriverTest, SkippedIdleFetchesDecideLikeEveryFetch) {
           live[slot] = Placed{prompt, gen};
         } else if (op < 75) {  // a group's fetch
           const auto group = static_cast<uint32_t>(rng() % (*skip)->num_groups());
-          std::vector<sched::DecodeAssignment> d1, d2;
-          std::vector<sched::Assignment> p1, p2;
-          ASSERT_TRUE((*skip)->FetchGroup(group, c, now, &d1, &p1).ok());
-          ASSERT_TRUE((*every)->FetchGroup(group, c, now, &d2, &p2).ok());
-          ExpectSameDecisions(d1, d2);
-          ExpectSameDecisions(p1, p2);
+          sched::FetchResult r1, r2;
+          ASSERT_TRUE((*skip)->FetchGroup(group, c, now, &r1).ok());
+          ASSERT_TRUE((*every)->FetchGroup(group, c, now, &r2).ok());
+          const std::vector<sched::DecodeAssignment>& d1 = r1.decode;
+          const std::vector<sched::Assignment>& p1 = r1.prefill;
+          ExpectSameDecisions(d1, r2.decode);
+          ExpectSameDecisions(p1, r2.prefill);
           ++fetches;
           // The simulation's side of the decisions (simulator.cc Fetch / PlacePrefill).
           for (const sched::DecodeAssignment& a : d1) {

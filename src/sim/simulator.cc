@@ -233,8 +233,7 @@ class Simulation {
   double last_placement_ = 0;  // last time a fetch placed anything (stall detection)
   std::mt19937_64 rng_;
   std::uniform_real_distribution<double> jitter_{0.0, 1.0};
-  std::vector<sched::DecodeAssignment> decode_out_;
-  std::vector<sched::Assignment> prefill_out_;
+  sched::FetchResult fetch_out_;  // the last fetch's decisions (SchedDriver::FetchGroup)
   std::vector<sched::PrefillWork> work_;
   sched::BatchPlan plan_;
 
@@ -378,14 +377,13 @@ Status Simulation::Arrive(uint32_t agent, uint32_t turn, double now) {
 // One group's leader fetches (docs/sched.md): DEs for a decode group, PEs + read side for a
 // prefill group.
 Status Simulation::Fetch(uint32_t group, double now) {
-  decode_out_.clear();
-  prefill_out_.clear();
-  RETURN_IF_ERROR(driver_->FetchGroup(group, c_, now, &decode_out_, &prefill_out_));
+  RETURN_IF_ERROR(driver_->FetchGroup(group, c_, now, &fetch_out_));
+  const std::vector<sched::DecodeAssignment>& decode_out = fetch_out_.decode;
+  const std::vector<sched::Assignment>& prefill_out = fetch_out_.prefill;
   const auto num_pes = static_cast<uint32_t>(c_.pes.size());
   // The requests were last touched at arrival: start loading them all before the first use.
-  for (const sched::DecodeAssignment& d : decode_out_)
-    __builtin_prefetch(&reqs_[d.request.value()]);
-  for (const sched::DecodeAssignment& d : decode_out_) {
+  for (const sched::DecodeAssignment& d : decode_out) __builtin_prefetch(&reqs_[d.request.value()]);
+  for (const sched::DecodeAssignment& d : decode_out) {
     Req& r = reqs_[d.request.value()];
     r.de = d.decode.value() - num_pes;
     DeState& de = c_.des[r.de];
@@ -394,8 +392,8 @@ Status Simulation::Fetch(uint32_t group, double now) {
     de.hbm_free -= DeHbm(r);
   }
   // Likewise the requests a prefill fetch placed (last touched when their DE was assigned).
-  for (const sched::Assignment& a : prefill_out_) __builtin_prefetch(&reqs_[a.request.value()]);
-  for (const sched::Assignment& a : prefill_out_) RETURN_IF_ERROR(PlacePrefill(a, now));
+  for (const sched::Assignment& a : prefill_out) __builtin_prefetch(&reqs_[a.request.value()]);
+  for (const sched::Assignment& a : prefill_out) RETURN_IF_ERROR(PlacePrefill(a, now));
   if (driver_->HasPending()) {
     // Leaders' timers are not synchronized: each interval is jittered (+-50%, seeded) so no group
     // keeps a fixed place right after the decode groups' fetches, which would hand it the head
@@ -878,7 +876,7 @@ Result<SimResult> Simulation::Run() {
     if (e.kind != kFetch) --work_events_;
     RETURN_IF_ERROR(Dispatch(e));
     if (e.kind != kFetch) continue;
-    if (!decode_out_.empty() || !prefill_out_.empty()) last_placement_ = e.time;
+    if (!fetch_out_.decode.empty() || !fetch_out_.prefill.empty()) last_placement_ = e.time;
     if (Stalled(e.time)) break;
   }
   const uint64_t answered = metrics_.requests_done() + metrics_.too_long().requests;

@@ -63,11 +63,12 @@ class QuadHeap {
     v_.pop_back();
     const size_t n = v_.size();
     if (n == 0) return;
-    // Sift `last` down from the root: the earliest of up to kArity children moves up.
+    // Bottom-up: the hole at the root moves down along the earliest children to a leaf, with no
+    // comparison against `last` on the way (that early-exit branch mispredicted: the last element
+    // belongs near the bottom), then `last` sifts up from there (usually 0-1 levels).
     size_t i = 0;
     for (;;) {
       const size_t first = i * kArity + 1;
-      if (first >= n) break;
       size_t best;
       if (first + kArity <= n) {
         // Four children: the earliest by a branch-free tournament. Keys are unique, so any way
@@ -78,14 +79,20 @@ class QuadHeap {
         const size_t pick = Order::EarlierBit(c[b23], c[b01]);
         best = first + (b01 ^ ((b01 ^ b23) & (0 - pick)));
       } else {
+        if (first >= n) break;
         best = first;
         for (size_t k = first + 1; k < n; ++k) {
           if (Order::Earlier(v_[k], v_[best])) best = k;
         }
       }
-      if (!Order::Earlier(v_[best], last)) break;
       v_[i] = v_[best];
       i = best;
+    }
+    while (i > 0) {
+      const size_t parent = (i - 1) / kArity;
+      if (!Order::Earlier(last, v_[parent])) break;
+      v_[i] = v_[parent];
+      i = parent;
     }
     v_[i] = last;
   }
