@@ -32,7 +32,6 @@ struct RunArgs {
   std::string plot_dir;
   bool no_check = false;
   bool no_pool = false;
-  std::string kill;
   std::string fault;
   std::string rack_pool_size = "512M";
 };
@@ -111,15 +110,13 @@ void Register(CLI::App& root, int* exit_code) {
   run->add_option("--service-arg", o.service_args,
                   "Extra argument for the scheduler service (repeatable)")
       ->allow_extra_args(false);
-  run->add_option("--kill-engine", a->kill,
-                  "NODE:SECONDS: SIGKILL that node's engine this long into each system's replay "
-                  "(fault injection; its requests must be rescheduled)");
   run->add_option("--fault", a->fault,
                   "KIND[:NODE]@TRIGGER[:SECONDS]: inject a fault into each system's replay, e.g. "
                   "stor-link:p0@4req:5, comp-link:d0@4req:5, brick@4req, service@4req, "
                   "store-node:p1@4req, store-leader@4req (these two with --store), "
-                  "rack-manager@4req (with --kv-substrate rack-pool --rack-pool noncoherent; "
-                  "docs/faults.md)");
+                  "rack-manager@4req (with --kv-substrate rack-pool --rack-pool noncoherent), "
+                  "engine:d1@4req (that engine SIGKILLed: its requests rescheduled, its buffers "
+                  "swept; docs/faults.md)");
   run->add_option("--dualpath-bin", o.dualpath_bin,
                   "dualpath binary for the service and engines (default: this one)");
   run->add_option("--json", a->json_out, "Write results (sim's schema + records) here");
@@ -169,19 +166,6 @@ void Register(CLI::App& root, int* exit_code) {
           o.workload, {.append = append->count() > 0, .turns = turns->count() > 0});
       ASSIGN_OR_RETURN(o.systems, replay::ParseSystems(a->systems));
       ASSIGN_OR_RETURN(o.rack_pool_bytes, ParseSize("--rack-pool-size", a->rack_pool_size));
-      if (!a->kill.empty()) {
-        const size_t colon = a->kill.find(':');
-        char* end = nullptr;
-        const double secs =
-            colon == std::string::npos ? -1 : std::strtod(a->kill.c_str() + colon + 1, &end);
-        if (colon == std::string::npos || colon == 0 || end == nullptr || *end != '\0' ||
-            !(secs > 0)) {
-          return InvalidArgument("--kill-engine '" + a->kill +
-                                 "': expected NODE:SECONDS, e.g. d1:5");
-        }
-        o.kill_node = a->kill.substr(0, colon);
-        o.kill_after_s = secs;
-      }
       if (!a->fault.empty()) {
         ASSIGN_OR_RETURN(o.fault, replay::ParseFault(a->fault));
       }

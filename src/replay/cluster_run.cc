@@ -4,15 +4,12 @@
 #include <unistd.h>
 
 #include <chrono>
-#include <condition_variable>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <functional>
-#include <mutex>
 #include <nlohmann/json.hpp>
 #include <sstream>
-#include <thread>
 
 #include "child.h"
 #include "cluster_metrics.h"
@@ -121,44 +118,6 @@ Result<int> AliveEngines(control::Client& scheduler) {
   }
   return alive;
 }
-
-// Kills one engine (its whole process group, SIGKILL: no clean shutdown) after a delay, from a
-// thread of its own, unless stopped first. The owner does not touch that Child until Stop().
-class EngineKiller {
- public:
-  EngineKiller() = default;
-  EngineKiller(const EngineKiller&) = delete;
-  EngineKiller& operator=(const EngineKiller&) = delete;
-  ~EngineKiller() { Stop(); }
-
-  void Start(Child* victim, Nanos delay) {
-    thread_ = std::thread([this, victim, delay] {
-      std::unique_lock<std::mutex> lock(mu_);
-      // A timed wait on the stop flag: the delay is the fault's schedule, not synchronization.
-      if (!cv_.wait_for(lock, std::chrono::nanoseconds(delay), [this] { return stop_; })) {
-        victim->Signal(SIGKILL);
-        fired_ = true;
-      }
-    });
-  }
-  // Joins; true if the kill happened.
-  bool Stop() {
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      stop_ = true;
-    }
-    cv_.notify_all();
-    if (thread_.joinable()) thread_.join();
-    return fired_;
-  }
-
- private:
-  std::mutex mu_;
-  std::condition_variable cv_;
-  bool stop_ = false;
-  bool fired_ = false;
-  std::thread thread_;
-};
 
 // Names a child that died: what it was, how it ended, the end of its log.
 Status ChildDied(const std::string& what, Child& c) {
@@ -270,7 +229,7 @@ struct RunShared {
   std::string spec;    // the model spec
   std::vector<double> goodput;
   std::vector<std::string> names, roles;      // per node, cluster order
-  int kill_index = -1;                        // the --kill-engine node, or -1
+  int kill_index = -1;                        // the --fault engine:NODE node, or -1
   const MetricsEndpoints* metrics = nullptr;  // --metrics, else null
   std::unique_ptr<RunCredentials> auth;       // engines' mTLS certificates and transfer token
   std::string rack_path;         // --kv-substrate rack-pool: the rack region, else empty
@@ -600,8 +559,7 @@ Status StopSystem(const ClusterRunOptions& o, const testbed::Cluster& c, const s
 
 // The replay of one system, with its health check: it ends early, with a one-line reason, when
 // the run cannot go on: a stop signal, the cluster taken down under it, or the service or an
-// engine gone (the fault-injection victim excepted: the killer thread owns it until
-// EngineKiller::Stop()).
+// engine gone (the victim of `--fault engine:NODE` excepted).
 Result<ReplayResult> ReplaySystem(const SystemSetup& s, SystemProcesses& procs,
                                   LinkSampler& sampler, FaultInjector* fault) {
   const RunShared& r = s.run;
@@ -633,13 +591,13 @@ Result<ReplayResult> ReplaySystem(const SystemSetup& s, SystemProcesses& procs,
 // its buffers were reclaimed.
 Status SweepKilledPool(const SystemSetup& s, SystemProcesses& procs, BufferReclaim& buffers,
                        std::ostream& progress) {
-  const ClusterRunOptions& o = s.run.o;
+  const std::string& node = s.run.names[static_cast<size_t>(s.run.kill_index)];
   Child& victim = procs.engines[static_cast<size_t>(s.run.kill_index)];
   if (!victim.Wait(10 * kNanosPerSecond).ok()) {
-    return Timeout("killed engine " + o.kill_node + " did not exit within 10 s");
+    return Timeout("killed engine " + node + " did not exit within 10 s");
   }
   RETURN_IF_ERROR(CheckReclaimed(buffers).WithContext("sweep pool " + buffers.pool));
-  progress << s.system << ": " << o.kill_node << "'s buffers "
+  progress << s.system << ": " << node << "'s buffers "
            << (buffers.reclaimed() ? "reclaimed" : "NOT reclaimed") << ": root " << buffers.root
            << " (" << (buffers.root_bytes >> 20) << " MiB, pid " << buffers.owner_pid << ") "
            << (buffers.root_after ? "still present" : "gone") << ", " << buffers.reclaimed_roots
@@ -678,6 +636,14 @@ std::unique_ptr<FaultInjector> MakeFaultInjector(const SystemSetup& s, SystemPro
   };
   if (RackPool* rack = s.run.own_rack; rack != nullptr) {
     hooks.kill_rack_manager = [rack] { return rack->KillManager(); };
+  }
+  if (const int victim = s.run.kill_index; victim >= 0) {
+    // Its whole process group, SIGKILL: no clean shutdown. Reaped after the replay
+    // (SweepKilledPool, StopSystem); the health check does not count it gone.
+    hooks.kill_engine = [&procs, victim](const std::string&) -> Status {
+      procs.engines[static_cast<size_t>(victim)].Signal(SIGKILL);
+      return Status::Ok();
+    };
   }
   return std::make_unique<FaultInjector>(
       *s.run.o.fault, s.run.cluster, s.run.work + "/" + s.system + "_fault.log", hooks, s.kv_store);
@@ -785,16 +751,14 @@ Result<SystemRun> RunSystem(const SystemSetup& setup, std::ostream& progress) {
   ASSIGN_OR_RETURN(LinkSample compute_before, ReadLinkCounters(r.cluster, testbed::Link::kCompute));
   LinkSampler sampler;
   sampler.Start(r.cluster, o.sample_interval_s);
-  EngineKiller killer;
   std::optional<BufferReclaim> buffers;
-  if (r.kill_index >= 0) {
-    if (o.pool) {
-      const std::string pool_path = NodePoolPath(r.cluster.name, o.kill_node);
-      Result<BufferReclaim> b = InspectBuffers(pool_path, o.kill_node + ".0");
-      if (!b.ok()) return b.status().WithContext("inspect pool " + pool_path);
-      buffers = *b;
-    }
-    killer.Start(&procs.engines[static_cast<size_t>(r.kill_index)], FromSeconds(o.kill_after_s));
+  if (r.kill_index >= 0 && o.pool) {
+    // The victim's buffer root before the run, to check after the kill that the sweep took it.
+    const std::string& victim = r.names[static_cast<size_t>(r.kill_index)];
+    const std::string pool_path = NodePoolPath(r.cluster.name, victim);
+    Result<BufferReclaim> b = InspectBuffers(pool_path, victim + ".0");
+    if (!b.ok()) return b.status().WithContext("inspect pool " + pool_path);
+    buffers = *b;
   }
   std::unique_ptr<FaultInjector> fault = MakeFaultInjector(s, procs, scheduler);
   Result<ReplayResult> replay = ReplaySystem(s, procs, sampler, fault.get());
@@ -802,7 +766,8 @@ Result<SystemRun> RunSystem(const SystemSetup& setup, std::ostream& progress) {
     Status done = fault->Finish(s.system, replay->records.size());
     if (!done.ok()) replay = done;
   }
-  const bool killed = killer.Stop();
+  const bool killed = r.kill_index >= 0 && fault != nullptr && fault->outcome().injected;
+  const std::string killed_node = killed ? r.names[static_cast<size_t>(r.kill_index)] : "";
   if (!replay.ok()) {
     // Stop what is left of this system (Shutdown, then TERM/KILL after stop_timeout_s) before
     // reporting; the cluster and pools go with their guards.
@@ -815,7 +780,7 @@ Result<SystemRun> RunSystem(const SystemSetup& setup, std::ostream& progress) {
     }
     return replay.status().WithContext(s.system + " replay (logs in " + r.work + ")");
   }
-  if (killed) progress << s.system << ": killed engine " << o.kill_node << " mid-run\n";
+  if (killed) progress << s.system << ": killed engine " << killed_node << " mid-run\n";
   if (killed && buffers) RETURN_IF_ERROR(SweepKilledPool(s, procs, *buffers, progress));
   std::vector<LinkSample> samples = sampler.Stop();
   ASSIGN_OR_RETURN(LinkSample after, ReadStorageCounters(r.cluster));
@@ -854,13 +819,15 @@ Result<SystemRun> RunSystem(const SystemSetup& setup, std::ostream& progress) {
   if (fault != nullptr) run.fault = fault->outcome();
   if (fault != nullptr) MeasureRecovery(run.replay, *run.fault);
   if (run.fault) PrintFault(s.system, *run.fault, progress);
-  if (killed) run.killed_engine = o.kill_node;
+  if (killed) run.killed_engine = killed_node;
   if (killed) run.killed_buffers = buffers;
   run.kv_store_json = std::move(kv_store_json);
   run.prefill_batches_json = PrefillBatchReport(s, progress);  // the engines wrote theirs at exit
-  run.kv_substrate_json =
-      KvSubstrateReport(s, fault != nullptr ? fault->outcome().killed_node : std::string(),
-                        compute_link_bytes, progress);
+  run.kv_substrate_json = KvSubstrateReport(
+      s,
+      fault != nullptr && o.fault->kind == FaultKind::kRackManager ? fault->outcome().killed_node
+                                                                   : std::string(),
+      compute_link_bytes, progress);
   const Summary sum = Summarize(run.replay);
   progress << s.system << ": JCT " << sum.jct_s << " s, " << sum.requests << " requests, "
            << sum.failed << " failed\n"
@@ -900,13 +867,24 @@ Result<testbed::Cluster> UseOrBringUpCluster(const ClusterRunOptions& o, bool wa
   return cluster;
 }
 
-// The index of the --kill-engine node in the cluster, -1 without one.
+// The index in the cluster of the node whose engine `--fault engine:NODE` kills, -1 without one.
+// Refused when that engine is the only one of its role: nothing could take its requests.
 Result<int> KillIndex(const ClusterRunOptions& o, const testbed::Cluster& cluster) {
-  if (o.kill_node.empty()) return -1;
+  if (!o.fault || o.fault->kind != FaultKind::kEngine) return -1;
+  const std::string& node = o.fault->node;
   for (size_t i = 0; i < cluster.nodes.size(); ++i) {
-    if (cluster.nodes[i].name == o.kill_node) return static_cast<int>(i);
+    if (cluster.nodes[i].name != node) continue;
+    const testbed::Role role = cluster.nodes[i].role;
+    size_t same_role = 0;
+    for (const testbed::Node& n : cluster.nodes) same_role += n.role == role ? 1 : 0;
+    if (same_role < 2) {
+      return InvalidArgument("--fault " + o.fault->ToString() + ": " + node + " is " +
+                             cluster.PdSpec() + "'s only " + std::string(testbed::RoleName(role)) +
+                             " node; no engine could take its requests");
+    }
+    return static_cast<int>(i);
   }
-  return InvalidArgument("--kill-engine: no node '" + o.kill_node + "' in " + cluster.PdSpec());
+  return InvalidArgument("--fault: no node '" + node + "' in " + cluster.PdSpec());
 }
 
 }  // namespace
@@ -965,10 +943,6 @@ static Status ValidateRunRanges(const ClusterRunOptions& o) {
     return InvalidArgument("--fault " + o.fault->ToString() +
                            " needs --kv-substrate rack-pool --rack-pool noncoherent (the "
                            "coherent model has no lock manager)");
-  }
-  if (!o.kill_node.empty()) {
-    RETURN_IF_ERROR(
-        CheckRange("--kill-engine seconds", o.kill_after_s, 0.001, o.replay.timeout_s, "s"));
   }
   return Status::Ok();
 }

@@ -10,8 +10,8 @@ namespace {
 
 constexpr std::string_view kForm =
     "expected KIND[:NODE]@TRIGGER[:SECONDS] with KIND stor-link:NODE, comp-link:NODE, brick, "
-    "service, store-node:NODE, store-leader or rack-manager and TRIGGER Nreq or Ns, e.g. "
-    "stor-link:p0@4req:5";
+    "service, store-node:NODE, store-leader, rack-manager or engine:NODE and TRIGGER Nreq or Ns, "
+    "e.g. stor-link:p0@4req:5";
 
 Status Bad(std::string_view spec, std::string_view why) {
   return InvalidArgument("--fault '" + std::string(spec) + "': " + std::string(why) + " (" +
@@ -67,6 +67,8 @@ std::string_view FaultKindName(FaultKind kind) {
       return "store-leader";
     case FaultKind::kRackManager:
       return "rack-manager";
+    case FaultKind::kEngine:
+      return "engine";
   }
   return "unknown";
 }
@@ -91,9 +93,9 @@ Result<FaultSpec> ParseFault(std::string_view spec) {
     f.kind = kind == "stor-link" ? FaultKind::kStorageLink : FaultKind::kComputeLink;
     if (f.node.empty()) return Bad(spec, std::string(kind) + " needs a node");
     f.duration_s = 5;
-  } else if (kind == "store-node") {
-    f.kind = FaultKind::kStoreNode;
-    if (f.node.empty()) return Bad(spec, "store-node needs a node");
+  } else if (kind == "store-node" || kind == "engine") {
+    f.kind = kind == "store-node" ? FaultKind::kStoreNode : FaultKind::kEngine;
+    if (f.node.empty()) return Bad(spec, std::string(kind) + " needs a node");
     f.duration_s = 0;
   } else if (kind == "brick" || kind == "service" || kind == "store-leader" ||
              kind == "rack-manager") {
@@ -116,6 +118,9 @@ Result<FaultSpec> ParseFault(std::string_view spec) {
   }
   if (f.kind == FaultKind::kRackManager && f.duration_s != 0) {
     return Bad(spec, "rack-manager is not undone (a standby takes the role): no duration");
+  }
+  if (f.kind == FaultKind::kEngine && f.duration_s != 0) {
+    return Bad(spec, "engine is not undone (its requests are rescheduled): no duration");
   }
   return f;
 }

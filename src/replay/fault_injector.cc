@@ -172,6 +172,9 @@ Status FaultInjector::Begin() {
     case FaultKind::kRackManager:
       s = KillRackManager();
       break;
+    case FaultKind::kEngine:
+      s = KillEngine();
+      break;
   }
   log::Warn("cluster run: fault {} begins after {} results: {}", spec_.ToString(), results_,
             s.ok() ? outcome_.detail : s.ToString());
@@ -201,6 +204,8 @@ Status FaultInjector::End() {
       break;
     case FaultKind::kRackManager:
       break;  // not undone: a standby took the role
+    case FaultKind::kEngine:
+      break;  // not undone: the service rescheduled its requests
   }
   outcome_.end_ns = WallClock().Now();
   log::Warn("cluster run: fault {} ends after {} s: {}", spec_.ToString(),
@@ -249,6 +254,16 @@ Status FaultInjector::KillRackManager() {
   ASSIGN_OR_RETURN(const std::string node, service_.kill_rack_manager());
   outcome_.killed_node = node;
   outcome_.detail = "the rack pool's lock manager (pool serve on " + node + ") killed (SIGKILL)";
+  return Status::Ok();
+}
+
+Status FaultInjector::KillEngine() {
+  if (!service_.kill_engine) {
+    return FailedPrecondition("--fault " + spec_.ToString() + ": this run cannot kill an engine");
+  }
+  RETURN_IF_ERROR(service_.kill_engine(spec_.node));
+  outcome_.killed_node = spec_.node;
+  outcome_.detail = "engine on " + spec_.node + " killed (SIGKILL)";
   return Status::Ok();
 }
 

@@ -5,9 +5,9 @@
 // The mechanisms are the testbed's own tools: `ip -n NETNS link set DEV down|up` for a node link;
 // SIGKILL to the brick's glusterfsd (found by its brick path in /proc) and `gluster volume start
 // VOL force` inside glusterd's mount namespace (as testbed.sh runs gluster) to start it again; for
-// the service and the rack pool's lock manager, hooks of the caller's (which owns the service's
-// Child and the run's rack pool); for the store kinds, the system's RunStore (which owns the
-// store's children and watches the leader's Stats after a kill).
+// the service, the rack pool's lock manager and an engine, hooks of the caller's (which owns the
+// service's and engines' Children and the run's rack pool); for the store kinds, the system's
+// RunStore (which owns the store's children and watches the leader's Stats after a kill).
 //
 // Thread safety: one thread, the replay's: OnResult and Tick are called from the replayer's
 // on_result and health hooks, so the service hooks may spawn and reap the service's Child (a child
@@ -40,6 +40,9 @@ class FaultInjector {
     // non-coherent rack pool (RackPool::KillManager); returns the node it ran on. Empty: the run
     // has no such pool (the fault fails).
     std::function<Result<std::string>()> kill_rack_manager;
+    // engine: SIGKILL the engine of `node` (the caller owns its Child, reaps it after the replay
+    // and sweeps the node's pool). Empty: the fault fails.
+    std::function<Status(const std::string& node)> kill_engine;
   };
   // `log` collects the output of every command run (ip, gluster). `store`: the system's store
   // (`cluster run --store`), null without one; the store kinds need it.
@@ -70,6 +73,7 @@ class FaultInjector {
   Status StoreBegin();
   Status StoreEnd();
   Status KillRackManager();
+  Status KillEngine();
   // comp-link: one look at the service's view of the node's engine (cut off, back).
   void WatchCutOff(Nanos now);
 

@@ -61,6 +61,15 @@ TEST(FaultTest, ParsesEveryKindWithItsDefaults) {
   EXPECT_FALSE(FaultNeedsStore(f->kind));
   EXPECT_EQ(f->ToString(), "rack-manager@2req:0");
   EXPECT_EQ(ParseFault(f->ToString())->ToString(), f->ToString());
+
+  f = ParseFault("engine:d1@2req");
+  ASSERT_TRUE(f.ok()) << f.status().ToString();
+  EXPECT_EQ(f->kind, FaultKind::kEngine);
+  EXPECT_EQ(f->node, "d1");
+  EXPECT_EQ(f->duration_s, 0);  // not undone: its requests are rescheduled
+  EXPECT_FALSE(FaultNeedsStore(f->kind));
+  EXPECT_EQ(f->ToString(), "engine:d1@2req:0");
+  EXPECT_EQ(ParseFault(f->ToString())->ToString(), f->ToString());
 }
 
 TEST(FaultTest, BadSpecsNameTheFlagAndWhatIsWrong) {
@@ -72,6 +81,8 @@ TEST(FaultTest, BadSpecsNameTheFlagAndWhatIsWrong) {
       {"store-leader:p0@3req", "store-leader takes no node"},
       {"rack-manager:p0@3req", "rack-manager takes no node"},
       {"rack-manager@3req:2", "rack-manager is not undone (a standby takes the role): no duration"},
+      {"engine@3req", "engine needs a node"},
+      {"engine:d1@3req:5", "engine is not undone (its requests are rescheduled): no duration"},
       {"disk@3req", "unknown kind 'disk'"},
       {"brick@3", "neither Nreq nor Ns"},
       {"brick@xreq", "bad request count"},

@@ -28,7 +28,6 @@ expect_bad "--agents" --agents 0
 expect_bad "--max-context" --max-context 10
 expect_bad "--goodput 'maybe'" --goodput maybe
 expect_bad "vocab" --model-spec vocab=0
-expect_bad "--kill-engine 'd0'" --kill-engine d0
 expect_bad "--routing: unknown routing 'rr'" --routing rr
 expect_bad "--shared-prefix 10 is for --workload codex only" --shared-prefix 10
 expect_bad "--shared-prefix = 5000 is outside" --workload codex --max-context 8192 --shared-prefix 5000
@@ -46,12 +45,13 @@ expect_bad "--timeout = 0 is outside" --timeout 0
 expect_bad "--block-tokens = 0 is outside" --block-tokens 0
 expect_bad "--sample-interval = 1e-05 is outside" --sample-interval 0.00001
 expect_bad "--heartbeat-s = 1000000000 is outside" --heartbeat-s 1e9
-expect_bad "--kill-engine seconds = 1000 is outside" --kill-engine d0:1000 --timeout 10
 # Issue 17: fault specs (docs/faults.md).
 expect_bad "--fault 'disk@3req': unknown kind 'disk'" --fault disk@3req
 expect_bad "--fault 'stor-link@3req': stor-link needs a node" --fault stor-link@3req
 expect_bad "--fault duration = 7200 is outside" --fault stor-link:p0@3req:7200
 expect_bad "neither Nreq nor Ns" --fault brick@3
+expect_bad "--fault 'engine@2req': engine needs a node" --fault engine@2req
+expect_bad "engine is not undone (its requests are rescheduled): no duration" --fault engine:d1@2req:5
 # Issue 17: a process must be able to wait for its last scrape within the run's stop timeout.
 expect_bad "--metrics-wait-s = 30 is outside" --metrics --metrics-wait-s 30
 # Issue 16: the store's DRAM size only with the store, and within range.

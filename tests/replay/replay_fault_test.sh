@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # System test of `dualpath cluster run --fault` (issue 17, docs/faults.md): one fault injected
-# into a small 1P1D run on the real testbed, on an event (after 2 requests completed), and checks
+# into a small 1P1D run (1P2D for an engine kill) on the real testbed, on an event (after 2
+# requests completed), and checks
 #  - the run completes within its deadline (the replay's --timeout 90 and a hard `timeout` of
 #    DEADLINE s around the whole command: a hang is a failure, not a wait);
 #  - exit 0, every request ok, one record per request, 0 output mismatches (the run's checker);
@@ -9,24 +10,29 @@
 #  - per kind: the service restart was seen by the replayer (service_restarts = 1), the brick
 #    process was started again;
 #  - a link taken down was set up again;
+#  - a killed engine is named in the JSON and its buffer root in its node's pool was reclaimed
+#    (the run's requests rescheduled to the other decode engine, outputs checked as above);
 #  - afterwards nothing is left: no namespace, process, state dir or pool file.
 #
 # usage: replay_fault_test.sh DUALPATH_BINARY KIND
 #   KIND: stor-link (p0's storage link down 5 s, Basic: every hit is read through p0),
 #         brick (glusterfsd killed and restarted, Basic), service (control serve killed and
-#         restarted, DualPath), comp-link (d0's compute link down 5 s, DualPath)
+#         restarted, DualPath), comp-link (d0's compute link down 5 s, DualPath), engine (d1's
+#         engine SIGKILLed, DualPath on 1P2D)
 # Exit 77 (CTest: skipped) without root or GlusterFS.
 set -uo pipefail
 bin=$(realpath "$1")
 kind=$2
 DEADLINE=${DEADLINE:-150}
+pd=1P1D
 case $kind in
   stor-link) fault=stor-link:p0@2req:5 system=basic ;;
   brick) fault=brick@2req system=basic ;;
   service) fault=service@2req system=dualpath ;;
   comp-link) fault=comp-link:d0@2req:5 system=dualpath ;;
+  engine) fault=engine:d1@2req system=dualpath pd=1P2D ;;
   *)
-    echo "usage: $0 DUALPATH_BINARY stor-link|brick|service|comp-link" >&2
+    echo "usage: $0 DUALPATH_BINARY stor-link|brick|service|comp-link|engine" >&2
     exit 2
     ;;
 esac
@@ -39,7 +45,7 @@ testbed_require
 testbed_begin
 
 start=$(date +%s)
-timeout -k 10 "$DEADLINE" "$bin" cluster run --name "$NAME" --pd 1P1D --system "$system" \
+timeout -k 10 "$DEADLINE" "$bin" cluster run --name "$NAME" --pd "$pd" --system "$system" \
   --workload synthetic --agents 2 --turns 4 --max-context 1024 --gen 8 --goodput nominal \
   --timeout 90 --fault "$fault" --json "$tmp/out.json" >"$tmp/table.txt" 2>"$tmp/progress.txt"
 rc=$?
@@ -64,6 +70,8 @@ check(r["requests"] == requests and len(r["records"]) == requests,
 check(all(x["ok"] for x in r["records"]), "a request failed")
 check(r["mismatches"] == 0, f"{r['mismatches']} mismatches")
 check(f is not None and f["kind"] == kind, f"fault {f}")
+if kind != "engine":
+    check(r["killed_engine"] is None, f"killed_engine {r['killed_engine']!r} without an engine kill")
 if f is not None:
     check(f["injected"], "the fault was not injected")
     check(f["end_s"] is not None and f["end_s"] >= f["start_s"], "fault end before its start")
@@ -75,6 +83,11 @@ if f is not None:
         check("up again" in f["detail"], f"link not set up again: {f['detail']}")
     if kind == "brick":
         check("started again" in f["detail"], f"brick not restarted: {f['detail']}")
+    if kind == "engine":
+        check("engine on d1 killed (SIGKILL)" in f["detail"], f"engine not killed: {f['detail']}")
+        check(r["killed_engine"] == "d1", f"killed_engine {r['killed_engine']!r}, want 'd1'")
+        b = r["killed_engine_buffers"]
+        check(b is not None and b["reclaimed"], f"d1's buffers not reclaimed: {b}")
     print(f"RECOVERY {kind}: {f['recovery_s']} s after a {f['end_s'] - f['start_s']:.2f} s "
           f"fault ({f['results_during']} requests completed during it, "
           f"{f['resubmitted']} re-submitted); JCT {r['jct_s']:.2f} s")

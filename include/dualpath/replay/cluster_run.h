@@ -74,17 +74,15 @@ struct ClusterRunOptions {
   std::string routing = "dualpath";
   std::vector<std::string> service_args;  // extra arguments for `control serve`
   std::vector<std::string> engine_args;   // extra arguments for every `engine`
-  // Fault injection (acceptance 4): SIGKILL this node's engine kill_after_s seconds into each
-  // system's replay; the service must reschedule its requests and outputs must still check.
-  std::string kill_node;
-  double kill_after_s = 0;
   // Engines keep their buffers in their node's shared-memory pool (`engine --pool`), one pool
-  // file per node, NodePoolPath(), removed at the end of the run on every path. After a kill the
-  // killed node's pool is swept and the engine's buffer root checked reclaimed.
+  // file per node, NodePoolPath(), removed at the end of the run on every path. After an engine
+  // is killed (`--fault engine:NODE@TRIGGER`) its node's pool is swept and the engine's buffer
+  // root checked reclaimed.
   bool pool = true;
   // `--fault SPEC` (dualpath/replay/fault.h, docs/faults.md): injected into each system's replay,
   // undone after its duration; its recovery time is measured and a fault that never happened
-  // fails the run.
+  // fails the run. `engine:NODE` kills that node's engine (not undone): the service must
+  // reschedule its requests and the outputs must still check.
   std::optional<FaultSpec> fault;
   // Prometheus metrics (docs/metrics.md): every service and engine serves /metrics on a socket
   // the orchestrator binds on metrics_host for the whole run (replay/cluster_metrics.h) and waits

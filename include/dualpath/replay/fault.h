@@ -13,11 +13,15 @@
 //                             file is replaced at start: it comes back empty)
 //             store-leader    the store master that leads (--store only) killed with SIGKILL, then
 //                             started again with the same arguments (it comes back a standby)
+//             rack-manager    the rack pool's lock manager (a `pool serve`) killed with SIGKILL
+//                             (not undone: a standby takes the role)
+//             engine:NODE     that node's engine killed with SIGKILL (not undone: the service
+//                             reschedules its requests; its buffers in the node's pool are swept)
 //   TRIGGER   Nreq            once the replayer has received N results (an event: the fault lands
 //                             mid-run whatever the machine's speed)
 //             Ns              N seconds into the replay (a timed fault)
 //   SECONDS   how long the fault lasts before it is undone (default: 5 for links, 0 for brick,
-//             service and the store kinds: restarted at once)
+//             service and the store kinds: restarted at once; rack-manager and engine take none)
 //
 // e.g. `stor-link:p0@4req:5` takes p0's storage link down for 5 s once 4 requests completed.
 // The recovery time is measured from the fault's end (link up again, brick or service started
@@ -45,6 +49,7 @@ enum class FaultKind {
   kStoreNode,
   kStoreLeader,
   kRackManager,  // the rack pool's lock manager (a `pool serve`) is SIGKILLed; not undone
+  kEngine,       // a node's engine is SIGKILLed; not undone
 };
 
 // Ranges of a fault spec (docs/faults.md), checked by ParseFault.
@@ -60,7 +65,8 @@ struct FaultSpec {
   std::string ToString() const;  // the canonical spec, e.g. "stor-link:p0@4req:5"
 };
 
-// "stor-link", "comp-link", "brick", "service", "store-node", "store-leader", "rack-manager".
+// "stor-link", "comp-link", "brick", "service", "store-node", "store-leader", "rack-manager",
+// "engine".
 std::string_view FaultKindName(FaultKind kind);
 
 // The kinds that act on the distributed KV store of `cluster run --store` (refused without it).
@@ -96,7 +102,8 @@ struct FaultOutcome {
   uint64_t scheduler_resubmissions = 0;
   uint64_t requests_resubmitted = 0;
   std::string detail;  // what was done, e.g. "brick pid 1234 killed; glusterfsd pid 5678 started"
-  // rack-manager: the node whose `pool serve` held the role and was killed.
+  // rack-manager: the node whose `pool serve` held the role and was killed; engine: the node
+  // whose engine was killed.
   std::string killed_node;
 };
 
