@@ -559,7 +559,7 @@ Status StopSystem(const ClusterRunOptions& o, const testbed::Cluster& c, const s
 
 // The replay of one system, with its health check: it ends early, with a one-line reason, when
 // the run cannot go on: a stop signal, the cluster taken down under it, or the service or an
-// engine gone (the victim of `--fault engine:NODE` excepted).
+// engine gone (the victim of `--fault engine:NODE`, once killed, excepted).
 Result<ReplayResult> ReplaySystem(const SystemSetup& s, SystemProcesses& procs,
                                   LinkSampler& sampler, FaultInjector* fault) {
   const RunShared& r = s.run;
@@ -575,8 +575,10 @@ Result<ReplayResult> ReplaySystem(const SystemSetup& s, SystemProcesses& procs,
     if (!service_down && procs.service->Poll().has_value()) {
       return ChildGone("control serve (" + s.system + ")", *procs.service);
     }
+    // The victim of `--fault engine:NODE` once it was killed; before that its exit is a failure.
+    const int killed = fault != nullptr && fault->outcome().injected ? r.kill_index : -1;
     for (size_t i = 0; i < procs.engines.size(); ++i) {
-      if (static_cast<int>(i) != r.kill_index && procs.engines[i].Poll().has_value()) {
+      if (static_cast<int>(i) != killed && procs.engines[i].Poll().has_value()) {
         return ChildGone("engine " + r.cluster.nodes[i].name + " (" + s.system + ")",
                          procs.engines[i]);
       }
