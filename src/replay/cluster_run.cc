@@ -977,6 +977,11 @@ Result<ClusterRunReport> RunOnCluster(const ClusterRunOptions& o, std::ostream& 
   RETURN_IF_ERROR(CheckStop());
 
   RunShared run{.o = o, .cluster = cluster, .workload = workload, .spec = spec};
+  // The fault's node, checked against the cluster before anything is started or written.
+  ASSIGN_OR_RETURN(run.kill_index, KillIndex(o, cluster));
+  if (o.fault && !o.fault->node.empty() && cluster.FindNode(o.fault->node) == nullptr) {
+    return InvalidArgument("--fault: no node '" + o.fault->node + "' in " + cluster.PdSpec());
+  }
   run.bin = o.dualpath_bin.empty() ? SelfExe() : o.dualpath_bin;
   run.run_id = RunId();
   // Logs live outside the cluster's state directory, so a failed run's logs survive
@@ -997,10 +1002,6 @@ Result<ClusterRunReport> RunOnCluster(const ClusterRunOptions& o, std::ostream& 
   for (const testbed::Node& n : cluster.nodes) {
     run.names.push_back(n.name);
     run.roles.push_back(std::string(testbed::RoleName(n.role)));
-  }
-  ASSIGN_OR_RETURN(run.kill_index, KillIndex(o, cluster));
-  if (o.fault && !o.fault->node.empty() && cluster.FindNode(o.fault->node) == nullptr) {
-    return InvalidArgument("--fault: no node '" + o.fault->node + "' in " + cluster.PdSpec());
   }
   ASSIGN_OR_RETURN(run.auth, RunCredentials::Create(cluster, run.run_id));
   progress << "auth: engines" << (o.store ? " and the store (etcd, masters, nodes)" : "")

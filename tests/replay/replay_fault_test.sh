@@ -44,6 +44,22 @@ testbed_require
 
 testbed_begin
 
+if [[ $kind == engine ]]; then
+  # Killing a cluster's only decode engine is refused (exit 2, naming why) before any system
+  # starts or any log directory is made; the cluster the run brought up goes down again.
+  logs_before=$(ls "${DUALPATH_REPLAY_ROOT:-/var/tmp/dualpath-replay}" 2>/dev/null | grep -c "^$NAME-")
+  timeout -k 10 60 "$bin" cluster run --name "$NAME" --pd 1P1D --system dualpath \
+    --workload synthetic --agents 2 --turns 2 --goodput nominal --fault engine:d0@2req \
+    >/dev/null 2>"$tmp/refused.txt"
+  rc=$?
+  ((rc == 2)) || fail "--fault engine:d0 on 1P1D: exit $rc, want 2"
+  grep -q "d0 is 1P1D's only decode node; no engine could take its requests" "$tmp/refused.txt" ||
+    fail "--fault engine:d0 on 1P1D: $(tail -1 "$tmp/refused.txt")"
+  logs_after=$(ls "${DUALPATH_REPLAY_ROOT:-/var/tmp/dualpath-replay}" 2>/dev/null | grep -c "^$NAME-")
+  ((logs_after == logs_before)) || fail "the refused run left a log directory"
+  echo "ok: refused: $(tail -1 "$tmp/refused.txt")"
+fi
+
 start=$(date +%s)
 timeout -k 10 "$DEADLINE" "$bin" cluster run --name "$NAME" --pd "$pd" --system "$system" \
   --workload synthetic --agents 2 --turns 4 --max-context 1024 --gen 8 --goodput nominal \
