@@ -119,6 +119,11 @@ Result<int> AliveEngines(control::Client& scheduler) {
   return alive;
 }
 
+// --fault rack-manager: the run's own non-coherent rack pool loses its lock manager.
+bool KillsRackManager(const ClusterRunOptions& o) {
+  return o.fault && o.fault->kind == FaultKind::kRackManager;
+}
+
 // Names a child that died: what it was, how it ended, the end of its log.
 Status ChildDied(const std::string& what, Child& c) {
   const std::optional<int> st = c.Poll();
@@ -768,8 +773,10 @@ Result<SystemRun> RunSystem(const SystemSetup& setup, std::ostream& progress) {
     Status done = fault->Finish(s.system, replay->records.size());
     if (!done.ok()) replay = done;
   }
-  const bool killed = r.kill_index >= 0 && fault != nullptr && fault->outcome().injected;
-  const std::string killed_node = killed ? r.names[static_cast<size_t>(r.kill_index)] : "";
+  // --fault engine:NODE: the node whose engine the injector killed ("" when none was).
+  const std::string killed_node =
+      r.kill_index >= 0 && fault != nullptr ? fault->outcome().killed_node : std::string();
+  const bool killed = !killed_node.empty();
   if (!replay.ok()) {
     // Stop what is left of this system (Shutdown, then TERM/KILL after stop_timeout_s) before
     // reporting; the cluster and pools go with their guards.
@@ -825,11 +832,9 @@ Result<SystemRun> RunSystem(const SystemSetup& setup, std::ostream& progress) {
   if (killed) run.killed_buffers = buffers;
   run.kv_store_json = std::move(kv_store_json);
   run.prefill_batches_json = PrefillBatchReport(s, progress);  // the engines wrote theirs at exit
-  run.kv_substrate_json = KvSubstrateReport(
-      s,
-      fault != nullptr && o.fault->kind == FaultKind::kRackManager ? fault->outcome().killed_node
-                                                                   : std::string(),
-      compute_link_bytes, progress);
+  run.kv_substrate_json =
+      KvSubstrateReport(s, KillsRackManager(o) ? fault->outcome().killed_node : std::string(),
+                        compute_link_bytes, progress);
   const Summary sum = Summarize(run.replay);
   progress << s.system << ": JCT " << sum.jct_s << " s, " << sum.requests << " requests, "
            << sum.failed << " failed\n"
@@ -869,24 +874,22 @@ Result<testbed::Cluster> UseOrBringUpCluster(const ClusterRunOptions& o, bool wa
   return cluster;
 }
 
-// The index in the cluster of the node whose engine `--fault engine:NODE` kills, -1 without one.
-// Refused when that engine is the only one of its role: nothing could take its requests.
+// The index in the cluster of the node whose engine `--fault engine:NODE` kills, -1 without one
+// (the caller has refused a node the cluster lacks). Refused when that engine is the only one of
+// its role: nothing could take its requests.
 Result<int> KillIndex(const ClusterRunOptions& o, const testbed::Cluster& cluster) {
   if (!o.fault || o.fault->kind != FaultKind::kEngine) return -1;
-  const std::string& node = o.fault->node;
-  for (size_t i = 0; i < cluster.nodes.size(); ++i) {
-    if (cluster.nodes[i].name != node) continue;
-    const testbed::Role role = cluster.nodes[i].role;
-    size_t same_role = 0;
-    for (const testbed::Node& n : cluster.nodes) same_role += n.role == role ? 1 : 0;
-    if (same_role < 2) {
-      return InvalidArgument("--fault " + o.fault->ToString() + ": " + node + " is " +
-                             cluster.PdSpec() + "'s only " + std::string(testbed::RoleName(role)) +
-                             " node; no engine could take its requests");
-    }
-    return static_cast<int>(i);
+  const testbed::Node* victim = cluster.FindNode(o.fault->node);
+  if (victim == nullptr) return -1;
+  size_t same_role = 0;
+  for (const testbed::Node& n : cluster.nodes) same_role += n.role == victim->role ? 1 : 0;
+  if (same_role < 2) {
+    return InvalidArgument("--fault " + o.fault->ToString() + ": " + victim->name + " is " +
+                           cluster.PdSpec() + "'s only " +
+                           std::string(testbed::RoleName(victim->role)) +
+                           " node; no engine could take its requests");
   }
-  return InvalidArgument("--fault: no node '" + node + "' in " + cluster.PdSpec());
+  return static_cast<int>(victim - cluster.nodes.data());
 }
 
 }  // namespace
@@ -902,11 +905,6 @@ Result<std::vector<std::string>> ParseSystems(const std::string& spec) {
   std::vector<std::string> out;
   for (sched::SystemKind k : *kinds) out.emplace_back(sched::SystemName(k));
   return out;
-}
-
-// --fault rack-manager: the run's own non-coherent rack pool loses its lock manager.
-static bool KillsRackManager(const ClusterRunOptions& o) {
-  return o.fault && o.fault->kind == FaultKind::kRackManager;
 }
 
 // docs/replay.md "Input ranges": the numbers that set a run's length and polling rates (the
@@ -978,10 +976,10 @@ Result<ClusterRunReport> RunOnCluster(const ClusterRunOptions& o, std::ostream& 
 
   RunShared run{.o = o, .cluster = cluster, .workload = workload, .spec = spec};
   // The fault's node, checked against the cluster before anything is started or written.
-  ASSIGN_OR_RETURN(run.kill_index, KillIndex(o, cluster));
   if (o.fault && !o.fault->node.empty() && cluster.FindNode(o.fault->node) == nullptr) {
     return InvalidArgument("--fault: no node '" + o.fault->node + "' in " + cluster.PdSpec());
   }
+  ASSIGN_OR_RETURN(run.kill_index, KillIndex(o, cluster));
   run.bin = o.dualpath_bin.empty() ? SelfExe() : o.dualpath_bin;
   run.run_id = RunId();
   // Logs live outside the cluster's state directory, so a failed run's logs survive
