@@ -134,7 +134,7 @@ void SchedulerImpl::AssignDecodeEngines(uint32_t group, FetchResult* out) {
     // g.load_tokens is unchanged: the tokens move from the private queue to an engine.
     slots_[slot].decode_engine = static_cast<uint32_t>(best);
     prefill_queue_.push_back(slot);
-    out->decode.push_back(DecodeAssignment{id, EngineId(static_cast<uint32_t>(best))});
+    out->decode.push_back(DecodeAssignment{id, EngineId(static_cast<uint32_t>(best)), need});
     ++stats_.decode_assigned;
   }
 }

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <array>
+#include <bit>
 #include <cmath>
 #include <cstdint>
 
@@ -120,12 +121,19 @@ Result<std::unique_ptr<SchedDriver>> SchedDriver::Create(const ClusterState& c, 
   d->group_dirty_.assign(static_cast<size_t>(desc.num_groups()), true);
   d->group_blocked_.assign(static_cast<size_t>(desc.num_groups()), false);
   d->engine_group_.resize(desc.engines.size());
-  d->engine_dirty_.assign(desc.engines.size(), true);
+  d->engine_bit_.resize(desc.engines.size());
   for (const sched::EngineDesc& e : desc.engines) {
-    d->group_engines_[e.group.value()].push_back(e.id.value());
+    std::vector<uint32_t>& members = d->group_engines_[e.group.value()];
+    d->engine_bit_[e.id.value()] = static_cast<uint32_t>(members.size());
+    members.push_back(e.id.value());
     d->engine_group_[e.id.value()] = e.group.value();
     if (e.id.value() < c.pes.size()) d->group_is_prefill_[e.group.value()] = true;
   }
+  for (const std::vector<uint32_t>& members : d->group_engines_) {
+    d->group_word_.push_back(static_cast<uint32_t>(d->dirty_words_.size()));
+    d->dirty_words_.resize(d->dirty_words_.size() + (members.size() + 63) / 64, 0);
+  }
+  for (const sched::EngineDesc& e : desc.engines) d->MarkDirty(e.id.value());
   return d;
 }
 
@@ -209,19 +217,15 @@ class LiveReadQueues final : public sched::NodeReadQueueSource {
 // scheduler_property_test / sched_driver_test run the same inputs with and without the skip.
 bool SchedDriver::IdleFetch(uint32_t group) const {
   if (!skip_idle_) return false;
-  if (group_is_prefill_[group]) return sched_->prefill_queue_size() == 0;
-  return !group_dirty_[group] && sched_->global_queue_size() == 0 &&
-         (group_blocked_[group] || sched_->private_queue_size(sched::GroupId(group)) == 0);
+  if (group_is_prefill_[group]) return sched_->prefill_queue_empty();
+  return !group_dirty_[group] && sched_->global_queue_empty() &&
+         (group_blocked_[group] || sched_->private_queue_empty(sched::GroupId(group)));
 }
 
 Status SchedDriver::FetchGroup(uint32_t group, const ClusterState& c, double now,
                                sched::FetchResult* out) {
   out->Clear();
-  if (IdleFetch(group)) {
-    ++skipped_;
-    if (group_blocked_[group]) ++skipped_blocked_;
-    return Status::Ok();
-  }
+  if (SkipIdleFetch(group)) return Status::Ok();
   // The engines of a node share its storage NIC: its queue is computed once per node (engines
   // are in node order, MakeUniformCluster's numbering). Reports are written in place: returning
   // each by value and copying it in stalled on the copy (a fifth of a fetch tick, perf).
@@ -232,26 +236,35 @@ Status SchedDriver::FetchGroup(uint32_t group, const ClusterState& c, double now
   // dirtied one engine of eight (issue 27).
   const std::vector<uint32_t>& engines = group_engines_[group];
   const bool prefill_group = group_is_prefill_[group];
+  const size_t words = (engines.size() + 63) / 64;
+  uint64_t* dirty = &dirty_words_[group_word_[group]];
   reports_.resize(engines.size());
   size_t sent = 0;
-  uint32_t node = UINT32_MAX;
-  int64_t queue = 0;
-  // A decode engine's report carries its node's queue as 0 (not computed): the scheduler reads
-  // a decode node's queue only in a prefill fetch, which reads it live first (LiveReadQueues,
-  // sched's RefreshNodeQueue), so the reported value is never read (issue 27: a storage-NIC queue
-  // computation per decode report). Without the skips every report carries the real queue.
-  const bool queue_read = prefill_group || !skip_idle_;
-  for (const uint32_t e : engines) {
-    if (!prefill_group && skip_idle_ && !engine_dirty_[e]) {
-      ++unsent_reports_;
-      continue;
+  if (!prefill_group && skip_idle_) {
+    // A decode engine's report carries its node's queue as 0 (not computed): the scheduler reads
+    // a decode node's queue only in a prefill fetch, which reads it live first (LiveReadQueues,
+    // sched's RefreshNodeQueue), so the reported value is never read (issue 27: a storage-NIC
+    // queue computation per decode report). Only the dirty engines report, in group order.
+    for (size_t w = 0; w < words; ++w) {
+      for (uint64_t bits = dirty[w]; bits != 0; bits &= bits - 1) {
+        FillReport(c, engines[w * 64 + static_cast<size_t>(std::countr_zero(bits))], 0,
+                   &reports_[sent++]);
+      }
     }
-    const uint32_t n = NodeOf(c, e);
-    if (queue_read && n != node) {
-      node = n;
-      queue = static_cast<int64_t>(c.ReadQueueTokens(n, now));
+    unsent_reports_ += engines.size() - sent;
+  } else {
+    // Every engine reports, with its node's queue (computed once per node: the engines of a
+    // node are consecutive).
+    uint32_t node = UINT32_MAX;
+    int64_t queue = 0;
+    for (const uint32_t e : engines) {
+      const uint32_t n = NodeOf(c, e);
+      if (n != node) {
+        node = n;
+        queue = static_cast<int64_t>(c.ReadQueueTokens(n, now));
+      }
+      FillReport(c, e, queue, &reports_[sent++]);
     }
-    FillReport(c, e, queue, &reports_[sent++]);
   }
   reports_.resize(sent);
   if (prefill_group) {
@@ -268,10 +281,13 @@ Status SchedDriver::FetchGroup(uint32_t group, const ClusterState& c, double now
     RETURN_IF_ERROR(sched_->FetchForGroup(sched::GroupId(group), reports_, out));
     // Clean: the scheduler holds exactly the engines' loads, unless it placed requests, which the
     // simulation then adds to the engines in its own units (bytes of HBM, rounded differently).
-    for (const uint32_t e : engines) engine_dirty_[e] = false;
-    for (const sched::DecodeAssignment& a : out->decode) engine_dirty_[a.decode.value()] = true;
+    for (size_t w = 0; w < words; ++w) dirty[w] = 0;
+    for (const sched::DecodeAssignment& a : out->decode) {
+      const uint32_t bit = engine_bit_[a.decode.value()];  // an engine of this group
+      dirty[bit / 64] |= uint64_t{1} << (bit % 64);
+    }
     group_dirty_[group] = !out->decode.empty();
-    group_blocked_[group] = sched_->private_queue_size(sched::GroupId(group)) > 0;
+    group_blocked_[group] = !sched_->private_queue_empty(sched::GroupId(group));
   }
   return Status::Ok();
 }

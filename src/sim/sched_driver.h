@@ -61,10 +61,19 @@ class SchedDriver {
   Status FetchGroup(uint32_t group, const ClusterState& cluster, double now,
                     sched::FetchResult* out);
   uint32_t num_groups() const { return static_cast<uint32_t>(group_engines_.size()); }
+  // Whether group `group`'s fetch now would change nothing the scheduler later reads (IdleFetch,
+  // with the skips on); counted as skipped when so. The caller then need not call FetchGroup,
+  // whose decisions would be none.
+  bool SkipIdleFetch(uint32_t group) {
+    if (!IdleFetch(group)) return false;
+    ++skipped_;
+    if (group_blocked_[group]) ++skipped_blocked_;
+    return true;
+  }
   // The simulation changed decode engine `engine`'s load (a request completed on it) outside a
   // fetch: its group's next fetch must report it (see FetchGroup).
   void DecodeEngineChanged(uint32_t engine) {
-    engine_dirty_[engine] = true;
+    MarkDirty(engine);
     group_dirty_[engine_group_[engine]] = true;
   }
   // Off: every fetch calls the scheduler with every engine's report (the reference the skips are
@@ -92,18 +101,28 @@ class SchedDriver {
   std::unique_ptr<sched::Scheduler> sched_;
   SystemKind system_;
   std::vector<std::vector<uint32_t>> group_engines_;  // by sched group id
-  std::vector<bool> group_is_prefill_;                // by sched group id
-  std::vector<uint32_t> engine_group_;                // by engine id
+  // Flags as bytes (0/1), not std::vector<bool>: read on every fetch tick, where the bit
+  // arithmetic cost more than the check (issue 27).
+  std::vector<uint8_t> group_is_prefill_;  // by sched group id
+  std::vector<uint32_t> engine_group_;     // by engine id
   // By sched group id (decode groups): an engine's load may differ from what the scheduler last
   // got from this group's reports (set by a decode assignment or DecodeEngineChanged).
-  std::vector<bool> group_dirty_;
+  std::vector<uint8_t> group_dirty_;
   // By sched group id (decode groups): the group's last fetch left requests in its private queue,
   // so its head fits no DE of the group (phase 2 places until the head does not fit). Until the
   // group is dirty again the head and the DEs' free HBM are what that fetch saw.
-  std::vector<bool> group_blocked_;
-  // By engine id (decode engines): its load may differ from its last report (set by a decode
-  // assignment or DecodeEngineChanged; all set at the start, before any report).
-  std::vector<bool> engine_dirty_;
+  std::vector<uint8_t> group_blocked_;
+  // Decode engines whose load may differ from their last report (set by a decode assignment or
+  // DecodeEngineChanged; all set at the start, before any report): one bit per engine, by its
+  // place in its group (engine_bit_), the group's bits from word group_word_[group] on. A fetch
+  // visits the set bits only (usually one of eight: a completion dirtied one engine).
+  std::vector<uint64_t> dirty_words_;
+  std::vector<uint32_t> group_word_;  // by sched group id
+  std::vector<uint32_t> engine_bit_;  // by engine id: its index in group_engines_[its group]
+  void MarkDirty(uint32_t engine) {
+    const uint32_t bit = engine_bit_[engine];
+    dirty_words_[group_word_[engine_group_[engine]] + bit / 64] |= uint64_t{1} << (bit % 64);
+  }
   uint64_t unsent_reports_ = 0;
   uint64_t skipped_blocked_ = 0;
   bool skip_idle_ = true;

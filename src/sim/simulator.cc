@@ -13,6 +13,7 @@
 #include "sim/cost_model.h"
 #include "sim/metrics.h"
 #include "sim/sched_driver.h"
+#include "sim/uniform.h"
 
 namespace dualpath::sim {
 namespace {
@@ -148,6 +149,8 @@ class Simulation {
   bool Stalled(double now) const;
   Status Arrive(uint32_t agent, uint32_t turn, double now);
   Status Fetch(uint32_t group, double now);
+  // After group `group`'s fetch tick: its next tick, or its timer stops when nothing is pending.
+  void RearmFetch(uint32_t group, double now);
   Status PlacePrefill(const sched::Assignment& a, double now);
   // A per-request event (arrival, read done, decode join) or a fetch tick: the event heap.
   // Arrivals, one pending per thinking agent (tens of thousands), go to the queue's second heap,
@@ -203,8 +206,9 @@ class Simulation {
     return side == 0 ? c_.pes[r.pe].node : c_.des[r.de].node;
   }
   // HBM a DE reserves for the request: prompt + generation KV.
-  double DeHbm(const Req& r) const {
-    return static_cast<double>(r.prompt + r.gen) * cost_.kv_bytes_per_token();
+  double DeHbm(const Req& r) const { return DeHbmOf(r.prompt + r.gen); }
+  double DeHbmOf(uint64_t decode_tokens) const {
+    return static_cast<double>(decode_tokens) * cost_.kv_bytes_per_token();
   }
   // Whole KV tokens in `bytes` of HBM; at least 1, so that a capacity below one token never reads
   // as "unbounded" (0) to PackBatch and sched::CheckTooLong.
@@ -225,14 +229,19 @@ class Simulation {
   int64_t de_kv_tokens_;
   sched::AttentionTimeModel attn_model_;
   std::unique_ptr<SchedDriver> driver_;
-  std::vector<bool> fetch_armed_;  // per scheduler group: its fetch timer is running
+  std::vector<uint8_t> fetch_armed_;  // per scheduler group: its fetch timer is running (0/1)
   // Groups whose timer is not running. Under load every timer runs, and each arrival's scan of
   // all 144 groups (48P96D) for one to restart found none (issue 27).
   uint32_t fetch_unarmed_ = 0;
   uint64_t work_events_ = 0;   // pending events other than fetch ticks
   double last_placement_ = 0;  // last time a fetch placed anything (stall detection)
   std::mt19937_64 rng_;
-  std::uniform_real_distribution<double> jitter_{0.0, 1.0};
+  // A uniform double in [0, 1) from rng_: the value std::uniform_real_distribution<double>(0, 1)
+  // gives with libstdc++ (generate_canonical<double, 53> over one 64-bit draw: the draw as a
+  // double, over 2^64, below 1), computed without its long-double arithmetic and run-time log
+  // (~3 % of a 48P96D run, issue 27), and pinned: the results no longer depend on the library's
+  // choice. SimulatorTest.JitterMatchesTheStandardDistribution checks the two agree.
+  double Jitter() { return UniformFromBits(rng_()); }
   sched::FetchResult fetch_out_;  // the last fetch's decisions (SchedDriver::FetchGroup)
   std::vector<sched::PrefillWork> work_;
   sched::BatchPlan plan_;
@@ -368,7 +377,7 @@ Status Simulation::Arrive(uint32_t agent, uint32_t turn, double now) {
     if (!fetch_armed_[g]) {
       fetch_armed_[g] = true;
       --fetch_unarmed_;
-      Push(now + interval * jitter_(rng_), kFetch, g);
+      Push(now + interval * Jitter(), kFetch, g);
     }
   }
   return Status::Ok();
@@ -381,29 +390,32 @@ Status Simulation::Fetch(uint32_t group, double now) {
   const std::vector<sched::DecodeAssignment>& decode_out = fetch_out_.decode;
   const std::vector<sched::Assignment>& prefill_out = fetch_out_.prefill;
   const auto num_pes = static_cast<uint32_t>(c_.pes.size());
-  // The requests were last touched at arrival: start loading them all before the first use.
-  for (const sched::DecodeAssignment& d : decode_out) __builtin_prefetch(&reqs_[d.request.value()]);
+  // The DE takes the request's decode tokens (prompt + generation, as submitted) from the
+  // assignment: the request record, last touched at arrival, is not loaded here (its first touch
+  // stalled this loop, issue 27); PlacePrefill records its DE.
   for (const sched::DecodeAssignment& d : decode_out) {
-    Req& r = reqs_[d.request.value()];
-    r.de = d.decode.value() - num_pes;
-    DeState& de = c_.des[r.de];
-    de.tokens += r.prompt + r.gen;
+    DeState& de = c_.des[d.decode.value() - num_pes];
+    de.tokens += static_cast<uint64_t>(d.tokens);
     de.requests++;
-    de.hbm_free -= DeHbm(r);
+    de.hbm_free -= DeHbmOf(static_cast<uint64_t>(d.tokens));
   }
-  // Likewise the requests a prefill fetch placed (last touched when their DE was assigned).
+  // The requests a prefill fetch placed, last touched at arrival: start loading them all first.
   for (const sched::Assignment& a : prefill_out) __builtin_prefetch(&reqs_[a.request.value()]);
   for (const sched::Assignment& a : prefill_out) RETURN_IF_ERROR(PlacePrefill(a, now));
+  RearmFetch(group, now);
+  return Status::Ok();
+}
+
+void Simulation::RearmFetch(uint32_t group, double now) {
   if (driver_->HasPending()) {
     // Leaders' timers are not synchronized: each interval is jittered (+-50%, seeded) so no group
     // keeps a fixed place right after the decode groups' fetches, which would hand it the head
     // of every burst of newly DE-assigned requests.
-    Push(now + cfg_.sched.fetch_interval_ms * 1e-3 * (0.5 + jitter_(rng_)), kFetch, group);
+    Push(now + cfg_.sched.fetch_interval_ms * 1e-3 * (0.5 + Jitter()), kFetch, group);
   } else {
     fetch_armed_[group] = false;
     ++fetch_unarmed_;
   }
-  return Status::Ok();
 }
 
 // A complete assignment: the request joins its PE and starts its reads (or, reading nothing,
@@ -412,7 +424,7 @@ Status Simulation::PlacePrefill(const sched::Assignment& a, double now) {
   const auto num_pes = static_cast<uint32_t>(c_.pes.size());
   const auto slot = static_cast<uint32_t>(a.request.value());
   Req& r = reqs_[slot];
-  DUALPATH_CHECK(a.decode.value() - num_pes == r.de, "prefill assignment with a different DE");
+  r.de = a.decode.value() - num_pes;  // the decode fetch's choice (sched keeps it)
   r.pe = a.prefill.value();
   PeState& pe = c_.pes[r.pe];
   pe.tokens += r.prompt;
@@ -873,6 +885,13 @@ Result<SimResult> Simulation::Run() {
     const Event e = q_.Pop();
     if (e.kind == kReadDone) NextReadDone(e.a);  // before Peek: it may be the next event
     Prefetch(q_.Peek());
+    if (e.kind == kFetch && driver_->SkipIdleFetch(e.a)) {
+      // Half of a 48P96D run's ticks: a fetch that would change nothing (SchedDriver::IdleFetch)
+      // only takes its next tick, as Fetch would after it (issue 27).
+      RearmFetch(e.a, e.time);
+      if (Stalled(e.time)) break;
+      continue;
+    }
     if (e.kind != kFetch) --work_events_;
     RETURN_IF_ERROR(Dispatch(e));
     if (e.kind != kFetch) continue;

@@ -3,12 +3,47 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cmath>
+#include <limits>
 #include <numeric>
+#include <random>
+
+#include "sim/uniform.h"
 
 namespace dualpath::sim {
 namespace {
 
 kv::ModelGeometry Model() { return *kv::FindModel("ds660b"); }
+
+// A generator that returns one fixed value, to feed the standard distribution chosen bits.
+struct FixedBits {
+  using result_type = uint64_t;
+  static constexpr result_type min() { return 0; }
+  static constexpr result_type max() { return std::numeric_limits<uint64_t>::max(); }
+  result_type operator()() { return bits; }
+  uint64_t bits;
+};
+
+// The fetch ticks' jitter (UniformFromBits) is the standard uniform distribution's value for the
+// same draw: on a long stream of mt19937_64 draws and at the edges (0, the smallest step, the
+// draws that round to 2^64 and must stay below 1). A change of either side's algorithm fails it.
+TEST(SimulatorTest, JitterMatchesTheStandardDistribution) {
+  for (uint64_t seed : {uint64_t{1}, uint64_t{0x9e3779b97f4a7c15ULL}}) {
+    std::mt19937_64 a(seed), b(seed);
+    std::uniform_real_distribution<double> uni(0.0, 1.0);
+    for (int i = 0; i < 200'000; ++i) ASSERT_EQ(uni(a), UniformFromBits(b())) << "draw " << i;
+  }
+  const uint64_t top = std::numeric_limits<uint64_t>::max();
+  for (uint64_t bits : {uint64_t{0}, uint64_t{1}, uint64_t{1} << 11, uint64_t{1} << 63, top - 1024,
+                        top - 1023, top - 1, top}) {
+    FixedBits g{bits};
+    std::uniform_real_distribution<double> uni(0.0, 1.0);
+    const double want = uni(g);
+    EXPECT_EQ(want, UniformFromBits(bits)) << bits;
+    EXPECT_LT(UniformFromBits(bits), 1.0) << bits;
+  }
+  EXPECT_EQ(UniformFromBits(top), std::nextafter(1.0, 0.0));
+}
 
 // The tests run DS 660B on clusters of 1-3 nodes, where its FP8 weights would not fit (672 GB
 // over one node's 8 GPUs); pin the engine constants ResolveEngine derives for 2P4D so these

@@ -104,6 +104,10 @@ class Scheduler {
   int64_t global_queue_size() const;
   int64_t private_queue_size(GroupId decode_group) const;  // 0 for a prefill group
   int64_t prefill_queue_size() const;
+  // The same as size() == 0, without counting (the simulator asks on every fetch tick).
+  bool global_queue_empty() const;
+  bool private_queue_empty(GroupId decode_group) const;  // true for a prefill group
+  bool prefill_queue_empty() const;
   // Requests submitted and not yet returned in a prefill Assignment.
   int64_t pending() const;
 

@@ -89,6 +89,10 @@ std::string_view ReadSideName(ReadSide side);
 struct DecodeAssignment {
   RequestId request;
   EngineId decode;
+  // The request's decode tokens (SchedRequest::decode_tokens(): prompt + expected generation),
+  // what the DE now holds for it: a caller can update its view of the engine without looking the
+  // request up (the simulator's request records are cold by then, issue 27).
+  int64_t tokens = 0;
 };
 
 // Output of a prefill group's fetch: the complete inter-engine decision for one request.
