@@ -96,7 +96,10 @@ struct DecodeEndOrder {
 };
 
 struct DeGroup {
-  std::vector<uint32_t> des;
+  // Its DEs: indices [de_begin, de_end) of ClusterState::des (a group's DEs are consecutive:
+  // BuildCluster numbers them node by node), so its members' step times are one slice of
+  // de_step_time_, read without a list of ids (RetimeDecode, on every join and completion).
+  uint32_t de_begin = 0, de_end = 0;
   double steps = 0;  // decode steps completed (fractional between events)
   double last_t = 0;
   double tau = 0;  // current step time
@@ -301,7 +304,14 @@ void Simulation::BuildCluster() {
       d.node = c_.DeNode(n);
       d.group = group;
       d.hbm_free = cost_.de_kv_capacity_bytes();
-      de_groups_[group].des.push_back(static_cast<uint32_t>(c_.des.size()));
+      DeGroup& dg = de_groups_[group];
+      const auto index = static_cast<uint32_t>(c_.des.size());
+      if (dg.de_begin == dg.de_end) {
+        dg.de_begin = index;  // its first DE
+      } else {
+        DUALPATH_CHECK(dg.de_end == index, "a decode group's DEs are not consecutive");
+      }
+      dg.de_end = index + 1;
       c_.des.push_back(d);
     }
   }
@@ -642,7 +652,8 @@ void Simulation::RetimeDecode(uint32_t gi, double now) {
   // current by UpdateDeStepTime. The batch was summed here as a double of integer counts (exact
   // below 2^53), the same value as the integer sum converted once.
   double slowest = 0;
-  for (uint32_t di : g.des) slowest = std::max(slowest, de_step_time_[di]);
+  for (uint32_t di = g.de_begin; di < g.de_end; ++di)
+    slowest = std::max(slowest, de_step_time_[di]);
   const auto batch = static_cast<double>(g.batch);
   g.tau = slowest > 0 ? slowest + cost_.decode_overhead_s() : 0;
   g.version++;
