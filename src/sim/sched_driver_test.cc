@@ -52,6 +52,7 @@ void ExpectSameDecisions(const std::vector<sched::DecodeAssignment>& x,
   for (size_t i = 0; i < x.size(); ++i) {
     EXPECT_EQ(x[i].request, y[i].request);
     EXPECT_EQ(x[i].decode, y[i].decode);
+    EXPECT_EQ(x[i].tokens, y[i].tokens);
   }
 }
 
@@ -112,6 +113,8 @@ TEST(SchedDriverTest, SkippedIdleFetchesDecideLikeEveryFetch) {
           // The simulation's side of the decisions (simulator.cc Fetch / PlacePrefill).
           for (const sched::DecodeAssignment& a : d1) {
             Placed& r = live[static_cast<uint32_t>(a.request.value())];
+            // What the simulator adds to the DE without reading the request (simulator.cc Fetch).
+            EXPECT_EQ(static_cast<uint64_t>(a.tokens), r.prompt + r.gen);
             r.de = a.decode.value() - num_pes;
             DeState& de = c.des[static_cast<size_t>(r.de)];
             de.tokens += r.prompt + r.gen;
