@@ -108,16 +108,8 @@ Status SchedulerImpl::FetchForGroup(GroupId group, std::span<const EngineReport>
   if (group.value() >= groups_.size()) {
     return InvalidArgument(fmt::format("fetch: unknown group {}", group.value()));
   }
-  // What the placement reads first, last touched when it was queued (a cache miss per fetch in
-  // the simulator, issue 27): loaded while the reports are applied.
-  const GroupState& g = groups_[group.value()];
-  if (g.role == Role::kDecode) {
-    if (!g.private_queue.empty()) __builtin_prefetch(&g.private_queue.front());
-  } else if (!prefill_queue_.empty()) {
-    __builtin_prefetch(&slots_[prefill_queue_.front()]);
-  }
   RETURN_IF_ERROR(ApplyReports(reports));
-  if (g.role == Role::kDecode) {
+  if (groups_[group.value()].role == Role::kDecode) {
     DrainGlobalQueue();
     AssignDecodeEngines(group.value(), out);
   } else if (live_queues == nullptr) {

@@ -118,7 +118,6 @@ Result<std::unique_ptr<SchedDriver>> SchedDriver::Create(const ClusterState& c, 
   std::unique_ptr<SchedDriver> d(new SchedDriver(std::move(s), system));
   d->group_engines_.resize(static_cast<size_t>(desc.num_groups()));
   d->group_is_prefill_.assign(static_cast<size_t>(desc.num_groups()), false);
-  d->group_dirty_.assign(static_cast<size_t>(desc.num_groups()), true);
   d->group_blocked_.assign(static_cast<size_t>(desc.num_groups()), false);
   d->engine_group_.resize(desc.engines.size());
   d->engine_bit_.resize(desc.engines.size());
@@ -206,7 +205,7 @@ class LiveReadQueues final : public sched::NodeReadQueueSource {
 // - a decode group's engine loads by its own next fetch and by every drain of the global queue
 //   (phase 1 reads each decode group's load_tokens): a skipped fetch must leave them as they
 //   would be, so it is skipped only while no engine of the group changed since the scheduler last
-//   had its reports (group_dirty_), when applying them again would write the same values.
+//   had its reports (GroupDirty), when applying them again would write the same values.
 // A decode group's fetch also places nothing when its private queue is blocked: its last fetch
 // stopped at a head request no DE of the group had the free HBM for (phase 2 places until then),
 // and nothing changed since: the head is the same (only the group's own fetches pop its private
@@ -218,7 +217,7 @@ class LiveReadQueues final : public sched::NodeReadQueueSource {
 bool SchedDriver::IdleFetch(uint32_t group) const {
   if (!skip_idle_) return false;
   if (group_is_prefill_[group]) return sched_->prefill_queue_empty();
-  return !group_dirty_[group] && sched_->global_queue_empty() &&
+  return !GroupDirty(group) && sched_->global_queue_empty() &&
          (group_blocked_[group] || sched_->private_queue_empty(sched::GroupId(group)));
 }
 
@@ -236,8 +235,8 @@ Status SchedDriver::FetchGroup(uint32_t group, const ClusterState& c, double now
   // dirtied one engine of eight (issue 27).
   const std::vector<uint32_t>& engines = group_engines_[group];
   const bool prefill_group = group_is_prefill_[group];
-  const size_t words = (engines.size() + 63) / 64;
-  uint64_t* dirty = &dirty_words_[group_word_[group]];
+  const size_t words = DirtyWordCount(group);
+  uint64_t* dirty = DirtyWords(group);
   reports_.resize(engines.size());
   size_t sent = 0;
   if (!prefill_group && skip_idle_) {
@@ -282,11 +281,7 @@ Status SchedDriver::FetchGroup(uint32_t group, const ClusterState& c, double now
     // Clean: the scheduler holds exactly the engines' loads, unless it placed requests, which the
     // simulation then adds to the engines in its own units (bytes of HBM, rounded differently).
     for (size_t w = 0; w < words; ++w) dirty[w] = 0;
-    for (const sched::DecodeAssignment& a : out->decode) {
-      const uint32_t bit = engine_bit_[a.decode.value()];  // an engine of this group
-      dirty[bit / 64] |= uint64_t{1} << (bit % 64);
-    }
-    group_dirty_[group] = !out->decode.empty();
+    for (const sched::DecodeAssignment& a : out->decode) SetDirty(dirty, a.decode.value());
     group_blocked_[group] = !sched_->private_queue_empty(sched::GroupId(group));
   }
   return Status::Ok();

@@ -72,10 +72,7 @@ class SchedDriver {
   }
   // The simulation changed decode engine `engine`'s load (a request completed on it) outside a
   // fetch: its group's next fetch must report it (see FetchGroup).
-  void DecodeEngineChanged(uint32_t engine) {
-    MarkDirty(engine);
-    group_dirty_[engine_group_[engine]] = true;
-  }
+  void DecodeEngineChanged(uint32_t engine) { MarkDirty(engine); }
   // Off: every fetch calls the scheduler with every engine's report (the reference the skips are
   // tested against).
   void set_skip_idle_fetches(bool on) { skip_idle_ = on; }
@@ -105,9 +102,6 @@ class SchedDriver {
   // arithmetic cost more than the check (issue 27).
   std::vector<uint8_t> group_is_prefill_;  // by sched group id
   std::vector<uint32_t> engine_group_;     // by engine id
-  // By sched group id (decode groups): an engine's load may differ from what the scheduler last
-  // got from this group's reports (set by a decode assignment or DecodeEngineChanged).
-  std::vector<uint8_t> group_dirty_;
   // By sched group id (decode groups): the group's last fetch left requests in its private queue,
   // so its head fits no DE of the group (phase 2 places until the head does not fit). Until the
   // group is dirty again the head and the DEs' free HBM are what that fetch saw.
@@ -115,14 +109,27 @@ class SchedDriver {
   // Decode engines whose load may differ from their last report (set by a decode assignment or
   // DecodeEngineChanged; all set at the start, before any report): one bit per engine, by its
   // place in its group (engine_bit_), the group's bits from word group_word_[group] on. A fetch
-  // visits the set bits only (usually one of eight: a completion dirtied one engine).
+  // visits the set bits only (usually one of eight: a completion dirtied one engine). A decode
+  // group is dirty (its loads may differ from what the scheduler last got from its reports)
+  // when any of its bits is set (GroupDirty).
   std::vector<uint64_t> dirty_words_;
   std::vector<uint32_t> group_word_;  // by sched group id
   std::vector<uint32_t> engine_bit_;  // by engine id: its index in group_engines_[its group]
-  void MarkDirty(uint32_t engine) {
-    const uint32_t bit = engine_bit_[engine];
-    dirty_words_[group_word_[engine_group_[engine]] + bit / 64] |= uint64_t{1} << (bit % 64);
+  uint64_t* DirtyWords(uint32_t group) { return &dirty_words_[group_word_[group]]; }
+  size_t DirtyWordCount(uint32_t group) const { return (group_engines_[group].size() + 63) / 64; }
+  bool GroupDirty(uint32_t group) const {
+    const uint64_t* w = &dirty_words_[group_word_[group]];
+    for (size_t i = 0, n = DirtyWordCount(group); i < n; ++i) {
+      if (w[i] != 0) return true;
+    }
+    return false;
   }
+  // Sets the bit of `engine`, an engine of the group whose words `words` are.
+  void SetDirty(uint64_t* words, uint32_t engine) const {
+    const uint32_t bit = engine_bit_[engine];
+    words[bit / 64] |= uint64_t{1} << (bit % 64);
+  }
+  void MarkDirty(uint32_t engine) { SetDirty(DirtyWords(engine_group_[engine]), engine); }
   uint64_t unsent_reports_ = 0;
   uint64_t skipped_blocked_ = 0;
   bool skip_idle_ = true;

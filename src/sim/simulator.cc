@@ -239,11 +239,8 @@ class Simulation {
   uint64_t work_events_ = 0;   // pending events other than fetch ticks
   double last_placement_ = 0;  // last time a fetch placed anything (stall detection)
   std::mt19937_64 rng_;
-  // A uniform double in [0, 1) from rng_: the value std::uniform_real_distribution<double>(0, 1)
-  // gives with libstdc++ (generate_canonical<double, 53> over one 64-bit draw: the draw as a
-  // double, over 2^64, below 1), computed without its long-double arithmetic and run-time log
-  // (~3 % of a 48P96D run, issue 27), and pinned: the results no longer depend on the library's
-  // choice. SimulatorTest.JitterMatchesTheStandardDistribution checks the two agree.
+  // A uniform double in [0, 1) from rng_: std::uniform_real_distribution<double>(0, 1)'s value
+  // with libstdc++, computed faster and pinned (uniform.h).
   double Jitter() { return UniformFromBits(rng_()); }
   sched::FetchResult fetch_out_;  // the last fetch's decisions (SchedDriver::FetchGroup)
   std::vector<sched::PrefillWork> work_;

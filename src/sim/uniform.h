@@ -2,9 +2,10 @@
 //
 // The value std::uniform_real_distribution<double>(0, 1) returns for a std::mt19937_64 with
 // libstdc++ (generate_canonical<double, 53>: one draw converted to double, divided by 2^64, and
-// the largest double below 1 where that rounds up to 1), without the long-double arithmetic and
-// run-time log that implementation spends per call (issue 27: ~3 % of a 48P96D simulation), and
-// pinned: a simulation's draws no longer depend on the standard library's choice of algorithm.
+// the largest double below 1 where that rounds up to 1), without that implementation's
+// long-double arithmetic and its branch on the draw's top bit (issue 27: together ~2 % of a
+// 48P96D simulation), and pinned: a simulation's draws no longer depend on the standard
+// library's choice of algorithm.
 // simulator_test.cc checks it against the standard distribution.
 #pragma once
 
