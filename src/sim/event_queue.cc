@@ -1,10 +1,109 @@
 #include "dualpath/sim/event_queue.h"
 
 #include <bit>
+#include <limits>
 
 #include "dualpath/common/check.h"
 
 namespace dualpath::sim {
+
+EventCalendar::EventCalendar() : ring_(kBuckets, Bucket{kNil, 0}), nonempty_(kBuckets / 64, 0) {}
+
+void EventCalendar::SetWidth(double width_s) {
+  DUALPATH_CHECK(width_s > 0 && width_s < std::numeric_limits<double>::infinity(),
+                 "EventCalendar: the bucket width must be positive and finite");
+  DUALPATH_CHECK(empty(), "EventCalendar: the bucket width is set before any push");
+  inv_width_ = 1.0 / width_s;
+  base_ = 0;
+}
+
+void EventCalendar::Place(const Event& e, uint32_t b) {
+  uint32_t n = free_;
+  if (n != kNil) {
+    free_ = pool_[n].next;
+  } else {
+    n = static_cast<uint32_t>(pool_.size());
+    pool_.emplace_back();
+  }
+  pool_[n].e = e;
+  Bucket& bucket = ring_[b];
+  pool_[n].next = bucket.head;
+  // A new head: if the front was this bucket's head, the new node is now its predecessor.
+  if (in_ring_ != 0 && front_bucket_ == b && front_prev_ == kNil) front_prev_ = n;
+  bucket.head = n;
+  ++bucket.count;
+  nonempty_[b / 64] |= uint64_t{1} << (b % 64);
+  if (in_ring_++ == 0 || Order::Earlier(e, pool_[front_].e)) {
+    front_ = n;
+    front_prev_ = kNil;
+    front_bucket_ = b;
+  }
+}
+
+void EventCalendar::push(const Event& e) {
+  const uint64_t k = BucketOf(e.time);
+  // base_ is the bucket of an event popped before this one, so k >= base_ (times only grow).
+  DUALPATH_CHECK(k >= base_, "EventCalendar: event before the window");
+  const auto b = static_cast<uint32_t>(k & (kBuckets - 1));
+  if (k - base_ < kBuckets && ring_[b].count < kMaxPerBucket) {
+    Place(e, b);
+  } else {
+    overflow_.push(e);
+  }
+  // The new event is the front if it is earlier than the current one.
+  ChooseFront();
+}
+
+void EventCalendar::FindFront() {
+  if (in_ring_ == 0) return;
+  // The first set bit at or after base_'s ring index, cyclically: the window's buckets in time
+  // order (every ring event's bucket is in [base_, base_ + kBuckets)).
+  const auto start = static_cast<uint32_t>(base_ & (kBuckets - 1));
+  uint32_t w = start / 64;
+  uint64_t bits = nonempty_[w] & (~uint64_t{0} << (start % 64));
+  for (uint32_t n = 0; bits == 0; ++n) {
+    DUALPATH_CHECK(n <= kBuckets / 64, "EventCalendar: ring count and bits disagree");
+    w = (w + 1) % (kBuckets / 64);
+    bits = nonempty_[w];
+  }
+  const uint32_t b = w * 64 + static_cast<uint32_t>(std::countr_zero(bits));
+  uint32_t best = ring_[b].head, best_prev = kNil;
+  for (uint32_t prev = best, n = pool_[best].next; n != kNil; prev = n, n = pool_[n].next) {
+    if (Order::Earlier(pool_[n].e, pool_[best].e)) {
+      best = n;
+      best_prev = prev;
+    }
+  }
+  front_ = best;
+  front_prev_ = best_prev;
+  front_bucket_ = b;
+}
+
+void EventCalendar::pop() {
+  if (front_in_ring_) {
+    Node& node = pool_[front_];
+    // The window now starts at the popped event's bucket: no pending or later event is earlier.
+    base_ = BucketOf(node.e.time);
+    Bucket& bucket = ring_[front_bucket_];
+    if (front_prev_ == kNil) {
+      bucket.head = node.next;
+    } else {
+      pool_[front_prev_].next = node.next;
+    }
+    if (--bucket.count == 0) {
+      nonempty_[front_bucket_ / 64] &= ~(uint64_t{1} << (front_bucket_ % 64));
+    }
+    node.next = free_;
+    free_ = front_;
+    --in_ring_;
+    FindFront();
+  } else {
+    base_ = BucketOf(overflow_.top().time);
+    overflow_.pop();
+    // The ring's front is unchanged; base_ moved up to at most its bucket.
+  }
+  ChooseFront();
+}
 
 void EventQueue::Push(double time, uint32_t kind, uint32_t a, uint64_t b) {
   DUALPATH_CHECK(time >= now_, "event scheduled before the current simulated time");

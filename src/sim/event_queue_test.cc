@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <limits>
 #include <random>
 #include <vector>
 
@@ -106,6 +107,78 @@ TEST(EventQueueTest, PopsTheSameSequenceAsTheBinaryHeap) {
     EXPECT_EQ(q.Peek(), nullptr);
     EXPECT_GT(pops, 5'000u);
   }
+}
+
+// The calendar (EventCalendar, issue 27) against the binary heap, at bucket widths from "every
+// event past the window" to "every event in one bucket": near events one per bucket or many
+// (a bucket holds at most kMaxPerBucket, the rest wait in the overflow heap), far events past
+// the window, equal times, zero, and times so large their bucket number saturates. Every pop and
+// every Peek() is the heap's.
+TEST(EventQueueTest, CalendarPopsLikeTheBinaryHeapAtEveryWidth) {
+  for (const double width : {1e-9, 1e-4, 0.01, 0.25, 1e3}) {
+    for (uint64_t seed = 1; seed <= 6; ++seed) {
+      std::mt19937_64 rng(seed);
+      EventQueue q;
+      q.SetBucketWidth(width);
+      BinaryHeapEventQueue ref;
+      uint64_t pops = 0;
+      for (int step = 0; step < 30'000; ++step) {
+        const bool push = q.Empty() || rng() % 100 < (step < 15'000 ? 60u : 40u);
+        if (push) {
+          double t = q.Now();
+          switch (rng() % 6) {
+            case 0:  // a tie with other events at a few fixed offsets
+              t += static_cast<double>(rng() % 4) * 0.25;
+              break;
+            case 1:  // near, continuous
+            case 2:
+              t += static_cast<double>(rng() % 1'000'000) * 1e-7;
+              break;
+            case 3:  // past any window of these widths but the widest
+              t += 50.0 + static_cast<double>(rng() % 1000);
+              break;
+            case 4:  // now
+              break;
+            default:  // far out: bucket numbers saturate
+              t += (rng() % 8 == 0) ? 1e300 : 1e6;
+              break;
+          }
+          const auto kind = static_cast<uint32_t>(rng() % 6);
+          const uint64_t b = rng();
+          q.Push(t, kind, 0, b);
+          ref.Push(t, kind, 0, b);
+        } else {
+          const Event peeked = *q.Peek();
+          const Event x = q.Pop();
+          const Event y = ref.Pop();
+          ASSERT_EQ(x.seq, y.seq) << "width " << width << " seed " << seed << " pop " << pops;
+          ASSERT_EQ(x.time, y.time);
+          ASSERT_EQ(x.kind, y.kind);
+          ASSERT_EQ(x.b, y.b);
+          ASSERT_EQ(peeked.seq, x.seq);
+          ++pops;
+        }
+        ASSERT_EQ(q.Size(), ref.Size());
+      }
+      while (!q.Empty()) ASSERT_EQ(q.Pop().seq, ref.Pop().seq);
+      EXPECT_TRUE(ref.Empty());
+      EXPECT_GT(pops, 10'000u);
+    }
+  }
+}
+
+// More events at one time than a bucket holds (kMaxPerBucket): the rest wait in the overflow
+// heap and still pop in push order among them and the bucket's.
+TEST(EventQueueTest, CrowdedBucketPopsInPushOrder) {
+  EventQueue q;
+  q.SetBucketWidth(1e-3);
+  const uint32_t n = 5 * EventCalendar::kMaxPerBucket;
+  for (uint32_t i = 0; i < n; ++i) q.Push(i % 2 == 0 ? 0.5 : 0.5 + 1e-9, i);
+  q.Push(0.25, n);  // an earlier one after them
+  EXPECT_EQ(q.Pop().kind, n);
+  for (uint32_t i = 0; i < n; i += 2) EXPECT_EQ(q.Pop().kind, i);
+  for (uint32_t i = 1; i < n; i += 2) EXPECT_EQ(q.Pop().kind, i);
+  EXPECT_TRUE(q.Empty());
 }
 
 // Timers (issue 27) against the queue they replace in the simulator: every event in one binary
@@ -373,6 +446,15 @@ TEST(EventQueueDeathTest, ReservedEventPushedAfterItWasDueAborts) {
   (void)q.Pop();  // an event after (1.0, seq) popped
   EXPECT_DEATH(q.PushReserved(1.0, seq, 2), "after it was due");
   EXPECT_DEATH(q.PushReserved(2.0, seq + 5, 2), "not from ReserveSeq");
+}
+
+TEST(EventQueueDeathTest, BucketWidthMustBePositiveAndSetWhileEmpty) {
+  EventQueue q;
+  EXPECT_DEATH(q.SetBucketWidth(0), "bucket width must be positive and finite");
+  EXPECT_DEATH(q.SetBucketWidth(std::numeric_limits<double>::infinity()),
+               "bucket width must be positive and finite");
+  q.Push(1.0, 1);
+  EXPECT_DEATH(q.SetBucketWidth(1e-3), "before any push");
 }
 
 TEST(EventQueueDeathTest, PopEmptyAborts) {

@@ -1,6 +1,7 @@
 #include "dualpath/sim/simulator.h"
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <deque>
 #include <random>
@@ -178,7 +179,6 @@ class Simulation {
   uint32_t DecodeTimer(uint32_t de_group) const {
     return static_cast<uint32_t>(pe_groups_.size()) + de_group;
   }
-  void StartReads(uint32_t slot, double now);
   void AdmitReads(uint32_t nic, double now);
   // NIC `nic`'s earliest read completion popped: the next one enters the event queue.
   void NextReadDone(uint32_t nic);
@@ -325,6 +325,9 @@ Status Simulation::StartScheduler() {
   fetch_armed_.assign(driver_->num_groups(), false);
   fetch_unarmed_ = driver_->num_groups();
   q_.ResizeTimers(pe_groups_.size() + de_groups_.size());
+  // About one near event per calendar bucket: the fetch ticks are most of them, one per group
+  // per interval on average (EventQueue::SetBucketWidth; the order does not depend on it).
+  q_.SetBucketWidth(cfg_.sched.fetch_interval_ms * 1e-3 / (2.0 * driver_->num_groups()));
   return Status::Ok();
 }
 
@@ -407,7 +410,7 @@ Status Simulation::Fetch(uint32_t group, double now) {
     de.hbm_free -= DeHbmOf(static_cast<uint64_t>(d.tokens));
   }
   // The requests a prefill fetch placed, last touched at arrival: start loading them all first.
-  for (const sched::Assignment& a : prefill_out) __builtin_prefetch(&reqs_[a.request.value()]);
+  for (const sched::Assignment& a : prefill_out) __builtin_prefetch(&reqs_[a.request.value()], 1);
   for (const sched::Assignment& a : prefill_out) RETURN_IF_ERROR(PlacePrefill(a, now));
   RearmFetch(group, now);
   return Status::Ok();
@@ -430,40 +433,45 @@ void Simulation::RearmFetch(uint32_t group, double now) {
 Status Simulation::PlacePrefill(const sched::Assignment& a, double now) {
   const auto num_pes = static_cast<uint32_t>(c_.pes.size());
   const auto slot = static_cast<uint32_t>(a.request.value());
-  Req& r = reqs_[slot];
-  r.de = a.decode.value() - num_pes;  // the decode fetch's choice (sched keeps it)
-  r.pe = a.prefill.value();
-  PeState& pe = c_.pes[r.pe];
-  pe.tokens += r.prompt;
-  pe.requests++;
+  const uint32_t pe_index = a.prefill.value();
+  const uint32_t de_index = a.decode.value() - num_pes;  // the decode fetch's choice
   // sched reads at most the hit it was given (a uint32_t SimTurn::hit).
-  r.read_tokens[0] = static_cast<uint32_t>(a.prefill_read_tokens);
-  r.read_tokens[1] = static_cast<uint32_t>(a.decode_read_tokens);
-  const bool pe_read = ReadBytes(r, 0) > 0, de_read = ReadBytes(r, 1) > 0;
+  const auto read_tokens = std::array<uint32_t, 2>{static_cast<uint32_t>(a.prefill_read_tokens),
+                                                   static_cast<uint32_t>(a.decode_read_tokens)};
+  // The request's record is only written here, from the assignment and locals (the prompt came
+  // with the assignment as submitted): its line, last touched at arrival, is not waited for
+  // (issue 27); the stores drain while the fetch goes on.
+  Req& r = reqs_[slot];
+  r.de = de_index;
+  r.pe = pe_index;
+  r.read_tokens[0] = read_tokens[0];
+  r.read_tokens[1] = read_tokens[1];
+  PeState& pe = c_.pes[pe_index];
+  pe.tokens += static_cast<uint64_t>(a.prompt_tokens);
+  pe.requests++;
+  // The same products as ReadBytes(r, side) and the same nodes as ReadNic(r, side).
+  const std::array<double, 2> bytes = {
+      static_cast<double>(read_tokens[0]) * cost_.kv_bytes_per_token(),
+      static_cast<double>(read_tokens[1]) * cost_.kv_bytes_per_token()};
+  const std::array<uint32_t, 2> nics = {pe.node, c_.des[de_index].node};
+  const bool pe_read = bytes[0] > 0, de_read = bytes[1] > 0;
   r.side = pe_read && de_read ? ReadSide::kBoth
            : pe_read          ? ReadSide::kPe
            : de_read          ? ReadSide::kDe
                               : ReadSide::kNone;
-  if (r.side == ReadSide::kNone) {
+  r.reads_left = static_cast<uint8_t>(int{pe_read} + int{de_read});
+  if (!pe_read && !de_read) {
     pe.ready.push_back(slot);
     return KickPrefill(pe.group, now);
   }
-  StartReads(slot, now);
+  // Its reads queue on the storage NICs (PE side first), then each NIC admits what fits.
+  for (int side = 0; side < 2; ++side) {
+    if (bytes[side] > 0) c_.nics[nics[side]].Enqueue(now, slot, bytes[side]);
+  }
+  for (int side = 0; side < 2; ++side) {
+    if (bytes[side] > 0) AdmitReads(nics[side], now);
+  }
   return Status::Ok();
-}
-
-void Simulation::StartReads(uint32_t slot, double now) {
-  Req& r = reqs_[slot];
-  for (int side = 0; side < 2; ++side) {
-    const double bytes = ReadBytes(r, side);
-    if (bytes > 0) {
-      r.reads_left++;
-      c_.nics[ReadNic(r, side)].Enqueue(now, slot, bytes);
-    }
-  }
-  for (int side = 0; side < 2; ++side) {
-    if (ReadBytes(r, side) > 0) AdmitReads(ReadNic(r, side), now);
-  }
 }
 
 void Simulation::AdmitReads(uint32_t nic, double now) {

@@ -10,28 +10,29 @@
 // invariant violation (checked).
 //
 // Several stores, one order:
-// - Push(): a 4-ary min-heap (QuadHeap, quad_heap.h) over one flat vector of 32-byte records (no
-//   allocation per event once the vector has grown; a node's four children share two cache lines,
-//   and the heap is half as deep as a binary one).
+// - Push(): a calendar queue (EventCalendar, below): buckets of simulated time in a ring, events
+//   past the ring's window or in a crowded bucket in a 4-ary min-heap (QuadHeap, quad_heap.h).
+//   It replaced the 4-ary heap as the store of every pushed event (issue 27: that heap's pop was
+//   the largest single cost of a simulator run).
 // - SetTimer(): keyed timers, at most one pending event per timer id (in the simulator: a prefill
 //   group's forward end, a decode group's next completion). Setting a pending timer again
 //   replaces its event; the replaced one is never popped but counted in Superseded(): it is the
 //   event a plain queue would have popped later and ignored (the simulator's superseded decode
 //   completions, pushed anew on every join and completion, went through the heap only to be
 //   dropped). The timers sit in a tournament tree over the ids (a fixed array; an update walks
-//   one leaf-to-root path), so they never touch the heap. Meant for a few dozen timers: the walk
-//   grows with log2 of the count, and 144 more (the simulator's fetch ticks) made a run slower.
+//   one leaf-to-root path), so they never touch the calendar. Meant for a few dozen timers: the
+//   walk grows with log2 of the count, and 144 more (the simulator's fetch ticks) made a run
+//   slower.
 // - ReserveSeq() + PushReserved(): an event whose sequence number is taken now and which enters
-//   the heap later. It pops exactly where it would have had it been pushed when the number was
+//   the calendar later. It pops exactly where it would have had it been pushed when the number was
 //   taken, provided it enters before it is due (checked). For the caller's time-ordered streams:
 //   the simulator keeps each storage NIC's read completions (a FIFO server's: their times only
-//   grow) in a FIFO of its own, with only the earliest in the heap, so the heap holds one read per
+//   grow) in a FIFO of its own, with only the earliest queued here, so the queue holds one read per
 //   NIC instead of every read in flight (thousands at 48P96D, issue 27).
 // - PushDistant(): a second 4-ary heap, for events the caller keeps many of pending at once (in
 //   the simulator: the agents' next arrivals after their think time, one per thinking agent,
-//   ~48K at 48K agents). Kept apart so that the frequent short-lived events (fetch ticks, decode
-//   joins, read completions: most of the pushes and pops) walk a heap of a few hundred entries,
-//   a few levels in L1, instead of one 8 levels deep over megabytes (issue 27).
+//   ~48K at 48K agents). Kept apart from the calendar: all agents' first arrivals come at once,
+//   and arrivals in it measured slower (the crowded buckets' events go to its overflow heap).
 // All draw the sequence number from one counter, and Pop() takes the earliest of the fronts
 // by (time, seq): a total order, so the pop order is the same as one priority queue holding every
 // event (minus the superseded ones). event_queue_test.cc checks this against the binary
@@ -57,8 +58,96 @@ struct Event {
   uint64_t b = 0;
 };
 
+// The near events' store (EventQueue::Push): a calendar queue. Time is cut into buckets of a fixed
+// width; bucket k holds events with floor(time / width) == k (one multiplication, rounded:
+// monotone in time, so a lower bucket never holds a later event). A window of kBuckets
+// consecutive buckets from `base_` (the bucket of the last event popped, never after the queue's
+// current time) lives in a ring, with one bit per bucket saying it is non-empty. The ring's
+// earliest event is the (time, seq)-least of the first non-empty bucket (a bit scan, then a look
+// at that bucket's few events). Events past the window, and events for a bucket that already
+// holds kMaxPerBucket (many events at one time would make every pop scan them all), go to a 4-ary
+// heap instead (`overflow_`); the earliest event is the earlier of the two fronts, kept current
+// by every push and pop.
+// A bucket is a list of nodes from one pool, reused last-freed-first, so a push writes a node
+// that is still in cache and the bucket heads are 4 bytes each (a vector per bucket missed the
+// cache on every push). A push or pop is a few dozen instructions, where the heap this replaces
+// walked four or five levels of children per pop: the simulator pops ~40 M of these events per
+// 48P96D run (issue 27). The order is the heap's: a total order by (time, seq), whatever the
+// width.
+//
+// Thread safety: none (owned by one EventQueue).
+class EventCalendar {
+ public:
+  EventCalendar();
+  // Bucket width in seconds of simulated time, > 0 and finite; only while empty (checked).
+  void SetWidth(double width_s);
+  bool empty() const { return in_ring_ == 0 && overflow_.empty(); }
+  size_t size() const { return in_ring_ + overflow_.size(); }
+  // The earliest event. Precondition: !empty().
+  const Event& top() const { return front_in_ring_ ? pool_[front_].e : overflow_.top(); }
+  // Precondition: e.time >= the time of every event popped so far (EventQueue checks).
+  void push(const Event& e);
+  // Removes top(). Precondition: !empty().
+  void pop();
+
+  static constexpr uint32_t kBuckets = 4096;  // a power of two
+  static constexpr uint32_t kMaxPerBucket = 16;
+
+ private:
+  struct Order {
+    static bool Earlier(const Event& x, const Event& y) {
+      return NonNegativeKey(x.time, x.seq) < NonNegativeKey(y.time, y.seq);
+    }
+    static size_t EarlierBit(const Event& x, const Event& y) {
+      return static_cast<size_t>(Earlier(x, y));
+    }
+  };
+  static constexpr uint32_t kNil = UINT32_MAX;
+  struct Node {
+    Event e;
+    uint32_t next;  // the next node of its bucket, or of the free list; kNil at the end
+  };
+  // The absolute bucket number of `time` (>= 0): floor(time / width), saturating far out.
+  uint64_t BucketOf(double time) const {
+    const double k = time * inv_width_;
+    return k < 0x1p63 ? static_cast<uint64_t>(k) : (uint64_t{1} << 63);
+  }
+  // Puts `e` into ring bucket `b` (inside the window, not full).
+  void Place(const Event& e, uint32_t b);
+  // After a pop: the ring's earliest event (the first non-empty bucket from base_'s), then which
+  // front is the earlier.
+  void FindFront();
+  void ChooseFront() {
+    front_in_ring_ =
+        in_ring_ != 0 && (overflow_.empty() || Order::Earlier(pool_[front_].e, overflow_.top()));
+  }
+
+  double inv_width_ = 1e3;
+  uint64_t base_ = 0;  // the window's first bucket (absolute number)
+  // A ring bucket (absolute number mod kBuckets): its first node (kNil: none) and its event
+  // count, side by side (a push reads both).
+  struct Bucket {
+    uint32_t head;
+    uint32_t count;
+  };
+  std::vector<Bucket> ring_;
+  std::vector<uint64_t> nonempty_;  // one bit per ring bucket
+  std::vector<Node> pool_;
+  uint32_t free_ = kNil;  // free nodes of pool_, last freed first
+  size_t in_ring_ = 0;
+  uint32_t front_ = 0;          // the earliest ring event's node
+  uint32_t front_prev_ = kNil;  // the node before it in its bucket, or kNil (it is the head)
+  uint32_t front_bucket_ = 0;   // its ring bucket
+  bool front_in_ring_ = false;  // top() is the ring's front (else overflow_'s top)
+  QuadHeap<Event, Order> overflow_;
+};
+
 class EventQueue {
  public:
+  // The near events' bucket width in simulated seconds (EventCalendar); call while the queue is
+  // empty. Any width gives the same order; the speed is best with about one near event per
+  // bucket (the simulator: a fifth of its fetch interval's share per group).
+  void SetBucketWidth(double width_s) { heap_.SetWidth(width_s); }
   // Schedules an event. Precondition: time >= Now().
   void Push(double time, uint32_t kind, uint32_t a = 0, uint64_t b = 0);
   // The same as Push() (same number, same pop position), kept in the second heap: for events of
@@ -142,7 +231,7 @@ class EventQueue {
     return &timer_ev_[match_[1].timer];
   }
 
-  QuadHeap<Event, EventOrder> heap_;
+  EventCalendar heap_;                   // Push's and PushReserved's events
   QuadHeap<Event, EventOrder> distant_;  // PushDistant's events
   // Tournament tree: match_[1..leaves_-1] each match's winner, match_[leaves_ + t] timer t's own
   // key; leaves_ is the timer count rounded up to a power of two (at least 2; the padding leaves
