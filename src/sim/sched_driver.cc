@@ -6,6 +6,8 @@
 #include <cmath>
 #include <cstdint>
 
+#include "dualpath/common/check.h"
+
 namespace dualpath::sim {
 
 SchedThresholds DeriveThresholds(const SimConfig& config, const CostModel& cost,
@@ -117,8 +119,7 @@ Result<std::unique_ptr<SchedDriver>> SchedDriver::Create(const ClusterState& c, 
   ASSIGN_OR_RETURN(std::unique_ptr<sched::Scheduler> s, sched::Scheduler::Create(desc, config));
   std::unique_ptr<SchedDriver> d(new SchedDriver(std::move(s), system));
   d->group_engines_.resize(static_cast<size_t>(desc.num_groups()));
-  d->group_is_prefill_.assign(static_cast<size_t>(desc.num_groups()), false);
-  d->group_blocked_.assign(static_cast<size_t>(desc.num_groups()), false);
+  d->group_.assign(static_cast<size_t>(desc.num_groups()), GroupInfo{});
   d->engine_group_.resize(desc.engines.size());
   d->engine_bit_.resize(desc.engines.size());
   for (const sched::EngineDesc& e : desc.engines) {
@@ -126,12 +127,16 @@ Result<std::unique_ptr<SchedDriver>> SchedDriver::Create(const ClusterState& c, 
     d->engine_bit_[e.id.value()] = static_cast<uint32_t>(members.size());
     members.push_back(e.id.value());
     d->engine_group_[e.id.value()] = e.group.value();
-    if (e.id.value() < c.pes.size()) d->group_is_prefill_[e.group.value()] = true;
+    if (e.id.value() < c.pes.size()) d->group_[e.group.value()].prefill = 1;
   }
-  for (const std::vector<uint32_t>& members : d->group_engines_) {
-    d->group_word_.push_back(static_cast<uint32_t>(d->dirty_words_.size()));
-    d->dirty_words_.resize(d->dirty_words_.size() + (members.size() + 63) / 64, 0);
+  for (size_t g = 0; g < d->group_engines_.size(); ++g) {
+    const size_t words = (d->group_engines_[g].size() + 63) / 64;
+    DUALPATH_CHECK(words <= UINT16_MAX, "SchedDriver: a group with too many engines");
+    d->group_[g].dirty_word = static_cast<uint32_t>(d->dirty_words_.size());
+    d->group_[g].dirty_words = static_cast<uint16_t>(words);
+    d->dirty_words_.resize(d->dirty_words_.size() + words, 0);
   }
+
   for (const sched::EngineDesc& e : desc.engines) d->MarkDirty(e.id.value());
   return d;
 }
@@ -216,9 +221,10 @@ class LiveReadQueues final : public sched::NodeReadQueueSource {
 // scheduler_property_test / sched_driver_test run the same inputs with and without the skip.
 bool SchedDriver::IdleFetch(uint32_t group) const {
   if (!skip_idle_) return false;
-  if (group_is_prefill_[group]) return sched_->prefill_queue_empty();
+  const GroupInfo& info = group_[group];
+  if (info.prefill != 0) return sched_->prefill_queue_empty();
   return !GroupDirty(group) && sched_->global_queue_empty() &&
-         (group_blocked_[group] || sched_->private_queue_empty(sched::GroupId(group)));
+         (info.blocked != 0 || sched_->private_queue_empty(sched::GroupId(group)));
 }
 
 Status SchedDriver::FetchGroup(uint32_t group, const ClusterState& c, double now,
@@ -234,7 +240,7 @@ Status SchedDriver::FetchGroup(uint32_t group, const ClusterState& c, double now
   // decode-node queues live). At 48P96D a decode fetch is mostly made because one completion
   // dirtied one engine of eight (issue 27).
   const std::vector<uint32_t>& engines = group_engines_[group];
-  const bool prefill_group = group_is_prefill_[group];
+  const bool prefill_group = group_[group].prefill != 0;
   const size_t words = DirtyWordCount(group);
   uint64_t* dirty = DirtyWords(group);
   reports_.resize(engines.size());
@@ -291,7 +297,7 @@ Status SchedDriver::FetchGroup(uint32_t group, const ClusterState& c, double now
       for (size_t w = 0; w < words; ++w) dirty[w] = 0;
       for (const sched::DecodeAssignment& a : out->decode) SetDirty(dirty, a.decode.value());
     }
-    group_blocked_[group] = !sched_->private_queue_empty(sched::GroupId(group));
+    group_[group].blocked = sched_->private_queue_empty(sched::GroupId(group)) ? 0 : 1;
   }
   return Status::Ok();
 }

@@ -67,7 +67,7 @@ class SchedDriver {
   bool SkipIdleFetch(uint32_t group) {
     if (!IdleFetch(group)) return false;
     ++skipped_;
-    if (group_blocked_[group]) ++skipped_blocked_;
+    if (group_[group].blocked) ++skipped_blocked_;
     return true;
   }
   // The simulation changed decode engine `engine`'s load (a request completed on it) outside a
@@ -98,28 +98,34 @@ class SchedDriver {
   std::unique_ptr<sched::Scheduler> sched_;
   SystemKind system_;
   std::vector<std::vector<uint32_t>> group_engines_;  // by sched group id
-  // Flags as bytes (0/1), not std::vector<bool>: read on every fetch tick, where the bit
-  // arithmetic cost more than the check (issue 27).
-  std::vector<uint8_t> group_is_prefill_;  // by sched group id
-  std::vector<uint32_t> engine_group_;     // by engine id
-  // By sched group id (decode groups): the group's last fetch left requests in its private queue,
-  // so its head fits no DE of the group (phase 2 places until the head does not fit). Until the
-  // group is dirty again the head and the DEs' free HBM are what that fetch saw.
-  std::vector<uint8_t> group_blocked_;
+  // What every fetch tick reads of its group (IdleFetch), in one 8-byte record: separate arrays
+  // (and the engine list's size) were a cache miss each per tick (issue 27). Flags as bytes (0/1),
+  // not bits: the bit arithmetic cost more than the check.
+  struct GroupInfo {
+    uint32_t dirty_word = 0;   // its first word in dirty_words_
+    uint16_t dirty_words = 0;  // its number of words there: (engines + 63) / 64
+    uint8_t prefill = 0;       // a prefill group
+    // A decode group whose last fetch left requests in its private queue, so its head fits no DE
+    // of the group (phase 2 places until the head does not fit). Until the group is dirty again
+    // the head and the DEs' free HBM are what that fetch saw.
+    uint8_t blocked = 0;
+  };
+  std::vector<GroupInfo> group_;        // by sched group id
+  std::vector<uint32_t> engine_group_;  // by engine id
   // Decode engines whose load may differ from their last report (set by a decode assignment or
   // DecodeEngineChanged; all set at the start, before any report): one bit per engine, by its
-  // place in its group (engine_bit_), the group's bits from word group_word_[group] on. A fetch
-  // visits the set bits only (usually one of eight: a completion dirtied one engine). A decode
-  // group is dirty (its loads may differ from what the scheduler last got from its reports)
-  // when any of its bits is set (GroupDirty).
+  // place in its group (engine_bit_), the group's bits from word group_[group].dirty_word on. A
+  // fetch visits the set bits only (usually one of eight: a completion dirtied one engine). A
+  // decode group is dirty (its loads may differ from what the scheduler last got from its
+  // reports) when any of its bits is set (GroupDirty).
   std::vector<uint64_t> dirty_words_;
-  std::vector<uint32_t> group_word_;  // by sched group id
   std::vector<uint32_t> engine_bit_;  // by engine id: its index in group_engines_[its group]
-  uint64_t* DirtyWords(uint32_t group) { return &dirty_words_[group_word_[group]]; }
-  size_t DirtyWordCount(uint32_t group) const { return (group_engines_[group].size() + 63) / 64; }
+  uint64_t* DirtyWords(uint32_t group) { return &dirty_words_[group_[group].dirty_word]; }
+  size_t DirtyWordCount(uint32_t group) const { return group_[group].dirty_words; }
   bool GroupDirty(uint32_t group) const {
-    const uint64_t* w = &dirty_words_[group_word_[group]];
-    for (size_t i = 0, n = DirtyWordCount(group); i < n; ++i) {
+    const GroupInfo& info = group_[group];
+    const uint64_t* w = &dirty_words_[info.dirty_word];
+    for (size_t i = 0, n = info.dirty_words; i < n; ++i) {
       if (w[i] != 0) return true;
     }
     return false;

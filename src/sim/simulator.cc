@@ -104,6 +104,11 @@ struct DeGroup {
   double steps = 0;  // decode steps completed (fractional between events)
   double last_t = 0;
   double tau = 0;  // current step time
+  // The largest step time of its DEs (de_step_time_, at least 0), or stale: then RetimeDecode
+  // takes the maximum over the group's slice again (kept by UpdateDeStepTime: the slice was read
+  // on every join and completion, 32 members, issue 27).
+  double slowest = 0;
+  bool slowest_stale = false;
   uint64_t version = 0;
   uint64_t batch = 0;  // requests in decode on the group's DEs: the sum of their DeState::batch
   // Decode time series: the batch (requests over the group's GPUs) and step time since `from`.
@@ -194,9 +199,19 @@ class Simulation {
   void AccumulateDecodeSeries(DeGroup& g, double now);
   void RetimeDecode(uint32_t group, double now);
   // Decode engine `di`'s batch sums changed: recompute its step time (de_step_time_).
+  // Its group's slowest step time follows: a time at or above it is the new slowest; the slowest
+  // one getting faster leaves it to RetimeDecode to find again (max is exact in any order).
   void UpdateDeStepTime(uint32_t di) {
     const DeState& d = c_.des[di];
-    de_step_time_[di] = cost_.DecodeGpuTime(d.flops, d.kv_bytes, d.batch);
+    const double before = de_step_time_[di];
+    const double now = cost_.DecodeGpuTime(d.flops, d.kv_bytes, d.batch);
+    de_step_time_[di] = now;
+    DeGroup& g = de_groups_[d.group];
+    if (now >= g.slowest) {
+      g.slowest = now;
+    } else if (before == g.slowest) {
+      g.slowest_stale = true;
+    }
   }
   void Complete(uint32_t slot, double now);
   void NextTurn(uint32_t slot, double now);
@@ -656,9 +671,14 @@ void Simulation::RetimeDecode(uint32_t gi, double now) {
   // The slowest member's step time: max is exact in any order, and each member's time is kept
   // current by UpdateDeStepTime. The batch was summed here as a double of integer counts (exact
   // below 2^53), the same value as the integer sum converted once.
-  double slowest = 0;
-  for (uint32_t di = g.de_begin; di < g.de_end; ++di)
-    slowest = std::max(slowest, de_step_time_[di]);
+  if (g.slowest_stale) {
+    double slowest = 0;
+    for (uint32_t di = g.de_begin; di < g.de_end; ++di)
+      slowest = std::max(slowest, de_step_time_[di]);
+    g.slowest = slowest;
+    g.slowest_stale = false;
+  }
+  const double slowest = g.slowest;
   const auto batch = static_cast<double>(g.batch);
   g.tau = slowest > 0 ? slowest + cost_.decode_overhead_s() : 0;
   g.version++;
