@@ -12,6 +12,24 @@
 namespace dualpath::sim {
 namespace {
 
+// `x` (popped from the queue under test) is `y` (popped from the reference), field by field.
+void ExpectSameEvent(const Event& x, const Event& y) {
+  ASSERT_EQ(x.seq, y.seq);
+  ASSERT_EQ(x.time, y.time);
+  ASSERT_EQ(x.kind, y.kind);
+  ASSERT_EQ(x.a, y.a);
+  ASSERT_EQ(x.b, y.b);
+}
+
+// Pops both queues into *x: the same event, and the one q's Peek() showed before the pop.
+void PopBoth(EventQueue& q, BinaryHeapEventQueue& ref, Event* x) {
+  ASSERT_NE(q.Peek(), nullptr);
+  const Event peeked = *q.Peek();
+  *x = q.Pop();
+  ASSERT_NO_FATAL_FAILURE(ExpectSameEvent(*x, ref.Pop()));
+  ASSERT_EQ(peeked.seq, x->seq);  // Peek() is what Pop() returns
+}
+
 TEST(EventQueueTest, PopsInTimeOrder) {
   EventQueue q;
   q.Push(3.0, 1);
@@ -88,16 +106,9 @@ TEST(EventQueueTest, PopsTheSameSequenceAsTheBinaryHeap) {
         q.Push(t, kind, a, b);
         ref.Push(t, kind, a, b);
       } else {
-        ASSERT_NE(q.Peek(), nullptr);
-        const Event peeked = *q.Peek();
-        const Event x = q.Pop();
-        const Event y = ref.Pop();
-        ASSERT_EQ(x.seq, y.seq) << "seed " << seed << " pop " << pops;
-        ASSERT_EQ(x.time, y.time);
-        ASSERT_EQ(x.kind, y.kind);
-        ASSERT_EQ(x.a, y.a);
-        ASSERT_EQ(x.b, y.b);
-        ASSERT_EQ(peeked.seq, x.seq);  // Peek() is what Pop() returns
+        SCOPED_TRACE(testing::Message() << "seed " << seed << " pop " << pops);
+        Event x;
+        ASSERT_NO_FATAL_FAILURE(PopBoth(q, ref, &x));
         ++pops;
       }
       ASSERT_EQ(q.Size(), ref.Size());
@@ -148,14 +159,10 @@ TEST(EventQueueTest, CalendarPopsLikeTheBinaryHeapAtEveryWidth) {
           q.Push(t, kind, 0, b);
           ref.Push(t, kind, 0, b);
         } else {
-          const Event peeked = *q.Peek();
-          const Event x = q.Pop();
-          const Event y = ref.Pop();
-          ASSERT_EQ(x.seq, y.seq) << "width " << width << " seed " << seed << " pop " << pops;
-          ASSERT_EQ(x.time, y.time);
-          ASSERT_EQ(x.kind, y.kind);
-          ASSERT_EQ(x.b, y.b);
-          ASSERT_EQ(peeked.seq, x.seq);
+          SCOPED_TRACE(testing::Message()
+                       << "width " << width << " seed " << seed << " pop " << pops);
+          Event x;
+          ASSERT_NO_FATAL_FAILURE(PopBoth(q, ref, &x));
           ++pops;
         }
         ASSERT_EQ(q.Size(), ref.Size());
@@ -330,12 +337,8 @@ TEST(EventQueueTest, ReservedStreamsPopLikePushingEveryEvent) {
             q.PushReserved(n.time, n.seq, kStreamKind, s, n.b);
           }
         }
-        const Event y = ref.Pop();
-        ASSERT_EQ(x.seq, y.seq) << "seed " << seed << " pop " << pops;
-        ASSERT_EQ(x.time, y.time);
-        ASSERT_EQ(x.kind, y.kind);
-        ASSERT_EQ(x.a, y.a);
-        ASSERT_EQ(x.b, y.b);
+        SCOPED_TRACE(testing::Message() << "seed " << seed << " pop " << pops);
+        ASSERT_NO_FATAL_FAILURE(ExpectSameEvent(x, ref.Pop()));
         ++pops;
       }
     }
@@ -386,15 +389,9 @@ TEST(EventQueueTest, DistantHeapPopsLikeOneHeap) {
           ref.Push(t, 2, timer, b);
         }
       } else if (!q.Empty()) {
-        const Event peeked = *q.Peek();
-        const Event x = q.Pop();
-        const Event y = ref.Pop();
-        ASSERT_EQ(x.seq, y.seq) << "seed " << seed << " pop " << pops;
-        ASSERT_EQ(x.time, y.time);
-        ASSERT_EQ(x.kind, y.kind);
-        ASSERT_EQ(x.a, y.a);
-        ASSERT_EQ(x.b, y.b);
-        ASSERT_EQ(peeked.seq, x.seq);
+        SCOPED_TRACE(testing::Message() << "seed " << seed << " pop " << pops);
+        Event x;
+        ASSERT_NO_FATAL_FAILURE(PopBoth(q, ref, &x));
         if (x.kind == 3) ++distant_pops;
         ++pops;
       }

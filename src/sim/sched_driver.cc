@@ -136,7 +136,6 @@ Result<std::unique_ptr<SchedDriver>> SchedDriver::Create(const ClusterState& c, 
     d->group_[g].dirty_words = static_cast<uint16_t>(words);
     d->dirty_words_.resize(d->dirty_words_.size() + words, 0);
   }
-
   for (const sched::EngineDesc& e : desc.engines) d->MarkDirty(e.id.value());
   return d;
 }
@@ -230,7 +229,6 @@ bool SchedDriver::IdleFetch(uint32_t group) const {
 Status SchedDriver::FetchGroup(uint32_t group, const ClusterState& c, double now,
                                sched::FetchResult* out) {
   out->Clear();
-  if (SkipIdleFetch(group)) return Status::Ok();
   // The engines of a node share its storage NIC: its queue is computed once per node (engines
   // are in node order, MakeUniformCluster's numbering). Reports are written in place: returning
   // each by value and copying it in stalled on the copy (a fifth of a fetch tick, perf).

@@ -58,12 +58,13 @@ class SchedDriver {
                 std::optional<uint32_t> prefill_engine = std::nullopt);
   // Group `group` (0..num_groups()-1) fetches with fresh reports of its engines from `cluster` at
   // `now`; *out is cleared and holds the decisions (the scheduler writes them there, no copy).
+  // A fetch tick asks SkipIdleFetch first and calls this only when it says no.
   Status FetchGroup(uint32_t group, const ClusterState& cluster, double now,
                     sched::FetchResult* out);
   uint32_t num_groups() const { return static_cast<uint32_t>(group_engines_.size()); }
   // Whether group `group`'s fetch now would change nothing the scheduler later reads (IdleFetch,
-  // with the skips on); counted as skipped when so. The caller then need not call FetchGroup,
-  // whose decisions would be none.
+  // with the skips on); counted as skipped when so. The caller then does not call FetchGroup:
+  // its decisions would be none.
   bool SkipIdleFetch(uint32_t group) {
     if (!IdleFetch(group)) return false;
     ++skipped_;

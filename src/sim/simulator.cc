@@ -216,8 +216,9 @@ class Simulation {
   void NextTurn(uint32_t slot, double now);
   uint32_t NewReq();
   // Bytes of the read on `side` (0 PE, 1 DE) and the node whose storage NIC serves it.
-  double ReadBytes(const Req& r, int side) const {
-    return static_cast<double>(r.read_tokens[side]) * cost_.kv_bytes_per_token();
+  double ReadBytes(const Req& r, int side) const { return ReadBytesOf(r.read_tokens[side]); }
+  double ReadBytesOf(uint32_t tokens) const {
+    return static_cast<double>(tokens) * cost_.kv_bytes_per_token();
   }
   uint32_t ReadNic(const Req& r, int side) const {
     return side == 0 ? c_.pes[r.pe].node : c_.des[r.de].node;
@@ -463,10 +464,8 @@ Status Simulation::PlacePrefill(const sched::Assignment& a, double now) {
   PeState& pe = c_.pes[pe_index];
   pe.tokens += static_cast<uint64_t>(a.prompt_tokens);
   pe.requests++;
-  // The same products as ReadBytes(r, side) and the same nodes as ReadNic(r, side).
-  const std::array<double, 2> bytes = {
-      static_cast<double>(read_tokens[0]) * cost_.kv_bytes_per_token(),
-      static_cast<double>(read_tokens[1]) * cost_.kv_bytes_per_token()};
+  // ReadBytes(r, side) and ReadNic(r, side) without reading the record back.
+  const std::array<double, 2> bytes = {ReadBytesOf(read_tokens[0]), ReadBytesOf(read_tokens[1])};
   const std::array<uint32_t, 2> nics = {pe.node, c_.des[de_index].node};
   const bool pe_read = bytes[0] > 0, de_read = bytes[1] > 0;
   r.side = pe_read && de_read ? ReadSide::kBoth

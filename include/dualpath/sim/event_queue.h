@@ -58,6 +58,18 @@ struct Event {
   uint64_t b = 0;
 };
 
+// Events' order: (time, seq) as one 128-bit number (quad_heap.h NonNegativeKey), a total order
+// (seq is unique). Every queued time is >= 0 (>= EventQueue::Now(), which starts at 0) and -0.0
+// is stored as +0.0 (EventQueue::Normalize). The QuadHeap Order of every event store.
+struct EventOrder {
+  static bool Earlier(const Event& x, const Event& y) {
+    return NonNegativeKey(x.time, x.seq) < NonNegativeKey(y.time, y.seq);
+  }
+  static size_t EarlierBit(const Event& x, const Event& y) {
+    return static_cast<size_t>(Earlier(x, y));
+  }
+};
+
 // The near events' store (EventQueue::Push): a calendar queue. Time is cut into buckets of a fixed
 // width; bucket k holds events with floor(time / width) == k (one multiplication, rounded:
 // monotone in time, so a lower bucket never holds a later event). A window of kBuckets
@@ -94,14 +106,7 @@ class EventCalendar {
   static constexpr uint32_t kMaxPerBucket = 16;
 
  private:
-  struct Order {
-    static bool Earlier(const Event& x, const Event& y) {
-      return NonNegativeKey(x.time, x.seq) < NonNegativeKey(y.time, y.seq);
-    }
-    static size_t EarlierBit(const Event& x, const Event& y) {
-      return static_cast<size_t>(Earlier(x, y));
-    }
-  };
+  using Order = EventOrder;
   static constexpr uint32_t kNil = UINT32_MAX;
   struct Node {
     Event e;
@@ -146,7 +151,7 @@ class EventQueue {
  public:
   // The near events' bucket width in simulated seconds (EventCalendar); call while the queue is
   // empty. Any width gives the same order; the speed is best with about one near event per
-  // bucket (the simulator: a fifth of its fetch interval's share per group).
+  // bucket (the simulator: half its fetch interval over the number of groups).
   void SetBucketWidth(double width_s) { heap_.SetWidth(width_s); }
   // Schedules an event. Precondition: time >= Now().
   void Push(double time, uint32_t kind, uint32_t a = 0, uint64_t b = 0);
@@ -189,20 +194,10 @@ class EventQueue {
   uint64_t Superseded() const { return superseded_; }
 
  private:
-  // (time, seq) as one 128-bit number (quad_heap.h NonNegativeKey): every queued time is >= 0
-  // (>= Now(), which starts at 0) and -0.0 is stored as +0.0 (Normalize).
+  // (time, seq) as one 128-bit number, as EventOrder compares them.
   static OrderKey128 OrderKey(double time, uint64_t seq) { return NonNegativeKey(time, seq); }
   // +0.0 for -0.0, otherwise `time` (x + 0.0 is exact; only a negative zero changes).
   static double Normalize(double time) { return time + 0.0; }
-  // The heap's order: (time, seq), a total order (seq is unique).
-  struct EventOrder {
-    static bool Earlier(const Event& x, const Event& y) {
-      return OrderKey(x.time, x.seq) < OrderKey(y.time, y.seq);
-    }
-    static size_t EarlierBit(const Event& x, const Event& y) {
-      return static_cast<size_t>(Earlier(x, y));
-    }
-  };
   // A tournament-tree entry: the (time, seq) key of the earliest pending timer below the node,
   // and which timer that is. A leaf with nothing pending holds time kNever, which loses every
   // match (a pending event's time is finite).
