@@ -84,53 +84,30 @@ uint64_t DeriveKvBytesPerTokenPerLayer(const ModelGeometry& m) {
 
 double ModelGeometry::LinearFlopsPerToken() const { return 2.0 * params_active_non_embedding; }
 
-namespace {
-
-// Sum over new query tokens i = 0..n-1 of min(cap, c + i + 1): the number of (query, key) pairs
-// a causal prefill of n tokens after c cached tokens attends to, each query limited to `cap`
-// keys (cap == 0: no limit).
-double AttendedPairs(uint64_t c, uint64_t n, uint64_t cap) {
-  auto full = [](double from, double count) {
-    // sum_{i=0}^{count-1} (from + i + 1)
-    return count * from + count * (count + 1) / 2.0;
-  };
-  if (n == 0) return 0;
-  if (cap == 0 || c + n <= cap) return full(static_cast<double>(c), static_cast<double>(n));
-  // Queries with c + i + 1 <= cap attend to c + i + 1 keys; the rest to cap keys.
-  const uint64_t uncapped = c >= cap ? 0 : cap - c;  // i in [0, uncapped) are below the cap
-  return full(static_cast<double>(c), static_cast<double>(uncapped)) +
-         static_cast<double>(n - uncapped) * static_cast<double>(cap);
-}
-
-}  // namespace
-
-double ModelGeometry::AttentionFlops(uint64_t cached_tokens, uint64_t new_tokens) const {
-  double per_pair = 0;  // FLOPs per (query, key) pair per layer in the main attention
-  uint64_t cap = 0;
+AttentionCost ModelGeometry::AttentionCostOf() const {
+  AttentionCost c;
   switch (attention) {
     case AttentionKind::kMha:
     case AttentionKind::kGqa:
-      per_pair = 2.0 * num_heads * (head_dim + v_head_dim);
+      c.per_pair = 2.0 * num_heads * (head_dim + v_head_dim);
       break;
     case AttentionKind::kMla:
       if (index_topk > 0) {
         // DSA runs MLA in MQA mode (absorbed): scores over the latent + rope (576 dims), values
         // over the latent (512 dims), per head.
-        per_pair = 2.0 * num_heads * (2.0 * kv_lora_rank + qk_rope_head_dim);
-        cap = index_topk;
+        c.per_pair = 2.0 * num_heads * (2.0 * kv_lora_rank + qk_rope_head_dim);
+        c.cap = index_topk;
       } else {
         // Dense MLA prefill runs in MHA mode: per-head qk (nope + rope) and v dims.
-        per_pair = 2.0 * num_heads * (head_dim + v_head_dim);
+        c.per_pair = 2.0 * num_heads * (head_dim + v_head_dim);
       }
       break;
   }
-  double per_layer = per_pair * AttendedPairs(cached_tokens, new_tokens, cap);
-  if (index_topk > 0) {
-    // The lightning indexer scores every causal (query, key) pair: index heads x index dim MACs.
-    per_layer +=
-        2.0 * index_num_heads * index_head_dim * AttendedPairs(cached_tokens, new_tokens, 0);
-  }
-  return per_layer * num_layers;
+  // The lightning indexer scores every causal (query, key) pair: index heads x index dim MACs.
+  c.indexer = index_topk > 0;
+  if (c.indexer) c.index_per_pair = 2.0 * index_num_heads * index_head_dim;
+  c.layers = num_layers;
+  return c;
 }
 
 double ModelGeometry::PrefillFlops(uint64_t cached_tokens, uint64_t new_tokens) const {

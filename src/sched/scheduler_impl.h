@@ -14,6 +14,7 @@
 #include <span>
 #include <vector>
 
+#include "dualpath/common/huge_pages.h"
 #include "dualpath/sched/cluster.h"
 #include "dualpath/sched/config.h"
 #include "dualpath/sched/scheduler.h"
@@ -113,7 +114,9 @@ class SchedulerImpl {
   const NodeReadQueueSource* live_queues_ = nullptr;
   std::vector<uint64_t> node_epoch_;
   uint64_t fetch_epoch_ = 0;
-  std::vector<RequestSlot> slots_;
+  // By slot; in huge pages (common/huge_pages.h): a fetch reads slots at unrelated places, and a
+  // large cluster's table spans more 4 KiB pages than a TLB holds.
+  HugePageVector<RequestSlot> slots_;
   std::vector<uint32_t> free_slots_;
   std::deque<uint32_t> global_queue_;
   std::deque<uint32_t> prefill_queue_;

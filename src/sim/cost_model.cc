@@ -16,6 +16,7 @@ CostModel::CostModel(const SimConfig& config, const kv::ModelGeometry& model)
 
 CostModel::CostModel(const SimConfig& c, const kv::ModelGeometry& model, int /*resolved*/)
     : model_(model),
+      attn_cost_(model.AttentionCostOf()),
       kv_bytes_per_token_(static_cast<double>(model.KvBytesPerToken())),
       attn_flops_per_s_(c.hw.gpu_bf16_tflops * 1e12 * c.engine.attention_efficiency),
       linear_flops_per_s_(c.hw.gpu_fp8_tflops * 1e12 * c.engine.linear_efficiency),

@@ -26,7 +26,7 @@ class CostModel {
 
   // Attention time of one request chunk in a prefill forward (all layers).
   double PrefillAttentionTime(uint64_t cached, uint64_t new_tokens) const {
-    return model_.AttentionFlops(cached, new_tokens) / attn_flops_per_s_;
+    return attn_cost_.Flops(cached, new_tokens) / attn_flops_per_s_;
   }
   // Linear (GEMM) time of a prefill forward with `tokens` tokens per GPU (all layers). GEMM
   // efficiency grows with the batch: eff(t) = linear_efficiency * t / (t + linear_half_tokens).
@@ -44,7 +44,10 @@ class CostModel {
   double snic_bytes_per_s() const { return snic_bytes_per_s_; }
 
   // Per-request decode costs, computed once when a request joins a decode batch.
-  double DecodeFlopsPerStep(uint64_t context) const { return model_.DecodeFlopsPerToken(context); }
+  // model().DecodeFlopsPerToken(context), the same doubles, from the constants kept here.
+  double DecodeFlopsPerStep(uint64_t context) const {
+    return linear_flops_per_token_ * 1.0 + attn_cost_.Flops(context, 1);
+  }
   double DecodeKvBytesPerStep(uint64_t context) const { return model_.DecodeKvBytesRead(context); }
   // Step time of one decode GPU with these sums; the EP group steps at its slowest member.
   double DecodeGpuTime(double flops, double kv_bytes, uint32_t requests) const {
@@ -62,6 +65,7 @@ class CostModel {
   CostModel(const SimConfig& resolved, const kv::ModelGeometry& model, int);
 
   kv::ModelGeometry model_;
+  kv::AttentionCost attn_cost_;  // model_.AttentionCostOf(), kept (issue 27)
   double kv_bytes_per_token_;
   double attn_flops_per_s_;
   double linear_flops_per_s_;

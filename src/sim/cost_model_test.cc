@@ -101,5 +101,24 @@ TEST(CostModelTest, MeasuredCostsAreChargedExactly) {
             dualpath::Code::kSimBadConfig);
 }
 
+// The cost model keeps the model's attention constants (kv::AttentionCost) instead of asking the
+// model on every call: the doubles must be the model's own, bit for bit, or the simulator's
+// results would move (issue 27).
+TEST(CostModelTest, KeptAttentionConstantsGiveTheModelsOwnDoubles) {
+  for (const kv::ModelGeometry& model : kv::ModelPresets()) {
+    const CostModel cost(SimConfig{}, model);
+    const kv::AttentionCost kept = model.AttentionCostOf();
+    for (const uint64_t ctx :
+         {0ULL, 1ULL, 100ULL, 2047ULL, 2048ULL, 2049ULL, 65536ULL, 1ULL << 20}) {
+      EXPECT_EQ(cost.DecodeFlopsPerStep(ctx), model.DecodeFlopsPerToken(ctx))
+          << model.name << " context " << ctx;
+      for (const uint64_t n : {0ULL, 1ULL, 512ULL, 4096ULL}) {
+        EXPECT_EQ(kept.Flops(ctx, n), model.AttentionFlops(ctx, n))
+            << model.name << " cached " << ctx << " new " << n;
+      }
+    }
+  }
+}
+
 }  // namespace
 }  // namespace dualpath::sim

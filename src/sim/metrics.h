@@ -15,6 +15,7 @@
 #include <utility>
 #include <vector>
 
+#include "dualpath/common/huge_pages.h"
 #include "dualpath/sched/types.h"
 #include "dualpath/sim/simulator.h"
 #include "sim/cluster_state.h"
@@ -105,8 +106,8 @@ class SimMetrics {
     double to_first_token_s = 0;
     double decode_s = 0;
   };
-  std::vector<AgentPath> agent_path_;  // per agent: agent, turns, start (the rest: agent_sums_)
-  std::vector<AgentSums> agent_sums_;
+  std::vector<AgentPath> agent_path_;     // per agent: agent, turns, start (the rest: agent_sums_)
+  HugePageVector<AgentSums> agent_sums_;  // in huge pages: read at a random agent's place
   // RequestDone's updates of agent_sums_, logged and applied in batches (FlushDone): applied one
   // at a time, each was a cache miss on a random agent's line that stalled the completion (the
   // prefetch when the completion was timed came too early or too late; ~6 % of a 48K-agent run,

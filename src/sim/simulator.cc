@@ -7,6 +7,7 @@
 #include <random>
 
 #include "dualpath/common/check.h"
+#include "dualpath/common/huge_pages.h"
 #include "dualpath/common/numeric.h"
 #include "dualpath/sim/event_queue.h"
 #include "dualpath/sim/quad_heap.h"
@@ -265,8 +266,10 @@ class Simulation {
   ClusterState c_;
   std::vector<PeGroup> pe_groups_;
   std::vector<DeGroup> de_groups_;
-  std::vector<Req> reqs_;       // by request slot
-  std::vector<ReqLife> lives_;  // by request slot
+  // By request slot; in huge pages (common/huge_pages.h): each event reads a record at a place
+  // unrelated to the last one's.
+  HugePageVector<Req> reqs_;
+  HugePageVector<ReqLife> lives_;
   std::vector<uint32_t> free_reqs_;
   std::vector<StorageNic::Started> started_;  // AdmitReads' scratch
   std::vector<uint32_t> due_;                 // DecodeDone's scratch: the requests completing

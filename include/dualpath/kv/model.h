@@ -46,6 +46,39 @@ inline constexpr uint32_t kMaxIndexTopk = 1u << 30;  // tokens
 inline constexpr uint64_t kMaxKvBytesPerTokenPerLayer = uint64_t{1} << 35;
 inline constexpr double kMaxModelParams = 1e15;
 
+// ModelGeometry::AttentionFlops with the model's constants taken out of the call: what a caller
+// that evaluates it millions of times keeps (the simulator: every prefill chunk and every decode
+// join, issue 27). Flops() computes exactly the doubles AttentionFlops does (the same operations
+// in the same order; AttentionFlops is Flops() of a fresh copy).
+struct AttentionCost {
+  double per_pair = 0;        // FLOPs per attended (query, key) pair per layer, main attention
+  uint64_t cap = 0;           // keys a query attends to at most (DSA top-k), 0: all
+  bool indexer = false;       // DSA's lightning indexer scores every causal pair
+  double index_per_pair = 0;  // its FLOPs per pair per layer
+  double layers = 0;
+
+  // Sum over new query tokens i = 0..n-1 of min(cap, c + i + 1): the number of (query, key)
+  // pairs a causal prefill of n tokens after c cached tokens attends to, each query limited to
+  // `cap` keys (cap == 0: no limit).
+  static double AttendedPairs(uint64_t c, uint64_t n, uint64_t cap) {
+    auto full = [](double from, double count) {
+      // sum_{i=0}^{count-1} (from + i + 1)
+      return count * from + count * (count + 1) / 2.0;
+    };
+    if (n == 0) return 0;
+    if (cap == 0 || c + n <= cap) return full(static_cast<double>(c), static_cast<double>(n));
+    // Queries with c + i + 1 <= cap attend to c + i + 1 keys; the rest to cap keys.
+    const uint64_t uncapped = c >= cap ? 0 : cap - c;  // i in [0, uncapped) are below the cap
+    return full(static_cast<double>(c), static_cast<double>(uncapped)) +
+           static_cast<double>(n - uncapped) * static_cast<double>(cap);
+  }
+  double Flops(uint64_t cached_tokens, uint64_t new_tokens) const {
+    double per_layer = per_pair * AttendedPairs(cached_tokens, new_tokens, cap);
+    if (indexer) per_layer += index_per_pair * AttendedPairs(cached_tokens, new_tokens, 0);
+    return per_layer * layers;
+  }
+};
+
 struct ModelGeometry {
   std::string name;          // short preset id, e.g. "ds660b"
   std::string display_name;  // e.g. "DeepSeek-V3.2 (660B)"
@@ -91,7 +124,11 @@ struct ModelGeometry {
   // prefill `new_tokens` tokens that follow `cached_tokens` already-cached tokens with a causal
   // mask. Query i (0-based) attends to cached_tokens + i + 1 tokens, or to at most index_topk
   // of them when sparse attention is on (the indexer still scores all of them).
-  double AttentionFlops(uint64_t cached_tokens, uint64_t new_tokens) const;
+  double AttentionFlops(uint64_t cached_tokens, uint64_t new_tokens) const {
+    return AttentionCostOf().Flops(cached_tokens, new_tokens);
+  }
+  // AttentionFlops' constants for this model.
+  AttentionCost AttentionCostOf() const;
 
   // Total prefill FLOPs: LinearFlopsPerToken() * new_tokens + AttentionFlops(...).
   double PrefillFlops(uint64_t cached_tokens, uint64_t new_tokens) const;

@@ -19,6 +19,7 @@
 #include <string_view>
 #include <vector>
 
+#include "dualpath/common/huge_pages.h"
 #include "dualpath/common/status.h"
 #include "dualpath/kv/model.h"
 #include "dualpath/sched/routing.h"
@@ -142,7 +143,9 @@ struct SimAgent {
 };
 struct SimWorkload {
   std::vector<SimAgent> agents;
-  std::vector<SimTurn> turns;
+  // Read one entry per arrival at an unrelated place (every agent is at its own turn): in huge
+  // pages, the largest table of a run misses the TLB far less (common/huge_pages.h, issue 27).
+  HugePageVector<SimTurn> turns;
 };
 // Converts (and checks: no turn with an empty prompt and no generation). block_tokens is the
 // persisted block size that hits are counted in.
