@@ -26,6 +26,19 @@
 namespace dualpath {
 
 namespace huge_pages {
+// Under AddressSanitizer every buffer comes from operator new, so that ASan keeps checking
+// accesses to it (it does not watch mappings of our own).
+#if defined(__SANITIZE_ADDRESS__)
+inline constexpr bool kEnabled = false;
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+inline constexpr bool kEnabled = false;
+#else
+inline constexpr bool kEnabled = true;
+#endif
+#else
+inline constexpr bool kEnabled = true;
+#endif
 inline constexpr size_t kHugePage = size_t{2}
                                     << 20;  // x86-64's and arm64's (4 KiB granule) PMD size
 inline constexpr size_t kHugeMin = size_t{1} << 20;  // smaller requests: operator new
@@ -49,14 +62,14 @@ struct HugePageAllocator {
   T* allocate(size_t n) {
     if (n > static_cast<size_t>(-1) / sizeof(T)) throw std::bad_array_new_length();
     const size_t bytes = n * sizeof(T);
-    if (bytes < huge_pages::kHugeMin) {
+    if (!huge_pages::kEnabled || bytes < huge_pages::kHugeMin) {
       return static_cast<T*>(::operator new (bytes, std::align_val_t{alignof(T)}));
     }
     return static_cast<T*>(huge_pages::Map(bytes));
   }
   void deallocate(T* p, size_t n) noexcept {
     const size_t bytes = n * sizeof(T);
-    if (bytes < huge_pages::kHugeMin) {
+    if (!huge_pages::kEnabled || bytes < huge_pages::kHugeMin) {
       ::operator delete (p, std::align_val_t{alignof(T)});
     } else {
       huge_pages::Unmap(p, bytes);
