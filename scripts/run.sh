@@ -4,7 +4,5 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh --system-only  # the Python venvs are for the tests (scripts/test.sh)
-source scripts/ccache_env.sh
-cmake --preset release
-cmake --build --preset release -j2 --target dualpath
+bash scripts/build_release.sh  # cmake --preset release + build, the simulator profile-optimized
 ./build/release/bin/dualpath cluster run --system all
