@@ -9,8 +9,9 @@
 #
 # Usage: bench/sim/sim_speed_compare.sh BASE_DUALPATH NEW_DUALPATH [REPS] [AGENTS]
 #   REPS: pairs per command (default 3); AGENTS: the 48P96D run's --agents (default 48K).
-# Build each with the release preset: cmake --preset release &&
-#   cmake --build --preset release -j2 --target dualpath   (copy bin/dualpath aside for the base)
+# Build each as a user gets it: scripts/build_release.sh (the release preset, the simulator
+#   profile-optimized; copy build/release/bin/dualpath aside for the base). To compare code
+#   changes alone, build both with DUALPATH_NO_PGO=1 scripts/build_release.sh.
 # Exit status: 0 identical, 1 a JSON differs (the diff is printed), 2 bad usage.
 set -euo pipefail
 if [[ $# -lt 2 || ! -x $1 || ! -x $2 ]]; then

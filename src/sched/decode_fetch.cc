@@ -1,7 +1,7 @@
 // DE scheduling, DualPath §6.1 "DE Scheduling Phase 1 / Phase 2".
 #include <algorithm>
-#include <iterator>
 
+#include "sched/gallop.h"
 #include "sched/scheduler_impl.h"
 
 namespace dualpath::sched {
@@ -60,13 +60,16 @@ void SchedulerImpl::AssignDecodeEngines(uint32_t group, FetchResult* out) {
     return;
   }
   // S: the entries whose running total stays within hbm_total, i.e. the walk "add the next need
-  // while the sum stays <= hbm_total" (the totals are nondecreasing: a binary search).
-  const auto first_over =
-      std::upper_bound(g.private_queue.begin(), g.private_queue.end(), g.popped_need + hbm_total,
-                       [](int64_t limit, const PrivateEntry& e) { return limit < e.need_through; });
-  const int64_t s_tokens = first_over == g.private_queue.begin()
-                               ? 0
-                               : std::prev(first_over)->need_through - g.popped_need;
+  // while the sum stays <= hbm_total" (the totals are nondecreasing: an upper bound, searched
+  // from where the group's last fetch found it, gallop.h).
+  const std::deque<PrivateEntry>& queue = g.private_queue;
+  const size_t hint = g.s_boundary_hint > g.popped_entries
+                          ? static_cast<size_t>(g.s_boundary_hint - g.popped_entries)
+                          : 0;
+  const size_t first_over = GallopUpperBound(queue.size(), hint, g.popped_need + hbm_total,
+                                             [&queue](size_t i) { return queue[i].need_through; });
+  g.s_boundary_hint = g.popped_entries + first_over;
+  const int64_t s_tokens = first_over == 0 ? 0 : queue[first_over - 1].need_through - g.popped_need;
   const int64_t n_engines = static_cast<int64_t>(g.engines.size());
   const int64_t high_threshold = (engine_tokens + s_tokens) / n_engines;
 
@@ -127,6 +130,7 @@ void SchedulerImpl::AssignDecodeEngines(uint32_t group, FetchResult* out) {
     }
     g.popped_need = g.private_queue.front().need_through;
     g.private_queue.pop_front();
+    ++g.popped_entries;
     EngineState& e = engines_[static_cast<uint32_t>(best)];
     e.requests += 1;
     e.tokens += need;

@@ -52,6 +52,10 @@ struct GroupState {
   // need_through of the last entry popped from private_queue (0 before the first): the needs of
   // entries [0, k] total private_queue[k].need_through - popped_need.
   int64_t popped_need = 0;
+  // Entries ever popped from private_queue, and phase 2's last S boundary as an entry number in
+  // the same count (popped + index): the next fetch's search starts there (gallop.h).
+  uint64_t popped_entries = 0;
+  uint64_t s_boundary_hint = 0;
   uint32_t rr_cursor = 0;  // round-robin engine policy
 };
 
