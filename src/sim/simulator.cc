@@ -47,15 +47,18 @@ struct alignas(64) Req {
   ReadSide side = ReadSide::kNone;
   bool sent_hit = false;  // PE read path: hit KV forwarded to the DE with the first chunk
   uint8_t reads_left = 0;
-  double dec_flops = 0, dec_kv = 0;  // per decode step, at the request's mean context
+  // Arrival time: read with this record when the prefill ends (the first token's latency), where
+  // the latency record is only written (issue 27: its load was a miss on every prefill end).
+  double arrival = 0;
 };
 static_assert(sizeof(Req) == 64, "one cache line per request on the hot paths");
 
-struct ReqLife {
+struct alignas(32) ReqLife {
   uint32_t agent = 0;
   uint32_t turn = 0;  // index into SimWorkload::turns
-  double arrival = 0, first_token = 0, ttst_time = 0;
+  double first_token = 0, ttst_time = 0;
 };
+static_assert(sizeof(ReqLife) == 32, "two latency records per cache line, none straddling");
 
 // A read in service on a storage NIC: when it completes, its event's sequence number (reserved when
 // it started, EventQueue::ReserveSeq) and its request.
@@ -224,6 +227,11 @@ class Simulation {
   uint32_t ReadNic(const Req& r, int side) const {
     return side == 0 ? c_.pes[r.pe].node : c_.des[r.de].node;
   }
+  // Per-step decode costs of the request, at its mean context during its decode: computed where
+  // it joins and again where it completes (the same function of the same fields, so the same
+  // doubles; not stored, which keeps the request record one line with its arrival time in it).
+  double DecodeFlops(const Req& r) const { return cost_.DecodeFlopsPerStep(r.prompt + r.gen / 2); }
+  double DecodeKv(const Req& r) const { return cost_.DecodeKvBytesPerStep(r.prompt + r.gen / 2); }
   // HBM a DE reserves for the request: prompt + generation KV.
   double DeHbm(const Req& r) const { return DeHbmOf(r.prompt + r.gen); }
   double DeHbmOf(uint64_t decode_tokens) const {
@@ -376,7 +384,7 @@ Status Simulation::Arrive(uint32_t agent, uint32_t turn, double now) {
     const double extra = static_cast<double>(t.prompt - t.hit) * (spec_.append_scale - 1);
     r.prompt = std::max<uint64_t>(uint64_t{r.hit} + 1, static_cast<uint64_t>(r.prompt + extra));
   }
-  life.arrival = now;
+  r.arrival = now;
   // A request no engine can hold would wait forever (in sched's phase 2 for decode HBM, or in
   // PackBatch for prefill HBM): it is refused at once, as a serving engine refuses a prompt longer
   // than its maximum, counted, and the agent's session goes on (its next recorded turn).
@@ -630,7 +638,7 @@ void Simulation::PrefillDone(uint32_t slot, double now) {
   Req& r = reqs_[slot];
   ReqLife& life = lives_[slot];
   life.first_token = now;
-  metrics_.FirstToken(life.arrival, now);
+  metrics_.FirstToken(r.arrival, now);
   PeState& pe = c_.pes[r.pe];
   pe.tokens -= r.prompt;
   pe.requests--;
@@ -710,13 +718,9 @@ void Simulation::DecodeJoin(uint32_t slot, double now) {
   DeGroup& g = de_groups_[d.group];
   AdvanceDecode(g, now);
   AccumulateDecodeSeries(g, now);
-  // Per-step costs at the request's mean context during its decode.
-  const uint64_t ctx = r.prompt + r.gen / 2;
-  r.dec_flops = cost_.DecodeFlopsPerStep(ctx);
-  r.dec_kv = cost_.DecodeKvBytesPerStep(ctx);
   d.batch++;
-  d.flops += r.dec_flops;
-  d.kv_bytes += r.dec_kv;
+  d.flops += DecodeFlops(r);
+  d.kv_bytes += DecodeKv(r);
   g.batch++;
   UpdateDeStepTime(r.de);
   const double join = std::ceil(g.steps - 1e-9);
@@ -753,8 +757,8 @@ void Simulation::DecodeDone(uint32_t gi, uint64_t version, double now) {
     Req& r = reqs_[slot];
     DeState& d = c_.des[r.de];
     d.batch--;
-    d.flops -= r.dec_flops;
-    d.kv_bytes -= r.dec_kv;
+    d.flops -= DecodeFlops(r);
+    d.kv_bytes -= DecodeKv(r);
     if (d.batch == 0) {
       d.flops = 0;  // no drift when empty
       d.kv_bytes = 0;
@@ -772,7 +776,7 @@ void Simulation::DecodeDone(uint32_t gi, uint64_t version, double now) {
 void Simulation::Complete(uint32_t slot, double now) {
   Req& r = reqs_[slot];
   const ReqLife& life = lives_[slot];
-  metrics_.RequestDone(life.agent, life.arrival, life.first_token, life.ttst_time, now, r.gen);
+  metrics_.RequestDone(life.agent, r.arrival, life.first_token, life.ttst_time, now, r.gen);
   DeState& d = c_.des[r.de];
   d.tokens -= r.prompt + r.gen;
   d.requests--;
