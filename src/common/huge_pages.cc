@@ -14,13 +14,13 @@ size_t RoundUp(size_t bytes) { return (bytes + kHugePage - 1) / kHugePage * kHug
 
 }  // namespace
 
-void* Map(size_t bytes) {
-  if (bytes > SIZE_MAX - 2 * kHugePage) throw std::bad_alloc();
+void* TryMap(size_t bytes) noexcept {
+  if (bytes > SIZE_MAX - 2 * kHugePage) return nullptr;
   const size_t len = RoundUp(bytes);
   // Over-map by one huge page, then trim to the aligned `len` (mmap aligns to 4 KiB only).
   void* raw =
       mmap(nullptr, len + kHugePage, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-  if (raw == MAP_FAILED) throw std::bad_alloc();
+  if (raw == MAP_FAILED) return nullptr;
   const auto start = reinterpret_cast<uintptr_t>(raw);
   const uintptr_t aligned = (start + kHugePage - 1) / kHugePage * kHugePage;
   if (aligned > start) munmap(raw, aligned - start);
@@ -29,6 +29,12 @@ void* Map(size_t bytes) {
   // A hint: EINVAL on a kernel without THP leaves an ordinary mapping, which is still correct.
   (void)madvise(reinterpret_cast<void*>(aligned), len, MADV_HUGEPAGE);
   return reinterpret_cast<void*>(aligned);
+}
+
+void* Map(size_t bytes) {
+  void* p = TryMap(bytes);
+  if (p == nullptr) throw std::bad_alloc();
+  return p;
 }
 
 void Unmap(void* p, size_t bytes) noexcept {

@@ -33,9 +33,11 @@
 #include <new>
 #include <type_traits>
 
+#include "dualpath/common/huge_pages.h"
+
 namespace dualpath::store {
 
-inline constexpr size_t kHugePageBytes = size_t{2} << 20;
+inline constexpr size_t kHugePageBytes = huge_pages::kHugePage;
 
 // Bytes of the live direct mappings of HugeArrays (process-wide; relaxed: a statistic).
 inline std::atomic<size_t>& HugeArrayMappedCounter() {
@@ -76,22 +78,11 @@ inline void AdviseHugePages(void* p, size_t bytes) {
 }
 
 // `bytes` (a multiple of kHugePageBytes) of fresh anonymous memory at a 2 MiB-aligned address,
-// advised MADV_HUGEPAGE; nullptr if the kernel refused the mapping. It maps 2 MiB more than asked
-// and unmaps the unaligned head and the tail, so what stays mapped is exactly `bytes`.
+// advised MADV_HUGEPAGE (common's huge_pages::TryMap: exactly `bytes` stay mapped); nullptr if
+// the kernel refused the mapping.
 inline void* MapHugeAligned(size_t bytes) {
-  const size_t span = bytes + kHugePageBytes;
-  void* raw = ::mmap(nullptr, span, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-  if (raw == MAP_FAILED) return nullptr;
-  const uintptr_t begin = reinterpret_cast<uintptr_t>(raw);
-  const uintptr_t aligned = (begin + kHugePageBytes - 1) & ~(kHugePageBytes - 1);
-  if (aligned > begin) ::munmap(raw, aligned - begin);
-  const uintptr_t end = begin + span;
-  if (end > aligned + bytes)
-    ::munmap(reinterpret_cast<void*>(aligned + bytes), end - aligned - bytes);
-  void* p = reinterpret_cast<void*>(aligned);
-  // Advice only: failure (no THP in this kernel) leaves ordinary pages.
-  (void)::madvise(p, bytes, MADV_HUGEPAGE);
-  HugeArrayMappedCounter().fetch_add(bytes, std::memory_order_relaxed);
+  void* p = huge_pages::TryMap(bytes);
+  if (p != nullptr) HugeArrayMappedCounter().fetch_add(bytes, std::memory_order_relaxed);
   return p;
 }
 

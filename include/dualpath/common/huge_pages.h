@@ -42,8 +42,10 @@ inline constexpr bool kEnabled = true;
 inline constexpr size_t kHugePage = size_t{2}
                                     << 20;  // x86-64's and arm64's (4 KiB granule) PMD size
 inline constexpr size_t kHugeMin = size_t{1} << 20;  // smaller requests: operator new
-// A kHugePage-aligned mapping of `bytes` (>= kHugeMin) rounded up to whole huge pages, advised
-// MADV_HUGEPAGE; throws std::bad_alloc when the kernel refuses the mapping.
+// A kHugePage-aligned mapping of `bytes` rounded up to whole huge pages, advised MADV_HUGEPAGE;
+// nullptr when the kernel refuses the mapping (or the size cannot be rounded).
+void* TryMap(size_t bytes) noexcept;
+// TryMap, throwing std::bad_alloc where it gives nullptr.
 void* Map(size_t bytes);
 // Unmaps what Map(bytes) returned (the same `bytes`).
 void Unmap(void* p, size_t bytes) noexcept;
