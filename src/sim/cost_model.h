@@ -43,7 +43,8 @@ class CostModel {
   // Storage NIC read rate per node.
   double snic_bytes_per_s() const { return snic_bytes_per_s_; }
 
-  // Per-request decode costs, computed once when a request joins a decode batch.
+  // Per-request decode costs per step (the simulator evaluates them where a request joins a decode
+  // batch and again where it completes).
   // model().DecodeFlopsPerToken(context), the same doubles, from the constants kept here.
   double DecodeFlopsPerStep(uint64_t context) const {
     return linear_flops_per_token_ * 1.0 + attn_cost_.Flops(context, 1);
